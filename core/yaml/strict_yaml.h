@@ -1,0 +1,122 @@
+// Strict reading of YAML: every key known, every value typed, every error located.
+//
+// Loaders walk a document with `Node` and `MapReader`. Any problem — an unknown or duplicate
+// key, a wrong type, a missing key, an impossible value — raises InputError carrying
+// file:line:col and the dotted key path, so no half-validated spec ever reaches the simulator.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/input_error.h"
+
+namespace epochcast::yaml {
+
+class MapReader;
+
+// A YAML node together with the file it came from and its dotted path from the root.
+class Node {
+ public:
+  Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string path);
+
+  const std::string& path() const { return path_; }
+  SourceMark mark() const;
+
+  bool is_map() const { return node_.IsMap(); }
+  bool is_sequence() const { return node_.IsSequence(); }
+  bool is_scalar() const { return node_.IsScalar(); }
+  bool is_null() const { return node_.IsNull(); }
+  // A short description of what this node is, for "expected X, got Y" messages.
+  std::string describe() const;
+
+  // Typed reads. Each raises InputError naming this node when the value does not fit.
+  std::string as_string() const;
+  std::int64_t as_int() const;
+  std::int64_t as_int_at_least(std::int64_t minimum) const;
+  double as_number() const;           // any finite number
+  double as_positive_number() const;  // finite and > 0
+  double as_fraction() const;         // in [0, 1]
+  bool as_bool() const;
+  // One of `choices`; returns its index. Misspellings get a suggestion.
+  std::size_t as_choice(std::span<const std::string_view> choices) const;
+  // A sequence of at least `min_size` elements.
+  std::vector<Node> items(std::size_t min_size = 0) const;
+  std::vector<std::int64_t> as_int_list(std::int64_t minimum, std::size_t min_size = 1) const;
+
+  // Raises InputError at this node with the given problem.
+  [[noreturn]] void fail(const std::string& problem) const;
+
+  const YAML::Node& raw() const { return node_; }
+  // A node built in code (not parsed) has no position; this lends it one for error messages.
+  Node& at(SourceMark mark) {
+    mark_override_ = std::move(mark);
+    return *this;
+  }
+  const std::shared_ptr<const std::string>& file() const { return file_; }
+
+ private:
+  std::string plain_scalar(std::string_view expected) const;
+
+  YAML::Node node_;
+  std::shared_ptr<const std::string> file_;
+  std::string path_;
+  std::optional<SourceMark> mark_override_;
+};
+
+// Reads one mapping. The constructor rejects non-maps, duplicate keys and keys outside
+// `allowed` (with a "did you mean" suggestion), so a reader that exists is a clean map.
+class MapReader {
+ public:
+  MapReader(const Node& map, std::initializer_list<std::string_view> allowed);
+  MapReader(const Node& map, std::span<const std::string_view> allowed);
+
+  bool has(std::string_view key) const;
+  std::optional<Node> optional(std::string_view key) const;
+  // A missing key is an error at the map's position naming the key.
+  Node required(std::string_view key) const;
+
+  const Node& node() const { return map_; }
+  // The keys present, in file order.
+  std::vector<std::string> keys() const;
+
+ private:
+  void check_keys() const;
+  std::string child_path(std::string_view key) const;
+
+  Node map_;
+  std::vector<std::string_view> allowed_;
+};
+
+// A whole YAML file. Loading rejects unreadable files, empty files, YAML syntax errors and
+// files holding more than one document.
+class Document {
+ public:
+  static Document load_file(const std::filesystem::path& path);
+  // `name` stands in for the file name in error messages (e.g. "<command line>").
+  static Document load_string(const std::string& text, const std::string& name);
+
+  Node root() const { return Node(root_, file_, ""); }
+  const std::string& file_name() const { return *file_; }
+
+ private:
+  Document(YAML::Node root, std::shared_ptr<const std::string> file)
+      : root_(std::move(root)), file_(std::move(file)) {}
+
+  YAML::Node root_;
+  std::shared_ptr<const std::string> file_;
+};
+
+// Files larger than this are refused before parsing: no spec comes near it, and it bounds the
+// memory a hostile input can make the parser take.
+inline constexpr std::size_t kMaxDocumentBytes = 8u << 20;
+
+}  // namespace epochcast::yaml

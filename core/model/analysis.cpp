@@ -1,0 +1,265 @@
+// Walks a model spec: shapes flow layer to layer, residual blocks fork and join, and every
+// tensor held for backward is counted once however many layers hold it.
+#include "core/model/analysis.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/model/layer_costs.h"
+
+namespace epochcast {
+
+std::string_view to_string(OpClass op_class) {
+  return kOpClassNames[static_cast<std::size_t>(op_class)];
+}
+
+namespace {
+
+template <typename Q>
+PerBatch<Q> sum(const std::vector<KernelWork>& kernels, PerBatch<Q> KernelWork::*field) {
+  PerBatch<Q> total;
+  for (const KernelWork& k : kernels)
+    total += k.*field;
+  return total;
+}
+
+// A tensor flowing through the model, as autograd sees it: its size, whether it requires a
+// gradient, and whether something already holds it for backward.
+struct Tensor {
+  Bytes bytes_per_sample;
+  DType dtype = DType::float32;
+  bool requires_grad = false;
+  bool held = false;
+};
+
+class Analyzer {
+ public:
+  Analyzer(const ModelSpec& spec, const CostOptions& options) : spec_(spec), options_(options) {}
+
+  ModelAnalysis run() {
+    ModelAnalysis result;
+    result.model_name = spec_.name;
+    result.input_shape = spec_.input_shape;
+    result.input_dtype = spec_.input_dtype;
+    result.options = options_;
+    Flow input{spec_.input_shape, new_tensor(spec_.input_shape, spec_.input_dtype, false)};
+    Flow out = sequence(spec_.layers, input);
+    result.output_shape = out.shape;
+    result.layers = std::move(layers_);
+    summarise(result);
+    return result;
+  }
+
+ private:
+  struct Flow {
+    TensorShape shape;
+    std::size_t tensor = 0;
+  };
+
+  std::size_t new_tensor(const TensorShape& shape, DType dtype, bool requires_grad) {
+    tensors_.push_back(
+        Tensor{Bytes(shape.elements() * element_bytes(dtype)), dtype, requires_grad, false});
+    return tensors_.size() - 1;
+  }
+
+  Bytes hold(std::size_t tensor) {
+    if (tensors_[tensor].held) return Bytes(0);
+    tensors_[tensor].held = true;
+    return tensors_[tensor].bytes_per_sample;
+  }
+
+  [[noreturn]] void fail(const Layer& layer, const std::string& problem) const {
+    throw InputError(
+        layer.mark,
+        fmt::format("layer {} '{}' ({})", layers_.size() + 1, layer.name, to_string(layer.type)),
+        problem);
+  }
+
+  Flow sequence(const std::vector<ModelNode>& nodes, Flow flow) {
+    for (const ModelNode& node : nodes) {
+      flow =
+          node.kind == ModelNode::Kind::layer ? primitive(node.layer, flow) : residual(node, flow);
+    }
+    return flow;
+  }
+
+  Flow primitive(const Layer& layer, const Flow& in) {
+    const Tensor& input = tensors_[in.tensor];
+    detail::PrimitiveCosts p;
+    try {
+      p = detail::cost_primitive(layer, in.shape, input.dtype, input.requires_grad, options_);
+    } catch (const detail::ShapeProblem& problem) {
+      fail(layer, problem.what());
+    }
+    return commit(std::move(p), in);
+  }
+
+  Flow commit(detail::PrimitiveCosts p, const Flow& in) {
+    LayerCosts& c = p.costs;
+    std::int64_t elements = 1;
+    for (std::int64_t d : c.output_shape.dims) {
+      if (d <= 0)
+        fail(c.layer, fmt::format("its output {} has an empty dimension", c.output_shape.str()));
+      if (d > kMaxTensorElements / elements) {
+        fail(c.layer, fmt::format("its output would hold more than {} elements per sample",
+                                  kMaxTensorElements));
+      }
+      elements *= d;
+    }
+    bool output_requires_grad =
+        tensors_[in.tensor].requires_grad || c.params > 0 || !c.layer.tied_to.empty();
+    // Autograd records nothing for a layer whose input and parameters need no gradient.
+    if (!output_requires_grad) {
+      c.backward_input.clear();
+      c.backward_weight.clear();
+      p.saves_input = p.saves_output = false;
+      p.saved_extra = {};
+    }
+    Flow out;
+    out.shape = c.output_shape;
+    DType out_dtype = c.layer.type == LayerType::reshape || c.layer.type == LayerType::flatten
+                          ? tensors_[in.tensor].dtype
+                          : options_.activation_dtype;
+    out.tensor = p.output_aliases_input
+                     ? in.tensor
+                     : new_tensor(c.output_shape, out_dtype, output_requires_grad);
+    tensors_[out.tensor].requires_grad = output_requires_grad;
+    c.saved = p.saved_extra;
+    if (p.saves_input) c.saved.per_sample += hold(in.tensor);
+    if (p.saves_output) c.saved.per_sample += hold(out.tensor);
+    if (is_torch_module(c.layer.type)) {
+      c.display_name = fmt::format("{}-{}", torch_class_name(c.layer.type), ++module_count_);
+    }
+    check_tie(c);
+    layers_.push_back(std::move(c));
+    return out;
+  }
+
+  // A linear layer tied to an embedding uses that embedding's table as its weight.
+  void check_tie(const LayerCosts& c) {
+    if (c.layer.tied_to.empty()) return;
+    for (const LayerCosts& other : layers_) {
+      if (other.layer.name != c.layer.tied_to) continue;
+      if (other.layer.type != LayerType::embedding) {
+        fail(c.layer, fmt::format("tied_to '{}' must name an embedding, not a {}", c.layer.tied_to,
+                                  to_string(other.layer.type)));
+      }
+      if (other.layer.num_embeddings != c.layer.out_features ||
+          other.layer.embedding_dim != c.in_features) {
+        fail(c.layer, fmt::format("cannot share the {}x{} table of '{}' with a {}->{} linear layer",
+                                  other.layer.num_embeddings, other.layer.embedding_dim,
+                                  c.layer.tied_to, c.in_features, c.layer.out_features));
+      }
+      return;
+    }
+    fail(c.layer, fmt::format("tied_to '{}' names no earlier layer", c.layer.tied_to));
+  }
+
+  Flow residual(const ModelNode& node, const Flow& in) {
+    Flow body = sequence(node.body, in);
+    bool same_shape = body.shape == in.shape;
+    Layer join;
+    join.type = LayerType::add;
+    join.name = node.name + ".add";
+    join.mark = node.mark;
+    if (node.rule == ModelNode::ResidualRule::add_if_shape_kept && !same_shape) return body;
+    Flow shortcut = in;
+    bool use_shortcut =
+        node.rule == ModelNode::ResidualRule::always ||
+        (node.rule == ModelNode::ResidualRule::project_if_shape_changes && !same_shape);
+    if (use_shortcut) shortcut = sequence(node.shortcut, in);
+    if (body.shape != shortcut.shape) {
+      fail(join, fmt::format("the residual branches disagree: the body gives {} but the shortcut "
+                             "gives {}",
+                             body.shape.str(), shortcut.shape.str()));
+    }
+    bool fork_grad = tensors_[in.tensor].requires_grad;
+    detail::PrimitiveCosts p = detail::cost_residual_add(join, body.shape, fork_grad, options_);
+    p.costs.needs_input_grad =
+        tensors_[body.tensor].requires_grad || tensors_[shortcut.tensor].requires_grad;
+    return commit(std::move(p), body);
+  }
+
+  void summarise(ModelAnalysis& r) const {
+    std::int64_t module_outputs = 0;
+    for (const LayerCosts& c : r.layers) {
+      r.params += c.params;
+      r.buffers += c.buffers;
+      r.macs_per_sample += c.macs_per_sample;
+      r.forward_flops += c.forward_flops();
+      r.backward_input_flops += c.backward_input_flops();
+      r.backward_weight_flops += c.backward_weight_flops();
+      r.saved_activations += c.saved;
+      r.forward_kernels += static_cast<std::int64_t>(c.forward_kernels());
+      r.backward_kernels += static_cast<std::int64_t>(c.backward_kernels());
+      r.param_tensors.insert(r.param_tensors.end(), c.param_tensors.begin(), c.param_tensors.end());
+      if (is_torch_module(c.layer.type)) module_outputs += c.output_shape.elements();
+    }
+    // torchsummary counts float32 (4 bytes) and MB = 2^20 bytes; "forward/backward" doubles the
+    // module outputs to account for their gradients.
+    constexpr double kMB = 1024.0 * 1024.0;
+    r.torchsummary_input_mb = static_cast<double>(r.input_shape.elements()) * 4.0 / kMB;
+    r.torchsummary_forward_backward_mb = 2.0 * static_cast<double>(module_outputs) * 4.0 / kMB;
+    r.torchsummary_params_mb = static_cast<double>(r.params) * 4.0 / kMB;
+  }
+
+  const ModelSpec& spec_;
+  CostOptions options_;
+  std::vector<Tensor> tensors_;
+  std::vector<LayerCosts> layers_;
+  int module_count_ = 0;
+};
+
+}  // namespace
+
+PerBatch<Flops> LayerCosts::forward_flops() const {
+  return sum(forward, &KernelWork::flops);
+}
+PerBatch<Flops> LayerCosts::backward_input_flops() const {
+  return sum(backward_input, &KernelWork::flops);
+}
+PerBatch<Flops> LayerCosts::backward_weight_flops() const {
+  return sum(backward_weight, &KernelWork::flops);
+}
+PerBatch<Bytes> LayerCosts::forward_bytes() const {
+  return sum(forward, &KernelWork::bytes);
+}
+PerBatch<Bytes> LayerCosts::backward_bytes() const {
+  PerBatch<Bytes> total = sum(backward_input, &KernelWork::bytes);
+  total += sum(backward_weight, &KernelWork::bytes);
+  return total;
+}
+
+ModelAnalysis analyze_model(const ModelSpec& spec, const CostOptions& options) {
+  return Analyzer(spec, options).run();
+}
+
+LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& options) {
+  std::int64_t a = element_bytes(options.activation_dtype);
+  std::int64_t e = logits.elements(), rows = e / logits.last();
+  LayerCosts c;
+  c.layer.type = LayerType::softmax;
+  c.layer.name = "loss";
+  c.input_shape = logits;
+  c.output_shape.dims = {};
+  auto work = [](std::string_view name, OpClass op, std::int64_t f, std::int64_t b,
+                 std::int64_t parallel) {
+    KernelWork k;
+    k.name = name;
+    k.op_class = op;
+    k.flops = {Flops(f), Flops(0)};
+    k.bytes = {Bytes(b), Bytes(0)};
+    k.parallelism = {parallel, 0};
+    return k;
+  };
+  c.forward.push_back(work("log_softmax", OpClass::normalization, 5 * e, 2 * a * e, rows));
+  c.forward.push_back(work("nll_loss", OpClass::reduction, rows, a * rows + 8 * rows, rows));
+  c.backward_input.push_back(work("nll_loss_backward", OpClass::elementwise, rows, a * e, e));
+  c.backward_input.push_back(
+      work("log_softmax_backward", OpClass::normalization, 4 * e, 3 * a * e, rows));
+  c.saved = {Bytes(a * e + 8 * rows), Bytes(0)};  // log-probabilities and targets
+  return c;
+}
+
+}  // namespace epochcast

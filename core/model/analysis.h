@@ -1,0 +1,154 @@
+// Shape inference and cost counting: what one training step of a model asks of a GPU.
+//
+// Every primitive layer becomes a list of kernels, the way an eager framework (PyTorch on CUDA)
+// launches them, for the forward pass and for the two halves of the backward pass (gradient
+// with respect to the input, and with respect to the weights). Each kernel carries its FLOPs
+// and memory traffic split into a part that grows with the batch and a part that does not
+// (weights read once per step), plus the shape of its parallel work, so the simulator can apply
+// a roofline with wave quantisation at any batch size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/model_spec.h"
+#include "core/model/tensor_shape.h"
+#include "core/units.h"
+
+namespace epochcast {
+
+// Kinds of kernel that run at different efficiencies on a GPU; calibration fits one
+// efficiency per class.
+enum class OpClass {
+  gemm,
+  conv,
+  depthwise_conv,
+  elementwise,
+  normalization,
+  pooling,
+  reduction,
+  embedding,
+  optimizer,
+};
+inline constexpr std::string_view kOpClassNames[] = {
+    "gemm",    "conv",      "depthwise_conv", "elementwise", "normalization",
+    "pooling", "reduction", "embedding",      "optimizer"};
+inline constexpr std::size_t kOpClassCount = 9;
+std::string_view to_string(OpClass op_class);
+
+// A quantity that is `per_sample` × batch + `fixed` for one step at a given batch size.
+template <typename Q>
+struct PerBatch {
+  Q per_sample{};
+  Q fixed{};
+
+  Q at(std::int64_t batch) const { return per_sample * batch + fixed; }
+  PerBatch& operator+=(const PerBatch& other) {
+    per_sample += other.per_sample;
+    fixed += other.fixed;
+    return *this;
+  }
+};
+
+// Matrix-multiply structure of gemm and convolution kernels (convolution as implicit GEMM):
+// `batches` independent products of (m × k) by (k × n). Used for wave quantisation.
+struct GemmShape {
+  PerBatch<std::int64_t> batches{0, 1};
+  PerBatch<std::int64_t> m, n, k;
+};
+
+struct KernelWork {
+  std::string_view name;  // e.g. "addmm", "conv_dgrad", "threshold_backward"
+  OpClass op_class = OpClass::elementwise;
+  PerBatch<Flops> flops;
+  PerBatch<Bytes> bytes;  // device-memory traffic, read + written
+  // Independent output elements: how much parallelism the kernel exposes.
+  PerBatch<std::int64_t> parallelism;
+  bool has_gemm_shape = false;
+  GemmShape gemm;
+  // Skipped in evaluation (validation) passes: dropout, batch-norm statistics.
+  bool training_only = false;
+};
+
+struct ParamTensor {
+  std::string name;  // "layer1.0.conv1.weight"
+  std::int64_t elements = 0;
+};
+
+// The costs of one primitive layer, per step of `batch` samples on one device.
+struct LayerCosts {
+  Layer layer;               // hyper-parameters with widths resolved against the input
+  std::string display_name;  // torchsummary-style "Conv1d-1" (empty for non-modules)
+  TensorShape input_shape;   // first input; a residual add has two of this shape
+  TensorShape output_shape;
+  std::int64_t in_features = 0;  // linear in_features / conv in_channels / norm features
+
+  std::int64_t params = 0;   // trainable parameters owned by this layer (tied ones: 0)
+  std::int64_t buffers = 0;  // non-trainable state (batch-norm running statistics)
+  std::vector<ParamTensor> param_tensors;
+  std::int64_t macs_per_sample = 0;  // multiply-accumulates of gemm/conv work, as papers count
+
+  bool needs_input_grad = true;  // false before the first layer with parameters
+  std::vector<KernelWork> forward;
+  std::vector<KernelWork> backward_input;   // gradient w.r.t. the layer's input
+  std::vector<KernelWork> backward_weight;  // gradient w.r.t. its parameters
+
+  // Bytes kept alive from forward to backward that this layer is the first to hold
+  // (tensors shared by several layers are counted once, at their first holder).
+  PerBatch<Bytes> saved;
+
+  PerBatch<Flops> forward_flops() const;
+  PerBatch<Flops> backward_input_flops() const;
+  PerBatch<Flops> backward_weight_flops() const;
+  PerBatch<Bytes> forward_bytes() const;
+  PerBatch<Bytes> backward_bytes() const;
+  std::size_t forward_kernels() const { return forward.size(); }
+  std::size_t backward_kernels() const { return backward_input.size() + backward_weight.size(); }
+};
+
+// Element sizes used for counting bytes. Parameters, gradients and optimizer state stay in
+// parameter_dtype (fp32 master weights under mixed precision).
+struct CostOptions {
+  DType activation_dtype = DType::float32;
+  DType parameter_dtype = DType::float32;
+};
+
+struct ModelAnalysis {
+  std::string model_name;
+  TensorShape input_shape;
+  DType input_dtype = DType::float32;
+  TensorShape output_shape;
+  CostOptions options;
+  std::vector<LayerCosts> layers;  // primitives in execution order
+
+  std::int64_t params = 0;
+  std::int64_t buffers = 0;
+  std::int64_t macs_per_sample = 0;
+  PerBatch<Flops> forward_flops;
+  PerBatch<Flops> backward_input_flops;
+  PerBatch<Flops> backward_weight_flops;
+  PerBatch<Bytes> saved_activations;
+  std::int64_t forward_kernels = 0;
+  std::int64_t backward_kernels = 0;
+  // Parameter tensors in registration order (DDP buckets them in reverse).
+  std::vector<ParamTensor> param_tensors;
+
+  // torchsummary's figures, computed its way (float32, MB = 2^20 bytes): the input, twice the
+  // sum of every module's output ("Forward/backward pass size"), and the parameters.
+  double torchsummary_input_mb = 0;
+  double torchsummary_forward_backward_mb = 0;
+  double torchsummary_params_mb = 0;
+};
+
+// Infers shapes and counts costs. Raises InputError at the offending layer (index, name and
+// file position) when shapes do not fit: a kernel larger than its padded input, channels that
+// do not divide into groups, a residual whose branches disagree, and so on.
+ModelAnalysis analyze_model(const ModelSpec& spec, const CostOptions& options = {});
+
+// Cross-entropy loss on the model's output (log-softmax + negative log-likelihood), as a
+// pseudo-layer the simulator appends after the model.
+LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& options);
+
+}  // namespace epochcast

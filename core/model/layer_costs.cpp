@@ -1,0 +1,647 @@
+// Shape rules and cost formulas of the primitive layers.
+//
+// Conventions: E is a tensor's elements per sample, a the activation element size, w the
+// parameter element size. A multiply-add is two FLOPs. Transcendental functions count a few
+// FLOPs each (exp 4, erf 8); they are memory-bound on every GPU, so the choice hardly matters.
+// Byte counts are device-memory traffic assuming each operand is read once and each result
+// written once. Kernel lists follow what PyTorch eager mode launches on CUDA.
+#include "core/model/layer_costs.h"
+
+#include <fmt/format.h>
+
+namespace epochcast::detail {
+
+namespace {
+
+// Costs are computed in 128 bits and narrowed with a check, so absurd sizes in a spec become
+// an error naming the layer instead of a silent 64-bit overflow.
+__extension__ using I64 = __int128;
+using Count = std::int64_t;
+
+[[noreturn]] void problem(const std::string& message) {
+  throw ShapeProblem(message);
+}
+
+// Per kernel and sample: beyond any real model (GPT-3's largest kernel at 2048 tokens is about
+// 2^43 FLOPs), and small enough that sums over kMaxModelLayers layers stay inside 64 bits.
+constexpr Count kMaxCount = Count{1} << 44;
+
+Count narrow(I64 value) {
+  if (value < 0 || value > kMaxCount) {
+    problem("its sizes are too large: a count exceeds 2^44 per sample, beyond any real model");
+  }
+  return static_cast<Count>(value);
+}
+
+PerBatch<Flops> flops(I64 per_sample, I64 fixed = 0) {
+  return {Flops(narrow(per_sample)), Flops(narrow(fixed))};
+}
+PerBatch<Bytes> bytes(I64 per_sample, I64 fixed = 0) {
+  return {Bytes(narrow(per_sample)), Bytes(narrow(fixed))};
+}
+PerBatch<Count> count(I64 per_sample, I64 fixed = 0) {
+  return {narrow(per_sample), narrow(fixed)};
+}
+
+KernelWork kernel(std::string_view name, OpClass op_class, PerBatch<Flops> f, PerBatch<Bytes> b,
+                  PerBatch<Count> parallelism) {
+  KernelWork k;
+  k.name = name;
+  k.op_class = op_class;
+  k.flops = f;
+  k.bytes = b;
+  k.parallelism = parallelism;
+  return k;
+}
+
+// A (batches × m × k) by (k × n) product; every dimension may scale with the batch.
+KernelWork gemm(std::string_view name, OpClass op_class, PerBatch<Count> batches, PerBatch<Count> m,
+                PerBatch<Count> n, PerBatch<Count> k, PerBatch<Bytes> b) {
+  // FLOPs = 2·batches·m·n·k, where exactly one factor scales with the batch. The parallel
+  // work is the output (batches·m·n), which stays fixed when the batch is the reduction (k).
+  auto size = [](PerBatch<Count> x) -> I64 { return x.per_sample != 0 ? x.per_sample : x.fixed; };
+  I64 outputs = size(batches) * size(m) * size(n);
+  I64 total = 2 * outputs * size(k);
+  bool output_scales = batches.per_sample || m.per_sample || n.per_sample;
+  KernelWork w =
+      kernel(name, op_class, flops(total), b, output_scales ? count(outputs) : count(0, outputs));
+  w.has_gemm_shape = true;
+  w.gemm = GemmShape{batches, m, n, k};
+  return w;
+}
+
+PerBatch<Count> per_sample(I64 v) {
+  return {narrow(v), 0};
+}
+PerBatch<Count> fixed(I64 v) {
+  return {0, narrow(v)};
+}
+
+I64 product(const std::vector<Count>& v, std::size_t from = 0) {
+  I64 p = 1;
+  for (std::size_t i = from; i < v.size(); ++i)
+    p *= v[i];
+  return p;
+}
+
+// Elements of a shape, computed wide: output shapes are checked only once they exist.
+I64 elements(const TensorShape& shape) {
+  return product(shape.dims);
+}
+
+std::string dims_str(const std::vector<Count>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out += (i ? "x" : "") + std::to_string(v[i]);
+  return out;
+}
+
+void add_param(LayerCosts& c, std::string_view what, I64 elements) {
+  c.params += narrow(elements);
+  c.param_tensors.push_back({fmt::format("{}.{}", c.layer.name, what), narrow(elements)});
+}
+
+// Elementwise activation: `f_fwd`/`f_bwd` FLOPs per element.
+PrimitiveCosts activation(PrimitiveCosts p, I64 e, I64 a, std::string_view fwd_name,
+                          std::string_view bwd_name, I64 f_fwd, I64 f_bwd, bool needs_grad,
+                          OpClass op_class = OpClass::elementwise) {
+  p.costs.output_shape = p.costs.input_shape;
+  p.costs.forward.push_back(
+      kernel(fwd_name, op_class, flops(f_fwd * e), bytes(2 * a * e), count(e)));
+  if (needs_grad) {
+    p.costs.backward_input.push_back(
+        kernel(bwd_name, op_class, flops(f_bwd * e), bytes(3 * a * e), count(e)));
+  }
+  return p;
+}
+
+// Output length of a sliding window (convolution or pooling), PyTorch's floor rule.
+Count window_output(I64 size, I64 kernel_size, I64 stride, I64 pad, I64 dilation,
+                    std::string_view what) {
+  I64 span = dilation * (kernel_size - 1) + 1;
+  if (size + 2 * pad < span) {
+    problem(fmt::format("{} ({}{}) is larger than its padded input ({} + 2x{} = {})", what,
+                        kernel_size, dilation > 1 ? fmt::format(", dilation {}", dilation) : "",
+                        size, pad, size + 2 * pad));
+  }
+  return narrow((size + 2 * pad - span) / stride + 1);
+}
+
+void expect_rank(const TensorShape& in, std::size_t rank, std::string_view layout) {
+  if (in.rank() != rank) {
+    problem(fmt::format("expects {} per sample, got {}", layout, in.str()));
+  }
+}
+
+PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 f_in = in.last(), f_out = p.costs.layer.out_features;
+  I64 rows = in.elements() / f_in;
+  p.costs.in_features = narrow(f_in);
+  p.costs.output_shape = in;
+  p.costs.output_shape.dims.back() = narrow(f_out);
+  bool tied = !p.costs.layer.tied_to.empty();
+  if (!tied) add_param(p.costs, "weight", f_in * f_out);
+  if (p.costs.layer.bias) add_param(p.costs, "bias", f_out);
+  I64 weight_bytes = w * f_in * f_out;
+  p.costs.macs_per_sample = narrow(rows * f_in * f_out);
+
+  // y = x·Wᵀ + b: one addmm (mm without bias), the bias add fused into it.
+  I64 bias_bytes = p.costs.layer.bias ? w * f_out : 0;
+  KernelWork fwd =
+      gemm(p.costs.layer.bias ? "addmm" : "mm", OpClass::gemm, fixed(1), per_sample(rows),
+           fixed(f_out), fixed(f_in), bytes(a * rows * (f_in + f_out), weight_bytes + bias_bytes));
+  if (p.costs.layer.bias) fwd.flops.per_sample += Flops(narrow(rows * f_out));
+  p.costs.forward.push_back(fwd);
+  if (needs_grad) {  // dx = dy·W
+    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(rows),
+                                          fixed(f_in), fixed(f_out),
+                                          bytes(a * rows * (f_in + f_out), weight_bytes)));
+  }
+  // dW = dyᵀ·x: the batch is the reduction dimension.
+  p.costs.backward_weight.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(f_out), fixed(f_in),
+                                         per_sample(rows),
+                                         bytes(a * rows * (f_in + f_out), weight_bytes)));
+  if (p.costs.layer.bias) {
+    p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(rows * f_out),
+                                             bytes(a * rows * f_out, w * f_out), count(0, f_out)));
+  }
+  if (tied) {  // autograd adds this use's gradient into the shared weight's
+    p.costs.backward_weight.push_back(kernel("add", OpClass::elementwise, flops(0, f_in * f_out),
+                                             bytes(0, 3 * weight_bytes), count(0, f_in * f_out)));
+  }
+  p.saves_input = true;
+  return p;
+}
+
+PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std::size_t nd) {
+  const TensorShape& in = p.costs.input_shape;
+  Layer& l = p.costs.layer;
+  expect_rank(in, nd + 1, nd == 1 ? "[channels, length]" : "[channels, height, width]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 c_in = in.dims[0];
+  if (l.channel_multiplier > 0) l.out_features = narrow(c_in * l.channel_multiplier);
+  if (l.depthwise) l.groups = narrow(c_in);
+  if (c_in % l.groups != 0) {
+    problem(fmt::format("input channels ({}) are not divisible by groups ({})", c_in, l.groups));
+  }
+  if (l.out_features % l.groups != 0) {
+    problem(fmt::format("out_channels ({}) are not divisible by groups ({})", l.out_features,
+                        l.groups));
+  }
+  p.costs.in_features = narrow(c_in);
+  std::vector<Count> out_spatial;
+  for (std::size_t d = 0; d < nd; ++d) {
+    out_spatial.push_back(window_output(in.dims[d + 1], l.kernel[d], l.stride[d], l.padding[d],
+                                        l.dilation[d], "the kernel"));
+  }
+  I64 c_out = l.out_features, g = l.groups;
+  I64 window = product(l.kernel);
+  I64 in_positions = product(in.dims, 1), out_positions = product(out_spatial);
+  I64 weights = c_out * (c_in / g) * window;
+  add_param(p.costs, "weight", weights);
+  if (l.bias) add_param(p.costs, "bias", c_out);
+  p.costs.output_shape.dims = {narrow(c_out)};
+  p.costs.output_shape.dims.insert(p.costs.output_shape.dims.end(), out_spatial.begin(),
+                                   out_spatial.end());
+  I64 e_in = c_in * in_positions, e_out = c_out * out_positions;
+  p.costs.macs_per_sample = narrow(e_out * (c_in / g) * window);
+
+  OpClass op_class = (g > 1 && g == c_in) ? OpClass::depthwise_conv : OpClass::conv;
+  PerBatch<Bytes> traffic = bytes(a * (e_in + e_out), w * weights);
+  // Convolution as an implicit GEMM per group: output positions × out channels, reducing
+  // over in-channels × window.
+  p.costs.forward.push_back(gemm("conv_forward", op_class, fixed(g), per_sample(out_positions),
+                                 fixed(c_out / g), fixed((c_in / g) * window), traffic));
+  if (l.bias) {  // PyTorch adds the bias in a separate kernel after cuDNN's convolution
+    p.costs.forward.push_back(
+        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), count(e_out)));
+  }
+  if (needs_grad) {
+    p.costs.backward_input.push_back(gemm("conv_backward_data", op_class, fixed(g),
+                                          per_sample(in_positions), fixed(c_in / g),
+                                          fixed((c_out / g) * window), traffic));
+  }
+  p.costs.backward_weight.push_back(gemm("conv_backward_weight", op_class, fixed(g),
+                                         fixed(c_out / g), fixed((c_in / g) * window),
+                                         per_sample(out_positions), traffic));
+  if (l.bias) {
+    p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(e_out),
+                                             bytes(a * e_out, w * c_out), count(0, c_out)));
+  }
+  p.saves_input = true;
+  return p;
+}
+
+PrimitiveCosts batchnorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad, bool two_d) {
+  const TensorShape& in = p.costs.input_shape;
+  if (two_d) {
+    expect_rank(in, 3, "[channels, height, width]");
+  } else if (in.rank() != 1 && in.rank() != 2) {
+    problem(fmt::format("expects [features] or [channels, length] per sample, got {}", in.str()));
+  }
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 c = in.dims[0], e = in.elements();
+  p.costs.in_features = narrow(c);
+  p.costs.output_shape = in;
+  add_param(p.costs, "weight", c);
+  add_param(p.costs, "bias", c);
+  p.costs.buffers = narrow(2 * c + 1);  // running mean, running variance, num_batches_tracked
+  // Training mode: statistics (one read), normalise (one read, one write); running stats
+  // updated in place; then the module's num_batches_tracked += 1.
+  p.costs.forward.push_back(kernel("batch_norm_forward", OpClass::normalization, flops(8 * e),
+                                   bytes(3 * a * e, 6 * w * c), count(e)));
+  KernelWork counter = kernel("add", OpClass::elementwise, flops(0, 1), bytes(0, 16), count(0, 1));
+  counter.training_only = true;
+  p.costs.forward.push_back(counter);
+  // One kernel gives dx, dgamma and dbeta (reads x and dy twice for the reductions).
+  KernelWork backward = kernel("batch_norm_backward", OpClass::normalization, flops(10 * e),
+                               bytes(5 * a * e, 6 * w * c), count(e));
+  (needs_grad ? p.costs.backward_input : p.costs.backward_weight).push_back(backward);
+  p.saves_input = true;
+  p.saved_extra = bytes(0, 2 * 4 * c);  // saved mean and inverse std, float32
+  return p;
+}
+
+PrimitiveCosts layernorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 d = in.last(), e = in.elements(), rows = e / d;
+  p.costs.in_features = narrow(d);
+  p.costs.output_shape = in;
+  add_param(p.costs, "weight", d);
+  add_param(p.costs, "bias", d);
+  p.costs.forward.push_back(kernel("layer_norm", OpClass::normalization, flops(8 * e),
+                                   bytes(2 * a * e, 2 * w * d), count(rows)));
+  if (needs_grad) {
+    p.costs.backward_input.push_back(kernel("layer_norm_backward", OpClass::normalization,
+                                            flops(8 * e), bytes(3 * a * e, w * d), count(rows)));
+  }
+  p.costs.backward_weight.push_back(kernel("layer_norm_backward_gamma_beta", OpClass::reduction,
+                                           flops(4 * e), bytes(2 * a * e, 2 * w * d),
+                                           count(0, 2 * d)));
+  p.saves_input = true;
+  p.saved_extra = bytes(2 * 4 * rows);  // mean and rstd per row, float32
+  return p;
+}
+
+PrimitiveCosts pooling(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std::size_t nd,
+                       bool is_max) {
+  const TensorShape& in = p.costs.input_shape;
+  const Layer& l = p.costs.layer;
+  expect_rank(in, nd + 1, nd == 1 ? "[channels, length]" : "[channels, height, width]");
+  I64 a = element_bytes(o.activation_dtype);
+  std::vector<Count> out_spatial;
+  for (std::size_t d = 0; d < nd; ++d) {
+    out_spatial.push_back(
+        window_output(in.dims[d + 1], l.kernel[d], l.stride[d], l.padding[d], 1, "the window"));
+  }
+  p.costs.output_shape.dims = {in.dims[0]};
+  p.costs.output_shape.dims.insert(p.costs.output_shape.dims.end(), out_spatial.begin(),
+                                   out_spatial.end());
+  I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
+  I64 window = product(l.kernel);
+  if (is_max) {
+    // Max pooling writes int64 indices of the maxima, which backward scatters through.
+    p.costs.forward.push_back(kernel("max_pool_forward", OpClass::pooling, flops(e_out * window),
+                                     bytes(a * (e_in + e_out) + 8 * e_out), count(e_out)));
+    if (needs_grad) {
+      p.costs.backward_input.push_back(
+          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), count(e_in)));
+      p.costs.backward_input.push_back(kernel("max_pool_backward", OpClass::pooling, flops(e_out),
+                                              bytes(2 * a * e_out + 8 * e_out), count(e_out)));
+    }
+    p.saves_input = true;
+    p.saved_extra = bytes(8 * e_out);
+  } else {
+    p.costs.forward.push_back(kernel("avg_pool_forward", OpClass::pooling, flops(e_out * window),
+                                     bytes(a * (e_in + e_out)), count(e_out)));
+    if (needs_grad) {
+      p.costs.backward_input.push_back(kernel("avg_pool_backward", OpClass::pooling, flops(e_in),
+                                              bytes(a * (e_in + e_out)), count(e_in)));
+    }
+  }
+  return p;
+}
+
+PrimitiveCosts adaptive_avgpool(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  expect_rank(in, 3, "[channels, height, width]");
+  I64 a = element_bytes(o.activation_dtype);
+  p.costs.output_shape.dims = {in.dims[0], p.costs.layer.output_size[0],
+                               p.costs.layer.output_size[1]};
+  I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
+  p.costs.forward.push_back(kernel("adaptive_avg_pool_forward", OpClass::pooling, flops(e_in),
+                                   bytes(a * (e_in + e_out)), count(e_out)));
+  if (needs_grad) {
+    p.costs.backward_input.push_back(kernel("adaptive_avg_pool_backward", OpClass::pooling,
+                                            flops(e_in), bytes(a * (e_in + e_out)), count(e_in)));
+  }
+  return p;
+}
+
+PrimitiveCosts dropout(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  I64 a = element_bytes(o.activation_dtype), e = p.costs.input_shape.elements();
+  p.costs.output_shape = p.costs.input_shape;
+  if (p.costs.layer.dropout == 0) {  // PyTorch returns the input untouched
+    p.output_aliases_input = true;
+    return p;
+  }
+  // Fused kernel: draws the mask (one byte per element), scales the survivors by 1/(1-p).
+  KernelWork forward =
+      kernel("fused_dropout", OpClass::elementwise, flops(2 * e), bytes(2 * a * e + e), count(e));
+  forward.training_only = true;
+  p.costs.forward.push_back(forward);
+  if (needs_grad) {
+    p.costs.backward_input.push_back(
+        kernel("masked_scale", OpClass::elementwise, flops(e), bytes(2 * a * e + e), count(e)));
+  }
+  p.saved_extra = bytes(e);
+  return p;
+}
+
+PrimitiveCosts embedding(PrimitiveCosts p, const CostOptions& o, DType input_dtype) {
+  const TensorShape& in = p.costs.input_shape;
+  if (!is_integer(input_dtype)) {
+    problem(fmt::format("expects integer token ids, got {} values", to_string(input_dtype)));
+  }
+  expect_rank(in, 1, "[tokens]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 tokens = in.dims[0], dim = p.costs.layer.embedding_dim, rows = p.costs.layer.num_embeddings;
+  p.costs.output_shape.dims = {narrow(tokens), narrow(dim)};
+  add_param(p.costs, "weight", rows * dim);
+  p.costs.forward.push_back(kernel("embedding", OpClass::embedding, flops(0),
+                                   bytes(8 * tokens + 2 * a * tokens * dim), count(tokens * dim)));
+  // Dense gradient: zero the whole table, sort the ids, accumulate rows.
+  p.costs.backward_weight.push_back(kernel("zero_", OpClass::elementwise, flops(0),
+                                           bytes(0, w * rows * dim), count(0, rows * dim)));
+  p.costs.backward_weight.push_back(
+      kernel("sort", OpClass::reduction, flops(0), bytes(4 * 8 * tokens), count(tokens)));
+  p.costs.backward_weight.push_back(kernel("embedding_dense_backward", OpClass::embedding,
+                                           flops(tokens * dim), bytes(2 * a * tokens * dim),
+                                           count(tokens * dim)));
+  p.saves_input = true;  // the ids
+  return p;
+}
+
+// Learned table indexed by position (or token type) and added to the input.
+PrimitiveCosts added_embedding(PrimitiveCosts p, const CostOptions& o, bool by_position) {
+  const TensorShape& in = p.costs.input_shape;
+  expect_rank(in, 2, "[tokens, features]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 tokens = in.dims[0], dim = in.dims[1], rows = p.costs.layer.num_embeddings;
+  if (by_position && tokens > rows) {
+    problem(
+        fmt::format("the sequence ({} tokens) is longer than max_positions ({})", tokens, rows));
+  }
+  p.costs.in_features = narrow(dim);
+  p.costs.output_shape = in;
+  add_param(p.costs, "weight", rows * dim);
+  I64 e = tokens * dim;
+  p.costs.forward.push_back(
+      kernel("embedding", OpClass::embedding, flops(0), bytes(8 * tokens + 2 * a * e), count(e)));
+  p.costs.forward.push_back(
+      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+  p.costs.backward_weight.push_back(kernel("zero_", OpClass::elementwise, flops(0),
+                                           bytes(0, w * rows * dim), count(0, rows * dim)));
+  p.costs.backward_weight.push_back(
+      kernel("embedding_dense_backward", OpClass::embedding, flops(e), bytes(2 * a * e), count(e)));
+  p.saved_extra = bytes(8 * tokens);  // the position / type ids
+  return p;
+}
+
+PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  const Layer& l = p.costs.layer;
+  expect_rank(in, 2, "[tokens, features]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 len = in.dims[0], d = in.dims[1], h = l.heads;
+  if (d % h != 0) {
+    problem(fmt::format("the feature size ({}) is not divisible by heads ({})", d, h));
+  }
+  I64 dh = d / h, ld = len * d, scores = h * len * len;
+  p.costs.in_features = narrow(d);
+  p.costs.output_shape = in;
+  add_param(p.costs, "in_proj_weight", 3 * d * d);
+  if (l.bias) add_param(p.costs, "in_proj_bias", 3 * d);
+  add_param(p.costs, "out_proj.weight", d * d);
+  if (l.bias) add_param(p.costs, "out_proj.bias", d);
+  p.costs.macs_per_sample = narrow(4 * len * d * d + 2 * len * len * d);
+  const std::string_view proj = l.bias ? "addmm" : "mm";
+
+  // Forward, the unfused ("math") path: project q,k,v; scale q; S = q·kᵀ; mask; softmax;
+  // dropout; context = P·v; merge heads; output projection.
+  auto& f = p.costs.forward;
+  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
+                   bytes(a * 4 * ld, w * 3 * d * d)));
+  f.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), count(ld)));
+  f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
+                   bytes(a * (2 * ld + scores))));
+  if (l.causal) {
+    f.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores), bytes(2 * a * scores),
+                       count(scores)));
+  }
+  f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores), bytes(2 * a * scores),
+                     count(h * len)));
+  if (l.dropout > 0) {
+    KernelWork drop = kernel("fused_dropout", OpClass::elementwise, flops(2 * scores),
+                             bytes(2 * a * scores + scores), count(scores));
+    drop.training_only = true;
+    f.push_back(drop);
+  }
+  f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
+                   bytes(a * (scores + 2 * ld))));
+  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                   bytes(a * 2 * ld, w * d * d)));
+
+  // Backward through the chain. Everything up to q,k,v's gradients is needed for the input
+  // projection's weight gradient even when the layer's input needs none.
+  std::vector<KernelWork> chain;
+  chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                       bytes(a * 2 * ld, w * d * d)));
+  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
+                       bytes(a * (2 * ld + scores))));
+  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
+                       bytes(a * (scores + 2 * ld))));
+  if (l.dropout > 0) {
+    chain.push_back(kernel("masked_scale", OpClass::elementwise, flops(scores),
+                           bytes(2 * a * scores + scores), count(scores)));
+  }
+  chain.push_back(kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
+                         bytes(3 * a * scores), count(h * len)));
+  if (l.causal) {
+    chain.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores),
+                           bytes(2 * a * scores), count(scores)));
+  }
+  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
+                       bytes(a * (scores + 2 * ld))));
+  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
+                       bytes(a * (scores + 2 * ld))));
+  chain.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), count(ld)));
+  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
+  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
+  if (needs_grad) {
+    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
+                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
+  }
+  auto& bw = p.costs.backward_weight;
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
+                    bytes(a * 2 * ld, w * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(0, d)));
+  }
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
+                    bytes(a * 4 * ld, w * 3 * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
+                        count(0, 3 * d)));
+  }
+  // Held for backward: the input (for the input projection's weight gradient), q, k, v, the
+  // attention probabilities, the dropout mask and dropped probabilities, and the merged
+  // context (for the output projection's weight gradient).
+  p.saves_input = true;
+  I64 held = a * (3 * ld + scores + ld);
+  if (l.dropout > 0) held += scores + a * scores;
+  p.saved_extra = bytes(held);
+  return p;
+}
+
+}  // namespace
+
+PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DType input_dtype,
+                              bool needs_input_grad, const CostOptions& options) {
+  PrimitiveCosts p;
+  p.costs.layer = layer;
+  p.costs.input_shape = input;
+  p.costs.output_shape = input;
+  p.costs.needs_input_grad = needs_input_grad;
+  I64 a = element_bytes(options.activation_dtype);
+  I64 e = input.elements();
+  bool grad = needs_input_grad;
+
+  if (is_integer(input_dtype) && layer.type != LayerType::embedding &&
+      layer.type != LayerType::reshape && layer.type != LayerType::flatten) {
+    problem(fmt::format("gets integer {} values; token ids must go through an embedding first",
+                        to_string(input_dtype)));
+  }
+  switch (layer.type) {
+    case LayerType::linear:
+      return linear(std::move(p), options, grad);
+    case LayerType::conv1d:
+      return conv(std::move(p), options, grad, 1);
+    case LayerType::conv2d:
+      return conv(std::move(p), options, grad, 2);
+    case LayerType::batchnorm1d:
+      return batchnorm(std::move(p), options, grad, false);
+    case LayerType::batchnorm2d:
+      return batchnorm(std::move(p), options, grad, true);
+    case LayerType::layernorm:
+      return layernorm(std::move(p), options, grad);
+    case LayerType::relu:
+      p.saves_output = true;  // threshold_backward uses the result
+      p.output_aliases_input = layer.inplace;
+      return activation(std::move(p), e, a, "relu", "threshold_backward", 1, 1, grad);
+    case LayerType::relu6:
+      p.saves_output = layer.inplace;  // hardtanh_backward uses the result in place, else the input
+      p.saves_input = !layer.inplace;
+      p.output_aliases_input = layer.inplace;
+      return activation(std::move(p), e, a, "hardtanh", "hardtanh_backward", 2, 2, grad);
+    case LayerType::sigmoid:
+      p.saves_output = true;
+      return activation(std::move(p), e, a, "sigmoid", "sigmoid_backward", 4, 3, grad);
+    case LayerType::tanh:
+      p.saves_output = true;
+      return activation(std::move(p), e, a, "tanh", "tanh_backward", 4, 3, grad);
+    case LayerType::gelu:
+      p.saves_input = true;
+      return activation(std::move(p), e, a, "gelu", "gelu_backward", 8, 12, grad);
+    case LayerType::softmax:
+      p.saves_output = true;
+      return activation(std::move(p), e, a, "softmax", "softmax_backward", 5, 4, grad,
+                        OpClass::normalization);
+    case LayerType::maxpool1d:
+      return pooling(std::move(p), options, grad, 1, true);
+    case LayerType::maxpool2d:
+      return pooling(std::move(p), options, grad, 2, true);
+    case LayerType::avgpool2d:
+      return pooling(std::move(p), options, grad, 2, false);
+    case LayerType::adaptive_avgpool2d:
+      return adaptive_avgpool(std::move(p), options, grad);
+    case LayerType::flatten:
+      p.costs.output_shape.dims = {narrow(e)};
+      p.output_aliases_input = true;
+      return p;
+    case LayerType::reshape: {
+      std::vector<Count> dims = layer.target_shape;
+      I64 known = 1;
+      for (Count d : dims)
+        known *= (d == -1 ? 1 : d);
+      for (Count& d : dims) {
+        if (d == -1) {
+          if (e % known != 0) {
+            problem(fmt::format("cannot reshape {} ({} elements) to [{}]", input.str(), e,
+                                dims_str(layer.target_shape)));
+          }
+          d = narrow(e / known);
+        }
+      }
+      if (product(dims) != e) {
+        problem(fmt::format("cannot reshape {} ({} elements) to [{}] ({} elements)", input.str(), e,
+                            dims_str(dims), product(dims)));
+      }
+      p.costs.output_shape.dims = dims;
+      p.output_aliases_input = true;
+      return p;
+    }
+    case LayerType::dropout:
+      return dropout(std::move(p), options, grad);
+    case LayerType::embedding:
+      return embedding(std::move(p), options, input_dtype);
+    case LayerType::position_embedding:
+      return added_embedding(std::move(p), options, true);
+    case LayerType::token_type_embedding:
+      return added_embedding(std::move(p), options, false);
+    case LayerType::token_select: {
+      expect_rank(input, 2, "[tokens, features]");
+      if (layer.index >= input.dims[0]) {
+        problem(fmt::format("index {} is outside the sequence of {} tokens", layer.index,
+                            input.dims[0]));
+      }
+      p.costs.output_shape.dims = {input.dims[1]};
+      p.output_aliases_input = true;
+      if (grad) {  // the gradient of a slice: zeros everywhere else
+        p.costs.backward_input.push_back(
+            kernel("select_backward", OpClass::elementwise, flops(0), bytes(a * e), count(e)));
+      }
+      return p;
+    }
+    case LayerType::multihead_attention:
+      return attention(std::move(p), options, grad);
+    case LayerType::add:
+      break;
+  }
+  problem("is not a primitive layer");
+}
+
+PrimitiveCosts cost_residual_add(const Layer& layer, const TensorShape& shape, bool fork_needs_grad,
+                                 const CostOptions& options) {
+  PrimitiveCosts p;
+  p.costs.layer = layer;
+  p.costs.input_shape = shape;
+  p.costs.output_shape = shape;
+  p.costs.needs_input_grad = fork_needs_grad;
+  I64 a = element_bytes(options.activation_dtype), e = shape.elements();
+  p.costs.forward.push_back(
+      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+  if (fork_needs_grad) {
+    // Gradients arriving at the fork from both branches are summed.
+    p.costs.backward_input.push_back(
+        kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+  }
+  return p;
+}
+
+}  // namespace epochcast::detail

@@ -1,0 +1,35 @@
+// Internal to core/model: the shape rule and cost formulas of each primitive layer.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "core/model/analysis.h"
+
+namespace epochcast::detail {
+
+// A layer that does not fit its input. The analysis adds the layer's index, name and position.
+struct ShapeProblem : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What one primitive costs, plus how it holds tensors for backward, which the analysis turns
+// into saved-activation bytes without counting a shared tensor twice.
+struct PrimitiveCosts {
+  LayerCosts costs;
+  bool saves_input = false;
+  bool saves_output = false;
+  bool output_aliases_input = false;  // views and in-place ops share their input's storage
+  PerBatch<Bytes> saved_extra;        // masks, indices, statistics private to the layer
+};
+
+// `needs_input_grad` tells whether the layer's input requires a gradient; layers before the
+// first parameter skip that half of backward, as autograd does.
+PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DType input_dtype,
+                              bool needs_input_grad, const CostOptions& options);
+
+// The residual join: out = body + shortcut; backward sums the gradients at the fork.
+PrimitiveCosts cost_residual_add(const Layer& layer, const TensorShape& shape, bool fork_needs_grad,
+                                 const CostOptions& options);
+
+}  // namespace epochcast::detail

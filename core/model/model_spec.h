@@ -1,0 +1,122 @@
+// A model as its YAML file describes it: an input and a sequence of layers, where residual
+// structure is explicit. Named blocks (bottleneck, inverted residual, transformer encoder) are
+// expanded into these primitives while loading, so everything downstream — cost analysis, the
+// simulator, the LibTorch runtime — sees one small vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/input_error.h"
+#include "core/model/tensor_shape.h"
+
+namespace epochcast {
+
+enum class LayerType {
+  linear,
+  conv1d,
+  conv2d,
+  batchnorm1d,
+  batchnorm2d,
+  layernorm,
+  relu,
+  relu6,
+  sigmoid,
+  tanh,
+  gelu,
+  softmax,
+  maxpool1d,
+  maxpool2d,
+  avgpool2d,
+  adaptive_avgpool2d,
+  flatten,
+  reshape,
+  dropout,
+  embedding,
+  position_embedding,
+  token_type_embedding,
+  token_select,
+  multihead_attention,
+  add,  // joins a residual block's body and shortcut; never written in YAML
+};
+
+// The YAML spelling of each type, indexed by LayerType.
+std::string_view to_string(LayerType type);
+// The PyTorch module class name (torchsummary's "Layer (type)" column), e.g. "Conv1d".
+std::string_view torch_class_name(LayerType type);
+// Whether the layer is an nn.Module in PyTorch (and so a row in torchsummary's table);
+// `reshape` and `token_select` are tensor views taken inside forward().
+bool is_torch_module(LayerType type);
+
+// One primitive layer with its hyper-parameters. Only the fields that `type` uses are set;
+// input sizes (in_features, in_channels, ...) are not stored but inferred from shapes.
+struct Layer {
+  LayerType type = LayerType::relu;
+  std::string name;  // unique dotted path, e.g. "layer1.0.conv1" or "3"
+  SourceMark mark;   // where it was written (for a block's parts: where the block was)
+
+  std::int64_t out_features = 0;  // linear out_features, conv out_channels
+  std::vector<std::int64_t> kernel, stride, padding, dilation;  // one entry per spatial dim
+  std::int64_t groups = 1;
+  bool bias = true;
+  double eps = 1e-5;
+  double dropout = 0;  // dropout probability (dropout layer, attention dropout)
+  std::int64_t heads = 0;
+  bool causal = false;
+  std::int64_t num_embeddings = 0;  // embedding rows, max positions, token types
+  std::int64_t embedding_dim = 0;
+  std::vector<std::int64_t> target_shape;  // reshape (per sample, one -1 allowed)
+  std::vector<std::int64_t> output_size;   // adaptive pooling
+  std::int64_t index = 0;                  // token_select
+  std::string tied_to;                     // linear sharing its weight with an embedding
+  bool inplace = false;
+  // Widths that follow the input, for blocks whose channel counts depend on what precedes them
+  // (MobileNetV2's expansion): when > 0, out_features = input channels x channel_multiplier.
+  std::int64_t channel_multiplier = 0;
+  bool depthwise = false;  // conv with groups = input channels
+};
+
+// An element of a layer sequence: a primitive layer, or a residual block computing
+// body(x) + shortcut(x) (an empty shortcut is the identity).
+struct ModelNode {
+  enum class Kind { layer, residual };
+  // Named blocks decide their residual path from the input shape, known only at analysis.
+  enum class ResidualRule {
+    always,                    // `residual` as written
+    project_if_shape_changes,  // ResNet: the shortcut is used only when body changes the shape
+    add_if_shape_kept,         // MobileNetV2: no residual connection when the shape changes
+  };
+  Kind kind = Kind::layer;
+  ResidualRule rule = ResidualRule::always;
+  Layer layer;                  // kind == layer
+  std::string name;             // kind == residual: the block's dotted path
+  SourceMark mark;              // kind == residual
+  std::vector<ModelNode> body;  // kind == residual
+  std::vector<ModelNode> shortcut;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string description;
+  std::string source_file;
+  TensorShape input_shape;  // per sample
+  DType input_dtype = DType::float32;
+  SourceMark input_mark;
+  std::vector<ModelNode> layers;
+};
+
+// Loads and validates a model file (kind: model). Hyper-parameters are checked here; shapes are
+// checked by analyze_model(), which also reports errors at the offending layer's position.
+ModelSpec load_model(const std::filesystem::path& file);
+ModelSpec load_model_from_string(const std::string& text, const std::string& name);
+
+// Loading guards against alias bombs and absurd repeat counts: more primitive layers than this
+// is refused as bad input.
+inline constexpr std::int64_t kMaxModelLayers = 20'000;
+// Per-sample tensors larger than this are refused (2^40 elements).
+inline constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 40;
+
+}  // namespace epochcast

@@ -1,0 +1,74 @@
+// Finding bundled data files by name or path.
+#include "core/spec/data_paths.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#ifndef EPOCHCAST_SOURCE_DATA_DIR
+#error "EPOCHCAST_SOURCE_DATA_DIR must be defined by the build"
+#endif
+
+namespace epochcast {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> data_directories() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("EPOCHCAST_DATA_DIR"); env != nullptr && *env != '\0') {
+    dirs.emplace_back(env);
+  }
+  dirs.emplace_back(EPOCHCAST_SOURCE_DATA_DIR);
+  return dirs;
+}
+
+std::vector<std::string> bundled_names(std::string_view subdir) {
+  std::set<std::string> names;
+  for (const fs::path& dir : data_directories()) {
+    std::error_code error;
+    for (fs::directory_iterator it(dir / subdir, error), end; !error && it != end;
+         it.increment(error)) {
+      if (it->path().extension() == ".yaml") names.insert(it->path().stem().string());
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+fs::path resolve_data_file(std::string_view reference, const fs::path& relative_to,
+                           std::string_view subdir, const SourceMark& where,
+                           const std::string& key) {
+  std::error_code error;
+  std::string ref(reference);
+  bool is_path = ref.find('/') != std::string::npos || fs::path(ref).extension() == ".yaml";
+  std::vector<fs::path> candidates;
+  if (is_path) {
+    fs::path given(ref);
+    if (given.is_absolute()) {
+      candidates.push_back(given);
+    } else {
+      candidates.push_back(relative_to / given);
+      for (const fs::path& dir : data_directories())
+        candidates.push_back(dir / given);
+    }
+  } else {
+    for (const fs::path& dir : data_directories()) {
+      candidates.push_back(dir / subdir / (ref + ".yaml"));
+    }
+  }
+  for (const fs::path& candidate : candidates) {
+    if (fs::is_regular_file(candidate, error)) return candidate.lexically_normal();
+  }
+  std::vector<std::string> names = bundled_names(subdir);
+  std::vector<std::string_view> views(names.begin(), names.end());
+  std::string stem = fs::path(ref).stem().string();
+  std::string suggestion = did_you_mean(stem, views);
+  throw InputError(where, key,
+                   is_path ? fmt::format("file '{}' not found{}", ref, suggestion)
+                           : fmt::format("no file '{}' in {}/{}; bundled: {}", ref + ".yaml",
+                                         subdir, suggestion, fmt::join(names, ", ")));
+}
+
+}  // namespace epochcast

@@ -1,0 +1,29 @@
+// Where bundled data lives (the model zoo, GPU catalogue, machines, scenarios) and how a name
+// written in a spec becomes a file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/input_error.h"
+
+namespace epochcast {
+
+// $EPOCHCAST_DATA_DIR (if set) first, then the source tree the binary was built from.
+std::vector<std::filesystem::path> data_directories();
+
+// Resolves a reference to a bundled file. `reference` is either a path (it contains a '/' or
+// ends in ".yaml"), tried relative to `relative_to` and then to each data directory, or a bare
+// name looked up as <data dir>/<subdir>/<name>.yaml. Raises InputError at `where` (naming `key`)
+// when nothing matches, suggesting the closest bundled name.
+std::filesystem::path resolve_data_file(std::string_view reference,
+                                        const std::filesystem::path& relative_to,
+                                        std::string_view subdir, const SourceMark& where,
+                                        const std::string& key);
+
+// The bundled names (file stems) in <data dir>/<subdir>, sorted.
+std::vector<std::string> bundled_names(std::string_view subdir);
+
+}  // namespace epochcast

@@ -1,0 +1,171 @@
+// Reads scenario files and everything they refer to, checking them against each other.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/spec/data_paths.h"
+#include "core/spec/file_kind.h"
+#include "core/spec/scenario_spec.h"
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast {
+
+std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario) {
+  std::vector<SweepPoint> points;
+  for (int gpus : scenario.sweep.gpus) {
+    for (std::int64_t batch : scenario.sweep.batch) {
+      SweepPoint point;
+      point.gpus = gpus;
+      if (scenario.sweep.batch_is == BatchMeaning::global) {
+        point.global_batch = batch;
+        point.per_gpu_batch = (batch + gpus - 1) / gpus;
+      } else {
+        point.global_batch = batch * gpus;
+        point.per_gpu_batch = batch;
+      }
+      points.push_back(point);
+    }
+  }
+  return points;
+}
+
+namespace {
+
+template <typename Enum, std::size_t N>
+Enum read_enum(const yaml::Node& node, const std::string_view (&names)[N]) {
+  return static_cast<Enum>(node.as_choice(names));
+}
+
+ModelSpec read_model_reference(const yaml::Node& node, const std::filesystem::path& relative_to) {
+  std::filesystem::path file = resolve_data_file(node.as_string(), relative_to, "scenarios/models",
+                                                 node.mark(), node.path());
+  return load_model(file);
+}
+
+MachineSpec read_hardware_reference(const yaml::Node& node,
+                                    const std::filesystem::path& relative_to) {
+  std::filesystem::path file =
+      resolve_data_file(node.as_string(), relative_to, "topologies", node.mark(), node.path());
+  return load_machine(file, bundled_gpu_catalogue());
+}
+
+DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
+  yaml::MapReader map(node,
+                      {"name", "train_samples", "validation_samples", "sample_shape", "classes"});
+  DatasetSpec data;
+  data.name = map.required("name").as_string();
+  data.train_samples = map.required("train_samples").as_int_at_least(1);
+  if (auto v = map.optional("validation_samples")) data.validation_samples = v->as_int_at_least(0);
+  data.sample_shape = model.input_shape;
+  if (auto shape = map.optional("sample_shape")) {
+    data.sample_shape.dims = shape->as_int_list(1);
+    if (data.sample_shape != model.input_shape) {
+      shape->fail(fmt::format("the samples are {} but the model '{}' takes {}",
+                              data.sample_shape.str(), model.name, model.input_shape.str()));
+    }
+  }
+  data.classes = map.required("classes").as_int_at_least(2);
+  return data;
+}
+
+TrainingSpec read_training(const yaml::Node& node) {
+  yaml::MapReader map(node, {"strategy", "optimizer", "precision", "epochs", "drop_last"});
+  TrainingSpec training;
+  training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
+  training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
+  if (auto p = map.optional("precision")) {
+    training.precision = read_enum<TrainingPrecision>(*p, kTrainingPrecisionNames);
+  }
+  if (auto e = map.optional("epochs")) {
+    training.epochs = static_cast<int>(e->as_int_at_least(1));
+    if (training.epochs > 100000) e->fail("at most 100000 epochs");
+  }
+  if (auto d = map.optional("drop_last")) training.drop_last = d->as_bool();
+  return training;
+}
+
+SweepSpec read_sweep(const yaml::Node& node) {
+  yaml::MapReader map(node, {"gpus", "batch", "batch_is"});
+  SweepSpec sweep;
+  yaml::Node gpus = map.required("gpus");
+  for (std::int64_t g : gpus.as_int_list(1)) {
+    if (g > 1'000'000) gpus.fail(fmt::format("{} GPUs is beyond what epochcast models", g));
+    sweep.gpus.push_back(static_cast<int>(g));
+  }
+  sweep.batch = map.required("batch").as_int_list(1);
+  // Mandatory: the two readings differ by a factor of the GPU count.
+  sweep.batch_is = read_enum<BatchMeaning>(map.required("batch_is"), kBatchMeaningNames);
+  return sweep;
+}
+
+// Cross-checks between the parts, each reported at the key a user would change.
+void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
+  const std::int64_t outputs = s.analysis.output_shape.last();
+  if (outputs != s.dataset.classes) {
+    top.required("dataset").fail(
+        fmt::format("the data set has {} classes but the model '{}' outputs {} values per sample "
+                    "(its output is {})",
+                    s.dataset.classes, s.model.name, outputs, s.analysis.output_shape.str()));
+  }
+  yaml::MapReader sweep(top.required("sweep"), {"gpus", "batch", "batch_is"});
+  std::vector<yaml::Node> gpu_nodes = sweep.required("gpus").items();
+  std::vector<yaml::Node> batch_nodes = sweep.required("batch").items();
+  for (const yaml::Node& g : gpu_nodes) {
+    int gpus = static_cast<int>(g.as_int());
+    if (gpus > s.machine.total_gpus()) {
+      g.fail(fmt::format("{} GPUs asked for, but the machine '{}' has {} ({} per node x {} nodes)",
+                         gpus, s.machine.name, s.machine.total_gpus(), s.machine.gpus_per_node,
+                         s.machine.nodes));
+    }
+    if (gpus > 1 && s.training.strategy == Strategy::single) {
+      g.fail(fmt::format("strategy 'single' runs on one GPU; use dp or ddp for {} GPUs", gpus));
+    }
+    for (const yaml::Node& b : batch_nodes) {
+      std::int64_t batch = b.as_int();
+      std::int64_t global = s.sweep.batch_is == BatchMeaning::global ? batch : batch * gpus;
+      if (global > s.dataset.train_samples) {
+        b.fail(
+            fmt::format("a global batch of {} ({} GPUs) is larger than the data set ({} "
+                        "training samples)",
+                        global, gpus, s.dataset.train_samples));
+      }
+      if (global < gpus) {
+        b.fail(fmt::format("a global batch of {} cannot be split over {} GPUs", global, gpus));
+      }
+    }
+  }
+}
+
+ScenarioSpec read_scenario(const yaml::Document& document,
+                           const std::filesystem::path& relative_to) {
+  yaml::Node root = document.root();
+  expect_file_kind(root, FileKind::scenario);
+  yaml::MapReader top(
+      root, {"kind", "name", "description", "model", "hardware", "dataset", "training", "sweep"});
+  ScenarioSpec s;
+  s.source_file = document.file_name();
+  s.name = top.required("name").as_string();
+  if (auto d = top.optional("description")) s.description = d->as_string();
+  // Plain values first, so simple mistakes are reported before any referenced file is read.
+  s.training = read_training(top.required("training"));
+  s.sweep = read_sweep(top.required("sweep"));
+  s.model = read_model_reference(top.required("model"), relative_to);
+  s.analysis = analyze_model(s.model);
+  s.machine = read_hardware_reference(top.required("hardware"), relative_to);
+  s.dataset = read_dataset(top.required("dataset"), s.model);
+  check_consistency(s, top);
+  return s;
+}
+
+}  // namespace
+
+ScenarioSpec load_scenario(const std::filesystem::path& file) {
+  return read_scenario(yaml::Document::load_file(file), file.parent_path());
+}
+
+ScenarioSpec load_scenario_from_string(const std::string& text, const std::string& name,
+                                       const std::filesystem::path& relative_to) {
+  return read_scenario(yaml::Document::load_string(text, name), relative_to);
+}
+
+}  // namespace epochcast

@@ -1,0 +1,79 @@
+// A scenario: a model, a data set, how it is trained, on which machine, and the sweep of GPU
+// counts and batch sizes to predict (or run) it for. Loading a scenario loads and checks
+// everything it refers to, so a loaded scenario is ready to simulate.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/input_error.h"
+#include "core/model/analysis.h"
+#include "core/model/model_spec.h"
+#include "core/spec/hardware_spec.h"
+
+namespace epochcast {
+
+enum class Strategy { single, dp, ddp };
+inline constexpr std::string_view kStrategyNames[] = {"single", "dp", "ddp"};
+
+enum class Optimizer { sgd, momentum, adam, adamw };
+inline constexpr std::string_view kOptimizerNames[] = {"sgd", "momentum", "adam", "adamw"};
+
+enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16 };
+inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
+                                                               "amp_bf16"};
+
+enum class BatchMeaning { global, per_gpu };
+inline constexpr std::string_view kBatchMeaningNames[] = {"global", "per_gpu"};
+
+struct DatasetSpec {
+  std::string name;
+  std::int64_t train_samples = 0;
+  std::int64_t validation_samples = 0;
+  TensorShape sample_shape;
+  std::int64_t classes = 0;
+};
+
+struct TrainingSpec {
+  Strategy strategy = Strategy::single;
+  Optimizer optimizer = Optimizer::sgd;
+  TrainingPrecision precision = TrainingPrecision::fp32;
+  int epochs = 1;
+  bool drop_last = false;
+};
+
+struct SweepSpec {
+  std::vector<int> gpus;
+  std::vector<std::int64_t> batch;
+  BatchMeaning batch_is = BatchMeaning::global;
+};
+
+struct ScenarioSpec {
+  std::string name;
+  std::string description;
+  std::string source_file;
+  ModelSpec model;
+  ModelAnalysis analysis;  // fp32 analysis of the model, checked against the data set
+  MachineSpec machine;
+  DatasetSpec dataset;
+  TrainingSpec training;
+  SweepSpec sweep;
+};
+
+// One point of the sweep.
+struct SweepPoint {
+  int gpus = 1;
+  std::int64_t global_batch = 0;
+  std::int64_t per_gpu_batch = 0;  // the largest share when the batch does not divide evenly
+};
+
+std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
+
+ScenarioSpec load_scenario(const std::filesystem::path& file);
+ScenarioSpec load_scenario_from_string(const std::string& text, const std::string& name,
+                                       const std::filesystem::path& relative_to = ".");
+
+}  // namespace epochcast

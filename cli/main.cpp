@@ -1,0 +1,41 @@
+// epochcast: predicts how long data-parallel training takes, and measures it.
+//
+// Exit codes: 0 success; 1 internal failure; 2 bad input (files, values, command line).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "core/input_error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "epochcast predicts epoch time, throughput, memory and bottlenecks of data-parallel "
+      "training against batch size and GPU count, and measures them on real devices."};
+  app.set_version_flag("--version", EPOCHCAST_VERSION);
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, epochcast::cli::Command>> commands;
+  auto remember = [&](epochcast::cli::Command command) {
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(command));
+  };
+  remember(epochcast::cli::add_inspect_command(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    int code = app.exit(error);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [subcommand, run] : commands) {
+      if (subcommand->parsed()) return run();
+    }
+    return 2;
+  } catch (const epochcast::InputError& error) {
+    std::cerr << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "epochcast: internal error: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,332 @@
+// Bad input is rejected while loading with file:line:col, the key, and what was expected —
+// never a crash, never a silently wrong spec. One test per distinct mistake.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <catch2/catch.hpp>
+
+#include "core/model/analysis.h"
+#include "core/spec/hardware_spec.h"
+#include "core/spec/scenario_spec.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+
+namespace {
+
+struct Expected {
+  std::string where;   // "bad.yaml:3:5"
+  std::string key;     // "layers[0].kernel"
+  std::string phrase;  // part of the problem text
+};
+
+void expect_error(const std::function<void()>& load, const Expected& expected) {
+  try {
+    load();
+  } catch (const InputError& error) {
+    INFO(error.what());
+    CHECK(error.mark().str() == expected.where);
+    CHECK(error.key() == expected.key);
+    CHECK_THAT(error.problem(), Catch::Contains(expected.phrase));
+    CHECK_THAT(std::string(error.what()),
+               Catch::StartsWith(expected.where +
+                                 ": error: " + (expected.key.empty() ? "" : expected.key + ": ")));
+    return;
+  }
+  FAIL("no InputError was raised");
+}
+
+void model_error(const std::string& text, const Expected& expected) {
+  expect_error([&] { analyze_model(load_model_from_string(text, "bad.yaml")); }, expected);
+}
+
+const char* kModelHead = "kind: model\nname: m\ninput: {shape: [1, 100]}\nlayers:\n";
+
+const char* kCatalogue = R"(kind: gpu-catalogue
+gpus:
+  test-gpu:
+    name: Test GPU
+    architecture: ampere
+    sm_count: 10
+    memory_gib: 8
+    memory_bandwidth_gb_per_s: 500
+    peak_tflops: {fp32: 10}
+    pcie: {generation: 4, lanes: 16}
+    sources: {sm_count: a, memory_gib: b, memory_bandwidth_gb_per_s: c, peak_tflops: d, pcie: e}
+)";
+
+// A valid scenario; each scenario test breaks one line of it.
+std::string scenario(const std::string& replace_from = "", const std::string& replace_to = "") {
+  std::string text = R"(kind: scenario
+name: s
+model: spoken-digits-linear
+hardware: seed001-box
+dataset: {name: fsdd, train_samples: 2000, classes: 10}
+training: {strategy: dp, optimizer: adam, precision: fp32, epochs: 20}
+sweep:
+  gpus: [1, 2, 4]
+  batch: [10, 600]
+  batch_is: global
+)";
+  if (!replace_from.empty()) {
+    std::size_t at = text.find(replace_from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, replace_from.size(), replace_to);
+  }
+  return text;
+}
+
+void scenario_error(const std::string& text, const Expected& expected) {
+  expect_error([&] { load_scenario_from_string(text, "bad.yaml", test::source_dir()); }, expected);
+}
+
+}  // namespace
+
+TEST_CASE("the valid scenario used by these tests loads") {
+  ScenarioSpec s = load_scenario_from_string(scenario(), "good.yaml", test::source_dir());
+  CHECK(expand_sweep(s).size() == 6);
+}
+
+TEST_CASE("bad input: an unknown key gets a did-you-mean suggestion") {
+  model_error("kind: model\nname: m\ninput: {shape: [4]}\nlayer:\n  - relu\n",
+              {"bad.yaml:4:1", "layer", "did you mean 'layers'?"});
+}
+
+TEST_CASE("bad input: a duplicate key names the first occurrence") {
+  model_error("kind: model\nname: m\nname: n\ninput: {shape: [4]}\nlayers: [relu]\n",
+              {"bad.yaml:3:1", "name", "duplicate key (first given on line 2)"});
+}
+
+TEST_CASE("bad input: a missing required key points at its mapping") {
+  model_error("kind: model\nname: m\ninput: {shape: [4]}\n",
+              {"bad.yaml:1:1", "layers", "missing required key"});
+}
+
+TEST_CASE("bad input: a word where an integer is expected") {
+  model_error(std::string(kModelHead) + "  - {type: linear, out_features: ten}\n",
+              {"bad.yaml:5:34", "layers[0].out_features", "expected an integer, got 'ten'"});
+}
+
+TEST_CASE("bad input: a quoted number is a string, and the message says so") {
+  model_error(std::string(kModelHead) + "  - {type: linear, out_features: \"10\"}\n",
+              {"bad.yaml:5:34", "layers[0].out_features", "(remove the quotes)"});
+}
+
+TEST_CASE("bad input: a negative size") {
+  model_error(std::string(kModelHead) + "  - {type: linear, out_features: -3}\n",
+              {"bad.yaml:5:34", "layers[0].out_features", "expected a positive integer, got -3"});
+}
+
+TEST_CASE("bad input: a zero kernel") {
+  model_error(std::string(kModelHead) + "  - {type: conv1d, out_channels: 4, kernel: 0}\n",
+              {"bad.yaml:5:45", "layers[0].kernel", "expected a positive integer, got 0"});
+}
+
+TEST_CASE("bad input: a kernel larger than its padded input names the layer") {
+  model_error(
+      std::string(kModelHead) + "  - {type: conv1d, out_channels: 4, kernel: 200, padding: 20}\n",
+      {"bad.yaml:5:5", "layer 1 '0' (conv1d)",
+       "the kernel (200) is larger than its padded input (100 + 2x20 = 140)"});
+}
+
+TEST_CASE("bad input: a misspelt layer type gets a suggestion") {
+  model_error(std::string(kModelHead) + "  - {type: lienar, out_features: 4}\n",
+              {"bad.yaml:5:12", "layers[0].type", "did you mean 'linear'?"});
+}
+
+TEST_CASE("bad input: a bare type name for a layer that needs parameters") {
+  model_error(std::string(kModelHead) + "  - linear\n",
+              {"bad.yaml:5:5", "layers[0].out_features", "missing required key"});
+}
+
+TEST_CASE("bad input: a misspelt layer key lists that layer's keys") {
+  model_error(std::string(kModelHead) + "  - {type: conv1d, out_channels: 4, kernal: 3}\n",
+              {"bad.yaml:5:37", "layers[0].kernal", "did you mean 'kernel'?"});
+}
+
+TEST_CASE("bad input: channels that do not divide into groups") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [6, 10]}\nlayers:\n"
+      "  - {type: conv1d, out_channels: 8, kernel: 3, groups: 4}\n",
+      {"bad.yaml:5:5", "layer 1 '0' (conv1d)",
+       "input channels (6) are not divisible by groups (4)"});
+}
+
+TEST_CASE("bad input: residual branches that disagree") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [16]}\nlayers:\n"
+      "  - type: residual\n    body: [{type: linear, out_features: 8}]\n",
+      {"bad.yaml:5:5", "layer 2 '0.add' (add)",
+       "the body gives [-1, 8] but the shortcut gives [-1, 16]"});
+}
+
+TEST_CASE("bad input: a dropout probability of 1 or more") {
+  model_error(std::string(kModelHead) + "  - {type: dropout, p: 1.5}\n",
+              {"bad.yaml:5:24", "layers[0].p", "expected a fraction between 0 and 1, got 1.5"});
+}
+
+TEST_CASE("bad input: an unknown input dtype") {
+  model_error("kind: model\nname: m\ninput: {shape: [4], dtype: float33}\nlayers: [relu]\n",
+              {"bad.yaml:3:28", "input.dtype", "did you mean 'float32'?"});
+}
+
+TEST_CASE("bad input: float data fed to an embedding") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [8]}\nlayers:\n"
+      "  - {type: embedding, num_embeddings: 10, embedding_dim: 4}\n",
+      {"bad.yaml:5:5", "layer 1 '0' (embedding)", "expects integer token ids"});
+}
+
+TEST_CASE("bad input: a convolution on a tensor of the wrong rank") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [12000]}\nlayers:\n"
+      "  - {type: conv1d, out_channels: 4, kernel: 3}\n",
+      {"bad.yaml:5:5", "layer 1 '0' (conv1d)",
+       "expects [channels, length] per sample, got [-1, 12000]"});
+}
+
+TEST_CASE("bad input: a weight tied to a layer that does not exist") {
+  model_error(std::string(kModelHead) + "  - {type: linear, out_features: 4, tied_to: wte}\n",
+              {"bad.yaml:5:5", "layer 1 '0' (linear)", "tied_to 'wte' names no earlier layer"});
+}
+
+TEST_CASE("bad input: a reshape that does not fit the elements") {
+  model_error(std::string(kModelHead) + "  - {type: reshape, shape: [3, -1]}\n",
+              {"bad.yaml:5:5", "layer 1 '0' (reshape)", "cannot reshape [-1, 1, 100]"});
+}
+
+TEST_CASE("bad input: repeat zero times") {
+  model_error(std::string(kModelHead) + "  - {type: relu, repeat: 0}\n",
+              {"bad.yaml:5:26", "layers[0].repeat", "expected a positive integer, got 0"});
+}
+
+TEST_CASE("bad input: a YAML syntax error reports where the parser stopped") {
+  model_error("kind: model\nname: m\ninput: {shape: [4]\nlayers: [relu]\n",
+              {"bad.yaml:4:1", "", "not valid YAML: end of map flow not found"});
+}
+
+TEST_CASE("bad input: an empty file") {
+  model_error("# nothing but a comment\n", {"bad.yaml", "", "holds no YAML content"});
+}
+
+TEST_CASE("bad input: several YAML documents in one file") {
+  model_error("kind: model\n---\nkind: model\n", {"bad.yaml", "", "more than one YAML document"});
+}
+
+TEST_CASE("bad input: a stray top-level line that yaml-cpp reads as endless documents") {
+  // Found by the fuzzer: YAML::LoadAll never returns on this input.
+  model_error(",02 01#0-sample\n", {"bad.yaml", "", "more than one YAML document"});
+}
+
+TEST_CASE("bad input: a list where a spec file's mapping belongs") {
+  model_error("- relu\n- tanh\n", {"bad.yaml:1:1", "", "expected a model file"});
+}
+
+TEST_CASE("bad input: a model file passed where a scenario is expected") {
+  expect_error([] { load_scenario(test::zoo_model("resnet-50")); },
+               {test::zoo_model("resnet-50").string() + ":3:7", "kind",
+                "this is a model file, but a scenario file is expected here"});
+}
+
+TEST_CASE("bad input: a file without its kind") {
+  model_error("name: m\nlayers: [relu]\n",
+              {"bad.yaml:1:1", "kind", "a model file starts with 'kind: model'"});
+}
+
+TEST_CASE("bad input: a key given without a value") {
+  model_error("kind: model\nname:\ninput: {shape: [4]}\nlayers: [relu]\n",
+              {"bad.yaml:2:1", "name", "has no value"});
+}
+
+TEST_CASE("bad input: an integer too large to represent") {
+  model_error(std::string(kModelHead) + "  - {type: linear, out_features: 99999999999999999999}\n",
+              {"bad.yaml:5:34", "layers[0].out_features", "is out of range"});
+}
+
+TEST_CASE("bad input: a GPU that is not in the catalogue") {
+  GpuCatalogue catalogue = load_gpu_catalogue_from_string(kCatalogue, "gpus.yaml");
+  expect_error(
+      [&] {
+        load_machine_from_string(
+            "kind: machine\nname: x\ngpu: test-gpo\ngpus_per_node: 2\nhost: {cpu: c, cores: 4}\n",
+            "bad.yaml", catalogue);
+      },
+      {"bad.yaml:3:6", "gpu",
+       "'test-gpo' is not in the GPU catalogue (gpus.yaml) (did you "
+       "mean 'test-gpu'?)"});
+}
+
+TEST_CASE("bad input: a catalogue figure without its source") {
+  std::string text = kCatalogue;
+  text.replace(text.find(" pcie: e"), 8, "");
+  text.replace(text.find("d,"), 2, "d");
+  expect_error([&] { load_gpu_catalogue_from_string(text, "gpus.yaml"); },
+               {"gpus.yaml:11:14", "gpus.test-gpu.sources.pcie", "has no source"});
+}
+
+TEST_CASE("bad input: a batch larger than the data set") {
+  scenario_error(scenario("batch: [10, 600]", "batch: [10, 2400]"),
+                 {"bad.yaml:9:15", "sweep.batch[1]",
+                  "a global batch of 2400 (1 GPUs) is larger than the data set (2000 training "
+                  "samples)"});
+}
+
+TEST_CASE("bad input: a per-GPU batch that multiplies past the data set") {
+  scenario_error(scenario("batch_is: global", "batch_is: per_gpu"),
+                 {"bad.yaml:9:15", "sweep.batch[1]", "a global batch of 2400 (4 GPUs)"});
+}
+
+TEST_CASE("bad input: more GPUs than the machine has") {
+  scenario_error(
+      scenario("gpus: [1, 2, 4]", "gpus: [1, 2, 8]"),
+      {"bad.yaml:8:16", "sweep.gpus[2]", "8 GPUs asked for, but the machine 'seed001-box' has 4"});
+}
+
+TEST_CASE("bad input: a sweep that does not say whether the batch is global or per GPU") {
+  scenario_error(scenario("  batch_is: global\n", ""),
+                 {"bad.yaml:8:3", "sweep.batch_is", "missing required key"});
+}
+
+TEST_CASE("bad input: classes that do not match the model's output") {
+  scenario_error(scenario("classes: 10", "classes: 12"),
+                 {"bad.yaml:5:10", "dataset",
+                  "the data set has 12 classes but the model 'spoken-digits-linear' outputs 10"});
+}
+
+TEST_CASE("bad input: a misspelt precision") {
+  scenario_error(scenario("precision: fp32", "precision: fp33"),
+                 {"bad.yaml:6:54", "training.precision", "did you mean 'fp32'?"});
+}
+
+TEST_CASE("bad input: a model name that is not in the zoo") {
+  scenario_error(scenario("model: spoken-digits-linear", "model: resnet50"),
+                 {"bad.yaml:3:8", "model", "did you mean 'resnet-50'?"});
+}
+
+TEST_CASE("bad input: a fractional number of epochs") {
+  scenario_error(scenario("epochs: 20", "epochs: 1.5"),
+                 {"bad.yaml:6:68", "training.epochs", "expected an integer, got '1.5'"});
+}
+
+TEST_CASE("bad input: yes is not a boolean here") {
+  scenario_error(scenario("epochs: 20", "epochs: 20, drop_last: yes"),
+                 {"bad.yaml:6:83", "training.drop_last", "expected true or false, got 'yes'"});
+}
+
+TEST_CASE("bad input: samples of a different shape than the model takes") {
+  scenario_error(scenario("classes: 10}", "classes: 10, sample_shape: [12000]}"),
+                 {"bad.yaml:5:71", "dataset.sample_shape",
+                  "the samples are [-1, 12000] but the model 'spoken-digits-linear' takes "
+                  "[-1, 1, 12000]"});
+}
+
+TEST_CASE("bad input: a file that does not exist") {
+  expect_error([] { load_model("/nonexistent/model.yaml"); },
+               {"/nonexistent/model.yaml", "", "no such file"});
+}
+
+TEST_CASE("bad input: a directory where a file belongs") {
+  expect_error([] { load_model(test::source_dir() / "scenarios"); },
+               {(test::source_dir() / "scenarios").string(), "", "is a directory"});
+}

@@ -1,0 +1,204 @@
+// Layer cost formulas against closed forms computed here, and the bookkeeping rules of the
+// analysis: first layers skip input gradients, shared tensors are held once, residuals fork.
+#include <catch2/catch.hpp>
+
+#include "core/model/analysis.h"
+
+using namespace epochcast;
+
+namespace {
+
+ModelAnalysis analyze_text(const std::string& layers, const std::string& shape = "[64]",
+                           const std::string& dtype = "float32") {
+  std::string text = "kind: model\nname: t\ninput: {shape: " + shape + ", dtype: " + dtype +
+                     "}\nlayers:\n" + layers;
+  return analyze_model(load_model_from_string(text, "test.yaml"));
+}
+
+std::int64_t total_flops(const std::vector<KernelWork>& kernels, std::int64_t batch) {
+  std::int64_t sum = 0;
+  for (const KernelWork& k : kernels)
+    sum += k.flops.at(batch).value();
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("a linear layer costs 2·in·out FLOPs per sample each way, plus its bias") {
+  const std::int64_t in = 64, out = 32;
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 32}\n"
+      "  - {type: linear, out_features: 8}\n");
+  const LayerCosts& first = a.layers[0];
+  CHECK(first.params == in * out + out);
+  CHECK(first.macs_per_sample == in * out);
+  CHECK(first.forward_flops().per_sample.value() == 2 * in * out + out);
+  CHECK(first.backward_weight_flops().per_sample.value() == 2 * in * out + out);
+  // The model input needs no gradient, so the first layer skips dX; the second does not.
+  CHECK_FALSE(first.needs_input_grad);
+  CHECK(first.backward_input.empty());
+  const LayerCosts& second = a.layers[1];
+  CHECK(second.needs_input_grad);
+  CHECK(second.backward_input_flops().per_sample.value() == 2 * out * 8);
+  // Weights are read once per step whatever the batch.
+  CHECK(first.forward[0].bytes.fixed.value() == 4 * (in * out + out));
+  CHECK(first.forward[0].bytes.per_sample.value() == 4 * (in + out));
+}
+
+TEST_CASE("gemm shapes put the batch where the matrices grow with it") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 32}\n"
+      "  - {type: linear, out_features: 8}\n");
+  const KernelWork& forward = a.layers[1].forward[0];
+  REQUIRE(forward.has_gemm_shape);
+  CHECK(forward.gemm.m.per_sample == 1);  // one row per sample
+  CHECK(forward.gemm.n.fixed == 8);
+  CHECK(forward.gemm.k.fixed == 32);
+  const KernelWork& weight_grad = a.layers[1].backward_weight[0];
+  CHECK(weight_grad.gemm.k.per_sample == 1);  // dW reduces over the batch
+  CHECK(weight_grad.parallelism.per_sample == 0);
+  CHECK(weight_grad.parallelism.fixed == 8 * 32);
+  for (std::int64_t batch : {1, 7, 256}) {
+    CHECK(forward.flops.at(batch).value() ==
+          2 * forward.gemm.m.at(batch) * forward.gemm.n.at(batch) * forward.gemm.k.at(batch) +
+              8 * batch);
+  }
+}
+
+TEST_CASE("convolution output lengths follow floor((L + 2p - d(k-1) - 1)/s) + 1") {
+  const std::int64_t length = 100, kernel = 7, pad = 2, stride = 3, dilation = 2;
+  ModelAnalysis a = analyze_text(
+      "  - {type: conv1d, out_channels: 6, kernel: 7, padding: 2, stride: 3, dilation: 2}\n",
+      "[4, 100]");
+  std::int64_t expected = (length + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{6, expected});
+  CHECK(a.layers[0].macs_per_sample == 6 * expected * 4 * kernel);
+  CHECK(a.params == 6 * 4 * kernel + 6);
+}
+
+TEST_CASE("grouped and depthwise convolutions divide the work by the groups") {
+  ModelAnalysis grouped = analyze_text(
+      "  - {type: conv2d, out_channels: 16, kernel: 3, padding: 1, groups: 4, bias: false}\n",
+      "[8, 10, 10]");
+  CHECK(grouped.params == 16 * (8 / 4) * 9);
+  CHECK(grouped.macs_per_sample == 16 * 100 * (8 / 4) * 9);
+  CHECK(grouped.layers[0].forward[0].op_class == OpClass::conv);
+
+  ModelAnalysis depthwise = analyze_text(
+      "  - {type: conv2d, out_channels: 8, kernel: 3, padding: 1, groups: 8, bias: false}\n",
+      "[8, 10, 10]");
+  CHECK(depthwise.params == 8 * 9);
+  CHECK(depthwise.layers[0].forward[0].op_class == OpClass::depthwise_conv);
+}
+
+TEST_CASE("a tensor held by two layers is counted once") {
+  // ReLU holds its output for backward; the following linear holds the same tensor as input.
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 100}\n"
+      "  - relu\n"
+      "  - {type: linear, out_features: 10}\n");
+  const std::int64_t input_bytes = 64 * 4, relu_out_bytes = 100 * 4;
+  CHECK(a.layers[0].saved.per_sample.value() == input_bytes);
+  CHECK(a.layers[1].saved.per_sample.value() == relu_out_bytes);
+  CHECK(a.layers[2].saved.per_sample.value() == 0);
+  CHECK(a.saved_activations.per_sample.value() == input_bytes + relu_out_bytes);
+}
+
+TEST_CASE("layers before the first parameter record nothing for backward") {
+  ModelAnalysis a = analyze_text(
+      "  - relu\n  - {type: dropout, p: 0.5}\n"
+      "  - {type: linear, out_features: 4}\n");
+  CHECK(a.layers[0].backward_kernels() == 0);
+  CHECK(a.layers[0].saved.per_sample.value() == 0);
+  CHECK(a.layers[1].backward_kernels() == 0);
+  CHECK(a.layers[1].saved.per_sample.value() == 0);
+}
+
+TEST_CASE("dropout holds a one-byte mask per element and costs nothing at p = 0") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 50}\n"
+      "  - {type: dropout, p: 0.1}\n"
+      "  - {type: dropout, p: 0}\n");
+  CHECK(a.layers[1].saved.per_sample.value() == 50);
+  CHECK(a.layers[1].forward.at(0).training_only);
+  CHECK(a.layers[2].forward_kernels() == 0);
+}
+
+TEST_CASE("max pooling keeps int64 indices; average pooling keeps nothing") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: conv2d, out_channels: 2, kernel: 1}\n"
+      "  - {type: maxpool2d, kernel: 2}\n"
+      "  - {type: avgpool2d, kernel: 2}\n",
+      "[2, 8, 8]");
+  const std::int64_t pooled = 2 * 4 * 4;
+  CHECK(a.layers[1].output_shape.dims == std::vector<std::int64_t>{2, 4, 4});
+  // The conv output (its input) plus 8-byte indices per output element.
+  CHECK(a.layers[1].saved.per_sample.value() == 2 * 8 * 8 * 4 + 8 * pooled);
+  CHECK(a.layers[2].saved.per_sample.value() == 0);
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{2, 2, 2});
+}
+
+TEST_CASE("a residual block adds its branches and sums their gradients at the fork") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 64}\n"
+      "  - type: residual\n"
+      "    body:\n"
+      "      - {type: linear, out_features: 64}\n"
+      "      - relu\n");
+  const LayerCosts& join = a.layers.back();
+  CHECK(join.layer.type == LayerType::add);
+  CHECK(join.forward_kernels() == 1);
+  CHECK(join.backward_input.size() == 1);
+  CHECK(join.forward[0].flops.per_sample.value() == 64);
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{64});
+}
+
+TEST_CASE("bottleneck blocks project the shortcut only when the shape changes") {
+  ModelAnalysis a = analyze_text("  - {type: bottleneck, width: 4, repeat: 2}\n", "[16, 8, 8]");
+  int projections = 0;
+  for (const LayerCosts& layer : a.layers) {
+    if (layer.layer.name.find("downsample.0") != std::string::npos) ++projections;
+  }
+  CHECK(projections == 0);  // 16 channels in, 4 x 4 out: the shape is kept
+  ModelAnalysis b =
+      analyze_text("  - {type: bottleneck, width: 8, repeat: 2, stride: 2}\n", "[16, 8, 8]");
+  projections = 0;
+  for (const LayerCosts& layer : b.layers) {
+    if (layer.layer.name.find("downsample.0") != std::string::npos) ++projections;
+  }
+  CHECK(projections == 1);  // only the first instance strides and widens
+  CHECK(b.output_shape.dims == std::vector<std::int64_t>{32, 4, 4});
+}
+
+TEST_CASE("attention costs 4·L·d² + 2·L²·d multiply-adds and holds the L² probabilities") {
+  const std::int64_t len = 16, d = 32, heads = 4;
+  ModelAnalysis a = analyze_text(
+      "  - {type: linear, out_features: 32}\n"
+      "  - {type: multihead_attention, heads: 4, dropout: 0}\n",
+      "[16, 32]");
+  const LayerCosts& attention = a.layers[1];
+  CHECK(attention.params == 4 * d * d + 4 * d);
+  CHECK(attention.macs_per_sample == 4 * len * d * d + 2 * len * len * d);
+  // Projections, scores and context as 2·MACs plus the small elementwise parts.
+  CHECK(attention.forward_flops().per_sample.value() >= 2 * attention.macs_per_sample);
+  const std::int64_t held = 4 * (len * d /*input*/ + 3 * len * d /*q,k,v*/ +
+                                 heads * len * len /*probabilities*/ + len * d /*context*/);
+  CHECK(attention.saved.per_sample.value() == held);
+}
+
+TEST_CASE("flops at a batch are per-sample times batch plus the fixed part") {
+  ModelAnalysis a = analyze_text("  - {type: linear, out_features: 32}\n");
+  for (std::int64_t batch : {1, 3, 1000}) {
+    CHECK(total_flops(a.layers[0].backward_weight, batch) ==
+          batch * a.backward_weight_flops.per_sample.value() +
+              a.backward_weight_flops.fixed.value());
+  }
+}
+
+TEST_CASE("cross-entropy on 10 classes costs a log-softmax and its gradient") {
+  TensorShape logits{{10}};
+  LayerCosts loss = cross_entropy_costs(logits, CostOptions{});
+  CHECK(loss.forward_kernels() == 2);
+  CHECK(loss.backward_kernels() == 2);
+  CHECK(loss.saved.per_sample.value() == 10 * 4 + 8);
+}

@@ -1,0 +1,42 @@
+// libFuzzer target for every YAML loader: whatever the bytes, loading either succeeds or raises
+// InputError. Any other exception, crash, leak or undefined behaviour is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/model/analysis.h"
+#include "core/spec/hardware_spec.h"
+#include "core/spec/scenario_spec.h"
+
+namespace {
+
+const epochcast::GpuCatalogue& catalogue() {
+  static const epochcast::GpuCatalogue bundled = epochcast::bundled_gpu_catalogue();
+  return bundled;
+}
+
+template <typename Load>
+void expect_input_error_at_most(Load load) {
+  try {
+    load();
+  } catch (const epochcast::InputError&) {
+    // The one way a loader may refuse input.
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  expect_input_error_at_most(
+      [&] { epochcast::analyze_model(epochcast::load_model_from_string(text, "fuzz.yaml")); });
+  expect_input_error_at_most([&] { epochcast::load_gpu_catalogue_from_string(text, "fuzz.yaml"); });
+  expect_input_error_at_most(
+      [&] { epochcast::load_machine_from_string(text, "fuzz.yaml", catalogue()); });
+  expect_input_error_at_most([&] {
+    epochcast::ScenarioSpec s =
+        epochcast::load_scenario_from_string(text, "fuzz.yaml", EPOCHCAST_FUZZ_DATA_DIR);
+    epochcast::expand_sweep(s);
+  });
+  return 0;
+}

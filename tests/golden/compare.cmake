@@ -1,0 +1,15 @@
+# Runs epochcast with ARGS (a ;-list) from the source tree and compares stdout with EXPECTED.
+separate_arguments(arg_list UNIX_COMMAND "${ARGS}")
+execute_process(COMMAND ${EPOCHCAST} ${arg_list}
+  WORKING_DIRECTORY ${SOURCE_DIR}
+  OUTPUT_VARIABLE actual ERROR_VARIABLE errors RESULT_VARIABLE code)
+if(NOT code EQUAL 0)
+  message(FATAL_ERROR "epochcast ${ARGS} exited ${code}:\n${errors}")
+endif()
+file(READ ${EXPECTED} expected)
+if(NOT actual STREQUAL expected)
+  file(WRITE ${ACTUAL} "${actual}")
+  message(FATAL_ERROR "output of 'epochcast ${ARGS}' differs from ${EXPECTED}\n"
+    "see: diff ${EXPECTED} ${ACTUAL}\n"
+    "if the change is intended, run tools/update_golden.sh and commit the diff")
+endif()

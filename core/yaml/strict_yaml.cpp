@@ -32,12 +32,27 @@ std::string shorten(std::string_view text) {
 
 }  // namespace
 
-Node::Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string path)
-    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+std::optional<SourceMark> Source::override_mark(std::string_view path) const {
+  if (overridden.empty()) return std::nullopt;
+  // `path` itself, then each ancestor: "a.b[2].c" -> "a.b[2]" -> "a.b" -> "a".
+  while (!path.empty()) {
+    if (auto found = overridden.find(path); found != overridden.end()) return found->second;
+    std::size_t cut = path.find_last_of(".[");
+    if (cut == std::string_view::npos) break;
+    path = path.substr(0, cut);
+  }
+  return std::nullopt;
+}
+
+Node::Node(YAML::Node node, std::shared_ptr<const Source> source, std::string path)
+    : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)) {}
 
 SourceMark Node::mark() const {
   if (mark_override_) return *mark_override_;
-  return to_source_mark(node_.Mark(), *file_);
+  // Parsed nodes carry their position; nodes built in code (or by an override) have none.
+  if (!node_.Mark().is_null()) return to_source_mark(node_.Mark(), source_->file);
+  if (std::optional<SourceMark> given = source_->override_mark(path_)) return *given;
+  return SourceMark{source_->file, 0, 0};
 }
 
 std::string Node::describe() const {
@@ -143,7 +158,7 @@ std::vector<Node> Node::items(std::size_t min_size) const {
   out.reserve(node_.size());
   std::size_t index = 0;
   for (const YAML::Node& item : node_) {
-    out.emplace_back(item, file_, fmt::format("{}[{}]", path_, index++));
+    out.emplace_back(item, source_, fmt::format("{}[{}]", path_, index++));
   }
   return out;
 }
@@ -169,22 +184,25 @@ void MapReader::check_keys() const {
   if (!map_.is_map()) map_.fail(fmt::format("expected a mapping, got {}", map_.describe()));
   std::vector<std::pair<std::string, int>> seen;  // key, line
   for (auto it = map_.raw().begin(); it != map_.raw().end(); ++it) {
-    Node key(it->first, map_.file(), map_.path());
-    if (!it->first.IsScalar())
+    if (!it->first.IsScalar()) {
+      Node key(it->first, map_.source(), map_.path());
       key.fail(fmt::format("a key must be a plain name, got {}", key.describe()));
+    }
     const std::string& name = it->first.Scalar();
+    SourceMark mark = key_mark(it->first, name);
     for (const auto& [previous, line] : seen) {
       if (previous == name) {
-        throw InputError(key.mark(), child_path(name),
-                         fmt::format("duplicate key (first given on line {})", line));
+        throw InputError(mark, child_path(name),
+                         line > 0 ? fmt::format("duplicate key (first given on line {})", line)
+                                  : std::string("duplicate key"));
       }
     }
-    seen.emplace_back(name, key.mark().line);
+    seen.emplace_back(name, mark.line);
     bool known = false;
     for (std::string_view candidate : allowed_)
       known = known || candidate == name;
     if (!known) {
-      throw InputError(key.mark(), child_path(name),
+      throw InputError(mark, child_path(name),
                        fmt::format("unknown key{}; expected one of {}",
                                    did_you_mean(name, allowed_), join_alternatives(allowed_)));
     }
@@ -195,6 +213,11 @@ std::string MapReader::child_path(std::string_view key) const {
   return map_.path().empty() ? std::string(key) : fmt::format("{}.{}", map_.path(), key);
 }
 
+SourceMark MapReader::key_mark(const YAML::Node& key, std::string_view name) const {
+  // A key has the path of the value it introduces, so one an override created finds its mark.
+  return Node(key, map_.source(), child_path(name)).mark();
+}
+
 bool MapReader::has(std::string_view key) const {
   return static_cast<bool>(map_.raw()[std::string(key)]);
 }
@@ -203,15 +226,20 @@ std::optional<Node> MapReader::optional(std::string_view key) const {
   YAML::Node child = map_.raw()[std::string(key)];
   if (!child) return std::nullopt;
   // `key:` with no value: a strict reader treats it as a mistake, pointing at the key itself.
+  // An override that set an empty value is named rather than the key it replaced the value of.
   if (child.IsNull()) {
+    if (child.Mark().is_null()) {
+      if (std::optional<SourceMark> given = map_.source()->override_mark(child_path(key))) {
+        throw InputError(*given, child_path(key), "has no value");
+      }
+    }
     for (auto it = map_.raw().begin(); it != map_.raw().end(); ++it) {
       if (it->first.Scalar() == key) {
-        throw InputError(to_source_mark(it->first.Mark(), *map_.file()), child_path(key),
-                         "has no value");
+        throw InputError(key_mark(it->first, key), child_path(key), "has no value");
       }
     }
   }
-  Node node(child, map_.file(), child_path(key));
+  Node node(child, map_.source(), child_path(key));
   return node;
 }
 
@@ -262,41 +290,42 @@ int count_documents(const std::string& text, int limit) {
   return documents;
 }
 
-Document parse(const std::string& text, std::shared_ptr<const std::string> file,
-               Document (*make)(YAML::Node, std::shared_ptr<const std::string>)) {
+Document parse(const std::string& text, std::shared_ptr<Source> source,
+               Document (*make)(YAML::Node, std::shared_ptr<Source>)) {
+  const std::string& file = source->file;
   YAML::Node root;
   int documents = 0;
   try {
     root = YAML::Load(text);
     documents = count_documents(text, 2);
   } catch (const YAML::Exception& error) {
-    throw InputError(to_source_mark(error.mark, *file), "",
+    throw InputError(to_source_mark(error.mark, file), "",
                      fmt::format("not valid YAML: {}", error.msg));
   } catch (const std::exception& error) {
-    throw InputError(SourceMark{*file, 0, 0}, "", fmt::format("not valid YAML: {}", error.what()));
+    throw InputError(SourceMark{file, 0, 0}, "", fmt::format("not valid YAML: {}", error.what()));
   }
   if (documents > 1) {
-    throw InputError(SourceMark{*file, 0, 0}, "",
+    throw InputError(SourceMark{file, 0, 0}, "",
                      "the file holds more than one YAML document (a '---' separator, or a line "
                      "the parser reads as the start of another); expected one");
   }
   if (documents == 0 || root.IsNull()) {
-    throw InputError(SourceMark{*file, 0, 0}, "", "the file holds no YAML content");
+    throw InputError(SourceMark{file, 0, 0}, "", "the file holds no YAML content");
   }
-  return make(root, std::move(file));
+  return make(root, std::move(source));
 }
 
 }  // namespace
 
 Document Document::load_string(const std::string& text, const std::string& name) {
-  auto file = std::make_shared<const std::string>(name);
+  auto source = std::make_shared<Source>(Source{name, {}});
   if (text.size() > kMaxDocumentBytes) {
     throw InputError(
         SourceMark{name, 0, 0}, "",
         fmt::format("input is {} bytes; the limit is {}", text.size(), kMaxDocumentBytes));
   }
-  return parse(text, file, [](YAML::Node root, std::shared_ptr<const std::string> f) {
-    return Document(std::move(root), std::move(f));
+  return parse(text, std::move(source), [](YAML::Node root, std::shared_ptr<Source> s) {
+    return Document(std::move(root), std::move(s));
   });
 }
 
@@ -316,6 +345,211 @@ Document Document::load_file(const std::filesystem::path& path) {
   content << in.rdbuf();
   if (in.bad()) throw InputError(SourceMark{name, 0, 0}, "", "read error");
   return load_string(content.str(), name);
+}
+
+namespace {
+
+// One step of an override path: a map key or a list index, with the path up to and including it.
+struct Step {
+  bool is_index = false;
+  std::string key;
+  std::size_t index = 0;
+  std::string path;
+};
+
+// `where` is how the user wrote the override ("--set PATH=VALUE", or an option like --gpus).
+[[noreturn]] void override_error(std::string_view where, std::string key, std::string problem) {
+  throw InputError(SourceMark{std::string(where), 0, 0}, std::move(key), std::move(problem));
+}
+
+// "a.b[2].c" -> a, b, [2], c. `text` is the whole override, for error messages.
+std::vector<Step> parse_path(std::string_view path, std::string_view text) {
+  if (path.empty()) override_error(text, "", "expected PATH=VALUE, got an empty path");
+  std::vector<Step> steps;
+  std::string so_far;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    std::string_view segment =
+        path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (segment.empty()) {
+      override_error(text, "", fmt::format("the path '{}' has an empty segment", path));
+    }
+    std::size_t bracket = segment.find('[');
+    std::string_view name = segment.substr(0, bracket);
+    if (name.empty() || name.find(']') != std::string_view::npos) {
+      override_error(text, "",
+                     fmt::format("malformed path segment '{}'; expected a key, optionally "
+                                 "followed by list indices as in name[3]",
+                                 segment));
+    }
+    so_far += so_far.empty() ? std::string(name) : fmt::format(".{}", name);
+    steps.push_back(Step{false, std::string(name), 0, so_far});
+    std::string_view rest = bracket == std::string_view::npos ? "" : segment.substr(bracket);
+    while (!rest.empty()) {
+      std::size_t close = rest.find(']');
+      std::string_view digits =
+          close == std::string_view::npos ? std::string_view() : rest.substr(1, close - 1);
+      std::size_t index = 0;
+      auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+      if (rest[0] != '[' || digits.empty() || error != std::errc() ||
+          end != digits.data() + digits.size()) {
+        override_error(text, "",
+                       fmt::format("malformed list index in '{}'; expected name[N] with N a "
+                                   "non-negative integer",
+                                   segment));
+      }
+      so_far += fmt::format("[{}]", index);
+      steps.push_back(Step{true, "", index, so_far});
+      rest = rest.substr(close + 1);
+    }
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return steps;
+}
+
+// A copy of `node` built in code, so it carries no position: an override's value is parsed from
+// its own little text, whose line and column mean nothing in the document. Tags are kept, so a
+// quoted "7" stays a string. `budget` bounds the nodes copied (aliases can make a short text
+// expand enormously, or refer to itself).
+YAML::Node without_marks(const YAML::Node& node, std::size_t& budget, int depth,
+                         std::string_view text) {
+  constexpr int kMaxDepth = 64;
+  if (budget == 0 || depth > kMaxDepth) {
+    override_error(text, "", "the value is too large or nested too deeply");
+  }
+  --budget;
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      YAML::Node out(node.Scalar());
+      out.SetTag(node.Tag());
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const YAML::Node& item : node)
+        out.push_back(without_marks(item, budget, depth + 1, text));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      YAML::Node out(YAML::NodeType::Map);
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        out.force_insert(without_marks(it->first, budget, depth + 1, text),
+                         without_marks(it->second, budget, depth + 1, text));
+      }
+      return out;
+    }
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
+// Records that `path`, and everything beneath it, now comes from the override marked `mark`;
+// what earlier overrides recorded beneath it has been replaced.
+void record(Source& source, const std::string& path, const SourceMark& mark) {
+  auto it = source.overridden.lower_bound(path);
+  while (it != source.overridden.end() && it->first.starts_with(path)) {
+    bool beneath = it->first.size() == path.size() || it->first[path.size()] == '.' ||
+                   it->first[path.size()] == '[';
+    it = beneath ? source.overridden.erase(it) : std::next(it);
+  }
+  source.overridden.emplace(path, mark);
+}
+
+}  // namespace
+
+Override parse_override(std::string_view text) {
+  const std::string where = "--set " + std::string(text);
+  std::size_t equals = text.find('=');
+  if (equals == std::string_view::npos) {
+    override_error(where, "",
+                   "expected PATH=VALUE (e.g. training.precision=fp32); there is no '='");
+  }
+  Override out{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
+  parse_path(out.path, where);  // rejects malformed paths now, before any file is read
+  return out;
+}
+
+void Document::apply_overrides(const std::vector<Override>& overrides) {
+  for (const Override& item : overrides)
+    apply_override(item);
+}
+
+void Document::apply_override(const Override& item) {
+  const std::string text = item.where();
+  const std::vector<Step> steps = parse_path(item.path, text);
+  const std::string& path = steps.back().path;
+
+  YAML::Node parsed;
+  int documents = 0;
+  try {
+    parsed = YAML::Load(item.value);
+    documents = count_documents(item.value, 2);
+  } catch (const YAML::Exception& error) {
+    override_error(text, path, fmt::format("the value is not valid YAML: {}", error.msg));
+  } catch (const std::exception& error) {
+    override_error(text, path, fmt::format("the value is not valid YAML: {}", error.what()));
+  }
+  if (documents > 1) override_error(text, path, "the value holds more than one YAML document");
+  std::size_t budget = 100'000;
+  YAML::Node value = without_marks(parsed, budget, 0, text);
+
+  // Walk down, creating missing (or empty) maps on the way; `current` is the node at `where`.
+  if (!root_.IsMap()) {
+    override_error(text, "", fmt::format("cannot set {}: the document is not a mapping", path));
+  }
+  YAML::Node current = root_;
+  std::string where;
+  std::vector<std::string> created;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    const bool last = i + 1 == steps.size();
+    const YAML::Node& here = current;  // const access never adds keys
+    if (step.is_index) {
+      if (!here.IsSequence()) {
+        override_error(text, "", fmt::format("cannot set {}: {} is not a list", path, where));
+      }
+      if (step.index >= here.size()) {
+        override_error(text, "",
+                       fmt::format("cannot set {}: index {} is out of range ({} has {} items)",
+                                   path, step.index, where, here.size()));
+      }
+      if (last) {
+        current[step.index] = value;
+      } else {
+        current.reset(here[step.index]);
+      }
+    } else {
+      if (!here.IsMap()) {
+        override_error(text, "", fmt::format("cannot set {}: {} is not a mapping", path, where));
+      }
+      if (last) {
+        current[step.key] = value;
+      } else {
+        YAML::Node child = here[step.key];
+        if (!child.IsDefined() || child.IsNull()) {
+          if (steps[i + 1].is_index) {
+            override_error(text, "",
+                           fmt::format("cannot set {}: {} is not a list", path, step.path));
+          }
+          current[step.key] = YAML::Node(YAML::NodeType::Map);
+          created.push_back(step.path);
+          current.reset(here[step.key]);
+        } else {
+          current.reset(child);
+        }
+      }
+    }
+    where = step.path;
+  }
+
+  SourceMark mark{text, 0, 0};
+  for (const std::string& made : created)
+    record(*source_, made, mark);
+  record(*source_, path, mark);
 }
 
 }  // namespace epochcast::yaml

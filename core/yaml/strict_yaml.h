@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -23,10 +25,41 @@ namespace epochcast::yaml {
 
 class MapReader;
 
-// A YAML node together with the file it came from and its dotted path from the root.
+// `--set PATH=VALUE` from the command line: replaces (or creates) the value at PATH before the
+// loaders read the document. PATH is dotted map keys, each optionally followed by list indices
+// ("sweep.batch[0]"); VALUE is YAML text ("fp32", "[32, 64]", "{workers: 4}").
+struct Override {
+  std::string path;
+  std::string value;
+  // How the user wrote it, for error messages; empty means "--set PATH=VALUE". Options that
+  // are shorthands for an override (--gpus 1,2) name themselves here.
+  std::string origin;
+
+  // "PATH=VALUE".
+  std::string text() const { return path + "=" + value; }
+  // Where errors about this override point: `origin`, or "--set PATH=VALUE".
+  std::string where() const { return origin.empty() ? "--set " + text() : origin; }
+};
+
+// Splits "PATH=VALUE" at the first '='. Raises InputError (at "--set TEXT") when there is no '=',
+// the path is empty, a path segment is empty ("a..b") or a list index is malformed.
+Override parse_override(std::string_view text);
+
+// Where a document's nodes came from: the file, and the paths that overrides replaced or created
+// (path -> "--set PATH=VALUE"). Shared by the document and all its nodes.
+struct Source {
+  std::string file;
+  std::map<std::string, SourceMark, std::less<>> overridden;
+
+  // The mark of the longest overridden path that `path` is, or lies beneath (at a '.' or '['
+  // boundary); nullopt when none.
+  std::optional<SourceMark> override_mark(std::string_view path) const;
+};
+
+// A YAML node together with the source it came from and its dotted path from the root.
 class Node {
  public:
-  Node(YAML::Node node, std::shared_ptr<const std::string> file, std::string path);
+  Node(YAML::Node node, std::shared_ptr<const Source> source, std::string path);
 
   const std::string& path() const { return path_; }
   SourceMark mark() const;
@@ -61,13 +94,15 @@ class Node {
     mark_override_ = std::move(mark);
     return *this;
   }
-  const std::shared_ptr<const std::string>& file() const { return file_; }
+  // The source this node shares with its document: pass it on to build related nodes.
+  const std::shared_ptr<const Source>& source() const { return source_; }
+  const std::shared_ptr<const Source>& file() const { return source_; }  // same as source()
 
  private:
   std::string plain_scalar(std::string_view expected) const;
 
   YAML::Node node_;
-  std::shared_ptr<const std::string> file_;
+  std::shared_ptr<const Source> source_;
   std::string path_;
   std::optional<SourceMark> mark_override_;
 };
@@ -91,6 +126,8 @@ class MapReader {
  private:
   void check_keys() const;
   std::string child_path(std::string_view key) const;
+  // Where the key `name` (node `key`) was given: the file, or the override that created it.
+  SourceMark key_mark(const YAML::Node& key, std::string_view name) const;
 
   Node map_;
   std::vector<std::string_view> allowed_;
@@ -104,15 +141,24 @@ class Document {
   // `name` stands in for the file name in error messages (e.g. "<command line>").
   static Document load_string(const std::string& text, const std::string& name);
 
-  Node root() const { return Node(root_, file_, ""); }
-  const std::string& file_name() const { return *file_; }
+  Node root() const { return Node(root_, source_, ""); }
+  const std::string& file_name() const { return source_->file; }
+
+  // Applies command-line overrides in order: each VALUE is parsed as YAML and put at its PATH,
+  // creating missing maps on the way. Afterwards the overridden nodes, everything beneath them
+  // and the keys created for them report "--set PATH=VALUE" as their mark. Raises InputError
+  // naming the override when VALUE is not YAML, an intermediate node is not a mapping (or not a
+  // list, for an index), or an index is out of range.
+  void apply_overrides(const std::vector<Override>& overrides);
 
  private:
-  Document(YAML::Node root, std::shared_ptr<const std::string> file)
-      : root_(std::move(root)), file_(std::move(file)) {}
+  Document(YAML::Node root, std::shared_ptr<Source> source)
+      : root_(std::move(root)), source_(std::move(source)) {}
+
+  void apply_override(const Override& item);
 
   YAML::Node root_;
-  std::shared_ptr<const std::string> file_;
+  std::shared_ptr<Source> source_;
 };
 
 // Files larger than this are refused before parsing: no spec comes near it, and it bounds the

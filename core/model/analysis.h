@@ -44,6 +44,7 @@ struct PerBatch {
   Q per_sample{};
   Q fixed{};
 
+  // Exact; callers keep batch × per_sample inside 64 bits (see scaled() for untrusted sizes).
   Q at(std::int64_t batch) const { return per_sample * batch + fixed; }
   PerBatch& operator+=(const PerBatch& other) {
     per_sample += other.per_sample;
@@ -51,6 +52,17 @@ struct PerBatch {
     return *this;
   }
 };
+
+// per_sample × batch + fixed in double: never overflows, for sizes that come from user input.
+inline double scaled(const PerBatch<std::int64_t>& q, std::int64_t batch) {
+  return static_cast<double>(q.per_sample) * static_cast<double>(batch) +
+         static_cast<double>(q.fixed);
+}
+template <typename Q>
+double scaled(const PerBatch<Q>& q, std::int64_t batch) {
+  return static_cast<double>(q.per_sample.value()) * static_cast<double>(batch) +
+         static_cast<double>(q.fixed.value());
+}
 
 // Matrix-multiply structure of gemm and convolution kernels (convolution as implicit GEMM):
 // `batches` independent products of (m × k) by (k × n). Used for wave quantisation.
@@ -64,7 +76,8 @@ struct KernelWork {
   OpClass op_class = OpClass::elementwise;
   PerBatch<Flops> flops;
   PerBatch<Bytes> bytes;  // device-memory traffic, read + written
-  // Independent output elements: how much parallelism the kernel exposes.
+  // How much parallelism the kernel exposes: its output elements, or for a reduction the
+  // elements it reduces (libraries split a reduction across blocks).
   PerBatch<std::int64_t> parallelism;
   bool has_gemm_shape = false;
   GemmShape gemm;

@@ -165,7 +165,8 @@ PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
                                          bytes(a * rows * (f_in + f_out), weight_bytes)));
   if (p.costs.layer.bias) {
     p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(rows * f_out),
-                                             bytes(a * rows * f_out, w * f_out), count(0, f_out)));
+                                             bytes(a * rows * f_out, w * f_out),
+                                             count(rows * f_out)));
   }
   if (tied) {  // autograd adds this use's gradient into the shared weight's
     p.costs.backward_weight.push_back(kernel("add", OpClass::elementwise, flops(0, f_in * f_out),
@@ -227,8 +228,8 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
                                          fixed(c_out / g), fixed((c_in / g) * window),
                                          per_sample(out_positions), traffic));
   if (l.bias) {
-    p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(e_out),
-                                             bytes(a * e_out, w * c_out), count(0, c_out)));
+    p.costs.backward_weight.push_back(
+        kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out), count(e_out)));
   }
   p.saves_input = true;
   return p;
@@ -279,8 +280,7 @@ PrimitiveCosts layernorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad
                                             flops(8 * e), bytes(3 * a * e, w * d), count(rows)));
   }
   p.costs.backward_weight.push_back(kernel("layer_norm_backward_gamma_beta", OpClass::reduction,
-                                           flops(4 * e), bytes(2 * a * e, 2 * w * d),
-                                           count(0, 2 * d)));
+                                           flops(4 * e), bytes(2 * a * e, 2 * w * d), count(e)));
   p.saves_input = true;
   p.saved_extra = bytes(2 * 4 * rows);  // mean and rstd per row, float32
   return p;
@@ -491,13 +491,13 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
                     bytes(a * 2 * ld, w * d * d)));
   if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(0, d)));
+    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
   }
   bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
                     bytes(a * 4 * ld, w * 3 * d * d)));
   if (l.bias) {
     bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
-                        count(0, 3 * d)));
+                        count(3 * ld)));
   }
   // Held for backward: the input (for the input projection's weight gradient), q, k, v, the
   // attention probabilities, the dropout mask and dropped probabilities, and the merged

@@ -175,6 +175,12 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
     if (machine.nodes > 65536) nodes->fail("at most 65536 nodes are supported");
   }
 
+  std::optional<yaml::Node> profile = top.optional("profile");
+  std::filesystem::path relative_to = std::filesystem::path(document.file_name()).parent_path();
+  machine.profile_file =
+      resolve_data_file(profile ? profile->as_string() : "default", relative_to,
+                        "topologies/profiles", profile ? profile->mark() : root.mark(), "profile");
+
   yaml::MapReader host(top.required("host"), {"cpu", "sockets", "cores", "memory_gib"});
   machine.host.cpu = host.required("cpu").as_string();
   if (auto s = host.optional("sockets"))

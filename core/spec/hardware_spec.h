@@ -69,6 +69,9 @@ struct MachineSpec {
   int gpus_per_node = 1;
   int nodes = 1;
   HostSpec host;
+  // The hardware profile (topologies/profiles/) this machine runs with unless a scenario
+  // names another: `profile:` in the file, else the bundled default.
+  std::filesystem::path profile_file;
 
   int total_gpus() const { return gpus_per_node * nodes; }
 };

@@ -42,11 +42,47 @@ ModelSpec read_model_reference(const yaml::Node& node, const std::filesystem::pa
   return load_model(file);
 }
 
-MachineSpec read_hardware_reference(const yaml::Node& node,
-                                    const std::filesystem::path& relative_to) {
+// `hardware:` names a machine, or gives {base: machine, profile: profile} to run the machine
+// with a calibrated profile instead of its own.
+void read_hardware(const yaml::Node& node, const std::filesystem::path& relative_to,
+                   ScenarioSpec& s) {
+  std::optional<yaml::Node> profile;
+  yaml::Node base = node;
+  if (node.is_map()) {
+    yaml::MapReader map(node, {"base", "profile"});
+    base = map.required("base");
+    profile = map.optional("profile");
+  }
   std::filesystem::path file =
-      resolve_data_file(node.as_string(), relative_to, "topologies", node.mark(), node.path());
-  return load_machine(file, bundled_gpu_catalogue());
+      resolve_data_file(base.as_string(), relative_to, "topologies", base.mark(), base.path());
+  s.machine = load_machine(file, bundled_gpu_catalogue());
+  if (profile) {
+    std::filesystem::path profile_file = resolve_data_file(
+        profile->as_string(), relative_to, "topologies/profiles", profile->mark(), profile->path());
+    s.profile = load_profile(profile_file);
+  } else {
+    s.profile = load_profile(s.machine.profile_file);
+  }
+}
+
+LoaderSpec read_loader(const yaml::Node& node) {
+  yaml::MapReader map(node, {"workers", "prefetch_factor", "pin_memory", "sample_cpu_us"});
+  LoaderSpec loader;
+  if (auto w = map.optional("workers")) {
+    loader.workers = static_cast<int>(w->as_int_at_least(0));
+    if (loader.workers > 1024) w->fail("at most 1024 loader workers");
+  }
+  if (auto p = map.optional("prefetch_factor")) {
+    loader.prefetch_factor = static_cast<int>(p->as_int_at_least(1));
+    if (loader.prefetch_factor > 1024) p->fail("at most 1024 batches prefetched per worker");
+  }
+  if (auto pin = map.optional("pin_memory")) loader.pin_memory = pin->as_bool();
+  if (auto cost = map.optional("sample_cpu_us")) {
+    double us = cost->as_number();
+    if (us < 0 || us > 1e9) cost->fail(fmt::format("expected 0 to 1e9 microseconds, got {}", us));
+    loader.sample_cpu = microseconds(us);
+  }
+  return loader;
 }
 
 DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
@@ -69,7 +105,8 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
 }
 
 TrainingSpec read_training(const yaml::Node& node) {
-  yaml::MapReader map(node, {"strategy", "optimizer", "precision", "epochs", "drop_last"});
+  yaml::MapReader map(node, {"strategy", "optimizer", "precision", "framework", "epochs",
+                             "drop_last", "sync_every_step"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -81,6 +118,9 @@ TrainingSpec read_training(const yaml::Node& node) {
     if (training.epochs > 100000) e->fail("at most 100000 epochs");
   }
   if (auto d = map.optional("drop_last")) training.drop_last = d->as_bool();
+  if (auto f = map.optional("framework"))
+    training.framework = read_enum<Framework>(*f, kFrameworkNames);
+  if (auto sync = map.optional("sync_every_step")) training.sync_every_step = sync->as_bool();
   return training;
 }
 
@@ -140,18 +180,19 @@ ScenarioSpec read_scenario(const yaml::Document& document,
                            const std::filesystem::path& relative_to) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::scenario);
-  yaml::MapReader top(
-      root, {"kind", "name", "description", "model", "hardware", "dataset", "training", "sweep"});
+  yaml::MapReader top(root, {"kind", "name", "description", "model", "hardware", "dataset",
+                             "loader", "training", "sweep"});
   ScenarioSpec s;
   s.source_file = document.file_name();
   s.name = top.required("name").as_string();
   if (auto d = top.optional("description")) s.description = d->as_string();
   // Plain values first, so simple mistakes are reported before any referenced file is read.
   s.training = read_training(top.required("training"));
+  if (auto loader = top.optional("loader")) s.loader = read_loader(*loader);
   s.sweep = read_sweep(top.required("sweep"));
   s.model = read_model_reference(top.required("model"), relative_to);
   s.analysis = analyze_model(s.model);
-  s.machine = read_hardware_reference(top.required("hardware"), relative_to);
+  read_hardware(top.required("hardware"), relative_to, s);
   s.dataset = read_dataset(top.required("dataset"), s.model);
   check_consistency(s, top);
   return s;
@@ -159,13 +200,19 @@ ScenarioSpec read_scenario(const yaml::Document& document,
 
 }  // namespace
 
-ScenarioSpec load_scenario(const std::filesystem::path& file) {
-  return read_scenario(yaml::Document::load_file(file), file.parent_path());
+ScenarioSpec load_scenario(const std::filesystem::path& file,
+                           const std::vector<yaml::Override>& overrides) {
+  yaml::Document document = yaml::Document::load_file(file);
+  document.apply_overrides(overrides);
+  return read_scenario(document, file.parent_path());
 }
 
 ScenarioSpec load_scenario_from_string(const std::string& text, const std::string& name,
-                                       const std::filesystem::path& relative_to) {
-  return read_scenario(yaml::Document::load_string(text, name), relative_to);
+                                       const std::filesystem::path& relative_to,
+                                       const std::vector<yaml::Override>& overrides) {
+  yaml::Document document = yaml::Document::load_string(text, name);
+  document.apply_overrides(overrides);
+  return read_scenario(document, relative_to);
 }
 
 }  // namespace epochcast

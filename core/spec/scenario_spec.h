@@ -13,6 +13,8 @@
 #include "core/model/analysis.h"
 #include "core/model/model_spec.h"
 #include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "core/yaml/strict_yaml.h"
 
 namespace epochcast {
 
@@ -26,6 +28,12 @@ enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16 };
 inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
                                                                "amp_bf16"};
 
+// The eager-framework generation the training loop runs on: PyTorch 1.x steps optimizers one
+// parameter tensor at a time and zeroes gradients; PyTorch 2.x uses multi-tensor ("foreach")
+// optimizer kernels and sets gradients to None.
+enum class Framework { pytorch1, pytorch2 };
+inline constexpr std::string_view kFrameworkNames[] = {"pytorch-1", "pytorch-2"};
+
 enum class BatchMeaning { global, per_gpu };
 inline constexpr std::string_view kBatchMeaningNames[] = {"global", "per_gpu"};
 
@@ -37,12 +45,22 @@ struct DatasetSpec {
   std::int64_t classes = 0;
 };
 
+// The input pipeline, as a PyTorch DataLoader runs it.
+struct LoaderSpec {
+  int workers = 0;          // 0: the training thread loads each batch itself
+  int prefetch_factor = 2;  // batches each worker prepares ahead
+  bool pin_memory = false;  // pinned batches copy asynchronously at full PCIe speed
+  Seconds sample_cpu;       // CPU time to read, decode and transform one sample on one core
+};
+
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
   TrainingPrecision precision = TrainingPrecision::fp32;
+  Framework framework = Framework::pytorch2;
   int epochs = 1;
   bool drop_last = false;
+  bool sync_every_step = true;  // the loop reads the loss each step (loss.item())
 };
 
 struct SweepSpec {
@@ -58,7 +76,9 @@ struct ScenarioSpec {
   ModelSpec model;
   ModelAnalysis analysis;  // fp32 analysis of the model, checked against the data set
   MachineSpec machine;
+  HardwareProfile profile;
   DatasetSpec dataset;
+  LoaderSpec loader;
   TrainingSpec training;
   SweepSpec sweep;
 };
@@ -72,8 +92,12 @@ struct SweepPoint {
 
 std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
 
-ScenarioSpec load_scenario(const std::filesystem::path& file);
+// `overrides` (from --set PATH=VALUE) replace values in the file before it is checked, so they
+// get the same checks and errors that name them.
+ScenarioSpec load_scenario(const std::filesystem::path& file,
+                           const std::vector<yaml::Override>& overrides = {});
 ScenarioSpec load_scenario_from_string(const std::string& text, const std::string& name,
-                                       const std::filesystem::path& relative_to = ".");
+                                       const std::filesystem::path& relative_to = ".",
+                                       const std::vector<yaml::Override>& overrides = {});
 
 }  // namespace epochcast

@@ -1,0 +1,104 @@
+// Reads hardware profiles (kind: profile).
+#include <fmt/format.h>
+
+#include "core/spec/file_kind.h"
+#include "core/spec/profile_spec.h"
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast {
+
+namespace {
+
+// Every figure of a profile, as "section.key"; each needs a source.
+constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory_efficiency",
+                                         "gpu.min_kernel_us",        "host.forward_op_us",
+                                         "host.backward_op_us",      "host.optimizer_op_us",
+                                         "host.step_overhead_us",    "host.sync_us",
+                                         "host.batch_fetch_us",      "memory.context_mib",
+                                         "memory.workspace_mib",     "memory.allocator_overhead",
+                                         "transfer.pcie_efficiency", "transfer.pageable_efficiency",
+                                         "transfer.copy_latency_us"};
+
+double fraction(const yaml::Node& node) {
+  double value = node.as_fraction();
+  if (value == 0) node.fail("expected a fraction above 0");
+  return value;
+}
+
+Seconds micros(const yaml::Node& node) {
+  double value = node.as_number();
+  if (value < 0) node.fail(fmt::format("expected a non-negative duration, got {}", value));
+  return microseconds(value);
+}
+
+Bytes mebibytes(const yaml::Node& node) {
+  double value = node.as_number();
+  if (value < 0) node.fail(fmt::format("expected a non-negative size, got {}", value));
+  return Bytes(static_cast<std::int64_t>(value * static_cast<double>(kMiB)));
+}
+
+HardwareProfile read_profile(const yaml::Document& document) {
+  yaml::Node root = document.root();
+  expect_file_kind(root, FileKind::profile);
+  yaml::MapReader top(
+      root, {"kind", "name", "description", "gpu", "host", "memory", "transfer", "sources"});
+  HardwareProfile p;
+  p.source_file = document.file_name();
+  p.name = top.required("name").as_string();
+  if (auto d = top.optional("description")) d->as_string();
+
+  yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency", "min_kernel_us"});
+  yaml::MapReader efficiency(gpu.required("efficiency"),
+                             std::span<const std::string_view>(kOpClassNames));
+  for (std::size_t i = 0; i < kOpClassCount; ++i) {
+    p.gpu.compute[i] = fraction(efficiency.required(kOpClassNames[i]));
+  }
+  p.gpu.memory = fraction(gpu.required("memory_efficiency"));
+  p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
+
+  yaml::MapReader host(top.required("host"), {"forward_op_us", "backward_op_us", "optimizer_op_us",
+                                              "step_overhead_us", "sync_us", "batch_fetch_us"});
+  p.host.forward_op = micros(host.required("forward_op_us"));
+  p.host.backward_op = micros(host.required("backward_op_us"));
+  p.host.optimizer_op = micros(host.required("optimizer_op_us"));
+  p.host.step_overhead = micros(host.required("step_overhead_us"));
+  p.host.sync = micros(host.required("sync_us"));
+  p.host.batch_fetch = micros(host.required("batch_fetch_us"));
+
+  yaml::MapReader memory(top.required("memory"),
+                         {"context_mib", "workspace_mib", "allocator_overhead"});
+  p.memory.context = mebibytes(memory.required("context_mib"));
+  p.memory.workspace = mebibytes(memory.required("workspace_mib"));
+  p.memory.allocator_overhead = memory.required("allocator_overhead").as_fraction();
+
+  yaml::MapReader transfer(top.required("transfer"),
+                           {"pcie_efficiency", "pageable_efficiency", "copy_latency_us"});
+  p.transfer.pcie_efficiency = fraction(transfer.required("pcie_efficiency"));
+  p.transfer.pageable_efficiency = fraction(transfer.required("pageable_efficiency"));
+  p.transfer.copy_latency = micros(transfer.required("copy_latency_us"));
+
+  yaml::Node sources_node = top.required("sources");
+  yaml::MapReader sources(sources_node, std::span<const std::string_view>(kFigures));
+  for (std::string_view figure : kFigures) {
+    std::optional<yaml::Node> source = sources.optional(figure);
+    if (!source) {
+      throw InputError(sources_node.mark(), fmt::format("sources.{}", figure),
+                       "the figure has no source; say where it comes from (a datasheet, a "
+                       "publication, or a calibration run with date and versions)");
+    }
+    p.sources[std::string(figure)] = source->as_string();
+  }
+  return p;
+}
+
+}  // namespace
+
+HardwareProfile load_profile(const std::filesystem::path& file) {
+  return read_profile(yaml::Document::load_file(file));
+}
+
+HardwareProfile load_profile_from_string(const std::string& text, const std::string& name) {
+  return read_profile(yaml::Document::load_string(text, name));
+}
+
+}  // namespace epochcast

@@ -1,0 +1,60 @@
+// A hardware profile: the simulator's free parameters — how close each kind of GPU kernel gets
+// to the datasheet peaks, and what the host pays per operation. The bundled default profile
+// gives sourced estimates; calibration (epochcast calibrate) writes fitted ones.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "core/model/analysis.h"
+#include "core/units.h"
+
+namespace epochcast {
+
+struct GpuEfficiency {
+  // Fraction of the precision's peak FLOP/s each op class reaches when it fills the GPU.
+  std::array<double, kOpClassCount> compute{};
+  // Fraction of datasheet memory bandwidth reached by streaming kernels.
+  double memory = 0.8;
+  Seconds min_kernel;  // shortest time a kernel occupies the GPU
+};
+
+// CPU-side costs of an eager framework, per operation, on the profile's host.
+struct HostCosts {
+  Seconds forward_op;     // a forward op: Python module call, dispatch, kernel launch
+  Seconds backward_op;    // an autograd-engine op (C++ only) and its launch
+  Seconds optimizer_op;   // one optimizer/zero_grad kernel launch from Python
+  Seconds step_overhead;  // per training step: loop, DataLoader next(), logging
+  Seconds sync;           // a device-to-host read of a scalar (loss.item()) once the GPU is done
+  Seconds batch_fetch;    // handing a prepared batch from a loader worker to the main thread
+};
+
+struct DeviceMemoryCosts {
+  Bytes context;    // CUDA context and library handles: device memory the allocator never sees
+  Bytes workspace;  // cuDNN/cuBLAS workspaces held across a step
+  double allocator_overhead =
+      0;  // fraction added by the caching allocator's rounding/fragmentation
+};
+
+struct TransferCosts {
+  double pcie_efficiency = 0.8;      // pinned host-to-device copies, fraction of the PCIe link
+  double pageable_efficiency = 0.4;  // copies from pageable memory, staged by the driver
+  Seconds copy_latency;              // fixed cost of one copy
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string source_file;
+  GpuEfficiency gpu;
+  HostCosts host;
+  DeviceMemoryCosts memory;
+  TransferCosts transfer;
+  std::map<std::string, std::string> sources;  // figure key -> where it comes from
+};
+
+HardwareProfile load_profile(const std::filesystem::path& file);
+HardwareProfile load_profile_from_string(const std::string& text, const std::string& name);
+
+}  // namespace epochcast

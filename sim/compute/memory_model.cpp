@@ -1,0 +1,87 @@
+// Memory accounting per GPU.
+#include "sim/compute/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace epochcast::sim {
+
+namespace {
+
+std::int64_t optimizer_state_per_param(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::sgd:
+      return 0;
+    case Optimizer::momentum:
+      return 4;  // momentum buffer
+    case Optimizer::adam:
+    case Optimizer::adamw:
+      return 8;  // first and second moments
+  }
+  return 0;
+}
+
+// Weights that autocast casts to 16 bits: those of matrix (GEMM/convolution) layers.
+std::int64_t matrix_params(const ModelAnalysis& analysis) {
+  std::int64_t count = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    for (const KernelWork& k : layer.forward) {
+      if (k.has_gemm_shape) {
+        count += layer.params;
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
+                               Optimizer optimizer, TrainingPrecision precision,
+                               const HardwareProfile& profile, Bytes capacity) {
+  const std::int64_t param_bytes = element_bytes(analysis.options.parameter_dtype);
+  const std::int64_t activation_bytes = element_bytes(analysis.options.activation_dtype);
+  MemoryEstimate m;
+  m.capacity = capacity;
+  m.context = profile.memory.context;
+  m.weights = Bytes(analysis.params * param_bytes);
+  m.gradients = Bytes(analysis.params * param_bytes);
+  m.optimizer_state = Bytes(analysis.params * optimizer_state_per_param(optimizer));
+  bool mixed = precision == TrainingPrecision::amp_fp16 || precision == TrainingPrecision::amp_bf16;
+  m.weight_copies = Bytes(mixed ? matrix_params(analysis) * 2 : 0);
+  m.workspace = profile.memory.workspace;
+
+  // During backward, a layer's output gradient and input gradient are alive together.
+  std::int64_t transient_per_sample = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    transient_per_sample =
+        std::max(transient_per_sample,
+                 (layer.input_shape.elements() + layer.output_shape.elements()) * activation_bytes);
+  }
+  const double overhead = 1.0 + profile.memory.allocator_overhead;
+  const double fixed = static_cast<double>(m.context.value()) +
+                       overhead * static_cast<double>((m.weights + m.gradients + m.optimizer_state +
+                                                       m.weight_copies + m.workspace +
+                                                       analysis.saved_activations.fixed)
+                                                          .value());
+  const double per_sample =
+      overhead *
+      static_cast<double>(analysis.saved_activations.per_sample.value() + transient_per_sample);
+
+  // Reported sizes are clamped far above any GPU, so absurd batches cannot overflow.
+  auto bytes = [](double value) {
+    return Bytes(static_cast<std::int64_t>(std::min(std::ceil(value), 0x1p62)));
+  };
+  double b = static_cast<double>(batch);
+  m.activations = bytes(scaled(analysis.saved_activations, batch));
+  m.transient = bytes(static_cast<double>(transient_per_sample) * b);
+  double peak = fixed + per_sample * b;
+  m.peak = bytes(peak);
+  m.fits = peak <= static_cast<double>(capacity.value());
+  double room = static_cast<double>(capacity.value()) - fixed;
+  m.largest_batch = room <= 0 ? 0 : static_cast<std::int64_t>(std::floor(room / per_sample));
+  return m;
+}
+
+}  // namespace epochcast::sim

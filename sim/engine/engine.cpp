@@ -1,0 +1,244 @@
+// Event loop, task bookkeeping, and the snapshot/shift used for exact steady-state skipping.
+#include "sim/engine/engine.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace epochcast::sim {
+
+namespace {
+
+// Broken invariants are programming errors: always checked, never compiled out.
+void require(bool condition, const char* what) {
+  if (!condition) throw std::logic_error(std::string("engine invariant violated: ") + what);
+}
+
+}  // namespace
+
+ResourceId Engine::add_resource(std::unique_ptr<Resource> resource) {
+  resources_.push_back(std::move(resource));
+  schedules_.emplace_back();
+  return static_cast<ResourceId>(resources_.size() - 1);
+}
+
+std::uint32_t Engine::allocate_slot() {
+  if (!free_slots_.empty()) {
+    std::uint32_t index = free_slots_.back();
+    free_slots_.pop_back();
+    return index;
+  }
+  slots_.emplace_back();
+  return static_cast<std::uint32_t>(slots_.size() - 1);
+}
+
+std::uint32_t Engine::allocate_edge() {
+  if (!free_edges_.empty()) {
+    std::uint32_t index = free_edges_.back();
+    free_edges_.pop_back();
+    return index;
+  }
+  edges_.emplace_back();
+  return static_cast<std::uint32_t>(edges_.size() - 1);
+}
+
+bool Engine::finished(TaskHandle task) const {
+  return task.index >= slots_.size() || !slots_[task.index].live ||
+         slots_[task.index].generation != task.generation;
+}
+
+std::uint64_t Engine::tag(TaskHandle task) const {
+  require(!finished(task), "tag of a finished task");
+  return slots_[task.index].tag;
+}
+
+TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
+                            std::span<const TaskHandle> dependencies) {
+  require(resource < resources_.size(), "task on an unknown resource");
+  require(work >= 0, "negative work");
+  std::uint32_t index = allocate_slot();
+  Slot& slot = slots_[index];
+  slot.generation++;
+  slot.live = true;
+  slot.released = false;
+  slot.resource = resource;
+  slot.work = work;
+  slot.tag = tag;
+  slot.pending = 0;
+  slot.first_successor = slot.last_successor = kNone;
+  TaskHandle handle{index, slot.generation};
+  for (TaskHandle dependency : dependencies) {
+    if (finished(dependency)) continue;
+    require(dependency.index != index, "a task depending on itself");
+    std::uint32_t edge = allocate_edge();
+    edges_[edge] = Edge{index, kNone};
+    Slot& before = slots_[dependency.index];
+    if (before.last_successor == kNone) {
+      before.first_successor = edge;
+    } else {
+      edges_[before.last_successor].next = edge;
+    }
+    before.last_successor = edge;
+    slots_[index].pending++;
+  }
+  if (slots_[index].pending == 0) release(index);
+  return handle;
+}
+
+void Engine::release(std::uint32_t index) {
+  Slot& slot = slots_[index];
+  slot.released = true;
+  slot.ready = now_;
+  resources_[slot.resource]->enqueue(TaskHandle{index, slot.generation}, slot.work, now_, *this);
+  reschedule(slot.resource);
+}
+
+void Engine::task_started(TaskHandle task, SimTime when) {
+  slots_[task.index].start = when;
+}
+
+void Engine::reschedule(ResourceId resource) {
+  std::optional<SimTime> next = resources_[resource]->next_completion();
+  Schedule& schedule = schedules_[resource];
+  if (!next) {
+    schedule.scheduled = false;
+    schedule.version++;
+    return;
+  }
+  if (schedule.scheduled && schedule.time == *next) return;  // the pending event still holds
+  schedule.version++;
+  schedule.scheduled = true;
+  schedule.time = *next;
+  schedule.sequence = next_sequence_++;
+  events_.push(Event{*next, schedule.sequence, resource, schedule.version});
+}
+
+void Engine::finish(TaskHandle task) {
+  Slot& slot = slots_[task.index];
+  require(slot.live && slot.generation == task.generation, "finishing a task twice");
+  FinishedTask record{task, slot.tag, slot.resource, slot.ready, slot.start, now_};
+  // Free the slot before releasing successors, so handles to this task read as finished.
+  slot.live = false;
+  free_slots_.push_back(task.index);
+  ++tasks_finished_;
+  std::uint32_t edge = slot.first_successor;
+  while (edge != kNone) {
+    std::uint32_t to = edges_[edge].to;
+    std::uint32_t next = edges_[edge].next;
+    free_edges_.push_back(edge);
+    require(slots_[to].pending > 0, "successor with no pending dependency");
+    if (--slots_[to].pending == 0) release(to);
+    edge = next;
+  }
+  if (observer_) observer_(record);
+}
+
+bool Engine::run() {
+  stop_requested_ = false;
+  while (!events_.empty()) {
+    Event event = events_.top();
+    events_.pop();
+    Schedule& schedule = schedules_[event.resource];
+    if (!schedule.scheduled || event.version != schedule.version) continue;  // stale
+    require(event.time >= now_, "time went backwards");
+    now_ = event.time;
+    schedule.scheduled = false;
+    ++events_processed_;
+    finished_buffer_.clear();
+    resources_[event.resource]->advance(now_, finished_buffer_, *this);
+    // Observers may add tasks, but nothing they call advances a resource, so the buffer is
+    // stable while it is walked.
+    for (TaskHandle task : finished_buffer_)
+      finish(task);
+    reschedule(event.resource);
+    if (stop_requested_) return true;
+  }
+  return false;
+}
+
+namespace {
+
+class VectorWriter final : public SnapshotWriter {
+ public:
+  explicit VectorWriter(std::function<void(TaskHandle, std::vector<std::int64_t>&)> describe)
+      : describe_(std::move(describe)) {}
+  void write(std::int64_t value) override { out.push_back(value); }
+  void write_task(TaskHandle task) override { describe_(task, out); }
+  std::vector<std::int64_t> out;
+
+ private:
+  std::function<void(TaskHandle, std::vector<std::int64_t>&)> describe_;
+};
+
+}  // namespace
+
+std::vector<std::int64_t> Engine::snapshot(
+    const std::function<std::int64_t(std::uint64_t)>& relative_tag) const {
+  // A task is described by its relative identity, its pending dependencies and its
+  // successors' identities; the graph ahead is then fixed by the state.
+  auto describe = [&](TaskHandle task, std::vector<std::int64_t>& out) {
+    const Slot& slot = slots_[task.index];
+    out.push_back(relative_tag(slot.tag));
+    out.push_back(slot.pending);
+    out.push_back(slot.released ? (now_ - slot.ready).ns() : -1);
+    for (std::uint32_t e = slot.first_successor; e != kNone; e = edges_[e].next) {
+      out.push_back(relative_tag(slots_[edges_[e].to].tag));
+    }
+    out.push_back(-2);  // end of successors
+  };
+  VectorWriter writer(describe);
+  for (ResourceId r = 0; r < resources_.size(); ++r) {
+    writer.write(static_cast<std::int64_t>(r));
+    resources_[r]->snapshot(now_, writer);
+  }
+  // Tasks still waiting for dependencies, in a canonical order.
+  std::vector<std::pair<std::int64_t, std::uint32_t>> waiting;
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].live && !slots_[i].released) waiting.emplace_back(relative_tag(slots_[i].tag), i);
+  }
+  std::sort(waiting.begin(), waiting.end());
+  writer.write(static_cast<std::int64_t>(waiting.size()));
+  for (const auto& [rel, index] : waiting)
+    describe(TaskHandle{index, slots_[index].generation}, writer.out);
+  // Pending events in the order they will fire.
+  std::vector<std::pair<std::pair<SimTime, std::uint64_t>, ResourceId>> pending;
+  for (ResourceId r = 0; r < schedules_.size(); ++r) {
+    if (schedules_[r].scheduled)
+      pending.push_back({{schedules_[r].time, schedules_[r].sequence}, r});
+  }
+  std::sort(pending.begin(), pending.end());
+  for (const auto& [key, r] : pending) {
+    writer.write((key.first - now_).ns());
+    writer.write(static_cast<std::int64_t>(r));
+  }
+  return std::move(writer.out);
+}
+
+void Engine::shift(SimTime delta, const std::function<std::uint64_t(std::uint64_t)>& retag) {
+  now_ += delta;
+  for (Slot& slot : slots_) {
+    if (!slot.live) continue;
+    slot.tag = retag(slot.tag);
+    slot.ready += delta;
+    slot.start += delta;
+  }
+  for (auto& resource : resources_)
+    resource->shift(delta);
+  // Rebuild the event queue from the schedules, keeping their relative order.
+  std::vector<Event> kept;
+  while (!events_.empty()) {
+    Event event = events_.top();
+    events_.pop();
+    const Schedule& schedule = schedules_[event.resource];
+    if (schedule.scheduled && schedule.version == event.version) kept.push_back(event);
+  }
+  for (Schedule& schedule : schedules_) {
+    if (schedule.scheduled) schedule.time += delta;
+  }
+  for (Event& event : kept) {
+    event.time += delta;
+    events_.push(event);
+  }
+}
+
+}  // namespace epochcast::sim

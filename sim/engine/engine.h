@@ -1,0 +1,128 @@
+// The discrete-event engine: tasks on resources, released when their dependencies finish.
+//
+// Events are ordered by (time, insertion sequence), so equal inputs give identical runs. The
+// engine holds no wall clock and no randomness. Task slots are recycled once a task finishes;
+// handles carry a generation so that a stale handle reads as "finished".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <span>
+#include <vector>
+
+#include "sim/engine/resource.h"
+#include "sim/engine/sim_time.h"
+
+namespace epochcast::sim {
+
+struct FinishedTask {
+  TaskHandle task;
+  std::uint64_t tag = 0;  // opaque to the engine; the driver's (iteration, role) encoding
+  ResourceId resource = 0;
+  SimTime ready;  // when its dependencies were all done
+  SimTime start;  // when its resource began it
+  SimTime end;
+};
+
+class Engine final : private StartListener {
+ public:
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  ResourceId add_resource(std::unique_ptr<Resource> resource);
+  const Resource& resource(ResourceId id) const { return *resources_[id]; }
+  std::size_t resource_count() const { return resources_.size(); }
+
+  // Creates a task; it is released to its resource when every dependency has finished
+  // (immediately, at now(), if they all have).
+  TaskHandle add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
+                      std::span<const TaskHandle> dependencies = {});
+  bool finished(TaskHandle task) const;
+  std::uint64_t tag(TaskHandle task) const;
+
+  // Called for every task as it finishes, in event order. The observer may add tasks and may
+  // call request_stop().
+  void set_observer(std::function<void(const FinishedTask&)> observer) {
+    observer_ = std::move(observer);
+  }
+  // Makes run() return once the current event's finished tasks have been processed.
+  void request_stop() { stop_requested_ = true; }
+  // Processes events until none remain or a stop is requested. Returns true if stopped early.
+  bool run();
+
+  SimTime now() const { return now_; }
+  std::int64_t events_processed() const { return events_processed_; }
+  std::int64_t tasks_finished() const { return tasks_finished_; }
+
+  // Steady-state support. `relative_tag` maps a live task's tag to its identity relative to
+  // the driver's current iteration. The snapshot covers every resource, every live task and
+  // the order of pending events, relative to now().
+  std::vector<std::int64_t> snapshot(
+      const std::function<std::int64_t(std::uint64_t)>& relative_tag) const;
+  // Moves every instant forward by `delta` and rewrites the tags of live tasks, as if the
+  // skipped span had been simulated.
+  void shift(SimTime delta, const std::function<std::uint64_t(std::uint64_t)>& retag);
+
+ private:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  struct Slot {
+    std::uint32_t generation = 0;
+    bool live = false;
+    bool released = false;
+    ResourceId resource = 0;
+    std::int64_t work = 0;
+    std::uint64_t tag = 0;
+    std::uint32_t pending = 0;
+    std::uint32_t first_successor = kNone;
+    std::uint32_t last_successor = kNone;
+    SimTime ready;
+    SimTime start;
+  };
+  struct Edge {
+    std::uint32_t to = 0;
+    std::uint32_t next = kNone;
+  };
+  struct Event {
+    SimTime time;
+    std::uint64_t sequence = 0;
+    ResourceId resource = 0;
+    std::uint64_t version = 0;
+    friend bool operator>(const Event& a, const Event& b) {
+      return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
+    }
+  };
+  struct Schedule {
+    std::uint64_t version = 0;
+    bool scheduled = false;
+    SimTime time;
+    std::uint64_t sequence = 0;
+  };
+
+  void task_started(TaskHandle task, SimTime when) override;
+  void release(std::uint32_t index);
+  void reschedule(ResourceId resource);
+  void finish(TaskHandle task);
+  std::uint32_t allocate_slot();
+  std::uint32_t allocate_edge();
+
+  std::vector<std::unique_ptr<Resource>> resources_;
+  std::vector<Schedule> schedules_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<Edge> edges_;
+  std::vector<std::uint32_t> free_edges_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t next_sequence_ = 0;
+  std::vector<TaskHandle> finished_buffer_;
+  std::function<void(const FinishedTask&)> observer_;
+  SimTime now_;
+  bool stop_requested_ = false;
+  std::int64_t events_processed_ = 0;
+  std::int64_t tasks_finished_ = 0;
+};
+
+}  // namespace epochcast::sim

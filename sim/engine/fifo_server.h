@@ -1,0 +1,35 @@
+// fifo_server: one task at a time, in arrival order, each taking its work in nanoseconds.
+// Models a CPU thread, a GPU stream, a copy engine, a data-loader worker.
+#pragma once
+
+#include <deque>
+
+#include "sim/engine/resource.h"
+
+namespace epochcast::sim {
+
+class FifoServer final : public Resource {
+ public:
+  explicit FifoServer(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const override { return name_; }
+  void enqueue(TaskHandle task, std::int64_t work, SimTime now, StartListener& starts) override;
+  std::optional<SimTime> next_completion() const override;
+  void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
+  void shift(SimTime delta) override;
+  void snapshot(SimTime now, SnapshotWriter& out) const override;
+
+ private:
+  struct Entry {
+    TaskHandle task;
+    std::int64_t work_ns;
+  };
+  void start_head(SimTime now, StartListener& starts);
+
+  std::string name_;
+  std::deque<Entry> queue_;  // front is running when busy_
+  bool busy_ = false;
+  SimTime finish_;
+};
+
+}  // namespace epochcast::sim

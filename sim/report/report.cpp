@@ -1,0 +1,225 @@
+// Table, CSV, JSON and Chrome-trace renderings of predictions.
+#include "sim/report/report.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/format/text_table.h"
+
+namespace epochcast::sim {
+
+namespace {
+
+std::string fixed(double value, int decimals) {
+  return fmt::format("{:.{}f}", value, decimals);
+}
+
+std::string precision_name(const ScenarioSpec& s) {
+  return std::string(kTrainingPrecisionNames[static_cast<int>(s.training.precision)]);
+}
+
+struct Column {
+  const char* header;
+  TextTable::Align align;
+};
+
+}  // namespace
+
+std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results) {
+  std::string out =
+      fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n\n",
+                  s.name, s.model.name, s.machine.name, s.machine.gpus_per_node, s.machine.gpu.name,
+                  s.machine.nodes > 1 ? fmt::format(", {} nodes", s.machine.nodes) : "",
+                  kStrategyNames[static_cast<int>(s.training.strategy)],
+                  kOptimizerNames[static_cast<int>(s.training.optimizer)], precision_name(s),
+                  s.dataset.train_samples,
+                  s.dataset.validation_samples > 0
+                      ? fmt::format(" + {} validation", s.dataset.validation_samples)
+                      : "");
+  TextTable table;
+  const Column columns[] = {
+      {"gpus", TextTable::Align::right},      {"batch", TextTable::Align::right},
+      {"per-GPU", TextTable::Align::right},   {"iters", TextTable::Align::right},
+      {"epoch (s)", TextTable::Align::right}, {"samples/s", TextTable::Align::right},
+      {"data (s)", TextTable::Align::right},  {"h2d (s)", TextTable::Align::right},
+      {"fwd (s)", TextTable::Align::right},   {"bwd (s)", TextTable::Align::right},
+      {"opt (s)", TextTable::Align::right},   {"comm (s)", TextTable::Align::right},
+      {"host (s)", TextTable::Align::right},  {"GPU busy", TextTable::Align::right},
+      {"mem (GiB)", TextTable::Align::right}, {"fits", TextTable::Align::left},
+      {"max batch", TextTable::Align::right}, {"bottleneck", TextTable::Align::left}};
+  for (const Column& c : columns)
+    table.add_column(c.header, c.align);
+  for (const PointResult& r : results) {
+    std::vector<std::string> row = {
+        std::to_string(r.point.gpus), std::to_string(r.point.global_batch),
+        std::to_string(r.point.per_gpu_batch), std::to_string(r.train_iterations)};
+    if (r.simulated) {
+      const Breakdown& b = r.breakdown;
+      for (double v : {r.epoch_seconds})
+        row.push_back(fixed(v, 4));
+      row.push_back(fixed(r.samples_per_second, 0));
+      for (double v :
+           {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
+        row.push_back(fixed(v, 4));
+      }
+      row.push_back(fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction));
+    } else {
+      for (int i = 0; i < 10; ++i)
+        row.push_back("-");
+    }
+    row.push_back(fixed(to_gib(r.memory.peak), 2));
+    row.push_back(r.memory.fits ? "yes" : "OOM");
+    row.push_back(std::to_string(r.memory.largest_batch));
+    row.push_back(r.diagnosis);
+    table.add_row(std::move(row));
+  }
+  out += table.render();
+  out += fmt::format(
+      "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm are\n"
+      "what it ran or waited for; host is time it sat idle while the CPU dispatched work. They\n"
+      "add up to the epoch. max batch is the largest per-GPU batch that fits in {:.1f} GiB.\n",
+      to_gib(s.machine.gpu.memory));
+  return out;
+}
+
+std::string render_csv(const std::vector<PointResult>& results) {
+  std::string out =
+      "gpus,global_batch,per_gpu_batch,train_iterations,validation_iterations,epoch_s,"
+      "iteration_s,samples_per_s,data_s,h2d_s,forward_s,backward_s,optimizer_s,"
+      "communication_s,host_s,other_s,gpu_busy_fraction,peak_memory_bytes,fits,"
+      "largest_batch_per_gpu,bottleneck,diagnosis\n";
+  for (const PointResult& r : results) {
+    const Breakdown& b = r.breakdown;
+    std::string diagnosis = r.diagnosis;
+    std::string quoted;
+    for (char c : diagnosis)
+      quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    out += fmt::format("{},{},{},{},{},", r.point.gpus, r.point.global_batch, r.point.per_gpu_batch,
+                       r.train_iterations, r.validation_iterations);
+    if (r.simulated) {
+      out += fmt::format(
+          "{:.9f},{:.9f},{:.3f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},"
+          "{:.9f},{:.6f},",
+          r.epoch_seconds, r.iteration_seconds, r.samples_per_second, b.data, b.h2d, b.forward,
+          b.backward, b.optimizer, b.communication, b.host, b.other, r.gpu_busy_fraction);
+    } else {
+      out += ",,,,,,,,,,,,";
+    }
+    out +=
+        fmt::format("{},{},{},{},\"{}\"\n", r.memory.peak.value(), r.memory.fits ? "true" : "false",
+                    r.memory.largest_batch, r.bottleneck, quoted);
+  }
+  return out;
+}
+
+std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& results) {
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const PointResult& r : results) {
+    const Breakdown& b = r.breakdown;
+    nlohmann::ordered_json point = {
+        {"gpus", r.point.gpus},
+        {"global_batch", r.point.global_batch},
+        {"per_gpu_batch", r.point.per_gpu_batch},
+        {"train_iterations", r.train_iterations},
+        {"validation_iterations", r.validation_iterations},
+        {"fits", r.memory.fits},
+        {"memory",
+         {{"peak_bytes", r.memory.peak.value()},
+          {"capacity_bytes", r.memory.capacity.value()},
+          {"context_bytes", r.memory.context.value()},
+          {"weights_bytes", r.memory.weights.value()},
+          {"gradients_bytes", r.memory.gradients.value()},
+          {"optimizer_state_bytes", r.memory.optimizer_state.value()},
+          {"weight_copies_bytes", r.memory.weight_copies.value()},
+          {"workspace_bytes", r.memory.workspace.value()},
+          {"activations_bytes", r.memory.activations.value()},
+          {"transient_bytes", r.memory.transient.value()},
+          {"largest_batch_per_gpu", r.memory.largest_batch}}},
+        {"bottleneck", r.bottleneck},
+        {"diagnosis", r.diagnosis},
+    };
+    if (r.simulated) {
+      point["epoch_s"] = r.epoch_seconds;
+      point["iteration_s"] = r.iteration_seconds;
+      point["samples_per_s"] = r.samples_per_second;
+      point["gpu_busy_fraction"] = r.gpu_busy_fraction;
+      point["breakdown_s"] = {{"data", b.data},           {"h2d", b.h2d},
+                              {"forward", b.forward},     {"backward", b.backward},
+                              {"optimizer", b.optimizer}, {"communication", b.communication},
+                              {"host", b.host},           {"other", b.other}};
+      point["kernels_per_epoch"] = r.stats.kernels;
+      point["simulated_iterations"] = r.stats.simulated_iterations;
+    }
+    points.push_back(std::move(point));
+  }
+  nlohmann::ordered_json out = {
+      {"schema", "epochcast.prediction/1"},
+      {"scenario", s.name},
+      {"model", s.model.name},
+      {"machine", s.machine.name},
+      {"gpu", s.machine.gpu.id},
+      {"strategy", kStrategyNames[static_cast<int>(s.training.strategy)]},
+      {"optimizer", kOptimizerNames[static_cast<int>(s.training.optimizer)]},
+      {"precision", precision_name(s)},
+      {"profile", s.profile.name},
+      {"epochs", s.training.epochs},
+      {"points", points},
+  };
+  return out.dump(2) + "\n";
+}
+
+std::string render_chrome_trace(const ScenarioSpec& s, const PointResult& r) {
+  // One process per machine part, one thread (track) per resource, named by metadata events.
+  std::map<std::string, std::pair<int, int>> tracks;  // name -> (pid, tid)
+  auto track = [&](const std::string& name) {
+    auto found = tracks.find(name);
+    if (found != tracks.end()) return found->second;
+    int pid = name.rfind("GPU ", 0) == 0 ? 1 + std::stoi(name.substr(4)) : 0;
+    int tid = static_cast<int>(tracks.size());
+    return tracks.emplace(name, std::make_pair(pid, tid)).first->second;
+  };
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (const TraceEvent& e : r.trace) {
+    auto [pid, tid] = track(e.track);
+    events.push_back({{"name", e.name},
+                      {"cat", kCategoryNames[static_cast<int>(e.category)]},
+                      {"ph", "X"},
+                      {"ts", static_cast<double>(e.start.ns()) / 1e3},
+                      {"dur", static_cast<double>((e.end - e.start).ns()) / 1e3},
+                      {"pid", pid},
+                      {"tid", tid}});
+  }
+  nlohmann::ordered_json meta = nlohmann::ordered_json::array();
+  std::map<int, bool> named;
+  for (const auto& [name, ids] : tracks) {
+    if (!named[ids.first]) {
+      named[ids.first] = true;
+      meta.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", ids.first},
+                      {"args",
+                       {{"name", ids.first == 0 ? std::string("host")
+                                                : fmt::format("GPU {}", ids.first - 1)}}}});
+    }
+    meta.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", ids.first},
+                    {"tid", ids.second},
+                    {"args", {{"name", name}}}});
+  }
+  for (auto& e : events)
+    meta.push_back(std::move(e));
+  nlohmann::ordered_json out = {
+      {"traceEvents", meta},
+      {"displayTimeUnit", "ms"},
+      {"otherData",
+       {{"scenario", s.name},
+        {"gpus", r.point.gpus},
+        {"global_batch", r.point.global_batch},
+        {"note", "simulated by epochcast; times in microseconds from the start of the epoch"}}}};
+  return out.dump() + "\n";
+}
+
+}  // namespace epochcast::sim

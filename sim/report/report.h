@@ -1,0 +1,20 @@
+// Turning predictions into what users read: an aligned table, CSV and JSON for tools, and a
+// Chrome trace-event file (opens in Perfetto or chrome://tracing).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+
+namespace epochcast::sim {
+
+std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
+std::string render_csv(const std::vector<PointResult>& results);
+std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
+// The trace of one point's first iterations: a track per CPU thread, loader worker, GPU stream
+// and copy engine.
+std::string render_chrome_trace(const ScenarioSpec& scenario, const PointResult& result);
+
+}  // namespace epochcast::sim

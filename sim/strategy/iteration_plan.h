@@ -1,0 +1,64 @@
+// One iteration as a small graph of operations on lanes (CPU threads, GPU streams and engines),
+// built once per batch size and instantiated into the engine for every iteration.
+//
+// Order within a lane is implicit (a CPU thread issues in program order; a stream runs its
+// work in issue order); a plan states only the dependencies that cross lanes.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace epochcast::sim {
+
+// What an operation is spent on; the breakdown of results is by category.
+enum class Category : std::uint8_t {
+  data,  // loading or waiting for a batch
+  h2d,   // host-to-device copies
+  forward,
+  backward,
+  optimizer,      // optimizer step, zero_grad, gradient scaling
+  sync,           // the host waiting for the device (loss.item())
+  host,           // per-step framework overhead
+  communication,  // collectives and peer copies
+};
+inline constexpr std::string_view kCategoryNames[] = {
+    "data", "h2d", "forward", "backward", "optimizer", "sync", "host", "communication"};
+inline constexpr std::size_t kCategoryCount = 8;
+
+enum class LaneKind : std::uint8_t { cpu, compute, copy, comm };
+
+struct Lane {
+  LaneKind kind = LaneKind::cpu;
+  int index = 0;  // CPU thread number, or GPU number for streams and engines
+  friend auto operator<=>(const Lane&, const Lane&) = default;
+};
+
+struct PlanOp {
+  std::string name;
+  Category category = Category::host;
+  Lane lane;
+  std::int64_t work_ns = 0;
+  std::vector<std::int32_t> deps;  // earlier ops of this plan, on other lanes
+  std::optional<Lane> after_lane;  // also wait for the last op issued on that lane (stream order)
+  bool consumes_batch = false;     // takes the loader's batch for this iteration
+  int launches_on_gpu = -1;        // a CPU op enqueueing GPU work there (bounded launch queue)
+};
+
+struct IterationPlan {
+  std::vector<PlanOp> ops;
+  std::int64_t samples = 0;  // samples this iteration takes from the loader
+  std::int64_t kernels = 0;  // GPU operations it launches
+
+  // Adds an op and returns its index.
+  std::int32_t add(PlanOp op) {
+    if (op.lane.kind != LaneKind::cpu) ++kernels;
+    ops.push_back(std::move(op));
+    return static_cast<std::int32_t>(ops.size() - 1);
+  }
+};
+
+}  // namespace epochcast::sim

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).back(), std::move(command));
   };
   remember(epochcast::cli::add_inspect_command(app));
+  remember(epochcast::cli::add_predict_command(app));
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,128 @@
+// `epochcast predict SCENARIO`: simulate every sweep point and print what it costs.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/commands.h"
+#include "core/io/atomic_file.h"
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+#include "sim/report/report.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct PredictArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::vector<std::string> gpus;
+  std::vector<std::string> batches;
+  std::string csv;
+  std::string json;
+  std::string trace;
+  int trace_point = 1;
+  int trace_iterations = 3;
+  bool exact = false;
+};
+
+std::string yaml_list(const std::vector<std::string>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out += (i ? "," : "") + values[i];
+  return out + "]";
+}
+
+}  // namespace
+
+std::vector<yaml::Override> overrides_from(const std::vector<std::string>& sets,
+                                           const std::vector<std::string>& gpus,
+                                           const std::vector<std::string>& batches) {
+  std::vector<yaml::Override> overrides;
+  for (const std::string& text : sets)
+    overrides.push_back(yaml::parse_override(text));
+  if (!gpus.empty()) {
+    overrides.push_back(
+        {"sweep.gpus", yaml_list(gpus), "--gpus " + fmt::format("{}", fmt::join(gpus, ","))});
+  }
+  if (!batches.empty()) {
+    overrides.push_back({"sweep.batch", yaml_list(batches),
+                         "--batch " + fmt::format("{}", fmt::join(batches, ","))});
+  }
+  return overrides;
+}
+
+void add_override_options(CLI::App& command, std::vector<std::string>& sets,
+                          std::vector<std::string>& gpus, std::vector<std::string>& batches) {
+  command.add_option("--set", sets,
+                     "Override a scenario value before it is checked, e.g. "
+                     "--set training.precision=amp_bf16 (repeatable)");
+  command.add_option("--gpus", gpus, "GPU counts to sweep instead of the scenario's, e.g. 1,2,4")
+      ->delimiter(',');
+  command.add_option("--batch", batches, "Batch sizes to sweep instead of the scenario's")
+      ->delimiter(',');
+}
+
+Command add_predict_command(CLI::App& app) {
+  auto args = std::make_shared<PredictArgs>();
+  CLI::App* command = app.add_subcommand(
+      "predict",
+      "Predict epoch time, throughput, breakdown, memory and bottleneck for every "
+      "point of a scenario's sweep");
+  command->add_option("scenario", args->scenario, "Scenario file")->required();
+  add_override_options(*command, args->sets, args->gpus, args->batches);
+  command->add_option("--csv", args->csv, "Also write the results as CSV to this file");
+  command->add_option("--json", args->json, "Also write the results as JSON to this file");
+  command->add_option("--trace", args->trace,
+                      "Write a Chrome trace (Perfetto, chrome://tracing) of the first iterations "
+                      "of one point to this file");
+  command
+      ->add_option("--trace-point", args->trace_point,
+                   "Which point (row of the table, from 1) to trace")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--trace-iterations", args->trace_iterations,
+                   "How many training iterations to trace")
+      ->check(CLI::Range(1, 1000));
+  command->add_flag("--exact", args->exact,
+                    "Simulate every iteration instead of skipping exactly repeating periods "
+                    "(same result, slower; for checking)");
+  return [args] {
+    ScenarioSpec scenario =
+        load_scenario(args->scenario, overrides_from(args->sets, args->gpus, args->batches));
+    std::vector<SweepPoint> points = expand_sweep(scenario);
+    if (!args->trace.empty() && args->trace_point > static_cast<int>(points.size())) {
+      throw InputError(
+          SourceMark{"<command line>", 0, 0}, "--trace-point",
+          fmt::format("the sweep has {} points; expected 1 to {}", points.size(), points.size()));
+    }
+    sim::PredictOptions options;
+    options.steady_state_shortcut = !args->exact;
+    std::vector<sim::PointResult> results;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      sim::PredictOptions point_options = options;
+      if (!args->trace.empty() && static_cast<int>(i) + 1 == args->trace_point) {
+        point_options.trace_iterations = args->trace_iterations;
+      }
+      results.push_back(sim::predict_point(scenario, points[i], point_options));
+    }
+    std::cout << sim::render_table(scenario, results);
+    if (!args->csv.empty()) write_file_atomically(args->csv, sim::render_csv(results), "--csv");
+    if (!args->json.empty()) {
+      write_file_atomically(args->json, sim::render_json(scenario, results), "--json");
+    }
+    if (!args->trace.empty()) {
+      const sim::PointResult& traced = results[static_cast<std::size_t>(args->trace_point - 1)];
+      if (!traced.simulated) {
+        throw InputError(SourceMark{"<command line>", 0, 0}, "--trace-point",
+                         "that point does not fit in memory, so there is nothing to trace");
+      }
+      write_file_atomically(args->trace, sim::render_chrome_trace(scenario, traced), "--trace");
+    }
+    return 0;
+  };
+}
+
+}  // namespace epochcast::cli

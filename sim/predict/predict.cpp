@@ -62,14 +62,13 @@ void explain(PointResult& r, const ScenarioSpec& s, const IterationPlan& step) {
               st.cpu_busy[static_cast<std::size_t>(Category::host)]) /
       static_cast<double>(std::max<std::int64_t>(r.train_iterations + r.validation_iterations, 1));
   if (r.bottleneck == std::string("compute")) {
-    const char* part = b.backward >= b.forward && b.backward >= b.optimizer ? "backward"
-                       : b.forward >= b.optimizer                           ? "forward"
-                                                                            : "optimizer";
+    const char* part = b.backward >= b.forward && b.backward >= b.optimizer ? "the backward pass"
+                       : b.forward >= b.optimizer                           ? "the forward pass"
+                                                                            : "the optimizer step";
     double part_time = std::max({b.forward, b.backward, b.optimizer});
-    r.diagnosis = fmt::format(
-        "compute-bound: the GPU is busy {} of the epoch, most of it in the {} "
-        "pass ({})",
-        percent(r.gpu_busy_fraction), part, percent(part_time / epoch));
+    r.diagnosis =
+        fmt::format("compute-bound: the GPU is busy {} of the epoch, most of it in {} ({})",
+                    percent(r.gpu_busy_fraction), part, percent(part_time / epoch));
   } else if (r.bottleneck == std::string("host")) {
     r.diagnosis = fmt::format(
         "host-bound: the GPU waits {} of the epoch while the CPU dispatches {:.0f} kernels per "

@@ -142,6 +142,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
     };
     if (r.simulated) {
       point["epoch_s"] = r.epoch_seconds;
+      point["training_s"] = r.epoch_seconds * s.training.epochs;
       point["iteration_s"] = r.iteration_seconds;
       point["samples_per_s"] = r.samples_per_second;
       point["gpu_busy_fraction"] = r.gpu_busy_fraction;

@@ -37,5 +37,3 @@ static void BM_DispatchPipeline(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DispatchPipeline)->Arg(100'000)->Unit(benchmark::kMillisecond);
-
-BENCHMARK_MAIN();

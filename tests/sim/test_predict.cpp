@@ -1,0 +1,268 @@
+// Behaviour of single-GPU predictions that users rely on, with expectations derived from the
+// models' own formulas: host-bound small models, compute-bound large ones, input pipelines,
+// memory limits, and the exactness of the steady-state shortcut.
+#include <catch2/catch.hpp>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/compute/device_model.h"
+#include "sim/predict/predict.h"
+#include "sim/report/report.h"
+#include "sim/strategy/step_builder.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+ScenarioSpec scenario(const std::string& body) {
+  return load_scenario_from_string("kind: scenario\nname: test\n" + body, "test.yaml",
+                                   test::source_dir());
+}
+
+SweepPoint point(std::int64_t batch) {
+  return SweepPoint{1, batch, batch};
+}
+
+// Host time of one training step: the CPU ops of the plan, outside data loading.
+double host_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
+  ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+  DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+  IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
+  std::int64_t ns = 0;
+  for (const PlanOp& op : plan.ops) {
+    if (op.lane.kind == LaneKind::cpu && op.category != Category::data) ns += op.work_ns;
+  }
+  return static_cast<double>(ns) * 1e-9;
+}
+
+// GPU time of one training step: the kernels and copies of the plan.
+double gpu_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
+  ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+  DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+  IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
+  std::int64_t ns = 0;
+  for (const PlanOp& op : plan.ops) {
+    if (op.lane.kind != LaneKind::cpu) ns += op.work_ns;
+  }
+  return static_cast<double>(ns) * 1e-9;
+}
+
+const char* kMnist = R"(model: mnist-cnn
+hardware: seed003-desktop
+dataset: {name: mnist, train_samples: 60000, classes: 10}
+training: {strategy: single, optimizer: adam, precision: fp32}
+sweep: {gpus: [1], batch: [8], batch_is: global}
+)";
+
+}  // namespace
+
+TEST_CASE("mnist-cnn is host-bound at small batch: host time per step sets the epoch") {
+  ScenarioSpec s = scenario(kMnist);
+  for (std::int64_t batch : {8, 16}) {
+    PointResult r = predict_point(s, point(batch));
+    double iterations = static_cast<double>(r.train_iterations);
+    double host = iterations * host_seconds_per_step(s, batch);
+    double gpu = iterations * gpu_seconds_per_step(s, batch);
+    INFO("batch " << batch);
+    CHECK(host > gpu);
+    // The CPU cannot finish before its own work, nor take longer than running everything
+    // back to back; in between, its own work is nearly all of it.
+    CHECK(r.epoch_seconds >= host);
+    CHECK(r.epoch_seconds <= host + gpu);
+    CHECK(host / r.epoch_seconds > 0.85);
+    CHECK(r.bottleneck == "host");
+  }
+  // Hence epoch time falls as 1/batch while host-bound.
+  double ratio =
+      predict_point(s, point(8)).epoch_seconds / predict_point(s, point(16)).epoch_seconds;
+  CHECK(ratio == Approx(2.0).epsilon(0.10));
+}
+
+TEST_CASE("mnist-cnn flattens once the GPU is busy: epoch time is samples x GPU time per sample") {
+  ScenarioSpec s = scenario(kMnist);
+  PointResult large = predict_point(s, point(4096));
+  PointResult larger = predict_point(s, point(8192));
+  CHECK(gpu_seconds_per_step(s, 4096) > host_seconds_per_step(s, 4096));
+  double gpu_epoch = static_cast<double>(large.train_iterations) * gpu_seconds_per_step(s, 4096);
+  CHECK(large.epoch_seconds == Approx(gpu_epoch).epsilon(0.10));
+  CHECK(larger.epoch_seconds == Approx(large.epoch_seconds).epsilon(0.05));
+  CHECK(large.bottleneck == "compute");
+}
+
+TEST_CASE("resnet-50 takes nearly constant time per sample above a small batch") {
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: seed001-box
+dataset: {name: imagenet-subset, train_samples: 6400, classes: 1000}
+loader: {workers: 8, pin_memory: true, sample_cpu_us: 2000}
+training: {strategy: single, optimizer: momentum, precision: fp32}
+sweep: {gpus: [1], batch: [16], batch_is: global}
+)");
+  double per_sample_16 = predict_point(s, point(16)).epoch_seconds / 6400.0;
+  for (std::int64_t batch : {32, 64}) {
+    CHECK(predict_point(s, point(batch)).epoch_seconds / 6400.0 ==
+          Approx(per_sample_16).epsilon(0.05));
+  }
+  // Batch 1 leaves the GPU under-used: clearly slower per sample.
+  CHECK(predict_point(s, point(1)).epoch_seconds / 6400.0 > 1.2 * per_sample_16);
+}
+
+TEST_CASE("spoken-digits-conv1d on one GTX 1080 Ti: epoch time falls with batch, then flattens") {
+  ScenarioSpec s = load_scenario(test::source_dir() / "scenarios/seed-001/conv1d.yaml",
+                                 {{"sweep.gpus", "[1]", ""}});
+  std::vector<double> epochs;
+  for (std::int64_t batch : s.sweep.batch)
+    epochs.push_back(predict_point(s, point(batch)).epoch_seconds);
+  CHECK(epochs.front() > epochs[3]);                        // batch 10 slower than batch 50
+  CHECK(epochs[3] > epochs.back() * 1.0);                   // and 50 than 600
+  CHECK(epochs.back() == Approx(epochs[8]).epsilon(0.01));  // 300 to 600: flat
+  for (std::size_t i = 1; i < epochs.size(); ++i)
+    CHECK(epochs[i] <= epochs[i - 1] * 1.01);
+}
+
+TEST_CASE("resnet-50 fp32 on an 11 GB GTX 1080 Ti: batch 100 fits, 256 does not") {
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: seed001-box
+dataset: {name: imagenet, train_samples: 1281167, classes: 1000}
+training: {strategy: single, optimizer: momentum, precision: fp32}
+sweep: {gpus: [1], batch: [100, 256], batch_is: global}
+)");
+  PointResult fits = predict_point(s, point(100));
+  PointResult oom = predict_point(s, point(256));
+  CHECK(fits.memory.fits);
+  CHECK(fits.simulated);
+  CHECK_FALSE(oom.memory.fits);
+  CHECK_FALSE(oom.simulated);  // reported, not an error
+  CHECK(oom.bottleneck == "memory");
+  std::int64_t largest = fits.memory.largest_batch;
+  CHECK(largest >= 100);
+  CHECK(largest < 256);
+  // The largest batch is exactly the boundary of the memory formula.
+  ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+  auto at = [&](std::int64_t b) {
+    return estimate_memory(analysis, b, s.training.optimizer, s.training.precision, s.profile,
+                           s.machine.gpu.memory);
+  };
+  CHECK(at(largest).fits);
+  CHECK_FALSE(at(largest + 1).fits);
+}
+
+TEST_CASE("more loader workers help exactly until the GPU becomes the bottleneck") {
+  const std::string body = R"(model: mnist-cnn
+hardware: seed003-desktop
+dataset: {name: mnist, train_samples: 65536, classes: 10}
+loader: {workers: 1, prefetch_factor: 2, pin_memory: true, sample_cpu_us: 60}
+training: {strategy: single, optimizer: sgd, precision: fp32}
+sweep: {gpus: [1], batch: [64], batch_is: global}
+)";
+  ScenarioSpec s = scenario(body);
+  ScenarioSpec free_data = scenario(body);
+  free_data.loader.sample_cpu = Seconds(0);
+  double gpu_bound = predict_point(free_data, point(64)).epoch_seconds;
+  double loading = 65536 * 60e-6;  // CPU seconds to load the data set once
+  double previous = 1e9;
+  for (int workers : {1, 2, 4, 8, 16, 32}) {
+    s.loader.workers = workers;
+    PointResult r = predict_point(s, point(64));
+    INFO("workers " << workers);
+    CHECK(r.epoch_seconds <= previous * 1.001);
+    // Each worker loads its share in parallel, and no input pipeline beats the GPU.
+    CHECK(r.epoch_seconds == Approx(std::max(loading / workers, gpu_bound)).epsilon(0.10));
+    CHECK(r.epoch_seconds >= gpu_bound * 0.999);
+    CHECK(r.bottleneck == (loading / workers > gpu_bound ? "input" : "compute"));
+    previous = r.epoch_seconds;
+  }
+}
+
+TEST_CASE("the steady-state shortcut gives exactly the full simulation's result") {
+  std::vector<std::string> bodies = {std::string(kMnist),
+                                     R"(model: mobilenet-v2
+hardware: seed003-hpc-node
+dataset: {name: imagenet, train_samples: 3001, validation_samples: 777, classes: 1000}
+loader: {workers: 3, prefetch_factor: 2, pin_memory: false, sample_cpu_us: 2500}
+training: {strategy: single, optimizer: adamw, precision: amp_fp16}
+sweep: {gpus: [1], batch: [16], batch_is: global}
+)",
+                                     R"(model: spoken-digits-linear
+hardware: seed001-box
+dataset: {name: fsdd, train_samples: 2000, classes: 10}
+training: {strategy: single, optimizer: adam, precision: fp32, framework: pytorch-1,
+           sync_every_step: false}
+sweep: {gpus: [1], batch: [10], batch_is: global}
+)"};
+  for (const std::string& body : bodies) {
+    ScenarioSpec s = scenario(body);
+    for (std::int64_t batch : {8, 16, 30}) {
+      PredictOptions exact;
+      exact.steady_state_shortcut = false;
+      PointResult fast = predict_point(s, point(batch));
+      PointResult full = predict_point(s, point(batch), exact);
+      INFO(s.model.name << " batch " << batch);
+      CHECK(fast.stats.simulated_iterations < full.stats.simulated_iterations);
+      CHECK(fast.stats.epoch == full.stats.epoch);
+      CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
+      CHECK(fast.stats.gpu_idle == full.stats.gpu_idle);
+      CHECK(fast.stats.gpu_idle_other == full.stats.gpu_idle_other);
+      CHECK(fast.stats.cpu_busy == full.stats.cpu_busy);
+      CHECK(fast.stats.kernels == full.stats.kernels);
+    }
+  }
+}
+
+TEST_CASE("the breakdown adds up to the epoch") {
+  ScenarioSpec s = scenario(kMnist);
+  for (std::int64_t batch : {8, 512}) {
+    PointResult r = predict_point(s, point(batch));
+    const Breakdown& b = r.breakdown;
+    double sum =
+        b.data + b.h2d + b.forward + b.backward + b.optimizer + b.communication + b.host + b.other;
+    CHECK(sum == Approx(r.epoch_seconds).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("the same input gives byte-identical output") {
+  ScenarioSpec s = scenario(kMnist);
+  std::vector<PointResult> a = {predict_point(s, point(32)), predict_point(s, point(64))};
+  std::vector<PointResult> b = {predict_point(s, point(32)), predict_point(s, point(64))};
+  CHECK(render_csv(a) == render_csv(b));
+  CHECK(render_json(s, a) == render_json(s, b));
+}
+
+TEST_CASE("a validation pass adds forward-only time and drop_last drops the partial batch") {
+  ScenarioSpec s = scenario(R"(model: mnist-cnn
+hardware: seed003-desktop
+dataset: {name: mnist, train_samples: 1000, validation_samples: 500, classes: 10}
+training: {strategy: single, optimizer: sgd, precision: fp32}
+sweep: {gpus: [1], batch: [64], batch_is: global}
+)");
+  PointResult with_validation = predict_point(s, point(64));
+  CHECK(with_validation.train_iterations == (1000 + 63) / 64);
+  CHECK(with_validation.validation_iterations == (500 + 63) / 64);
+  ScenarioSpec without = s;
+  without.dataset.validation_samples = 0;
+  PointResult train_only = predict_point(without, point(64));
+  double validation = with_validation.epoch_seconds - train_only.epoch_seconds;
+  CHECK(validation > 0);
+  // Half the samples, forward only: well under half the training time.
+  CHECK(validation < 0.5 * train_only.epoch_seconds);
+  without.training.drop_last = true;
+  CHECK(predict_point(without, point(64)).train_iterations == 1000 / 64);
+}
+
+TEST_CASE("mixed precision runs matrix work on tensor cores and halves activation memory") {
+  const std::string body = R"(model: resnet-50
+hardware: seed003-hpc-node
+dataset: {name: imagenet, train_samples: 3200, classes: 1000}
+loader: {workers: 16, pin_memory: true, sample_cpu_us: 100}
+training: {strategy: single, optimizer: momentum, precision: fp32}
+sweep: {gpus: [1], batch: [64], batch_is: global}
+)";
+  ScenarioSpec fp32 = scenario(body);
+  ScenarioSpec amp = scenario(body);
+  amp.training.precision = TrainingPrecision::amp_fp16;
+  PointResult a = predict_point(fp32, point(64));
+  PointResult b = predict_point(amp, point(64));
+  // V100: 112 tensor TFLOP/s against 14.1 FP32: compute-bound work speeds up several times.
+  CHECK(b.epoch_seconds < 0.5 * a.epoch_seconds);
+  CHECK(to_mib(b.memory.activations) < 0.6 * to_mib(a.memory.activations));
+}

@@ -17,6 +17,7 @@ using Command = std::function<int()>;
 
 Command add_inspect_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);
+Command add_topo_command(CLI::App& app);
 
 // --set / --gpus / --batch, shared by the commands that load scenarios.
 void add_override_options(CLI::App& command, std::vector<std::string>& sets,

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   };
   remember(epochcast::cli::add_inspect_command(app));
   remember(epochcast::cli::add_predict_command(app));
+  remember(epochcast::cli::add_topo_command(app));
 
   try {
     app.parse(argc, argv);

@@ -1,6 +1,8 @@
 // Reads the GPU catalogue and machine files.
+#include <algorithm>
 #include <array>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -17,11 +19,15 @@ std::optional<FlopsPerSecond> GpuSpec::peak_for(Precision precision) const {
   return found->second;
 }
 
-BytesPerSecond GpuSpec::pcie_bandwidth() const {
-  // GB/s per lane and direction after line encoding: 8b/10b for gen 1-2, 128b/130b for 3-5,
-  // FLIT mode (242/256) for gen 6.
+BytesPerSecond pcie_link_bandwidth(int generation, int lanes) {
+  // GB/s per lane and direction after line encoding.
   static constexpr std::array<double, 7> kPerLane = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.563};
-  return gigabytes_per_second(kPerLane[static_cast<std::size_t>(pcie_generation)] * pcie_lanes);
+  return gigabytes_per_second(kPerLane[static_cast<std::size_t>(std::clamp(generation, 0, 6))] *
+                              lanes);
+}
+
+BytesPerSecond GpuSpec::pcie_bandwidth() const {
+  return pcie_link_bandwidth(pcie_generation, pcie_lanes);
 }
 
 const GpuSpec* GpuCatalogue::find(std::string_view id) const {
@@ -145,11 +151,141 @@ GpuCatalogue read_catalogue(const yaml::Document& document) {
   return catalogue;
 }
 
+std::pair<int, int> read_pcie_link(const yaml::Node& node) {
+  yaml::MapReader link(node, {"generation", "lanes"});
+  int generation = static_cast<int>(link.required("generation").as_int_at_least(1));
+  if (generation > 6) link.required("generation").fail("PCIe generations run 1 to 6");
+  int lanes = static_cast<int>(link.required("lanes").as_int_at_least(1));
+  if (lanes > 32) link.required("lanes").fail("a PCIe link has at most 32 lanes");
+  return {generation, lanes};
+}
+
+double read_gb_per_s(const yaml::Node& node) {
+  double value = node.as_positive_number();
+  if (value > 1e6) node.fail("more than a petabyte per second is not a link");
+  return value;
+}
+
+Seconds read_latency(const yaml::Node& node) {
+  double us = node.as_number();
+  if (us < 0 || us > 1e6) node.fail(fmt::format("expected 0 to 1e6 microseconds, got {}", us));
+  return microseconds(us);
+}
+
+MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
+  yaml::MapReader top(node, {"pcie", "sockets", "nvlink", "network", "sources"});
+  MachineTopology t;
+  const int gpus = m.gpus_per_node;
+  if (auto pcie_node = top.optional("pcie")) {
+    yaml::MapReader pcie(
+        *pcie_node, {"switches_per_socket", "peer_to_peer", "link", "uplink", "hop_latency_us"});
+    if (auto s = pcie.optional("switches_per_socket")) {
+      t.pcie.switches_per_socket = static_cast<int>(s->as_int_at_least(0));
+      if (t.pcie.switches_per_socket > 64) s->fail("at most 64 PCIe switches per socket");
+    }
+    if (auto p2p = pcie.optional("peer_to_peer")) t.pcie.peer_to_peer = p2p->as_bool();
+    if (auto link = pcie.optional("link")) {
+      std::tie(t.pcie.generation, t.pcie.lanes) = read_pcie_link(*link);
+    }
+    if (auto uplink = pcie.optional("uplink")) {
+      std::tie(t.pcie.uplink_generation, t.pcie.uplink_lanes) = read_pcie_link(*uplink);
+    }
+    if (auto h = pcie.optional("hop_latency_us")) t.pcie.hop_latency = read_latency(*h);
+  }
+  if (auto sockets_node = top.optional("sockets")) {
+    if (m.host.sockets < 2)
+      sockets_node->fail("an inter-socket link needs host.sockets of 2 or more");
+    yaml::MapReader sockets(*sockets_node, {"bandwidth_gb_per_s", "latency_us"});
+    t.sockets = SocketInterconnect{
+        gigabytes_per_second(read_gb_per_s(sockets.required("bandwidth_gb_per_s"))),
+        read_latency(sockets.required("latency_us"))};
+  } else if (m.host.sockets > 1) {
+    throw InputError(node.mark(), node.path() + ".sockets",
+                     "missing: a host with several sockets needs its inter-socket link "
+                     "({bandwidth_gb_per_s, latency_us})");
+  }
+  if (auto nvlink_node = top.optional("nvlink")) {
+    yaml::MapReader nvlink(*nvlink_node, {"shape", "latency_us", "links"});
+    yaml::Node shape_node = nvlink.required("shape");
+    t.nvlink.shape = static_cast<NvlinkShape>(shape_node.as_choice(kNvlinkShapeNames));
+    if (auto l = nvlink.optional("latency_us")) t.nvlink.latency = read_latency(*l);
+    if (t.nvlink.shape != NvlinkShape::none && !m.gpu.nvlink) {
+      shape_node.fail(fmt::format("the {} has no NVLink in the GPU catalogue", m.gpu.name));
+    }
+    if (t.nvlink.shape == NvlinkShape::pairs && gpus % 2 != 0) {
+      shape_node.fail("NVLink pairs need an even number of GPUs per node");
+    }
+    if (t.nvlink.shape == NvlinkShape::cube_mesh && gpus != 8) {
+      shape_node.fail("the hybrid cube-mesh joins exactly 8 GPUs");
+    }
+    std::optional<yaml::Node> links = nvlink.optional("links");
+    if ((t.nvlink.shape == NvlinkShape::explicit_links) != links.has_value()) {
+      (links ? *links : shape_node)
+          .fail("'links: [[gpu, gpu, count], ...]' goes with shape explicit, and only with it");
+    }
+    if (links) {
+      std::vector<int> per_gpu(static_cast<std::size_t>(gpus), 0);
+      for (const yaml::Node& item : links->items(1)) {
+        std::vector<std::int64_t> v = item.as_int_list(0, 3);
+        if (v.size() != 3) item.fail("expected [gpu, gpu, links]");
+        if (v[0] >= gpus || v[1] >= gpus || v[0] == v[1] || v[2] < 1) {
+          item.fail(
+              fmt::format("expected two different GPUs below {} and at least one link", gpus));
+        }
+        NvlinkTopology::Pair pair{static_cast<int>(v[0]), static_cast<int>(v[1]),
+                                  static_cast<int>(v[2])};
+        per_gpu[static_cast<std::size_t>(pair.a)] += pair.links;
+        per_gpu[static_cast<std::size_t>(pair.b)] += pair.links;
+        if (per_gpu[static_cast<std::size_t>(pair.a)] > m.gpu.nvlink->links ||
+            per_gpu[static_cast<std::size_t>(pair.b)] > m.gpu.nvlink->links) {
+          item.fail(fmt::format("more NVLinks on a GPU than the {} has ({})", m.gpu.name,
+                                m.gpu.nvlink->links));
+        }
+        t.nvlink.pairs.push_back(pair);
+      }
+    }
+  }
+  if (auto network_node = top.optional("network")) {
+    yaml::MapReader network(*network_node, {"nics_per_node", "nic_gbit_per_s", "latency_us",
+                                            "nodes_per_leaf", "oversubscription"});
+    NetworkTopology n;
+    yaml::Node nics = network.required("nics_per_node");
+    n.nics_per_node = static_cast<int>(nics.as_int_at_least(1));
+    if (gpus % n.nics_per_node != 0) {
+      nics.fail(fmt::format("{} GPUs do not share {} NICs evenly", gpus, n.nics_per_node));
+    }
+    // Network datasheets give gigaBITS per second.
+    n.nic_bandwidth = gigabytes_per_second(read_gb_per_s(network.required("nic_gbit_per_s")) / 8);
+    n.latency = read_latency(network.required("latency_us"));
+    if (auto leaf = network.optional("nodes_per_leaf")) {
+      n.nodes_per_leaf = static_cast<int>(leaf->as_int_at_least(1));
+    }
+    if (auto o = network.optional("oversubscription")) {
+      n.oversubscription = o->as_positive_number();
+      if (n.oversubscription < 1) o->fail("oversubscription is at least 1 (1 = non-blocking)");
+    }
+    t.network = n;
+  }
+  // Every section given says where its layout comes from.
+  yaml::Node sources_node = top.required("sources");
+  yaml::MapReader sources(sources_node, {"pcie", "sockets", "nvlink", "network"});
+  for (std::string_view section : {"pcie", "sockets", "nvlink", "network"}) {
+    if (!top.has(section)) continue;
+    std::optional<yaml::Node> source = sources.optional(section);
+    if (!source) {
+      throw InputError(sources_node.mark(), fmt::format("{}.{}", sources_node.path(), section),
+                       "the section has no source; say where the layout comes from");
+    }
+    t.sources[std::string(section)] = source->as_string();
+  }
+  return t;
+}
+
 MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& catalogue) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::machine);
-  yaml::MapReader top(root,
-                      {"kind", "name", "description", "gpu", "gpus_per_node", "nodes", "host"});
+  yaml::MapReader top(root, {"kind", "name", "description", "gpu", "gpus_per_node", "nodes", "host",
+                             "topology", "profile"});
   MachineSpec machine;
   machine.source_file = document.file_name();
   machine.name = top.required("name").as_string();
@@ -192,6 +328,18 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
   if (auto m = host.optional("memory_gib")) {
     machine.host.memory =
         Bytes(static_cast<std::int64_t>(m->as_positive_number() * static_cast<double>(kGiB)));
+  }
+  if (machine.host.sockets > 8) host.required("sockets").fail("at most 8 sockets are supported");
+  if (auto topology = top.optional("topology")) {
+    machine.topology = read_topology(*topology, machine);
+  } else if (machine.host.sockets > 1 || machine.nodes > 1) {
+    throw InputError(root.mark(), "topology",
+                     "missing: a machine with several sockets or nodes needs its topology "
+                     "(how sockets and nodes are linked)");
+  }
+  if (machine.nodes > 1 && !machine.topology.network) {
+    throw InputError(root.mark(), "topology.network",
+                     "missing: a machine with several nodes needs its network");
   }
   return machine;
 }

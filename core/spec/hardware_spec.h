@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/input_error.h"
@@ -52,6 +53,56 @@ struct GpuCatalogue {
   const GpuSpec* find(std::string_view id) const;
 };
 
+// How a machine's parts are connected, as shorthands that the simulator expands into a graph
+// (sim/network/topology). Omitted parts default to GPUs on the CPU's PCIe root complex with
+// peer-to-peer allowed, one socket, no NVLink and, for one node, no network.
+// GPUs (and NICs) fill sockets, and switches within them, in order: of G GPUs over K groups,
+// GPU g sits in group floor(g * K / G).
+struct PcieTopology {
+  int switches_per_socket = 0;  // 0: GPUs attach to the root complex directly
+  bool peer_to_peer = true;     // false: peer traffic is staged through host memory
+  int generation = 0;           // GPU links; 0 = the GPU's own (catalogue)
+  int lanes = 0;
+  int uplink_generation = 0;  // switch-to-CPU links; 0 = as the GPU links
+  int uplink_lanes = 0;
+  Seconds hop_latency = microseconds(0.5);
+};
+
+struct SocketInterconnect {
+  BytesPerSecond bandwidth;  // per direction
+  Seconds latency;
+};
+
+enum class NvlinkShape { none, pairs, cube_mesh, nvswitch, explicit_links };
+inline constexpr std::string_view kNvlinkShapeNames[] = {"none", "pairs", "cube-mesh", "nvswitch",
+                                                         "explicit"};
+
+struct NvlinkTopology {
+  NvlinkShape shape = NvlinkShape::none;
+  // For `explicit` (and filled in for the other shapes when expanded): GPU a, GPU b, links.
+  struct Pair {
+    int a = 0, b = 0, links = 1;
+  };
+  std::vector<Pair> pairs;
+  Seconds latency = microseconds(0.7);
+};
+
+struct NetworkTopology {
+  int nics_per_node = 1;
+  BytesPerSecond nic_bandwidth;   // per direction
+  Seconds latency;                // NIC to NIC through the fabric
+  int nodes_per_leaf = 0;         // 0: every node on one non-blocking switch
+  double oversubscription = 1.0;  // leaf downlink / uplink capacity
+};
+
+struct MachineTopology {
+  PcieTopology pcie;
+  std::optional<SocketInterconnect> sockets;
+  NvlinkTopology nvlink;
+  std::optional<NetworkTopology> network;
+  std::map<std::string, std::string> sources;  // section -> where the layout comes from
+};
+
 struct HostSpec {
   std::string cpu;
   int sockets = 1;
@@ -69,12 +120,17 @@ struct MachineSpec {
   int gpus_per_node = 1;
   int nodes = 1;
   HostSpec host;
+  MachineTopology topology;
   // The hardware profile (topologies/profiles/) this machine runs with unless a scenario
   // names another: `profile:` in the file, else the bundled default.
   std::filesystem::path profile_file;
 
   int total_gpus() const { return gpus_per_node * nodes; }
 };
+
+// Unidirectional PCIe bandwidth of a link: PCI-SIG line rate times lanes after encoding
+// (8b/10b for generations 1-2, 128b/130b for 3-5, FLIT mode for 6).
+BytesPerSecond pcie_link_bandwidth(int generation, int lanes);
 
 GpuCatalogue load_gpu_catalogue(const std::filesystem::path& file);
 GpuCatalogue load_gpu_catalogue_from_string(const std::string& text, const std::string& name);

@@ -17,7 +17,8 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "host.batch_fetch_us",      "memory.context_mib",
                                          "memory.workspace_mib",     "memory.allocator_overhead",
                                          "transfer.pcie_efficiency", "transfer.pageable_efficiency",
-                                         "transfer.copy_latency_us"};
+                                         "transfer.copy_latency_us", "links.efficiency",
+                                         "links.step_latency_us",    "links.collective_launch_us"};
 
 double fraction(const yaml::Node& node) {
   double value = node.as_fraction();
@@ -40,8 +41,8 @@ Bytes mebibytes(const yaml::Node& node) {
 HardwareProfile read_profile(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::profile);
-  yaml::MapReader top(
-      root, {"kind", "name", "description", "gpu", "host", "memory", "transfer", "sources"});
+  yaml::MapReader top(root, {"kind", "name", "description", "gpu", "host", "memory", "transfer",
+                             "links", "sources"});
   HardwareProfile p;
   p.source_file = document.file_name();
   p.name = top.required("name").as_string();
@@ -76,6 +77,18 @@ HardwareProfile read_profile(const yaml::Document& document) {
   p.transfer.pcie_efficiency = fraction(transfer.required("pcie_efficiency"));
   p.transfer.pageable_efficiency = fraction(transfer.required("pageable_efficiency"));
   p.transfer.copy_latency = micros(transfer.required("copy_latency_us"));
+
+  yaml::MapReader links(top.required("links"),
+                        {"efficiency", "step_latency_us", "collective_launch_us"});
+  yaml::MapReader link_efficiency(links.required("efficiency"),
+                                  std::span<const std::string_view>(kLinkKindKeys));
+  yaml::MapReader step_latency(links.required("step_latency_us"),
+                               std::span<const std::string_view>(kLinkKindKeys));
+  for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i) {
+    p.links.efficiency[i] = fraction(link_efficiency.required(kLinkKindKeys[i]));
+    p.links.step_latency[i] = micros(step_latency.required(kLinkKindKeys[i]));
+  }
+  p.links.collective_launch = micros(links.required("collective_launch_us"));
 
   yaml::Node sources_node = top.required("sources");
   yaml::MapReader sources(sources_node, std::span<const std::string_view>(kFigures));

@@ -44,6 +44,19 @@ struct TransferCosts {
   Seconds copy_latency;              // fixed cost of one copy
 };
 
+// Interconnect links as applications see them, per kind of link (LinkKind order: PCIe, socket,
+// NVLink, NVSwitch, network).
+inline constexpr std::string_view kLinkKindKeys[] = {"pcie", "socket", "nvlink", "nvswitch",
+                                                     "network"};
+struct LinkCosts {
+  // Fraction of a link's datasheet bandwidth that transfers reach.
+  std::array<double, 5> efficiency{};
+  // Software latency of one step of a collective whose slowest hop is this kind of link (NCCL's
+  // per-step latency), on top of the links' own latencies.
+  std::array<Seconds, 5> step_latency{};
+  Seconds collective_launch;  // host cost of launching one collective (NCCL call, stream sync)
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source_file;
@@ -51,6 +64,7 @@ struct HardwareProfile {
   HostCosts host;
   DeviceMemoryCosts memory;
   TransferCosts transfer;
+  LinkCosts links;
   std::map<std::string, std::string> sources;  // figure key -> where it comes from
 };
 

@@ -3,7 +3,8 @@
 
 namespace epochcast::sim {
 
-void DelayServer::enqueue(TaskHandle task, std::int64_t work, SimTime now, StartListener& starts) {
+void DelayServer::enqueue(TaskHandle task, std::int64_t work, std::uint32_t, SimTime now,
+                          StartListener& starts) {
   pending_.emplace(std::make_pair(now + SimTime::from_ns(work), arrivals_++), task);
   starts.task_started(task, now);
 }

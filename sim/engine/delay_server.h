@@ -14,7 +14,8 @@ class DelayServer final : public Resource {
   explicit DelayServer(std::string name) : name_(std::move(name)) {}
 
   const std::string& name() const override { return name_; }
-  void enqueue(TaskHandle task, std::int64_t work, SimTime now, StartListener& starts) override;
+  void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
+               StartListener& starts) override;
   std::optional<SimTime> next_completion() const override;
   void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
   void shift(SimTime delta) override;

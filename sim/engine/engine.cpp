@@ -53,7 +53,7 @@ std::uint64_t Engine::tag(TaskHandle task) const {
 }
 
 TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
-                            std::span<const TaskHandle> dependencies) {
+                            std::span<const TaskHandle> dependencies, std::uint32_t detail) {
   require(resource < resources_.size(), "task on an unknown resource");
   require(work >= 0, "negative work");
   std::uint32_t index = allocate_slot();
@@ -64,6 +64,7 @@ TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_
   slot.resource = resource;
   slot.work = work;
   slot.tag = tag;
+  slot.detail = detail;
   slot.pending = 0;
   slot.first_successor = slot.last_successor = kNone;
   TaskHandle handle{index, slot.generation};
@@ -89,7 +90,8 @@ void Engine::release(std::uint32_t index) {
   Slot& slot = slots_[index];
   slot.released = true;
   slot.ready = now_;
-  resources_[slot.resource]->enqueue(TaskHandle{index, slot.generation}, slot.work, now_, *this);
+  resources_[slot.resource]->enqueue(TaskHandle{index, slot.generation}, slot.work, slot.detail,
+                                     now_, *this);
   reschedule(slot.resource);
 }
 
@@ -179,6 +181,8 @@ std::vector<std::int64_t> Engine::snapshot(
   auto describe = [&](TaskHandle task, std::vector<std::int64_t>& out) {
     const Slot& slot = slots_[task.index];
     out.push_back(relative_tag(slot.tag));
+    out.push_back(slot.work);
+    out.push_back(slot.detail);
     out.push_back(slot.pending);
     out.push_back(slot.released ? (now_ - slot.ready).ns() : -1);
     for (std::uint32_t e = slot.first_successor; e != kNone; e = edges_[e].next) {

@@ -39,7 +39,7 @@ class Engine final : private StartListener {
   // Creates a task; it is released to its resource when every dependency has finished
   // (immediately, at now(), if they all have).
   TaskHandle add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
-                      std::span<const TaskHandle> dependencies = {});
+                      std::span<const TaskHandle> dependencies = {}, std::uint32_t detail = 0);
   bool finished(TaskHandle task) const;
   std::uint64_t tag(TaskHandle task) const;
 
@@ -76,6 +76,7 @@ class Engine final : private StartListener {
     ResourceId resource = 0;
     std::int64_t work = 0;
     std::uint64_t tag = 0;
+    std::uint32_t detail = 0;
     std::uint32_t pending = 0;
     std::uint32_t first_successor = kNone;
     std::uint32_t last_successor = kNone;

@@ -3,7 +3,8 @@
 
 namespace epochcast::sim {
 
-void FifoServer::enqueue(TaskHandle task, std::int64_t work, SimTime now, StartListener& starts) {
+void FifoServer::enqueue(TaskHandle task, std::int64_t work, std::uint32_t, SimTime now,
+                         StartListener& starts) {
   queue_.push_back({task, work});
   if (!busy_) start_head(now, starts);
 }

@@ -51,8 +51,10 @@ class Resource {
   virtual ~Resource() = default;
 
   virtual const std::string& name() const = 0;
-  // A released task arrives with its work: nanoseconds for servers, bytes for network flows.
-  virtual void enqueue(TaskHandle task, std::int64_t work, SimTime now, StartListener& starts) = 0;
+  // A released task arrives with its work (nanoseconds for servers, bytes for network flows)
+  // and the `detail` it was created with (a route for network flows; 0 for servers).
+  virtual void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
+                       StartListener& starts) = 0;
   // The earliest instant at which an activity in progress finishes; none when idle.
   virtual std::optional<SimTime> next_completion() const = 0;
   // Moves the model to `now` (never past next_completion()) and appends the tasks that finish

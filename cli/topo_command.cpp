@@ -1,0 +1,124 @@
+// `epochcast topo MACHINE`: the machine's graph, and for every GPU pair the path type and
+// bottleneck bandwidth, in the spirit of `nvidia-smi topo -m`.
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/format/text_table.h"
+#include "core/spec/data_paths.h"
+#include "core/spec/hardware_spec.h"
+#include "sim/network/topology.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct TopoArgs {
+  std::string machine;
+  int nodes = 0;
+};
+
+void print_topology(const MachineSpec& m, const sim::Topology& t) {
+  fmt::print("Machine {}: {} x {} per node, {} node{}\n", m.name, m.gpus_per_node, m.gpu.name,
+             t.nodes(), t.nodes() > 1 ? "s" : "");
+  if (!m.description.empty()) fmt::print("  {}\n", m.description);
+  std::map<sim::VertexKind, int> counts;
+  for (const sim::Vertex& v : t.vertices())
+    counts[v.kind]++;
+  fmt::print(
+      "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {} NIC(s), {} network "
+      "switch(es); peer-to-peer {}\n\n",
+      counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
+      counts[sim::VertexKind::nvswitch], counts[sim::VertexKind::nic],
+      counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
+      t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
+
+  // Links grouped by what they are.
+  std::map<std::string, std::pair<int, const sim::TopologyLink*>> groups;
+  for (const sim::TopologyLink& link : t.links()) {
+    auto& group = groups[link.label];
+    group.first++;
+    group.second = &link;
+  }
+  TextTable links;
+  links.add_column("link", TextTable::Align::left);
+  links.add_column("count");
+  links.add_column("GB/s each way");
+  links.add_column("latency (us)");
+  links.add_column("source", TextTable::Align::left);
+  for (const auto& [label, group] : groups) {
+    links.add_row({label, std::to_string(group.first),
+                   fmt::format("{:.1f}", group.second->bandwidth.value() / 1e9),
+                   fmt::format("{:.2f}", group.second->latency.value() * 1e6),
+                   group.second->source});
+  }
+  fmt::print("{}\n", links.render());
+
+  // The matrices cover the first node; across nodes, one pair stands for all.
+  int shown = t.gpus_per_node();
+  TextTable kinds, bandwidth;
+  kinds.add_column("", TextTable::Align::left);
+  bandwidth.add_column("GB/s", TextTable::Align::left);
+  for (int b = 0; b < shown; ++b) {
+    kinds.add_column(fmt::format("GPU{}", b));
+    bandwidth.add_column(fmt::format("GPU{}", b));
+  }
+  for (int a = 0; a < shown; ++a) {
+    std::vector<std::string> kind_row = {fmt::format("GPU{}", a)};
+    std::vector<std::string> bw_row = {fmt::format("GPU{}", a)};
+    for (int b = 0; b < shown; ++b) {
+      kind_row.push_back(t.path_label(a, b));
+      bw_row.push_back(a == b ? "-" : fmt::format("{:.1f}", t.path(a, b).bottleneck.value() / 1e9));
+    }
+    kinds.add_row(std::move(kind_row));
+    bandwidth.add_row(std::move(bw_row));
+  }
+  fmt::print("Path between GPUs{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "", kinds.render());
+  fmt::print("Bottleneck bandwidth per direction{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "",
+             bandwidth.render());
+  if (t.nodes() > 1) {
+    int other = t.gpus_per_node();
+    const sim::Path& p = t.path(0, other);
+    fmt::print(
+        "Across nodes: GPU0 of node 0 to GPU0 of node 1: {}, {:.1f} GB/s, {:.2f} us over {} "
+        "hops\n\n",
+        t.path_label(0, other), p.bottleneck.value() / 1e9, p.latency.value() * 1e6, p.hops.size());
+  }
+  fmt::print(
+      "Legend: X itself; NV# NVLink (# links, directly or through NVSwitch); PIX through one PCIe\n"
+      "switch; PXB through several PCIe switches; PHB through a CPU's PCIe host bridge; SYS\n"
+      "across the link between sockets; NET across the network.\n");
+}
+
+}  // namespace
+
+Command add_topo_command(CLI::App& app) {
+  auto args = std::make_shared<TopoArgs>();
+  CLI::App* command = app.add_subcommand(
+      "topo",
+      "Show a machine's topology: its links, and for every GPU pair the path type and "
+      "bottleneck bandwidth (like nvidia-smi topo -m)");
+  command->add_option("machine", args->machine, "A bundled machine name (e.g. dgx-a100) or a path")
+      ->required();
+  command->add_option("--nodes", args->nodes, "Number of nodes, for clusters")
+      ->check(CLI::Range(1, 65536));
+  return [args] {
+    std::filesystem::path file =
+        resolve_data_file(args->machine, std::filesystem::current_path(), "topologies",
+                          SourceMark{"<command line>", 0, 0}, "machine");
+    MachineSpec machine = load_machine(file, bundled_gpu_catalogue());
+    int nodes = args->nodes > 0 ? args->nodes : machine.nodes;
+    if (nodes > 1 && !machine.topology.network) {
+      throw InputError(
+          SourceMark{file.string(), 0, 0}, "topology.network",
+          fmt::format("{} nodes asked for, but the machine has no network section", nodes));
+    }
+    print_topology(machine, sim::Topology::build(machine, nodes));
+    return 0;
+  };
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,328 @@
+// Expanding machine shorthands into a graph, and routing between GPUs.
+#include "sim/network/topology.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace epochcast::sim {
+
+const std::vector<NvlinkTopology::Pair>& dgx1_cube_mesh() {
+  // DGX-1 with V100: two fully connected quads (0-3, 4-7) joined GPU i to GPU i+4, with six
+  // NVLinks per GPU; pairs carrying two links as nvidia-smi topo -m shows them (NV2).
+  static const std::vector<NvlinkTopology::Pair> kPairs = {
+      {0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1}, {1, 5, 2}, {2, 3, 2},
+      {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 2}};
+  return kPairs;
+}
+
+int Topology::add_vertex(VertexKind kind, std::string name, int node) {
+  vertices_.push_back({kind, std::move(name), node});
+  adjacency_.emplace_back();
+  return static_cast<int>(vertices_.size() - 1);
+}
+
+int Topology::add_link(int a, int b, LinkKind kind, BytesPerSecond bandwidth, Seconds latency,
+                       int lanes, std::string label, std::string source) {
+  links_.push_back({a, b, kind, bandwidth, latency, lanes, std::move(label), std::move(source)});
+  int id = static_cast<int>(links_.size() - 1);
+  adjacency_[static_cast<std::size_t>(a)].push_back(id);
+  adjacency_[static_cast<std::size_t>(b)].push_back(id);
+  return id;
+}
+
+namespace {
+
+std::string pcie_label(int generation, int lanes) {
+  return fmt::format("PCIe {}.0 x{}", generation, lanes);
+}
+
+std::string pcie_source(int generation, int lanes) {
+  return fmt::format(
+      "PCI-SIG: generation {} line rate x {} lanes after encoding ({:.2f} GB/s per "
+      "direction)",
+      generation, lanes, pcie_link_bandwidth(generation, lanes).value() / 1e9);
+}
+
+std::string section_source(const MachineSpec& m, const std::string& section) {
+  auto found = m.topology.sources.find(section);
+  return found == m.topology.sources.end() ? std::string("default layout (no topology given)")
+                                           : found->second;
+}
+
+}  // namespace
+
+Topology Topology::build(const MachineSpec& m, int nodes) {
+  Topology t;
+  const MachineTopology& topo = m.topology;
+  t.gpus_per_node_ = m.gpus_per_node;
+  t.nodes_ = nodes;
+  t.peer_to_peer_ = topo.pcie.peer_to_peer;
+  const int sockets = m.host.sockets;
+  const int switches = topo.pcie.switches_per_socket;
+  const int groups = sockets * std::max(1, switches);
+  const int gen = topo.pcie.generation > 0 ? topo.pcie.generation : m.gpu.pcie_generation;
+  const int lanes = topo.pcie.lanes > 0 ? topo.pcie.lanes : m.gpu.pcie_lanes;
+  const int up_gen = topo.pcie.uplink_generation > 0 ? topo.pcie.uplink_generation : gen;
+  const int up_lanes = topo.pcie.uplink_lanes > 0 ? topo.pcie.uplink_lanes : lanes;
+  const Seconds hop = topo.pcie.hop_latency;
+  const std::string pcie_layout = section_source(m, "pcie");
+  const NetworkTopology* network = topo.network ? &*topo.network : nullptr;
+  if (nodes > 1 && network == nullptr) {
+    throw std::logic_error("a topology of several nodes needs a network");
+  }
+
+  // The network fabric: one non-blocking switch, or leaves under a spine.
+  std::vector<int> leaves;
+  if (network != nullptr && nodes > 1) {
+    int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
+    int leaf_count = (nodes + per_leaf - 1) / per_leaf;
+    int spine = leaf_count > 1 ? t.add_vertex(VertexKind::spine_switch, "spine", -1) : -1;
+    for (int l = 0; l < leaf_count; ++l) {
+      int leaf = t.add_vertex(VertexKind::leaf_switch, fmt::format("leaf{}", l), -1);
+      leaves.push_back(leaf);
+      if (spine >= 0) {
+        BytesPerSecond up(static_cast<double>(per_leaf * network->nics_per_node) *
+                          network->nic_bandwidth.value() / network->oversubscription);
+        t.add_link(leaf, spine, LinkKind::network, up, Seconds(0), 0,
+                   fmt::format("leaf uplink (1:{:g})", network->oversubscription),
+                   section_source(m, "network"));
+      }
+    }
+  }
+
+  for (int n = 0; n < nodes; ++n) {
+    std::string prefix = nodes > 1 ? fmt::format("n{}.", n) : "";
+    std::vector<int> cpus;
+    for (int s = 0; s < sockets; ++s) {
+      cpus.push_back(t.add_vertex(VertexKind::cpu, fmt::format("{}cpu{}", prefix, s), n));
+    }
+    for (int a = 0; a < sockets; ++a) {
+      for (int b = a + 1; b < sockets; ++b) {
+        t.add_link(cpus[static_cast<std::size_t>(a)], cpus[static_cast<std::size_t>(b)],
+                   LinkKind::socket, topo.sockets->bandwidth, topo.sockets->latency, 0,
+                   "inter-socket", section_source(m, "sockets"));
+      }
+    }
+    // Attachment points of the PCIe groups: switches, or the root complexes themselves.
+    std::vector<int> group_vertex;
+    std::vector<int> group_socket;
+    for (int g = 0; g < groups; ++g) {
+      int socket = g / std::max(1, switches);
+      group_socket.push_back(socket);
+      if (switches == 0) {
+        group_vertex.push_back(cpus[static_cast<std::size_t>(socket)]);
+        continue;
+      }
+      int sw = t.add_vertex(VertexKind::pcie_switch, fmt::format("{}pcie-switch{}", prefix, g), n);
+      t.add_link(sw, cpus[static_cast<std::size_t>(socket)], LinkKind::pcie,
+                 pcie_link_bandwidth(up_gen, up_lanes), hop, up_lanes, pcie_label(up_gen, up_lanes),
+                 pcie_source(up_gen, up_lanes) + "; layout: " + pcie_layout);
+      group_vertex.push_back(sw);
+    }
+    std::vector<int> gpus;
+    for (int g = 0; g < m.gpus_per_node; ++g) {
+      int v = t.add_vertex(VertexKind::gpu, fmt::format("{}gpu{}", prefix, g), n);
+      int group = g * groups / m.gpus_per_node;
+      t.add_link(v, group_vertex[static_cast<std::size_t>(group)], LinkKind::pcie,
+                 pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
+                 pcie_source(gen, lanes) + "; layout: " + pcie_layout);
+      gpus.push_back(v);
+      t.gpu_vertices_.push_back(v);
+      t.gpu_root_.push_back(
+          cpus[static_cast<std::size_t>(group_socket[static_cast<std::size_t>(group)])]);
+    }
+    if (topo.nvlink.shape != NvlinkShape::none) {
+      const NvlinkSpec& nv = *m.gpu.nvlink;
+      std::string nv_source = "link rate: GPU catalogue (" + m.gpu.sources.at("nvlink") +
+                              "); layout: " + section_source(m, "nvlink");
+      auto link_pairs = [&](const std::vector<NvlinkTopology::Pair>& pairs) {
+        for (const NvlinkTopology::Pair& p : pairs) {
+          t.add_link(gpus[static_cast<std::size_t>(p.a)], gpus[static_cast<std::size_t>(p.b)],
+                     LinkKind::nvlink, nv.per_link_per_direction * static_cast<double>(p.links),
+                     topo.nvlink.latency, p.links,
+                     fmt::format("NVLink{} x{}", nv.generation, p.links), nv_source);
+        }
+      };
+      switch (topo.nvlink.shape) {
+        case NvlinkShape::pairs: {
+          std::vector<NvlinkTopology::Pair> pairs;
+          for (int g = 0; g + 1 < m.gpus_per_node; g += 2)
+            pairs.push_back({g, g + 1, nv.links});
+          link_pairs(pairs);
+          break;
+        }
+        case NvlinkShape::cube_mesh:
+          link_pairs(dgx1_cube_mesh());
+          break;
+        case NvlinkShape::explicit_links:
+          link_pairs(topo.nvlink.pairs);
+          break;
+        case NvlinkShape::nvswitch: {
+          // The NVSwitch planes act as one non-blocking fabric; each GPU reaches it with all
+          // of its NVLinks.
+          int fabric = t.add_vertex(VertexKind::nvswitch, prefix + "nvswitch", n);
+          for (int v : gpus) {
+            t.add_link(v, fabric, LinkKind::nvswitch,
+                       nv.per_link_per_direction * static_cast<double>(nv.links),
+                       topo.nvlink.latency, nv.links,
+                       fmt::format("NVLink{} x{} to NVSwitch", nv.generation, nv.links), nv_source);
+          }
+          break;
+        }
+        case NvlinkShape::none:
+          break;
+      }
+    }
+    if (network != nullptr && nodes > 1) {
+      int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
+      int leaf = leaves[static_cast<std::size_t>(n / per_leaf)];
+      for (int i = 0; i < network->nics_per_node; ++i) {
+        int nic = t.add_vertex(VertexKind::nic, fmt::format("{}nic{}", prefix, i), n);
+        int group = i * groups / network->nics_per_node;
+        t.add_link(nic, group_vertex[static_cast<std::size_t>(group)], LinkKind::pcie,
+                   pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
+                   pcie_source(gen, lanes) + "; layout: " + pcie_layout);
+        // The machine file gives NIC-to-NIC latency through the fabric: half on each side.
+        t.add_link(nic, leaf, LinkKind::network, network->nic_bandwidth, network->latency * 0.5, 0,
+                   fmt::format("{:g} Gb/s NIC", network->nic_bandwidth.value() * 8 / 1e9),
+                   section_source(m, "network"));
+      }
+    }
+  }
+  return t;
+}
+
+Path Topology::shortest(int from, int to) const {
+  // Dijkstra with a cost per hop of its latency plus the time to move 1 MiB, so fast links win
+  // and ties break on link order. GPUs are endpoints, never relays.
+  const std::size_t n = vertices_.size();
+  std::vector<double> cost(n, std::numeric_limits<double>::infinity());
+  std::vector<int> via(n, -1);
+  using Item = std::pair<double, int>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  cost[static_cast<std::size_t>(from)] = 0;
+  queue.push({0, from});
+  while (!queue.empty()) {
+    auto [c, v] = queue.top();
+    queue.pop();
+    if (c > cost[static_cast<std::size_t>(v)]) continue;
+    if (v == to) break;
+    if (v != from && vertices_[static_cast<std::size_t>(v)].kind == VertexKind::gpu) continue;
+    for (int l : adjacency_[static_cast<std::size_t>(v)]) {
+      const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+      int w = link.a == v ? link.b : link.a;
+      double step = link.latency.value() + static_cast<double>(kMiB) / link.bandwidth.value();
+      if (c + step < cost[static_cast<std::size_t>(w)]) {
+        cost[static_cast<std::size_t>(w)] = c + step;
+        via[static_cast<std::size_t>(w)] = l;
+        queue.push({c + step, w});
+      }
+    }
+  }
+  if (via[static_cast<std::size_t>(to)] < 0 && from != to) {
+    throw std::logic_error(fmt::format("no route from {} to {}",
+                                       vertices_[static_cast<std::size_t>(from)].name,
+                                       vertices_[static_cast<std::size_t>(to)].name));
+  }
+  Path path;
+  path.bottleneck = BytesPerSecond(std::numeric_limits<double>::infinity());
+  for (int v = to; v != from;) {
+    int l = via[static_cast<std::size_t>(v)];
+    const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+    int u = link.a == v ? link.b : link.a;
+    path.hops.push_back({l, link.a == u});
+    path.latency += link.latency;
+    path.bottleneck = std::min(path.bottleneck, link.bandwidth);
+    v = u;
+  }
+  std::reverse(path.hops.begin(), path.hops.end());
+  return path;
+}
+
+const Path& Topology::path(int a, int b) const {
+  auto key = std::make_pair(a, b);
+  auto found = paths_.find(key);
+  if (found != paths_.end()) return found->second;
+  int va = gpu_vertex(a), vb = gpu_vertex(b);
+  Path p;
+  if (a != b && !peer_to_peer_ && node_of(a) == node_of(b) && nvlinks(a, b) == 0) {
+    // Without peer-to-peer, the driver stages the data through host memory: up to the sender's
+    // root complex, then down to the receiver (across sockets if need be).
+    int root = gpu_root_[static_cast<std::size_t>(a)];
+    Path up = shortest(va, root);
+    Path down = shortest(root, vb);
+    p.hops = up.hops;
+    p.hops.insert(p.hops.end(), down.hops.begin(), down.hops.end());
+    p.latency = up.latency + down.latency;
+    p.bottleneck = std::min(up.bottleneck, down.bottleneck);
+  } else {
+    p = shortest(va, vb);
+  }
+  return paths_.emplace(key, std::move(p)).first->second;
+}
+
+int Topology::nvlinks(int a, int b) const {
+  int va = gpu_vertex(a), vb = gpu_vertex(b);
+  int fabric_links = 0;
+  for (int l : adjacency_[static_cast<std::size_t>(va)]) {
+    const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+    if (link.kind == LinkKind::nvlink && (link.a == vb || link.b == vb)) return link.lanes;
+    if (link.kind == LinkKind::nvswitch) {
+      int fabric = link.a == va ? link.b : link.a;
+      for (int m : adjacency_[static_cast<std::size_t>(vb)]) {
+        const TopologyLink& other = links_[static_cast<std::size_t>(m)];
+        if (other.kind == LinkKind::nvswitch && (other.a == fabric || other.b == fabric)) {
+          fabric_links = std::min(link.lanes, other.lanes);
+        }
+      }
+    }
+  }
+  return fabric_links;
+}
+
+PathType Topology::path_type(int a, int b) const {
+  if (a == b) return PathType::self;
+  if (node_of(a) != node_of(b)) return PathType::net;
+  if (nvlinks(a, b) > 0) return PathType::nvlink;
+  int switches = 0;
+  bool cpu = false, socket = false;
+  for (const Hop& hop : path(a, b).hops) {
+    const TopologyLink& link = links_[static_cast<std::size_t>(hop.link)];
+    if (link.kind == LinkKind::socket) socket = true;
+    for (int v : {link.a, link.b}) {
+      VertexKind kind = vertices_[static_cast<std::size_t>(v)].kind;
+      if (kind == VertexKind::cpu) cpu = true;
+      if (kind == VertexKind::pcie_switch) ++switches;
+    }
+  }
+  if (socket) return PathType::sys;
+  if (cpu) return PathType::phb;
+  // Each switch on the path is counted once per adjacent hop.
+  return switches <= 2 ? PathType::pix : PathType::pxb;
+}
+
+std::string Topology::path_label(int a, int b) const {
+  switch (path_type(a, b)) {
+    case PathType::self:
+      return "X";
+    case PathType::nvlink:
+      return fmt::format("NV{}", nvlinks(a, b));
+    case PathType::pix:
+      return "PIX";
+    case PathType::pxb:
+      return "PXB";
+    case PathType::phb:
+      return "PHB";
+    case PathType::sys:
+      return "SYS";
+    case PathType::net:
+      return "NET";
+  }
+  return "?";
+}
+
+}  // namespace epochcast::sim

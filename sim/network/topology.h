@@ -1,0 +1,97 @@
+// A machine as a graph — GPUs, CPU sockets (PCIe root complexes), PCIe switches, NVSwitch
+// fabrics, NICs and network switches, joined by full-duplex links with a bandwidth per
+// direction and a latency — built from the machine file's shorthands, with the route between
+// any two GPUs as NCCL and the CUDA driver would take it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/spec/hardware_spec.h"
+#include "core/units.h"
+
+namespace epochcast::sim {
+
+enum class VertexKind { gpu, cpu, pcie_switch, nvswitch, nic, leaf_switch, spine_switch };
+enum class LinkKind { pcie, socket, nvlink, nvswitch, network };
+inline constexpr std::string_view kLinkKindNames[] = {"PCIe", "socket", "NVLink", "NVSwitch",
+                                                      "network"};
+
+struct Vertex {
+  VertexKind kind = VertexKind::gpu;
+  std::string name;
+  int node = 0;  // machine node (cluster member); -1 for network switches shared by nodes
+};
+
+struct TopologyLink {
+  int a = 0, b = 0;  // vertices
+  LinkKind kind = LinkKind::pcie;
+  BytesPerSecond bandwidth;  // each direction
+  Seconds latency;
+  int lanes = 0;      // NVLinks in the link, or PCIe lanes
+  std::string label;  // e.g. "PCIe 4.0 x16", "NVLink3 x12"
+  std::string source;
+};
+
+// One direction of one link.
+struct Hop {
+  int link = 0;
+  bool forward = true;  // a -> b
+};
+
+struct Path {
+  std::vector<Hop> hops;
+  Seconds latency;
+  BytesPerSecond bottleneck;
+};
+
+// nvidia-smi topo -m vocabulary for how two GPUs are connected.
+enum class PathType { self, nvlink, pix, pxb, phb, sys, net };
+
+class Topology {
+ public:
+  // Builds `nodes` copies of the machine's node and the network joining them.
+  static Topology build(const MachineSpec& machine, int nodes);
+
+  int gpus() const { return static_cast<int>(gpu_vertices_.size()); }
+  int gpus_per_node() const { return gpus_per_node_; }
+  int nodes() const { return nodes_; }
+  bool peer_to_peer() const { return peer_to_peer_; }
+  const std::vector<Vertex>& vertices() const { return vertices_; }
+  const std::vector<TopologyLink>& links() const { return links_; }
+  int gpu_vertex(int gpu) const { return gpu_vertices_[static_cast<std::size_t>(gpu)]; }
+  int node_of(int gpu) const { return gpu / gpus_per_node_; }
+
+  // The route from GPU a to GPU b (computed once, then cached).
+  const Path& path(int a, int b) const;
+  PathType path_type(int a, int b) const;
+  // NVLinks joining a and b directly or through an NVSwitch fabric; 0 if none.
+  int nvlinks(int a, int b) const;
+  // "X", "NV12", "PIX", "PXB", "PHB", "SYS", "NET".
+  std::string path_label(int a, int b) const;
+
+ private:
+  int add_vertex(VertexKind kind, std::string name, int node);
+  int add_link(int a, int b, LinkKind kind, BytesPerSecond bandwidth, Seconds latency, int lanes,
+               std::string label, std::string source);
+  Path shortest(int from, int to) const;
+
+  std::vector<Vertex> vertices_;
+  std::vector<TopologyLink> links_;
+  std::vector<std::vector<int>> adjacency_;  // vertex -> links
+  std::vector<int> gpu_vertices_;
+  std::vector<int> gpu_root_;  // the CPU socket each GPU hangs off
+  int gpus_per_node_ = 1;
+  int nodes_ = 1;
+  bool peer_to_peer_ = true;
+  mutable std::map<std::pair<int, int>, Path> paths_;
+};
+
+// The DGX-1 hybrid cube-mesh: (GPU, GPU, NVLinks) for the 8 V100s.
+const std::vector<NvlinkTopology::Pair>& dgx1_cube_mesh();
+
+}  // namespace epochcast::sim

@@ -55,7 +55,7 @@ std::string section_source(const MachineSpec& m, const std::string& section) {
 
 }  // namespace
 
-Topology Topology::build(const MachineSpec& m, int nodes) {
+Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
   Topology t;
   const MachineTopology& topo = m.topology;
   t.gpus_per_node_ = m.gpus_per_node;
@@ -76,8 +76,9 @@ Topology Topology::build(const MachineSpec& m, int nodes) {
   }
 
   // The network fabric: one non-blocking switch, or leaves under a spine.
+  const bool networked = network != nullptr && (nodes > 1 || attach_network);
   std::vector<int> leaves;
-  if (network != nullptr && nodes > 1) {
+  if (networked) {
     int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
     int leaf_count = (nodes + per_leaf - 1) / per_leaf;
     int spine = leaf_count > 1 ? t.add_vertex(VertexKind::spine_switch, "spine", -1) : -1;
@@ -177,11 +178,13 @@ Topology Topology::build(const MachineSpec& m, int nodes) {
           break;
       }
     }
-    if (network != nullptr && nodes > 1) {
+    if (networked) {
+      t.nics_.emplace_back();
       int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
       int leaf = leaves[static_cast<std::size_t>(n / per_leaf)];
       for (int i = 0; i < network->nics_per_node; ++i) {
         int nic = t.add_vertex(VertexKind::nic, fmt::format("{}nic{}", prefix, i), n);
+        t.nics_.back().push_back(nic);
         int group = i * groups / network->nics_per_node;
         t.add_link(nic, group_vertex[static_cast<std::size_t>(group)], LinkKind::pcie,
                    pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
@@ -263,6 +266,39 @@ const Path& Topology::path(int a, int b) const {
     p = shortest(va, vb);
   }
   return paths_.emplace(key, std::move(p)).first->second;
+}
+
+const Path& Topology::mirror_path(int gpu) const {
+  auto found = mirror_paths_.find(gpu);
+  if (found != mirror_paths_.end()) return found->second;
+  if (nics_.empty()) throw std::logic_error("a mirror path needs the node's network");
+  const std::vector<int>& nics = nics_[static_cast<std::size_t>(node_of(gpu))];
+  int local = gpu % gpus_per_node_;
+  int nic = nics[static_cast<std::size_t>(local * static_cast<int>(nics.size()) / gpus_per_node_)];
+  int network_link = -1;
+  for (int l : adjacency_[static_cast<std::size_t>(nic)]) {
+    if (links_[static_cast<std::size_t>(l)].kind == LinkKind::network) network_link = l;
+  }
+  Path up = shortest(gpu_vertex(gpu), nic);
+  Path down = shortest(nic, gpu_vertex(gpu));
+  const TopologyLink& wire = links_[static_cast<std::size_t>(network_link)];
+  Path p;
+  p.hops = up.hops;
+  p.hops.push_back({network_link, wire.a == nic});
+  p.hops.push_back({network_link, wire.a != nic});
+  p.hops.insert(p.hops.end(), down.hops.begin(), down.hops.end());
+  p.latency = up.latency + down.latency + wire.latency * 2.0;
+  p.bottleneck = std::min({up.bottleneck, down.bottleneck, wire.bandwidth});
+  return mirror_paths_.emplace(gpu, std::move(p)).first->second;
+}
+
+int Topology::direct_nvlinks(int a, int b) const {
+  int va = gpu_vertex(a), vb = gpu_vertex(b);
+  for (int l : adjacency_[static_cast<std::size_t>(va)]) {
+    const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+    if (link.kind == LinkKind::nvlink && (link.a == vb || link.b == vb)) return link.lanes;
+  }
+  return 0;
 }
 
 int Topology::nvlinks(int a, int b) const {

@@ -54,8 +54,10 @@ enum class PathType { self, nvlink, pix, pxb, phb, sys, net };
 
 class Topology {
  public:
-  // Builds `nodes` copies of the machine's node and the network joining them.
-  static Topology build(const MachineSpec& machine, int nodes);
+  // Builds `nodes` copies of the machine's node and the network joining them. With
+  // `attach_network`, a single node also gets its NICs and leaf switch (for mirror paths, when
+  // one node stands for a whole cluster).
+  static Topology build(const MachineSpec& machine, int nodes, bool attach_network = false);
 
   int gpus() const { return static_cast<int>(gpu_vertices_.size()); }
   int gpus_per_node() const { return gpus_per_node_; }
@@ -68,9 +70,16 @@ class Topology {
 
   // The route from GPU a to GPU b (computed once, then cached).
   const Path& path(int a, int b) const;
+  // In a symmetric simulation of a cluster: out of GPU `gpu`'s node through the NIC of its rail,
+  // into the network and back into the same GPU — the links one node's share of a cross-node
+  // step loads.
+  const Path& mirror_path(int gpu) const;
+  bool has_network() const { return !nics_.empty(); }
   PathType path_type(int a, int b) const;
   // NVLinks joining a and b directly or through an NVSwitch fabric; 0 if none.
   int nvlinks(int a, int b) const;
+  // NVLinks joining a and b directly (not through a switch); 0 if none.
+  int direct_nvlinks(int a, int b) const;
   // "X", "NV12", "PIX", "PXB", "PHB", "SYS", "NET".
   std::string path_label(int a, int b) const;
 
@@ -88,7 +97,9 @@ class Topology {
   int gpus_per_node_ = 1;
   int nodes_ = 1;
   bool peer_to_peer_ = true;
+  std::vector<std::vector<int>> nics_;  // per node: NIC vertices
   mutable std::map<std::pair<int, int>, Path> paths_;
+  mutable std::map<int, Path> mirror_paths_;
 };
 
 // The DGX-1 hybrid cube-mesh: (GPU, GPU, NVLinks) for the 8 V100s.

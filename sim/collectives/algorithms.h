@@ -1,0 +1,54 @@
+// Collective algorithms: each turns a collective over a logical topology into a transfer plan.
+// Sizes are the collective's data size as nccl-tests counts it (the buffer each rank holds).
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "sim/collectives/collective.h"
+#include "sim/collectives/logical_topology.h"
+
+namespace epochcast::sim {
+
+// Ring algorithms (ring.cpp). Data is split across the channels. All-reduce is a reduce-scatter
+// then an all-gather: 2(n-1) steps each moving bytes/(channels x n) along every ring edge.
+// Broadcast and reduce run as a chain from (or to) the root, pipelined in chunks.
+TransferPlan ring_all_reduce(const std::vector<Ring>& channels, Bytes bytes);
+TransferPlan ring_reduce_scatter(const std::vector<Ring>& channels, Bytes bytes);
+TransferPlan ring_all_gather(const std::vector<Ring>& channels, Bytes bytes);
+TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
+TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
+
+// Tree algorithms (tree.cpp): reduce up a binary tree and broadcast down it, pipelined in chunks.
+TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
+TransferPlan tree_broadcast(const Tree& tree, Bytes bytes, Bytes chunk);
+TransferPlan tree_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
+
+// Direct copies (direct.cpp): scatter and gather between a root and every other rank, and one
+// point-to-point copy.
+TransferPlan direct_scatter(const std::vector<int>& ranks, int root, Bytes bytes);
+TransferPlan direct_gather(const std::vector<int>& ranks, int root, Bytes bytes);
+TransferPlan send_recv(int src, int dst, Bytes bytes);
+
+// Across nodes (hierarchical.cpp): reduce-scatter inside each node, all-reduce each rank's shard
+// across nodes along its rail, all-gather inside each node. Inside a node the rings above are
+// used; across nodes, a ring over the nodes or a pipelined binary tree. `nodes` lists, per
+// node, its GPUs in the same local order (rails). In a symmetric simulation only node 0 is
+// listed and `total_nodes` says how many nodes there are: the cross-node steps become mirror
+// transfers, one per rail and step, standing for every node's identical traffic.
+struct Hierarchy {
+  std::vector<std::vector<int>> nodes;
+  std::vector<Ring> local_rings;  // rings over node 0's GPUs; other nodes use the same order
+  int total_nodes = 1;
+  bool symmetric = false;
+};
+TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, bool tree_across,
+                                     Bytes chunk);
+
+// Appends `phase` to `plan`. A transfer of `phase` that starts a rank's part (no dependency of
+// its own) waits for that rank's `entry` transfers. Returns, per rank, the transfers of the
+// phase that touch it (what the rank's next phase must wait for).
+std::map<int, std::vector<int>> append_phase(TransferPlan& plan, const TransferPlan& phase,
+                                             const std::map<int, std::vector<int>>& entry);
+
+}  // namespace epochcast::sim

@@ -1,0 +1,130 @@
+// Alpha-beta costs and algorithm choice.
+#include "sim/collectives/alpha_beta.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace epochcast::sim {
+
+BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile) {
+  return link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
+}
+
+TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
+                             const Transfer& transfer) {
+  TransferRoute route;
+  route.hops = transfer.mirror ? topology.mirror_path(transfer.src).hops
+                               : topology.path(transfer.src, transfer.dst).hops;
+  route.bandwidth = BytesPerSecond(std::numeric_limits<double>::infinity());
+  for (const Hop& hop : route.hops) {
+    const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
+    route.latency += link.latency;
+    BytesPerSecond bandwidth = effective_bandwidth(link, profile);
+    if (bandwidth < route.bandwidth) {
+      route.bandwidth = bandwidth;
+      route.slowest = link.kind;
+    }
+  }
+  if (!route.hops.empty()) {
+    route.latency += profile.links.step_latency[static_cast<std::size_t>(route.slowest)];
+  }
+  return route;
+}
+
+Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
+                      const Transfer& transfer) {
+  TransferRoute route = transfer_route(topology, profile, transfer);
+  if (route.hops.empty()) return Seconds(0);
+  double bandwidth = route.bandwidth.value() / transfer.sharing;
+  return route.latency + Seconds(static_cast<double>(transfer.bytes.value()) / bandwidth);
+}
+
+Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
+                  const TransferPlan& plan) {
+  // Transfers are stored after their dependencies, so one pass finds the critical path.
+  std::vector<double> finish(plan.transfers.size(), 0);
+  double end = 0;
+  for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+    const Transfer& t = plan.transfers[i];
+    double start = 0;
+    for (int d : t.deps)
+      start = std::max(start, finish[static_cast<std::size_t>(d)]);
+    finish[i] = start + transfer_time(topology, profile, t).value();
+    end = std::max(end, finish[i]);
+  }
+  return Seconds(end);
+}
+
+namespace {
+
+std::vector<int> flatten(const std::vector<std::vector<int>>& nodes) {
+  std::vector<int> out;
+  for (const auto& node : nodes)
+    out.insert(out.end(), node.begin(), node.end());
+  return out;
+}
+
+}  // namespace
+
+CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
+                                   const HardwareProfile& profile) {
+  const Bytes chunk(kPipelineChunkBytes);
+  std::vector<int> ranks = flatten(request.nodes);
+  std::vector<TransferPlan> candidates;
+  const bool across_nodes = request.total_nodes > 1;
+  if (across_nodes && request.collective != Collective::all_reduce) {
+    throw std::logic_error("across nodes only all-reduce is planned");
+  }
+  switch (request.collective) {
+    case Collective::all_reduce:
+      // As in NCCL, trees only across nodes: inside a node NCCL's tree is a chain, which a ring
+      // matches in latency and beats in bandwidth.
+      if (across_nodes) {
+        Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                    request.total_nodes, request.symmetric};
+        candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk));
+        candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk));
+      } else {
+        candidates.push_back(ring_all_reduce(build_rings(topology, ranks), request.bytes));
+      }
+      break;
+    // NCCL runs broadcast and reduce on rings only: a pipelined chain from or to the root.
+    case Collective::broadcast:
+      candidates.push_back(
+          ring_broadcast(build_rings(topology, ranks), request.root, request.bytes, chunk));
+      break;
+    case Collective::reduce:
+      candidates.push_back(
+          ring_reduce(build_rings(topology, ranks), request.root, request.bytes, chunk));
+      break;
+    case Collective::reduce_scatter:
+      candidates.push_back(ring_reduce_scatter(build_rings(topology, ranks), request.bytes));
+      break;
+    case Collective::all_gather:
+      candidates.push_back(ring_all_gather(build_rings(topology, ranks), request.bytes));
+      break;
+    case Collective::scatter:
+      candidates.push_back(direct_scatter(ranks, request.root, request.bytes));
+      break;
+    case Collective::gather:
+      candidates.push_back(direct_gather(ranks, request.root, request.bytes));
+      break;
+    case Collective::send_recv:
+      candidates.push_back(send_recv(ranks.at(0), ranks.at(1), request.bytes));
+      break;
+  }
+  CollectiveChoice best;
+  best.time = Seconds(std::numeric_limits<double>::infinity());
+  for (TransferPlan& plan : candidates) {
+    Seconds t = plan_time(topology, profile, plan);
+    if (t < best.time) {
+      best.time = t;
+      best.plan = std::move(plan);
+    }
+  }
+  best.plan.collective = request.collective;
+  return best;
+}
+
+}  // namespace epochcast::sim

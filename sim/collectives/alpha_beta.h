@@ -1,0 +1,59 @@
+// The analytic (alpha-beta) cost of a transfer plan, and the choice of algorithm.
+//
+// A transfer over a route costs alpha + bytes / beta: alpha is the route's link latencies plus
+// the per-step software latency of its slowest kind of link (NCCL's tuning model), beta the
+// slowest link's bandwidth times the profile's efficiency for that kind of link. A plan costs
+// its critical path through the transfers' dependencies, which reproduces the closed forms —
+// e.g. ring all-reduce 2(n-1)(alpha + S/(n beta)), pipelined chain (K + n - 2)(alpha + S/(K
+// beta)) — and equals the flow simulation wherever no two transfers share a link direction.
+#pragma once
+
+#include "core/spec/profile_spec.h"
+#include "sim/collectives/algorithms.h"
+#include "sim/network/topology.h"
+
+namespace epochcast::sim {
+
+// The route a transfer takes, with its latency (links plus software step) and bandwidth.
+struct TransferRoute {
+  std::vector<Hop> hops;
+  Seconds latency;
+  BytesPerSecond bandwidth;  // effective bottleneck
+  LinkKind slowest = LinkKind::pcie;
+};
+TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
+                             const Transfer& transfer);
+BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile);
+
+Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
+                      const Transfer& transfer);
+Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
+                  const TransferPlan& plan);
+
+// A collective to run on some GPUs: their GPUs per node (in a symmetric simulation, node 0's
+// only, with `total_nodes` saying how many there are).
+struct CollectiveRequest {
+  Collective collective = Collective::all_reduce;
+  Bytes bytes;
+  std::vector<std::vector<int>> nodes;
+  int total_nodes = 1;
+  bool symmetric = false;
+  int root = 0;
+};
+
+struct CollectiveChoice {
+  TransferPlan plan;
+  Seconds time;  // analytic
+};
+
+// Like NCCL's tuner: every applicable algorithm is costed and the fastest is chosen — rings
+// inside a node (NCCL's tree is a chain there, which a ring matches in latency and beats in
+// bandwidth; broadcast and reduce are pipelined chains along the ring); across nodes,
+// hierarchical rings (bandwidth) or trees (latency).
+CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
+                                   const HardwareProfile& profile);
+
+// Pipelining chunk of chain and tree algorithms (NCCL moves data in slices of this order).
+inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
+
+}  // namespace epochcast::sim

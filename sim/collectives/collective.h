@@ -1,0 +1,70 @@
+// Collective communication as NCCL runs it, in three separate parts (the physical topology is
+// sim/network/topology):
+//   logical_topology.h - rings and trees laid over the GPUs;
+//   ring.cpp, tree.cpp, direct.cpp, hierarchical.cpp - algorithms: a collective over a logical
+//     topology becomes a plan of point-to-point transfers with dependencies;
+//   alpha_beta.h - the analytic cost of a plan, and the choice of algorithm.
+// A plan runs either as flows on the network (exact contention) or as its analytic time (fast).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/units.h"
+
+namespace epochcast::sim {
+
+enum class Collective {
+  broadcast,
+  reduce,
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  scatter,
+  gather,
+  send_recv,
+};
+inline constexpr std::string_view kCollectiveNames[] = {
+    "broadcast",  "reduce",  "all_reduce", "reduce_scatter",
+    "all_gather", "scatter", "gather",     "send_recv"};
+
+enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree };
+inline constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "direct",
+                                                       "hierarchical ring", "hierarchical tree"};
+
+// One point-to-point transfer between GPUs. A `mirror` transfer stands, in a symmetric
+// simulation of a cluster, for the identical transfer every node makes to its neighbour: it
+// leaves src's node through src's NIC and comes back into the same GPU through the network, so
+// it loads exactly the links that one node's share of the traffic loads.
+struct Transfer {
+  int src = 0;
+  int dst = 0;
+  bool mirror = false;
+  Bytes bytes;
+  std::vector<int> deps;  // transfers (indices in the plan) that must finish first
+  // Transfers of this plan that cross the same link at the same time (ring channels sharing an
+  // NVLink pair): the analytic cost divides the bandwidth among them, as the flows do.
+  int sharing = 1;
+};
+
+struct TransferPlan {
+  Collective collective = Collective::all_reduce;
+  Algorithm algorithm = Algorithm::ring;
+  std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
+  std::vector<Transfer> transfers;
+
+  int add(Transfer t) {
+    transfers.push_back(std::move(t));
+    return static_cast<int>(transfers.size() - 1);
+  }
+};
+
+// nccl-tests' definitions (docs/metrics.md): algorithm bandwidth is the data size over the time;
+// bus bandwidth scales it by the fraction of data each rank must move, so that it can be
+// compared with link bandwidth whatever the number of ranks.
+double algorithm_bandwidth(Bytes bytes, Seconds time);
+double bus_bandwidth_factor(Collective collective, int ranks);
+double bus_bandwidth(Collective collective, int ranks, Bytes bytes, Seconds time);
+
+}  // namespace epochcast::sim

@@ -1,0 +1,32 @@
+// A transfer plan as flows on an otherwise idle network.
+#include "sim/collectives/flow_run.h"
+
+#include "sim/engine/engine.h"
+#include "sim/network/network_map.h"
+
+namespace epochcast::sim {
+
+Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
+                      const HardwareProfile& profile) {
+  Engine engine;
+  auto owned = std::make_unique<MaxMinFairNetwork>("network");
+  MaxMinFairNetwork& network = *owned;
+  ResourceId id = engine.add_resource(std::move(owned));
+  NetworkMap routes(topology, profile, network);
+  std::vector<TaskHandle> tasks;
+  tasks.reserve(plan.transfers.size());
+  std::vector<TaskHandle> deps;
+  for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+    const Transfer& t = plan.transfers[i];
+    deps.clear();
+    for (int d : t.deps)
+      deps.push_back(tasks[static_cast<std::size_t>(d)]);
+    std::uint32_t route =
+        t.mirror ? routes.mirror_route(t.src, true) : routes.route(t.src, t.dst, true);
+    tasks.push_back(engine.add_task(id, t.bytes.value(), i, deps, route));
+  }
+  engine.run();
+  return Seconds(engine.now().seconds());
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,128 @@
+// Ring algorithms.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "sim/collectives/algorithms.h"
+
+namespace epochcast::sim {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Bytes of channel c when `bytes` is split over `channels` as evenly as possible.
+Bytes channel_share(Bytes bytes, std::size_t channels, std::size_t c) {
+  std::int64_t base = bytes.value() / static_cast<std::int64_t>(channels);
+  std::int64_t extra = bytes.value() % static_cast<std::int64_t>(channels);
+  return Bytes(base + (static_cast<std::int64_t>(c) < extra ? 1 : 0));
+}
+
+// `steps` ring steps on every channel: in step s each GPU sends one chunk to the next, once it
+// has received step s-1's chunk from the previous GPU and finished its own step s-1 send.
+// How many channels send along each directed edge a -> b (they share that link).
+std::map<std::pair<int, int>, int> edge_sharing(const std::vector<Ring>& channels) {
+  std::map<std::pair<int, int>, int> count;
+  for (const Ring& ring : channels) {
+    const std::size_t n = ring.order.size();
+    for (std::size_t i = 0; i < n && n > 1; ++i)
+      count[{ring.order[i], ring.order[(i + 1) % n]}]++;
+  }
+  return count;
+}
+
+TransferPlan ring_steps(const std::vector<Ring>& channels, Bytes bytes, int steps_factor,
+                        Collective collective) {
+  const std::map<std::pair<int, int>, int> sharing = edge_sharing(channels);
+  TransferPlan plan;
+  plan.collective = collective;
+  plan.algorithm = Algorithm::ring;
+  plan.ranks = channels.front().order;
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    const std::vector<int>& order = channels[c].order;
+    const int n = static_cast<int>(order.size());
+    if (n < 2) continue;
+    Bytes chunk(ceil_div(channel_share(bytes, channels.size(), c).value(), n));
+    const int steps = steps_factor * (n - 1);
+    std::vector<int> previous(static_cast<std::size_t>(n), -1);
+    for (int s = 0; s < steps; ++s) {
+      std::vector<int> current(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        Transfer t;
+        t.src = order[static_cast<std::size_t>(i)];
+        t.dst = order[static_cast<std::size_t>((i + 1) % n)];
+        t.bytes = chunk;
+        t.sharing = sharing.at({t.src, t.dst});
+        if (s > 0) {
+          t.deps = {previous[static_cast<std::size_t>((i + n - 1) % n)],
+                    previous[static_cast<std::size_t>(i)]};
+        }
+        current[static_cast<std::size_t>(i)] = plan.add(std::move(t));
+      }
+      previous = std::move(current);
+    }
+  }
+  return plan;
+}
+
+// A chain along the ring from `root` (or, reversed, into it), pipelined in chunks: chunk k
+// moves over hop j once it has crossed hop j-1 and chunk k-1 has crossed hop j.
+TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk,
+                        bool into_root, Collective collective) {
+  const std::map<std::pair<int, int>, int> sharing = edge_sharing(channels);
+  TransferPlan plan;
+  plan.collective = collective;
+  plan.algorithm = Algorithm::ring;
+  plan.ranks = channels.front().order;
+  for (std::size_t c = 0; c < channels.size(); ++c) {
+    std::vector<int> order = channels[c].order;
+    const int n = static_cast<int>(order.size());
+    if (n < 2) continue;
+    // Rotate so the chain starts at the root (broadcast) or ends at it (reduce).
+    auto at = std::find(order.begin(), order.end(), root);
+    std::rotate(order.begin(), into_root ? std::next(at) : at, order.end());
+    Bytes share = channel_share(bytes, channels.size(), c);
+    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share.value(), chunk.value()));
+    std::vector<int> previous_chunk(static_cast<std::size_t>(n - 1), -1);
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      Bytes size(std::min(chunk.value(), share.value() - k * chunk.value()));
+      int previous_hop = -1;
+      for (int j = 0; j + 1 < n; ++j) {
+        Transfer t;
+        t.src = order[static_cast<std::size_t>(j)];
+        t.dst = order[static_cast<std::size_t>(j + 1)];
+        t.bytes = size;
+        t.sharing = sharing.at({t.src, t.dst});
+        if (previous_hop >= 0) t.deps.push_back(previous_hop);
+        if (previous_chunk[static_cast<std::size_t>(j)] >= 0) {
+          t.deps.push_back(previous_chunk[static_cast<std::size_t>(j)]);
+        }
+        previous_hop = plan.add(std::move(t));
+        previous_chunk[static_cast<std::size_t>(j)] = previous_hop;
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+TransferPlan ring_all_reduce(const std::vector<Ring>& channels, Bytes bytes) {
+  return ring_steps(channels, bytes, 2, Collective::all_reduce);
+}
+TransferPlan ring_reduce_scatter(const std::vector<Ring>& channels, Bytes bytes) {
+  return ring_steps(channels, bytes, 1, Collective::reduce_scatter);
+}
+TransferPlan ring_all_gather(const std::vector<Ring>& channels, Bytes bytes) {
+  return ring_steps(channels, bytes, 1, Collective::all_gather);
+}
+TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {
+  return ring_chain(channels, root, bytes, chunk, false, Collective::broadcast);
+}
+TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {
+  return ring_chain(channels, root, bytes, chunk, true, Collective::reduce);
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,63 @@
+// Registering topology links and routes with the flow network.
+#include "sim/network/network_map.h"
+
+#include <fmt/format.h>
+
+namespace epochcast::sim {
+
+NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
+                       MaxMinFairNetwork& network)
+    : topology_(topology), profile_(profile), network_(network) {
+  for (const TopologyLink& link : topology.links()) {
+    BytesPerSecond capacity =
+        link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
+    const std::string& a = topology.vertices()[static_cast<std::size_t>(link.a)].name;
+    const std::string& b = topology.vertices()[static_cast<std::size_t>(link.b)].name;
+    network.add_link(fmt::format("{} {}->{}", link.label, a, b), capacity);
+    network.add_link(fmt::format("{} {}->{}", link.label, b, a), capacity);
+  }
+}
+
+std::uint32_t NetworkMap::add(const Path& path, bool step_latency) {
+  std::vector<std::uint32_t> links;
+  Seconds latency;
+  double slowest = 0;
+  LinkKind slowest_kind = LinkKind::pcie;
+  bool first = true;
+  for (const Hop& hop : path.hops) {
+    const TopologyLink& link = topology_.links()[static_cast<std::size_t>(hop.link)];
+    links.push_back(directed_link(hop));
+    latency += link.latency;
+    double capacity =
+        link.bandwidth.value() * profile_.links.efficiency[static_cast<std::size_t>(link.kind)];
+    if (first || capacity < slowest) {
+      slowest = capacity;
+      slowest_kind = link.kind;
+      first = false;
+    }
+  }
+  if (step_latency && !path.hops.empty()) {
+    latency += profile_.links.step_latency[static_cast<std::size_t>(slowest_kind)];
+  }
+  return network_.add_route(std::move(links), SimTime::from_seconds(latency));
+}
+
+std::uint32_t NetworkMap::route(int src, int dst, bool step_latency) {
+  auto key = std::make_tuple(src, dst, false, step_latency);
+  auto found = routes_.find(key);
+  if (found != routes_.end()) return found->second;
+  std::uint32_t id = add(topology_.path(src, dst), step_latency);
+  routes_.emplace(key, id);
+  return id;
+}
+
+std::uint32_t NetworkMap::mirror_route(int gpu, bool step_latency) {
+  auto key = std::make_tuple(gpu, gpu, true, step_latency);
+  auto found = routes_.find(key);
+  if (found != routes_.end()) return found->second;
+  std::uint32_t id = add(topology_.mirror_path(gpu), step_latency);
+  routes_.emplace(key, id);
+  return id;
+}
+
+}  // namespace epochcast::sim

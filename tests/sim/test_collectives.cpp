@@ -1,0 +1,220 @@
+// Collectives against closed forms, flows against alpha-beta, nccl-tests' bus bandwidth, and
+// the symmetric simulation of a cluster against the full one.
+#include <cmath>
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "sim/collectives/alpha_beta.h"
+#include "sim/collectives/flow_run.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+MachineSpec machine(const std::string& name) {
+  return load_machine(test::source_dir() / "topologies" / (name + ".yaml"),
+                      bundled_gpu_catalogue());
+}
+HardwareProfile profile() {
+  return load_profile(test::source_dir() / "topologies/profiles/default.yaml");
+}
+std::vector<int> first(int n) {
+  std::vector<int> ranks;
+  for (int i = 0; i < n; ++i)
+    ranks.push_back(i);
+  return ranks;
+}
+
+// Alpha and beta of the single hop kind between two GPUs, from the profile and topology.
+struct AlphaBeta {
+  double alpha, beta;
+};
+AlphaBeta alpha_beta(const Topology& t, const HardwareProfile& p, int a, int b) {
+  TransferRoute r = transfer_route(t, p, Transfer{a, b, false, Bytes(0), {}});
+  return {r.latency.value(), r.bandwidth.value()};
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce costs 2(n-1)(alpha + S/(n beta)) on a switch fabric") {
+  MachineSpec m = machine("dgx-a100");
+  HardwareProfile p = profile();
+  Topology t = Topology::build(m, 1);
+  const int n = 8;
+  const std::int64_t bytes = 256 << 20;
+  std::vector<Ring> rings = build_rings(t, first(n));
+  REQUIRE(rings.size() == 1);  // through NVSwitch the reverse ring adds nothing
+  AlphaBeta ab = alpha_beta(t, p, 0, 1);
+  // Every GPU reaches the others through its twelve NVLinks to the switch fabric.
+  CHECK(ab.beta == Approx(12 * m.gpu.nvlink->per_link_per_direction.value() *
+                          p.links.efficiency[static_cast<int>(LinkKind::nvswitch)]));
+  double expected = 2.0 * (n - 1) * (ab.alpha + std::ceil(bytes / double(n)) / ab.beta);
+  CHECK(plan_time(t, p, ring_all_reduce(rings, Bytes(bytes))).value() == Approx(expected));
+}
+
+TEST_CASE("a pipelined chain broadcast costs (K + n - 2)(alpha + chunk/beta)") {
+  MachineSpec m = machine("seed001-box");
+  HardwareProfile p = profile();
+  Topology t = Topology::build(m, 1);
+  const int n = 4, chunks = 16;
+  const std::int64_t chunk = kPipelineChunkBytes;
+  std::vector<Ring> rings = build_rings(t, first(n));
+  REQUIRE(rings.size() == 1);
+  AlphaBeta ab = alpha_beta(t, p, 0, 1);
+  double expected = (chunks + n - 2) * (ab.alpha + chunk / ab.beta);
+  CHECK(plan_time(t, p, ring_broadcast(rings, 0, Bytes(chunks * chunk), Bytes(chunk))).value() ==
+        Approx(expected));
+}
+
+TEST_CASE("flows and alpha-beta agree where no two transfers share a link direction") {
+  HardwareProfile p = profile();
+  struct Case {
+    const char* machine;
+    int gpus;
+  };
+  for (Case c : {Case{"dgx-a100", 8}, Case{"seed001-box", 4}, Case{"pcie-2socket-8gpu", 2},
+                 Case{"dgx-h100", 8}}) {
+    Topology t = Topology::build(machine(c.machine), 1);
+    std::vector<Ring> rings = build_rings(t, first(c.gpus));
+    for (std::int64_t bytes : {std::int64_t{4096}, std::int64_t{64} << 20}) {
+      INFO(c.machine << " " << bytes << " bytes, " << rings.size() << " channel(s)");
+      TransferPlan all_reduce = ring_all_reduce(rings, Bytes(bytes));
+      TransferPlan broadcast = ring_broadcast(rings, 0, Bytes(bytes), Bytes(kPipelineChunkBytes));
+      // Flows round each step up to whole nanoseconds.
+      for (const TransferPlan* plan : {&all_reduce, &broadcast}) {
+        double analytic = plan_time(t, p, *plan).value();
+        double flows = simulate_plan(*plan, t, p).value();
+        CHECK(flows == Approx(analytic).margin(1e-9 * static_cast<double>(plan->transfers.size())));
+      }
+    }
+  }
+}
+
+TEST_CASE("on the DGX-1, rings sharing two-lane NVLink pairs cost about what the flows find") {
+  // Two rings split a pair's two lanes; alpha-beta assumes they always share, while flows let a
+  // transfer run alone at full speed when the other is elsewhere in its ring.
+  HardwareProfile p = profile();
+  Topology t = Topology::build(machine("dgx1-v100"), 1);
+  TransferPlan plan = ring_all_reduce(build_rings(t, first(8)), Bytes(64 << 20));
+  CHECK(simulate_plan(plan, t, p).value() == Approx(plan_time(t, p, plan).value()).epsilon(0.05));
+}
+
+TEST_CASE("the DGX-1 cube-mesh gets three NVLink rings and their reverses") {
+  Topology t = Topology::build(machine("dgx1-v100"), 1);
+  std::vector<Ring> rings = build_rings(t, first(8));
+  // Six NVLink lanes per GPU, two per ring: three rings, each also run in reverse.
+  REQUIRE(rings.size() == 6);
+  std::map<std::pair<int, int>, int> lanes_used;
+  for (const Ring& ring : rings) {
+    for (std::size_t i = 0; i < 8; ++i) {
+      int a = ring.order[i], b = ring.order[(i + 1) % 8];
+      CHECK(t.nvlinks(a, b) > 0);
+      lanes_used[{std::min(a, b), std::max(a, b)}]++;
+    }
+  }
+  for (const auto& [pair, used] : lanes_used) {
+    CHECK(used <= 2 * t.nvlinks(pair.first, pair.second));  // each lane once per direction
+  }
+}
+
+TEST_CASE("large-message ring all-reduce reaches a bus bandwidth equal to the ring's bottleneck") {
+  HardwareProfile p = profile();
+  for (const char* name : {"dgx-a100", "seed001-box", "dgx-h100"}) {
+    Topology t = Topology::build(machine(name), 1);
+    const int n = t.gpus();
+    std::vector<Ring> ring = {build_rings(t, first(n)).front()};  // one channel
+    const Bytes bytes(std::int64_t{4} << 30);
+    Seconds time = simulate_plan(ring_all_reduce(ring, bytes), t, p);
+    double bottleneck = alpha_beta(t, p, ring[0].order[0], ring[0].order[1]).beta;
+    INFO(name);
+    CHECK(bus_bandwidth(Collective::all_reduce, n, bytes, time) ==
+          Approx(bottleneck).epsilon(0.01));
+  }
+}
+
+TEST_CASE("small messages are latency-bound") {
+  HardwareProfile p = profile();
+  Topology t = Topology::build(machine("dgx-a100"), 1);
+  TransferPlan ring = ring_all_reduce(build_rings(t, first(8)), Bytes(1024));
+  AlphaBeta ab = alpha_beta(t, p, 0, 1);
+  const double steps = 2.0 * 7;
+  CHECK(plan_time(t, p, ring).value() == Approx(steps * ab.alpha).epsilon(0.001));
+}
+
+TEST_CASE("across many nodes the tuner takes trees for small messages and rings for large") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  const int nodes = 64;
+  CollectiveRequest request{Collective::all_reduce, Bytes(64 << 10), {first(8)}, nodes, true, 0};
+  // Ring: 2 x 63 cross-node steps; tree: about 2 log2(64) levels.
+  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::hierarchical_tree);
+  request.bytes = Bytes(std::int64_t{4} << 30);
+  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::hierarchical_ring);
+}
+
+TEST_CASE("a pipelined tree across nodes costs (2K + 2d - 1)(alpha + chunk/beta) per rail") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  const int nodes = 16, depth = 4;  // a binary tree of 16 nodes has 4 levels below its root
+  const std::int64_t chunk = kPipelineChunkBytes, chunks = 8;
+  Hierarchy h{{first(8)}, build_rings(one, first(8)), nodes, true};
+  const Bytes bytes(8 * chunks * chunk);  // each of the 8 rails carries `chunks` chunks
+  TransferPlan tree = hierarchical_all_reduce(h, bytes, true, Bytes(chunk));
+  TransferPlan intra_only = ring_reduce_scatter(h.local_rings, bytes);
+  TransferRoute rail = transfer_route(one, p, Transfer{0, 0, true, Bytes(0), {}});
+  double cross =
+      (2 * chunks + 2 * depth - 1) * (rail.latency.value() + chunk / rail.bandwidth.value());
+  double intra = plan_time(one, p, intra_only).value();
+  // Reduce-scatter and all-gather inside the node take the same time.
+  CHECK(plan_time(one, p, tree).value() == Approx(2 * intra + cross));
+}
+
+TEST_CASE("contention emerges: without peer-to-peer, GPUs sharing a switch uplink slow the ring") {
+  HardwareProfile p = profile();
+  Topology t = Topology::build(machine("rtx4090-8x-pcie"), 1);
+  TransferPlan ring = ring_all_reduce(build_rings(t, first(8)), Bytes(std::int64_t{256} << 20));
+  double analytic = plan_time(t, p, ring).value();
+  double flows = simulate_plan(ring, t, p).value();
+  // Two GPUs per switch send through its one uplink at once: about half the rate.
+  CHECK(flows > 1.8 * analytic);
+}
+
+TEST_CASE("a symmetric cluster simulation gives exactly the full simulation's time") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  const int nodes = 4;
+  Topology full = Topology::build(m, nodes);
+  Topology one = Topology::build(m, 1, true);
+  std::vector<std::vector<int>> all_nodes;
+  for (int k = 0; k < nodes; ++k) {
+    std::vector<int> gpus;
+    for (int g = 0; g < 8; ++g)
+      gpus.push_back(k * 8 + g);
+    all_nodes.push_back(gpus);
+  }
+  const Bytes bytes(std::int64_t{100} << 20);
+  Hierarchy everything{all_nodes, build_rings(full, all_nodes[0]), nodes, false};
+  Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
+  TransferPlan explicit_plan =
+      hierarchical_all_reduce(everything, bytes, false, Bytes(kPipelineChunkBytes));
+  TransferPlan mirrored = hierarchical_all_reduce(node0, bytes, false, Bytes(kPipelineChunkBytes));
+  CHECK(mirrored.transfers.size() * nodes < explicit_plan.transfers.size() * 2);
+  CHECK(simulate_plan(mirrored, one, p) == simulate_plan(explicit_plan, full, p));
+  CHECK(plan_time(one, p, mirrored).value() == Approx(plan_time(full, p, explicit_plan).value()));
+}
+
+TEST_CASE("bus bandwidth follows nccl-tests' factors") {
+  const Bytes bytes(1'000'000);
+  const Seconds second(1);
+  CHECK(bus_bandwidth(Collective::all_reduce, 8, bytes, second) == Approx(1e6 * 2 * 7 / 8.0));
+  CHECK(bus_bandwidth(Collective::all_gather, 8, bytes, second) == Approx(1e6 * 7 / 8.0));
+  CHECK(bus_bandwidth(Collective::reduce_scatter, 4, bytes, second) == Approx(1e6 * 3 / 4.0));
+  CHECK(bus_bandwidth(Collective::broadcast, 8, bytes, second) == Approx(1e6));
+}

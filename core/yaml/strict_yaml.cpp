@@ -47,6 +47,24 @@ std::optional<SourceMark> Source::override_mark(std::string_view path) const {
 Node::Node(YAML::Node node, std::shared_ptr<const Source> source, std::string path)
     : node_(std::move(node)), source_(std::move(source)), path_(std::move(path)) {}
 
+Node& Node::operator=(const Node& other) {
+  if (this == &other) return *this;
+  node_.reset(other.node_);
+  source_ = other.source_;
+  path_ = other.path_;
+  mark_override_ = other.mark_override_;
+  return *this;
+}
+
+Node& Node::operator=(Node&& other) {
+  if (this == &other) return *this;
+  node_.reset(other.node_);
+  source_ = std::move(other.source_);
+  path_ = std::move(other.path_);
+  mark_override_ = std::move(other.mark_override_);
+  return *this;
+}
+
 SourceMark Node::mark() const {
   if (mark_override_) return *mark_override_;
   // Parsed nodes carry their position; nodes built in code (or by an override) have none.

@@ -60,6 +60,13 @@ struct Source {
 class Node {
  public:
   Node(YAML::Node node, std::shared_ptr<const Source> source, std::string path);
+  Node(const Node&) = default;
+  Node(Node&&) = default;
+  // YAML::Node's own assignment writes through to the document (it replaces the value of the
+  // node assigned to), so assigning one of ours must rebind instead.
+  Node& operator=(const Node& other);
+  Node& operator=(Node&& other);
+  ~Node() = default;
 
   const std::string& path() const { return path_; }
   SourceMark mark() const;

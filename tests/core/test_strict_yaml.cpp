@@ -71,3 +71,12 @@ TEST_CASE("documents over the size limit are refused before parsing") {
   std::string huge(yaml::kMaxDocumentBytes + 1, '#');
   CHECK_THROWS_AS(yaml::Document::load_string(huge, "big.yaml"), InputError);
 }
+
+TEST_CASE("assigning a node rebinds it and leaves the document as it was") {
+  yaml::Node root = parse("{base: dgx-h100-cluster, nodes: 4}");
+  yaml::Node held = root;
+  held = yaml::MapReader(root, {"base", "nodes"}).required("base");  // yaml-cpp would write through
+  CHECK(held.as_string() == "dgx-h100-cluster");
+  CHECK(root.is_map());
+  CHECK(yaml::MapReader(root, {"base", "nodes"}).required("nodes").as_int() == 4);
+}

@@ -31,6 +31,8 @@ std::vector<std::string> bundled_names(std::string_view subdir) {
     std::error_code error;
     for (fs::directory_iterator it(dir / subdir, error), end; !error && it != end;
          it.increment(error)) {
+      // The GPU catalogue lives beside the machines but is not one.
+      if (subdir == "topologies" && it->path().stem() == "gpus") continue;
       if (it->path().extension() == ".yaml") names.insert(it->path().stem().string());
     }
   }

@@ -42,20 +42,28 @@ ModelSpec read_model_reference(const yaml::Node& node, const std::filesystem::pa
   return load_model(file);
 }
 
-// `hardware:` names a machine, or gives {base: machine, profile: profile} to run the machine
-// with a calibrated profile instead of its own.
+// `hardware:` names a machine, or gives {base: machine, profile: profile, nodes: N} to run the
+// machine with a calibrated profile instead of its own, or as a cluster of N nodes.
 void read_hardware(const yaml::Node& node, const std::filesystem::path& relative_to,
                    ScenarioSpec& s) {
-  std::optional<yaml::Node> profile;
-  yaml::Node base = node;
-  if (node.is_map()) {
-    yaml::MapReader map(node, {"base", "profile"});
-    base = map.required("base");
-    profile = map.optional("profile");
-  }
+  std::optional<yaml::MapReader> map;
+  if (node.is_map())
+    map.emplace(node, std::initializer_list<std::string_view>{"base", "profile", "nodes"});
+  const yaml::Node base = map ? map->required("base") : node;
+  const std::optional<yaml::Node> profile = map ? map->optional("profile") : std::nullopt;
   std::filesystem::path file =
       resolve_data_file(base.as_string(), relative_to, "topologies", base.mark(), base.path());
   s.machine = load_machine(file, bundled_gpu_catalogue());
+  if (map) {
+    if (auto nodes = map->optional("nodes")) {
+      s.machine.nodes = static_cast<int>(nodes->as_int_at_least(1));
+      if (s.machine.nodes > 65536) nodes->fail("at most 65536 nodes are supported");
+      if (s.machine.nodes > 1 && !s.machine.topology.network) {
+        nodes->fail(fmt::format("the machine '{}' has no network section to join several nodes",
+                                s.machine.name));
+      }
+    }
+  }
   if (profile) {
     std::filesystem::path profile_file = resolve_data_file(
         profile->as_string(), relative_to, "topologies/profiles", profile->mark(), profile->path());
@@ -105,8 +113,10 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
 }
 
 TrainingSpec read_training(const yaml::Node& node) {
-  yaml::MapReader map(node, {"strategy", "optimizer", "precision", "framework", "epochs",
-                             "drop_last", "sync_every_step"});
+  yaml::MapReader map(
+      node, {"strategy", "optimizer", "precision", "framework", "epochs", "drop_last",
+             "sync_every_step", "gradient_accumulation", "bucket_cap_mib", "first_bucket_mib",
+             "collectives", "collective_algorithm"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -121,6 +131,28 @@ TrainingSpec read_training(const yaml::Node& node) {
   if (auto f = map.optional("framework"))
     training.framework = read_enum<Framework>(*f, kFrameworkNames);
   if (auto sync = map.optional("sync_every_step")) training.sync_every_step = sync->as_bool();
+  if (auto accumulate = map.optional("gradient_accumulation")) {
+    training.gradient_accumulation = static_cast<int>(accumulate->as_int_at_least(1));
+    if (training.gradient_accumulation > 1024)
+      accumulate->fail("at most 1024 micro-batches per step");
+    if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp) {
+      accumulate->fail("gradient accumulation is modelled for the ddp strategy");
+    }
+  }
+  auto mebibytes = [](const yaml::Node& n) {
+    double mib = n.as_positive_number();
+    if (mib > 1e6) n.fail("at most 1e6 MiB");
+    return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
+  };
+  if (auto cap = map.optional("bucket_cap_mib")) training.bucket_cap = mebibytes(*cap);
+  if (auto first = map.optional("first_bucket_mib")) training.first_bucket_cap = mebibytes(*first);
+  if (auto fidelity = map.optional("collectives")) {
+    training.analytic_collectives = fidelity->as_choice(kCollectiveFidelityNames) == 1;
+  }
+  if (auto algorithm = map.optional("collective_algorithm")) {
+    training.collective_algorithm =
+        static_cast<CollectiveAlgorithm>(algorithm->as_choice(kCollectiveAlgorithmNames));
+  }
   return training;
 }
 
@@ -159,6 +191,17 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
     }
     if (gpus > 1 && s.training.strategy == Strategy::single) {
       g.fail(fmt::format("strategy 'single' runs on one GPU; use dp or ddp for {} GPUs", gpus));
+    }
+    if (s.training.strategy == Strategy::dp && gpus > s.machine.gpus_per_node) {
+      g.fail(
+          fmt::format("dp (nn.DataParallel) runs in one process on one node: at most {} GPUs "
+                      "here; use ddp across nodes",
+                      s.machine.gpus_per_node));
+    }
+    if (s.training.strategy == Strategy::ddp && gpus > s.machine.gpus_per_node &&
+        gpus % s.machine.gpus_per_node != 0) {
+      g.fail(fmt::format("across nodes ddp uses whole nodes: a multiple of {} GPUs",
+                         s.machine.gpus_per_node));
     }
     for (const yaml::Node& b : batch_nodes) {
       std::int64_t batch = b.as_int();

@@ -34,6 +34,11 @@ inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "
 enum class Framework { pytorch1, pytorch2 };
 inline constexpr std::string_view kFrameworkNames[] = {"pytorch-1", "pytorch-2"};
 
+// All-reduce across nodes: hierarchical rings (bandwidth) or trees (latency), or the tuner's
+// choice between them by message size. Inside a node collectives always run on rings.
+enum class CollectiveAlgorithm { automatic, ring, tree };
+inline constexpr std::string_view kCollectiveAlgorithmNames[] = {"auto", "ring", "tree"};
+
 enum class BatchMeaning { global, per_gpu };
 inline constexpr std::string_view kBatchMeaningNames[] = {"global", "per_gpu"};
 
@@ -61,7 +66,18 @@ struct TrainingSpec {
   int epochs = 1;
   bool drop_last = false;
   bool sync_every_step = true;  // the loop reads the loss each step (loss.item())
+  // ddp: micro-batches per optimizer step; gradients are all-reduced on the last only.
+  int gradient_accumulation = 1;
+  // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).
+  Bytes bucket_cap = Bytes(25 * kMiB);
+  Bytes first_bucket_cap = Bytes(1 * kMiB);
+  // How collectives are simulated: as flows on the network (exact contention) or by their
+  // analytic alpha-beta cost (fast).
+  bool analytic_collectives = false;
+  // Which all-reduce algorithm across nodes, as NCCL_ALGO forces it: auto lets the tuner pick.
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
 };
+inline constexpr std::string_view kCollectiveFidelityNames[] = {"flows", "analytic"};
 
 struct SweepSpec {
   std::vector<int> gpus;

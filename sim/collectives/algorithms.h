@@ -23,6 +23,9 @@ TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes byte
 TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_broadcast(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
+// NCCL's double binary tree: half of the data on each of two trees, every rank inner in at most
+// one of them, so no rank's links carry much more than another's.
+TransferPlan double_tree_all_reduce(const std::vector<int>& ranks, Bytes bytes, Bytes chunk);
 
 // Direct copies (direct.cpp): scatter and gather between a root and every other rank, and one
 // point-to-point copy.

@@ -83,8 +83,12 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       if (across_nodes) {
         Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
                     request.total_nodes, request.symmetric};
-        candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk));
-        candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk));
+        if (request.algorithm != CollectiveAlgorithm::tree) {
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk));
+        }
+        if (request.algorithm != CollectiveAlgorithm::ring) {
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk));
+        }
       } else {
         candidates.push_back(ring_all_reduce(build_rings(topology, ranks), request.bytes));
       }
@@ -124,6 +128,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     }
   }
   best.plan.collective = request.collective;
+  best.bytes = request.bytes;
   return best;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/spec/profile_spec.h"
+#include "core/spec/scenario_spec.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/network/topology.h"
 
@@ -39,9 +40,11 @@ struct CollectiveRequest {
   int total_nodes = 1;
   bool symmetric = false;
   int root = 0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
 };
 
 struct CollectiveChoice {
+  Bytes bytes;  // the message, as requested
   TransferPlan plan;
   Seconds time;  // analytic
 };

@@ -47,22 +47,26 @@ std::vector<Ring> rings_of_node(const Hierarchy& h, std::size_t k) {
 }
 
 // One rail's cross-node all-reduce in a symmetric cluster, as mirror transfers from `gpu`.
-// Ring: 2(N-1) steps of shard/N bytes. Tree: NCCL's double binary tree over the nodes, pipelined
-// in K chunks; every node is inner in one tree and a leaf in the other, so its NIC sends (and
-// receives) about twice the shard — K chunks up, K down — and the pipeline takes 2d - 1 more
-// hops to fill and drain: a chain of 2K + 2d - 1 chunk transfers through the node's NIC.
+// Ring: 2(N-1) steps of shard/N bytes, exactly what every node does. Tree: NCCL's double binary
+// tree over the nodes, pipelined in chunks; every node is inner in one tree and a leaf in the
+// other, so its NIC sends (and receives) about twice the shard, streamed back to back, and the
+// pipeline takes 2d - 1 more chunk hops to fill and drain. Trees have a root and leaves, so
+// unlike the ring this is an estimate of the node's part (tests compare it with every node's).
 TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk) {
   TransferPlan plan;
   std::int64_t steps = 2 * (nodes - 1);
   Bytes size(ceil_div(shard.value(), nodes));
+  int previous = -1;
   if (tree) {
+    // The stream of 2K chunks goes through the NIC back to back; the pipeline's fill and drain
+    // add 2d - 1 chunk hops, each paying the latency.
     Tree shape;
     shape.ranks.resize(static_cast<std::size_t>(nodes));
-    std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(shard.value(), chunk.value()));
-    steps = 2 * chunks + 2 * shape.depth() - 1;
-    size = Bytes(std::min(chunk.value(), shard.value()));
+    previous = plan.add(Transfer{gpu, gpu, true, Bytes(2 * shard.value()), {}});
+    steps = 2 * shape.depth() - 1;
+    // Each of the two trees carries half the shard, in chunks of at most `chunk`.
+    size = Bytes(std::min(chunk.value(), ceil_div(shard.value(), 2)));
   }
-  int previous = -1;
   for (std::int64_t s = 0; s < steps; ++s) {
     Transfer t{gpu, gpu, true, size, {}};
     if (previous >= 0) t.deps = {previous};
@@ -100,7 +104,7 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_
       for (const std::vector<int>& node : h.nodes)
         members.push_back(node[r]);
       if (tree_across) {
-        rail = tree_all_reduce(Tree{members}, shard, chunk);
+        rail = double_tree_all_reduce(members, shard, chunk);
       } else {
         rail = ring_all_reduce({Ring{members}}, shard);
       }

@@ -81,6 +81,16 @@ TransferPlan tree_plan(const Tree& tree, Bytes bytes, Bytes chunk, bool reduce, 
 TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk) {
   return tree_plan(tree, bytes, chunk, true, true, Collective::all_reduce);
 }
+TransferPlan double_tree_all_reduce(const std::vector<int>& ranks, Bytes bytes, Bytes chunk) {
+  // The second tree is the first over the ranks in reverse order: its inner positions (the
+  // front of the order) are then the first tree's leaves (the back).
+  std::vector<int> reversed(ranks.rbegin(), ranks.rend());
+  const Bytes half(bytes.value() / 2);
+  TransferPlan plan = tree_all_reduce(Tree{ranks}, bytes - half, chunk);
+  append_phase(plan, tree_all_reduce(Tree{reversed}, half, chunk), {});
+  return plan;
+}
+
 TransferPlan tree_broadcast(const Tree& tree, Bytes bytes, Bytes chunk) {
   return tree_plan(tree, bytes, chunk, false, true, Collective::broadcast);
 }

@@ -39,7 +39,8 @@ std::int64_t matrix_params(const ModelAnalysis& analysis) {
 
 MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
                                Optimizer optimizer, TrainingPrecision precision,
-                               const HardwareProfile& profile, Bytes capacity) {
+                               const HardwareProfile& profile, Bytes capacity,
+                               Bytes strategy_buffers) {
   const std::int64_t param_bytes = element_bytes(analysis.options.parameter_dtype);
   const std::int64_t activation_bytes = element_bytes(analysis.options.activation_dtype);
   MemoryEstimate m;
@@ -51,6 +52,7 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
   bool mixed = precision == TrainingPrecision::amp_fp16 || precision == TrainingPrecision::amp_bf16;
   m.weight_copies = Bytes(mixed ? matrix_params(analysis) * 2 : 0);
   m.workspace = profile.memory.workspace;
+  m.strategy_buffers = strategy_buffers;
 
   // During backward, a layer's output gradient and input gradient are alive together.
   std::int64_t transient_per_sample = 0;
@@ -60,11 +62,12 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
                  (layer.input_shape.elements() + layer.output_shape.elements()) * activation_bytes);
   }
   const double overhead = 1.0 + profile.memory.allocator_overhead;
-  const double fixed = static_cast<double>(m.context.value()) +
-                       overhead * static_cast<double>((m.weights + m.gradients + m.optimizer_state +
-                                                       m.weight_copies + m.workspace +
-                                                       analysis.saved_activations.fixed)
-                                                          .value());
+  const double fixed =
+      static_cast<double>(m.context.value()) +
+      overhead *
+          static_cast<double>((m.weights + m.gradients + m.optimizer_state + m.weight_copies +
+                               m.workspace + m.strategy_buffers + analysis.saved_activations.fixed)
+                                  .value());
   const double per_sample =
       overhead *
       static_cast<double>(analysis.saved_activations.per_sample.value() + transient_per_sample);

@@ -26,14 +26,18 @@ struct MemoryEstimate {
   Bytes workspace;
   Bytes activations;  // held for backward, at this batch
   Bytes transient;    // gradients in flight during backward, at this batch
+  Bytes strategy_buffers;
   Bytes peak;
   bool fits = false;
   std::int64_t largest_batch = 0;  // per GPU; 0 when not even one sample fits
 };
 
 // `analysis` must be made with the precision's cost options (activation sizes).
+// `strategy_buffers`: what the parallel strategy keeps besides (DDP's gradient buckets, the
+// batch and gathered outputs DataParallel holds on GPU 0).
 MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
                                Optimizer optimizer, TrainingPrecision precision,
-                               const HardwareProfile& profile, Bytes capacity);
+                               const HardwareProfile& profile, Bytes capacity,
+                               Bytes strategy_buffers = Bytes(0));
 
 }  // namespace epochcast::sim

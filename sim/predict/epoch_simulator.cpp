@@ -1,17 +1,21 @@
-// The epoch driver: lazy instantiation of iteration plans, the data loader, statistics, and
+// The epoch driver: lazy instantiation of iteration plans, data loaders, flows, statistics, and
 // exact steady-state skipping.
 #include "sim/predict/epoch_simulator.h"
 
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "sim/engine/delay_server.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fifo_server.h"
+#include "sim/network/max_min_fair.h"
+#include "sim/network/network_map.h"
 
 namespace epochcast::sim {
 
@@ -30,6 +34,9 @@ EpochStats& EpochStats::operator+=(const EpochStats& other) {
     cpu_busy[c] += other.cpu_busy[c];
   }
   gpu_idle_other += other.gpu_idle_other;
+  communication += other.communication;
+  collective_bytes += other.collective_bytes;
+  collectives += other.collectives;
   kernels += other.kernels;
   iterations += other.iterations;
   simulated_iterations += other.simulated_iterations;
@@ -48,6 +55,9 @@ EpochStats period_times(const EpochStats& now, const EpochStats& then, std::int6
     d.cpu_busy[c] = (now.cpu_busy[c] - then.cpu_busy[c]) * periods;
   }
   d.gpu_idle_other = (now.gpu_idle_other - then.gpu_idle_other) * periods;
+  d.communication = (now.communication - then.communication) * periods;
+  d.collective_bytes = (now.collective_bytes - then.collective_bytes) * periods;
+  d.collectives = (now.collectives - then.collectives) * periods;
   d.kernels = (now.kernels - then.kernels) * periods;
   return d;
 }
@@ -66,7 +76,7 @@ Category idle_cause(Category host_activity) {
 
 constexpr int kOpBits = 20;
 constexpr std::uint64_t kOpMask = (std::uint64_t{1} << kOpBits) - 1;
-constexpr std::uint64_t kLoaderOp = kOpMask;  // tags loader tasks
+constexpr std::uint64_t kLoaderOpBase = kOpMask - 4096;  // loader tasks: base + loader index
 
 std::uint64_t make_tag(std::int64_t iteration, std::uint64_t op) {
   return (static_cast<std::uint64_t>(iteration) << kOpBits) | op;
@@ -79,8 +89,8 @@ std::uint64_t tag_op(std::uint64_t tag) {
 }
 
 struct PlanIndex {
-  std::int32_t boundary_op = -1;  // the first op of the main CPU thread
-  std::int32_t consume_op = -1;
+  std::int32_t boundary_op = -1;                       // the first op of the main CPU thread
+  std::vector<std::pair<std::int32_t, int>> consumes;  // (op, loader)
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
@@ -90,11 +100,18 @@ PlanIndex index_plan(const IterationPlan& plan) {
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
     }
-    if (op.consumes_batch) index.consume_op = static_cast<std::int32_t>(i);
+    if (op.consumes_loader >= 0) {
+      index.consumes.emplace_back(static_cast<std::int32_t>(i), op.consumes_loader);
+    }
   }
   if (index.boundary_op < 0) throw std::logic_error("an iteration plan without a main-thread op");
-  if (plan.ops.size() >= kLoaderOp) throw std::logic_error("an iteration plan with too many ops");
+  if (plan.ops.size() >= kLoaderOpBase)
+    throw std::logic_error("an iteration plan with too many ops");
   return index;
+}
+
+bool ordered(LaneKind kind) {
+  return kind != LaneKind::network && kind != LaneKind::delay;
 }
 
 std::string lane_name(const Lane& lane) {
@@ -107,6 +124,10 @@ std::string lane_name(const Lane& lane) {
       return fmt::format("GPU {} copy engine", lane.index);
     case LaneKind::comm:
       return fmt::format("GPU {} communication stream", lane.index);
+    case LaneKind::network:
+      return "network";
+    case LaneKind::delay:
+      return "collectives (analytic)";
   }
   return "lane";
 }
@@ -114,14 +135,17 @@ std::string lane_name(const Lane& lane) {
 }  // namespace
 
 struct EpochSimulator::Impl {
-  Impl(const EpochInput& in, const EpochOptions& options, std::vector<TraceEvent>& events)
-      : input(in), opt(options), trace(events) {
+  Impl(const EpochInput& in, const EpochOptions& options, std::vector<TraceEvent>& events,
+       std::vector<TraceCounter>& link_counters)
+      : input(in), opt(options), trace(events), counters(link_counters) {
     total_iterations = in.train.iterations + in.validation.iterations;
-    train_full = index_plan(in.train.full);
+    for (const IterationPlan& p : in.train.cycle)
+      train_cycle.push_back(index_plan(p));
     train_last = index_plan(in.train.last);
     if (in.validation.iterations > 0) {
-      val_full = index_plan(in.validation.full);
-      val_last = index_plan(in.validation.last);
+      for (const IterationPlan& p : in.validation.cycle)
+        validation_cycle.push_back(index_plan(p));
+      validation_last = index_plan(in.validation.last);
     }
     engine.set_observer([this](const FinishedTask& t) { observe(t); });
   }
@@ -129,20 +153,27 @@ struct EpochSimulator::Impl {
   const EpochInput& input;
   EpochOptions opt;
   std::vector<TraceEvent>& trace;
+  std::vector<TraceCounter>& counters;
   Engine engine;
   std::int64_t total_iterations = 0;
-  PlanIndex train_full, train_last, val_full, val_last;
+  std::vector<PlanIndex> train_cycle, validation_cycle;
+  PlanIndex train_last, validation_last;
 
   struct ResourceInfo {
     Lane lane;
-    bool is_lane = false;  // false for loader workers
+    bool is_lane = false;  // false for loader workers, the network and the delay server
   };
   std::map<Lane, ResourceId> lanes;
   std::vector<ResourceInfo> resources;
-  std::vector<ResourceId> train_workers, validation_workers;
+  std::map<std::pair<bool, int>, std::vector<ResourceId>> workers;  // (validation, loader)
+  MaxMinFairNetwork* network = nullptr;
+  std::unique_ptr<NetworkMap> routes;
+  ResourceId network_id = 0;
+  ResourceId delay_id = 0;
+  bool has_delay = false;
   std::map<Lane, TaskHandle> lane_last;
   std::map<int, std::deque<TaskHandle>> launch_queue;  // per GPU: kernels launched, oldest first
-  std::map<std::int64_t, TaskHandle> loader_tasks;     // by batch (= iteration), not yet consumed
+  std::map<std::pair<int, std::int64_t>, TaskHandle> loader_tasks;  // (loader, batch)
 
   EpochStats stats;
   SimTime gpu_busy_until;
@@ -152,14 +183,19 @@ struct EpochSimulator::Impl {
   };
   std::deque<Segment> cpu_segments;  // main-thread activity not yet matched against GPU idling
   SimTime cpu_last_end;
+  std::deque<SimTime> open_collectives;  // begins of GPU 0's collectives still in flight
+  std::deque<std::pair<SimTime, SimTime>> comm_intervals;  // closed, for idle attribution
+  SimTime comm_covered_until;                              // communication counted up to here
+  std::map<Lane, std::deque<SimTime>> trace_open;          // traced collective begins per lane
 
   std::int64_t boundary = -1;
   struct Seen {
+    std::vector<std::int64_t> snapshot;
     std::int64_t iteration;
     SimTime time;
     EpochStats stats;
   };
-  std::map<std::vector<std::int64_t>, Seen> seen;
+  std::unordered_map<std::uint64_t, Seen> seen;  // by snapshot hash; compared in full on a hit
 
   bool in_validation(std::int64_t g) const { return g >= input.train.iterations; }
   const Phase& phase(std::int64_t g) const {
@@ -172,18 +208,31 @@ struct EpochSimulator::Impl {
     return in_validation(g) ? total_iterations : input.train.iterations;
   }
   bool is_last(std::int64_t g) const { return g == phase_end(g) - 1; }
+  std::size_t cycle_position(std::int64_t g) const {
+    return static_cast<std::size_t>((g - phase_start(g)) %
+                                    static_cast<std::int64_t>(phase(g).cycle.size()));
+  }
   const IterationPlan& plan(std::int64_t g) const {
-    return is_last(g) ? phase(g).last : phase(g).full;
+    return is_last(g) ? phase(g).last : phase(g).cycle[cycle_position(g)];
   }
   const PlanIndex& index(std::int64_t g) const {
-    if (in_validation(g)) return is_last(g) ? val_last : val_full;
-    return is_last(g) ? train_last : train_full;
+    if (in_validation(g)) return is_last(g) ? validation_last : validation_cycle[cycle_position(g)];
+    return is_last(g) ? train_last : train_cycle[cycle_position(g)];
   }
   std::int64_t loader_depth() const {
     return static_cast<std::int64_t>(input.loader.workers) * input.loader.prefetch_factor;
   }
 
   ResourceId lane_resource(const Lane& lane) {
+    if (lane.kind == LaneKind::network) return network_resource();
+    if (lane.kind == LaneKind::delay) {
+      if (!has_delay) {
+        delay_id = engine.add_resource(std::make_unique<DelayServer>(lane_name(lane)));
+        resources.push_back({lane, false});
+        has_delay = true;
+      }
+      return delay_id;
+    }
     auto found = lanes.find(lane);
     if (found != lanes.end()) return found->second;
     ResourceId id = engine.add_resource(std::make_unique<FifoServer>(lane_name(lane)));
@@ -192,13 +241,34 @@ struct EpochSimulator::Impl {
     return id;
   }
 
-  ResourceId worker(std::int64_t batch) {
+  ResourceId network_resource() {
+    if (network != nullptr) return network_id;
+    if (input.topology == nullptr || input.profile == nullptr) {
+      throw std::logic_error("a plan with flows needs a topology and a profile");
+    }
+    auto owned = std::make_unique<MaxMinFairNetwork>("network");
+    network = owned.get();
+    network_id = engine.add_resource(std::move(owned));
+    resources.push_back({Lane{LaneKind::network, 0}, false});
+    routes = std::make_unique<NetworkMap>(*input.topology, *input.profile, *network);
+    if (opt.trace_iterations > 0) {
+      network->set_rate_listener([this](SimTime when, std::uint32_t link, double rate) {
+        if (boundary >= opt.trace_iterations) return;
+        double capacity = network->link_capacity(link).value();
+        counters.push_back({network->link_name(link), when, rate / capacity});
+      });
+    }
+    return network_id;
+  }
+
+  ResourceId worker(int loader, std::int64_t batch) {
     bool validation = in_validation(batch);
-    std::vector<ResourceId>& pool = validation ? validation_workers : train_workers;
+    std::vector<ResourceId>& pool = workers[{validation, loader}];
     if (pool.empty()) {
       for (int w = 0; w < input.loader.workers; ++w) {
+        std::string owner = input.loaders > 1 ? fmt::format("rank {} ", loader) : "";
         pool.push_back(engine.add_resource(std::make_unique<FifoServer>(
-            fmt::format("{}loader worker {}", validation ? "validation " : "", w))));
+            fmt::format("{}{}loader worker {}", owner, validation ? "validation " : "", w))));
         resources.push_back({Lane{}, false});
       }
     }
@@ -206,18 +276,21 @@ struct EpochSimulator::Impl {
     return pool[static_cast<std::size_t>((batch - phase_start(batch)) % input.loader.workers)];
   }
 
-  void create_loader_task(std::int64_t batch, std::span<const TaskHandle> deps) {
+  void create_loader_task(int loader, std::int64_t batch, std::span<const TaskHandle> deps) {
     std::int64_t samples = is_last(batch) ? phase(batch).last_batch : phase(batch).full_batch;
     SimTime work = SimTime::from_seconds(
         Seconds(input.loader.sample_cpu.value() * static_cast<double>(samples)));
-    loader_tasks[batch] =
-        engine.add_task(worker(batch), work.ns(), make_tag(batch, kLoaderOp), deps);
+    loader_tasks[{loader, batch}] =
+        engine.add_task(worker(loader, batch), work.ns(),
+                        make_tag(batch, kLoaderOpBase + static_cast<std::uint64_t>(loader)), deps);
   }
 
-  void start_loader(std::int64_t first_batch, std::span<const TaskHandle> deps) {
+  void start_loaders(std::int64_t first_batch, std::span<const TaskHandle> deps) {
     std::int64_t end = std::min(phase_end(first_batch), first_batch + loader_depth());
-    for (std::int64_t b = first_batch; b < end; ++b)
-      create_loader_task(b, deps);
+    for (int l = 0; l < input.loaders; ++l) {
+      for (std::int64_t b = first_batch; b < end; ++b)
+        create_loader_task(l, b, deps);
+    }
   }
 
   void instantiate(std::int64_t g) {
@@ -233,10 +306,12 @@ struct EpochSimulator::Impl {
         auto last = lane_last.find(*op.after_lane);
         if (last != lane_last.end()) deps.push_back(last->second);
       }
-      auto previous = lane_last.find(op.lane);
-      if (previous != lane_last.end()) deps.push_back(previous->second);
-      if (op.consumes_batch) {
-        auto batch = loader_tasks.find(g);
+      if (ordered(op.lane.kind)) {
+        auto previous = lane_last.find(op.lane);
+        if (previous != lane_last.end()) deps.push_back(previous->second);
+      }
+      if (op.consumes_loader >= 0) {
+        auto batch = loader_tasks.find({op.consumes_loader, g});
         if (batch == loader_tasks.end()) throw std::logic_error("a batch consumed twice");
         deps.push_back(batch->second);
         loader_tasks.erase(batch);
@@ -246,21 +321,28 @@ struct EpochSimulator::Impl {
         if (static_cast<int>(queue.size()) >= input.launch_queue_depth)
           deps.push_back(queue.front());
       }
+      std::uint32_t detail = 0;
+      if (op.lane.kind == LaneKind::network) {
+        network_resource();
+        detail = op.mirror ? routes->mirror_route(op.src_gpu, op.collective_step)
+                           : routes->route(op.src_gpu, op.dst_gpu, op.collective_step);
+      }
       TaskHandle h = engine.add_task(lane_resource(op.lane), op.work_ns,
-                                     make_tag(g, static_cast<std::uint64_t>(j)), deps);
-      if (op.lane.kind != LaneKind::cpu) {
+                                     make_tag(g, static_cast<std::uint64_t>(j)), deps, detail);
+      if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
+          op.lane.kind == LaneKind::comm) {
         std::deque<TaskHandle>& queue = launch_queue[op.lane.index];
         queue.push_back(h);
         if (static_cast<int>(queue.size()) > input.launch_queue_depth) queue.pop_front();
       }
-      lane_last[op.lane] = h;
+      if (ordered(op.lane.kind)) lane_last[op.lane] = h;
       handles[j] = h;
     }
-    // The validation loader starts when the training loop is done.
+    // The validation loaders start when the training loop is done.
     if (g == input.train.iterations - 1 && input.validation.iterations > 0 &&
         input.loader.workers > 0) {
       TaskHandle end_of_training[] = {lane_last[Lane{LaneKind::cpu, 0}]};
-      start_loader(input.train.iterations, end_of_training);
+      start_loaders(input.train.iterations, end_of_training);
     }
   }
 
@@ -271,48 +353,77 @@ struct EpochSimulator::Impl {
     gpu_busy_until = std::max(gpu_busy_until, end);
   }
 
-  // Charges GPU idle time in [from, to) to what the main CPU thread was doing then.
+  // Charges GPU idle time in [from, to): to communication while a collective of GPU 0 is in
+  // flight, otherwise to what the main CPU thread was doing then.
   void attribute_idle(SimTime from, SimTime to) {
-    SimTime covered;
-    for (const Segment& s : cpu_segments) {
-      SimTime a = std::max(s.begin, from);
-      SimTime b = std::min(s.end, to);
-      if (b > a) {
-        stats.gpu_idle[static_cast<std::size_t>(idle_cause(s.category))] += b - a;
-        covered += b - a;
+    std::vector<std::pair<SimTime, SimTime>> comm;
+    for (const auto& [b, e] : comm_intervals)
+      comm.emplace_back(b, e);
+    for (SimTime b : open_collectives)
+      comm.emplace_back(b, SimTime::max());
+    std::sort(comm.begin(), comm.end());
+    SimTime cursor = from;
+    auto charge_host = [&](SimTime a, SimTime b) {
+      SimTime covered;
+      for (const Segment& s : cpu_segments) {
+        SimTime x = std::max(s.begin, a);
+        SimTime y = std::min(s.end, b);
+        if (y > x) {
+          stats.gpu_idle[static_cast<std::size_t>(idle_cause(s.category))] += y - x;
+          covered += y - x;
+        }
       }
+      stats.gpu_idle_other += (b - a) - covered;
+    };
+    for (const auto& [b, e] : comm) {
+      if (e <= cursor || b >= to) continue;
+      if (b > cursor) charge_host(cursor, b);
+      SimTime stop = std::min(e, to);
+      SimTime start = std::max(b, cursor);
+      stats.gpu_idle[static_cast<std::size_t>(Category::communication)] += stop - start;
+      cursor = stop;
+      if (cursor >= to) break;
     }
-    stats.gpu_idle_other += (to - from) - covered;
+    if (cursor < to) charge_host(cursor, to);
     while (!cpu_segments.empty() && cpu_segments.front().end <= to)
       cpu_segments.pop_front();
+    while (!comm_intervals.empty() && comm_intervals.front().second <= to)
+      comm_intervals.pop_front();
   }
 
   void observe(const FinishedTask& t) {
     std::int64_t g = tag_iteration(t.tag);
     std::uint64_t op_index = tag_op(t.tag);
     const ResourceInfo& info = resources[t.resource];
-    if (op_index == kLoaderOp) {
-      if (g < opt.trace_iterations) record(t, "load batch", Category::data);
+    bool traced = g < opt.trace_iterations;
+    if (op_index >= kLoaderOpBase) {
+      if (traced) record(engine.resource(t.resource).name(), "load batch", Category::data, t);
       return;
     }
     const IterationPlan& p = plan(g);
     const PlanOp& op = p.ops[op_index];
-    if (info.is_lane && info.lane.kind != LaneKind::cpu) {
+    if (info.is_lane && (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy)) {
       ++stats.kernels;
-      if (info.lane.index == 0) gpu_activity(t.start, t.end, op.category);
+      if (op.lane.index == 0) gpu_activity(t.start, t.end, op.category);
     }
-    if (info.is_lane && info.lane == Lane{LaneKind::cpu, 0}) {
+    if (op.marker != Marker::none && info.is_lane) on_marker(op, t, traced);
+    if (info.is_lane && op.lane == Lane{LaneKind::cpu, 0}) {
       if (t.start > cpu_last_end) cpu_segments.push_back({cpu_last_end, t.start, op.category});
       cpu_segments.push_back({t.start, t.end, op.category});
       stats.cpu_busy[static_cast<std::size_t>(op.category)] += t.end - t.start;
       cpu_last_end = t.end;
     }
-    if (g < opt.trace_iterations) record(t, op.name, op.category);
+    // Flows show as link counters, analytic collectives as the ranks' communication spans.
+    if (traced && op.marker == Marker::none && op.lane.kind != LaneKind::network &&
+        op.lane.kind != LaneKind::delay) {
+      record(engine.resource(t.resource).name(), op.name, op.category, t);
+    }
 
     const PlanIndex& idx = index(g);
-    if (static_cast<std::int32_t>(op_index) == idx.consume_op) {
+    for (const auto& [consume, loader] : idx.consumes) {
+      if (static_cast<std::int32_t>(op_index) != consume) continue;
       std::int64_t next = g + loader_depth();
-      if (next < phase_end(g)) create_loader_task(next, {});
+      if (next < phase_end(g)) create_loader_task(loader, next, {});
     }
     if (static_cast<std::int32_t>(op_index) == idx.boundary_op) {
       boundary = g;
@@ -322,8 +433,39 @@ struct EpochSimulator::Impl {
     }
   }
 
-  void record(const FinishedTask& t, const std::string& name, Category category) {
-    trace.push_back({engine.resource(t.resource).name(), name, category, t.start, t.end});
+  void on_marker(const PlanOp& op, const FinishedTask& t, bool traced) {
+    if (traced) {
+      std::deque<SimTime>& open = trace_open[op.lane];
+      if (op.marker == Marker::collective_begin) {
+        open.push_back(t.end);
+      } else if (!open.empty()) {
+        FinishedTask span = t;
+        span.start = open.front();
+        open.pop_front();
+        record(fmt::format("GPU {} communication", op.lane.index), op.name, Category::communication,
+               span);
+      }
+    }
+    if (op.lane.index != 0) return;
+    if (op.marker == Marker::collective_begin) {
+      open_collectives.push_back(t.end);
+      ++stats.collectives;
+      stats.collective_bytes += op.collective_bytes;
+      return;
+    }
+    if (open_collectives.empty()) throw std::logic_error("a collective ended that never began");
+    SimTime begin = open_collectives.front();
+    open_collectives.pop_front();
+    comm_intervals.emplace_back(begin, t.end);
+    // Communication time is the union of GPU 0's collectives in flight.
+    SimTime from = std::max(begin, comm_covered_until);
+    if (t.end > from) stats.communication += t.end - from;
+    comm_covered_until = std::max(comm_covered_until, t.end);
+  }
+
+  void record(const std::string& track, const std::string& name, Category category,
+              const FinishedTask& t) {
+    trace.push_back({track, name, category, t.start, t.end});
   }
 
   // The driver's part of the state, relative to the boundary, appended to the engine's.
@@ -337,45 +479,72 @@ struct EpochSimulator::Impl {
     };
     std::vector<std::int64_t> s = engine.snapshot(relative);
     SimTime now = engine.now();
+    s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
     if (input.loader.workers > 0)
       s.push_back((boundary - phase_start(boundary)) % input.loader.workers);
     for (const auto& [lane, h] : lane_last)
       s.push_back(handle(h));
+    // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
+    // kernels matter, by how recent they are: finished ones, or a queue not yet full, impose
+    // nothing.
     for (const auto& [gpu, queue] : launch_queue) {
-      s.push_back(static_cast<std::int64_t>(queue.size()));
-      for (TaskHandle h : queue)
-        s.push_back(handle(h));
+      for (std::size_t i = 0; i < queue.size(); ++i) {
+        if (engine.finished(queue[i])) continue;
+        s.push_back(static_cast<std::int64_t>(queue.size() - 1 - i));
+        s.push_back(handle(queue[i]));
+      }
+      s.push_back(-5);
     }
-    for (const auto& [batch, h] : loader_tasks) {
-      s.push_back(batch - boundary);
+    for (const auto& [key, h] : loader_tasks) {
+      s.push_back(key.first);
+      s.push_back(key.second - boundary);
       s.push_back(handle(h));
     }
     s.push_back((gpu_busy_until - now).ns());
     s.push_back((cpu_last_end - now).ns());
+    // How far communication is already counted matters only against collectives still open;
+    // without any, a horizon in the past is the same as none.
+    bool horizon_matters = !open_collectives.empty() || comm_covered_until > now;
+    s.push_back(horizon_matters ? (comm_covered_until - now).ns() : 0);
     for (const Segment& seg : cpu_segments) {
       s.push_back((seg.begin - now).ns());
       s.push_back((seg.end - now).ns());
       s.push_back(static_cast<std::int64_t>(seg.category));
     }
+    s.push_back(-3);
+    for (SimTime b : open_collectives)
+      s.push_back((b - now).ns());
+    s.push_back(-4);
+    for (const auto& [b, e] : comm_intervals) {
+      s.push_back((b - now).ns());
+      s.push_back((e - now).ns());
+    }
     return s;
   }
 
-  // The last iteration (exclusive) up to which iteration g's phase instantiates plain, full
+  // The last iteration (exclusive) up to which iteration g's phase instantiates plain, cyclic
   // iterations: the last batch differs, and the end of training also starts the validation
-  // loader.
+  // loaders.
   std::int64_t uniform_end(std::int64_t g) const { return phase_end(g) - 1; }
 
   void shift_driver(SimTime delta, std::int64_t iterations) {
-    std::map<std::int64_t, TaskHandle> moved;
-    for (const auto& [batch, h] : loader_tasks)
-      moved.emplace(batch + iterations, h);
+    std::map<std::pair<int, std::int64_t>, TaskHandle> moved;
+    for (const auto& [key, h] : loader_tasks)
+      moved.emplace(std::make_pair(key.first, key.second + iterations), h);
     loader_tasks = std::move(moved);
     for (Segment& s : cpu_segments) {
       s.begin += delta;
       s.end += delta;
     }
+    for (SimTime& b : open_collectives)
+      b += delta;
+    for (auto& [b, e] : comm_intervals) {
+      b += delta;
+      e += delta;
+    }
     cpu_last_end += delta;
     gpu_busy_until += delta;
+    comm_covered_until += delta;
     boundary += iterations;
   }
 
@@ -387,11 +556,14 @@ struct EpochSimulator::Impl {
       return;
     }
     std::vector<std::int64_t> key = snapshot();
-    auto found = seen.find(key);
-    if (found == seen.end()) {
+    std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values
+    for (std::int64_t v : key)
+      hash = (hash ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
+    auto found = seen.find(hash);
+    if (found == seen.end() || found->second.snapshot != key) {
       constexpr std::size_t kMaxRemembered = 512;
       if (seen.size() >= kMaxRemembered) seen.clear();
-      seen.emplace(std::move(key), Seen{boundary, engine.now(), stats});
+      seen[hash] = Seen{std::move(key), boundary, engine.now(), stats};
       return;
     }
     const Seen& then = found->second;
@@ -409,7 +581,7 @@ struct EpochSimulator::Impl {
   }
 
   EpochStats run() {
-    if (input.loader.workers > 0) start_loader(0, {});
+    if (input.loader.workers > 0) start_loaders(0, {});
     instantiate(0);
     while (engine.run())
       at_boundary();
@@ -419,6 +591,7 @@ struct EpochSimulator::Impl {
     stats.iterations = total_iterations;
     stats.simulated_tasks = engine.tasks_finished();
     if (!loader_tasks.empty()) throw std::logic_error("loader batches left unconsumed");
+    if (!open_collectives.empty()) throw std::logic_error("a collective never ended");
     return stats;
   }
 };
@@ -427,7 +600,7 @@ EpochSimulator::EpochSimulator(const EpochInput& input, const EpochOptions& opti
     : input_(input), options_(options) {}
 
 EpochStats EpochSimulator::run() {
-  Impl impl(input_, options_, trace_);
+  Impl impl(input_, options_, trace_, counters_);
   return impl.run();
 }
 

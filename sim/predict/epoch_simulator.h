@@ -1,13 +1,14 @@
 // Simulates one epoch — training iterations, then an optional validation pass — on the engine,
-// with a data loader feeding batches, and reports where the time went.
+// with data loaders feeding batches, and reports where the time went.
 //
 // Iterations are instantiated from their plans one step ahead (and loader batches as slots free
 // up), so the engine holds only a few iterations at a time. At every iteration boundary the
 // simulator can take a snapshot of the whole state relative to that instant; when a snapshot
 // repeats, the iterations in between form a period, and whole periods are skipped by shifting
 // time and counters. Because the engine is deterministic and the snapshot covers everything
-// that decides the future (resources, live tasks, pending events, loader and attribution
-// state), the result is exactly that of simulating every iteration; tests compare the two.
+// that decides the future (resources, live tasks, pending events, flows, loader and
+// attribution state), the result is exactly that of simulating every iteration; tests compare
+// the two.
 #pragma once
 
 #include <array>
@@ -15,18 +16,22 @@
 #include <string>
 #include <vector>
 
+#include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/engine/sim_time.h"
+#include "sim/network/topology.h"
 #include "sim/strategy/iteration_plan.h"
 
 namespace epochcast::sim {
 
 // Iterations of one loop over a data set (training or validation).
 struct Phase {
-  IterationPlan full;  // a full batch
-  IterationPlan last;  // the last batch, smaller unless the batches divide the data set
+  // Plans of full batches, used in turn (several with gradient accumulation: micro-batches
+  // that only accumulate, then one that also communicates and steps).
+  std::vector<IterationPlan> cycle;
+  IterationPlan last;  // the last iteration (its batch may be smaller)
   std::int64_t iterations = 0;
-  std::int64_t full_batch = 0;  // samples a loader batch holds
+  std::int64_t full_batch = 0;  // samples each loader batch holds
   std::int64_t last_batch = 0;
 };
 
@@ -34,7 +39,11 @@ struct EpochInput {
   Phase train;
   Phase validation;  // iterations == 0 for none
   LoaderSpec loader;
+  int loaders = 1;                // data loaders (one per process)
   int launch_queue_depth = 1024;  // kernels a GPU may have pending before launches block
+  // For plans with network ops: the machine graph and the profile's link efficiencies.
+  const Topology* topology = nullptr;
+  const HardwareProfile* profile = nullptr;
 };
 
 struct EpochOptions {
@@ -51,15 +60,26 @@ struct TraceEvent {
   SimTime end;
 };
 
-// Where GPU 0's time went over the epoch: busy time by what it ran, and idle time by what the
-// main CPU thread was doing meanwhile. Together they add up to the epoch time.
+// A link's utilisation from `time` on (0 to 1), for counter tracks.
+struct TraceCounter {
+  std::string link;
+  SimTime time;
+  double utilisation = 0;
+};
+
+// Where GPU 0's time went over the epoch: busy time by what it ran, and idle time by what kept
+// it waiting — a collective in flight, else what the main CPU thread was doing. Together they
+// add up to the epoch.
 struct EpochStats {
   SimTime epoch;
   std::array<SimTime, kCategoryCount> gpu_busy{};
-  std::array<SimTime, kCategoryCount> gpu_idle{};  // keyed by the host activity that starved it
+  std::array<SimTime, kCategoryCount> gpu_idle{};  // keyed by what starved it
   SimTime gpu_idle_other;                          // idle with the host idle too
   std::array<SimTime, kCategoryCount> cpu_busy{};  // main CPU thread, by category
-  std::int64_t kernels = 0;                        // GPU operations run in the epoch
+  SimTime communication;                           // GPU 0 with a collective in flight
+  std::int64_t collective_bytes = 0;               // data its collectives moved
+  std::int64_t collectives = 0;
+  std::int64_t kernels = 0;  // GPU operations run in the epoch
   std::int64_t iterations = 0;
   std::int64_t simulated_iterations = 0;  // the rest were skipped as exact periods
   std::int64_t simulated_tasks = 0;
@@ -73,12 +93,14 @@ class EpochSimulator {
   EpochSimulator(const EpochInput& input, const EpochOptions& options);
   EpochStats run();
   const std::vector<TraceEvent>& trace() const { return trace_; }
+  const std::vector<TraceCounter>& counters() const { return counters_; }
 
  private:
   struct Impl;
   const EpochInput& input_;
   EpochOptions options_;
   std::vector<TraceEvent> trace_;
+  std::vector<TraceCounter> counters_;
 };
 
 }  // namespace epochcast::sim

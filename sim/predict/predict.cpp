@@ -2,10 +2,13 @@
 #include "sim/predict/predict.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "sim/compute/device_model.h"
+#include "sim/network/topology.h"
+#include "sim/strategy/multi_gpu.h"
 #include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
@@ -30,17 +33,43 @@ Phase make_phase(std::int64_t samples, std::int64_t batch, bool drop_last) {
 double seconds(SimTime t) {
   return t.seconds();
 }
-
 std::string percent(double fraction) {
   return fmt::format("{:.0f}%", 100.0 * fraction);
 }
 
-void explain(PointResult& r, const ScenarioSpec& s, const IterationPlan& step) {
+// How the traffic between GPU 0 and GPU 1 travels, in words.
+std::string path_words(const Topology& topology, int gpus) {
+  if (gpus < 2) return "";
+  switch (topology.path_type(0, 1)) {
+    case PathType::nvlink:
+      return "NVLink";
+    case PathType::pix:
+      return "a PCIe switch";
+    case PathType::pxb:
+      return "several PCIe switches";
+    case PathType::phb:
+      return topology.peer_to_peer() ? "the shared PCIe host bridge"
+                                     : "host memory, through the shared PCIe host bridge";
+    case PathType::sys:
+      return "the link between CPU sockets";
+    case PathType::net:
+      return "the network";
+    case PathType::self:
+      break;
+  }
+  return "";
+}
+
+struct Explanation {
+  std::string crossing;  // path_words for multi-GPU points
+  const IterationPlan* step = nullptr;
+};
+
+void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
   const EpochStats& st = r.stats;
   const Breakdown& b = r.breakdown;
   double epoch = r.epoch_seconds;
   double compute = b.forward + b.backward + b.optimizer;
-  double copy = b.h2d;
   struct Candidate {
     double share;
     const char* word;
@@ -48,19 +77,19 @@ void explain(PointResult& r, const ScenarioSpec& s, const IterationPlan& step) {
   std::vector<Candidate> candidates = {{compute / epoch, "compute"},
                                        {b.host / epoch, "host"},
                                        {b.data / epoch, "input"},
-                                       {copy / epoch, "copy"},
+                                       {b.h2d / epoch, "copy"},
                                        {b.communication / epoch, "communication"}};
   auto top =
       std::max_element(candidates.begin(), candidates.end(),
-                       [](const Candidate& x, const Candidate& y) { return x.share < y.share; });
+                       [](const Candidate& p, const Candidate& q) { return p.share < q.share; });
   r.bottleneck = top->word;
-  double kernels_per_step = static_cast<double>(step.kernels);
-  double host_per_step =
-      seconds(st.cpu_busy[static_cast<std::size_t>(Category::forward)] +
-              st.cpu_busy[static_cast<std::size_t>(Category::backward)] +
-              st.cpu_busy[static_cast<std::size_t>(Category::optimizer)] +
-              st.cpu_busy[static_cast<std::size_t>(Category::host)]) /
-      static_cast<double>(std::max<std::int64_t>(r.train_iterations + r.validation_iterations, 1));
+  std::int64_t steps = std::max<std::int64_t>(r.train_iterations + r.validation_iterations, 1);
+  double host_per_step = seconds(st.cpu_busy[static_cast<std::size_t>(Category::forward)] +
+                                 st.cpu_busy[static_cast<std::size_t>(Category::backward)] +
+                                 st.cpu_busy[static_cast<std::size_t>(Category::optimizer)] +
+                                 st.cpu_busy[static_cast<std::size_t>(Category::host)] +
+                                 st.cpu_busy[static_cast<std::size_t>(Category::communication)]) /
+                         static_cast<double>(steps);
   if (r.bottleneck == std::string("compute")) {
     const char* part = b.backward >= b.forward && b.backward >= b.optimizer ? "the backward pass"
                        : b.forward >= b.optimizer                           ? "the forward pass"
@@ -71,12 +100,15 @@ void explain(PointResult& r, const ScenarioSpec& s, const IterationPlan& step) {
                     percent(r.gpu_busy_fraction), part, percent(part_time / epoch));
   } else if (r.bottleneck == std::string("host")) {
     r.diagnosis = fmt::format(
-        "host-bound: the GPU waits {} of the epoch while the CPU dispatches {:.0f} kernels per "
-        "step ({:.2f} ms of host work per step); larger batches or fewer, fused kernels help",
-        percent(b.host / epoch), kernels_per_step, host_per_step * 1e3);
+        "host-bound: the GPU waits {} of the epoch while the CPU dispatches {} kernels per step "
+        "({:.2f} ms of host work per step); larger batches or fewer, fused kernels help",
+        percent(b.host / epoch), x.step->kernels, host_per_step * 1e3);
   } else if (r.bottleneck == std::string("input")) {
     const LoaderSpec& loader = s.loader;
-    double batch_load = loader.sample_cpu.value() * static_cast<double>(r.point.per_gpu_batch);
+    // DataParallel loads the global batch in one process; DDP ranks load their own shares.
+    const std::int64_t loaded =
+        s.training.strategy == Strategy::ddp ? r.point.per_gpu_batch : r.point.global_batch;
+    double batch_load = loader.sample_cpu.value() * static_cast<double>(loaded);
     r.diagnosis = fmt::format(
         "input-bound: the GPU waits {} of the epoch for data; a batch takes {:.1f} ms of CPU to "
         "load {}",
@@ -87,12 +119,22 @@ void explain(PointResult& r, const ScenarioSpec& s, const IterationPlan& step) {
     r.diagnosis = fmt::format(
         "copy-bound: host-to-device copies take {} of the epoch over PCIe "
         "{}.0 x{} ({} memory)",
-        percent(copy / epoch), s.machine.gpu.pcie_generation, s.machine.gpu.pcie_lanes,
+        percent(b.h2d / epoch), s.machine.gpu.pcie_generation, s.machine.gpu.pcie_lanes,
         s.loader.pin_memory ? "pinned" : "pageable");
   } else {
-    r.diagnosis = fmt::format("communication-bound: exposed communication takes {} of the epoch",
-                              percent(b.communication / epoch));
+    double per_step = static_cast<double>(st.collective_bytes) / static_cast<double>(steps) / kMiB;
+    std::string what = s.training.strategy == Strategy::dp
+                           ? "(parameters out by broadcast, gradients back by reduce)"
+                           : "of gradients (all-reduce)";
+    r.diagnosis = fmt::format(
+        "communication-bound: the GPU waits {} of the epoch for collectives; {:.1f} MiB {} cross "
+        "{} every step",
+        percent(b.communication / epoch), per_step, what, x.crossing);
   }
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
 }
 
 }  // namespace
@@ -102,15 +144,41 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
   PointResult r;
   r.point = point;
   const TrainingSpec& training = scenario.training;
-  DeviceModel device(scenario.machine.gpu, scenario.profile, training.precision);
+  const MachineSpec& machine = scenario.machine;
+  DeviceModel device(machine.gpu, scenario.profile, training.precision);
   ModelAnalysis analysis = analyze_model(scenario.model, cost_options(training.precision));
+  StepContext context{scenario, analysis, device};
+  const bool multi = point.gpus > 1 && training.strategy != Strategy::single;
+  const bool ddp = training.strategy == Strategy::ddp;
+  const bool dp = multi && training.strategy == Strategy::dp;
+  const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+
+  // What each strategy holds beside the model's own memory.
+  Bytes buffers(0);
+  if (ddp) buffers = Bytes(analysis.params * element);  // the gradient buckets
+  if (dp) {
+    // GPU 0 holds the whole batch, everyone's outputs and two coalescing buffers.
+    buffers = Bytes(point.global_batch * (sample_transfer_bytes(analysis) +
+                                          analysis.output_shape.elements() *
+                                              element_bytes(analysis.options.activation_dtype)) +
+                    2 * kDataParallelBucketBytes);
+  }
   r.memory = estimate_memory(analysis, point.per_gpu_batch, training.optimizer, training.precision,
-                             scenario.profile, scenario.machine.gpu.memory);
+                             scenario.profile, machine.gpu.memory, buffers);
 
   EpochInput input;
-  input.train = make_phase(scenario.dataset.train_samples, point.global_batch, training.drop_last);
-  input.validation = make_phase(scenario.dataset.validation_samples, point.global_batch, false);
   input.loader = scenario.loader;
+  if (ddp) {
+    // DistributedSampler: each rank takes its share of the data set.
+    std::int64_t train_share = ceil_div(scenario.dataset.train_samples, point.gpus);
+    std::int64_t validation_share = ceil_div(scenario.dataset.validation_samples, point.gpus);
+    input.train = make_phase(train_share, point.per_gpu_batch, training.drop_last);
+    input.validation = make_phase(validation_share, point.per_gpu_batch, false);
+  } else {
+    input.train =
+        make_phase(scenario.dataset.train_samples, point.global_batch, training.drop_last);
+    input.validation = make_phase(scenario.dataset.validation_samples, point.global_batch, false);
+  }
   r.train_iterations = input.train.iterations;
   r.validation_iterations = input.validation.iterations;
   if (!r.memory.fits) {
@@ -122,23 +190,53 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
         r.memory.largest_batch);
     return r;
   }
-  if (point.gpus != 1) {
-    throw InputError(SourceMark{scenario.source_file, 0, 0}, "sweep.gpus",
-                     fmt::format("{} GPUs: the {} strategy is simulated on one GPU per point",
-                                 point.gpus, kStrategyNames[static_cast<int>(training.strategy)]));
+
+  // The machine graph and the GPUs simulated: every GPU of a node, or of node 0 standing for
+  // identical nodes across a cluster.
+  const int nodes = static_cast<int>(ceil_div(point.gpus, machine.gpus_per_node));
+  const bool symmetric = nodes > 1 && options.symmetric_clusters;
+  Topology topology = Topology::build(machine, symmetric ? 1 : nodes, symmetric);
+  std::map<std::tuple<int, std::int64_t, int>, CollectiveChoice> cache;
+  MultiGpuContext multi_context{context, topology, scenario.profile, training.analytic_collectives,
+                                {},      nodes,    symmetric,        &cache};
+  for (int n = 0; n < (symmetric ? 1 : nodes); ++n) {
+    std::vector<int> gpus;
+    int in_node = std::min(machine.gpus_per_node, point.gpus);
+    for (int g = 0; g < in_node; ++g)
+      gpus.push_back(n * machine.gpus_per_node + g);
+    multi_context.nodes.push_back(gpus);
   }
-  StepContext context{scenario, analysis, device};
-  input.train.full = single_device_training_step(context, input.train.full_batch);
-  input.train.last = input.train.last_batch == input.train.full_batch
-                         ? input.train.full
-                         : single_device_training_step(context, input.train.last_batch);
+
+  auto train_step = [&](std::int64_t batch, int micro) {
+    if (ddp) {
+      int k = training.gradient_accumulation;
+      return ddp_training_step(multi_context, batch, micro % k == k - 1, micro % k == 0);
+    }
+    if (dp) return data_parallel_training_step(multi_context, point.gpus, batch);
+    return single_device_training_step(context, batch);
+  };
+  auto validation_step = [&](std::int64_t batch) {
+    if (ddp) return ddp_validation_step(multi_context, batch);
+    if (dp) return data_parallel_validation_step(multi_context, point.gpus, batch);
+    return single_device_validation_step(context, batch);
+  };
+  const int cycle = ddp ? training.gradient_accumulation : 1;
+  for (int micro = 0; micro < cycle; ++micro) {
+    input.train.cycle.push_back(train_step(input.train.full_batch, micro));
+  }
+  // The epoch's last micro-batch always completes its step.
+  int last_micro = ddp ? static_cast<int>((input.train.iterations - 1) % cycle) : 0;
+  input.train.last = train_step(input.train.last_batch, ddp ? cycle - 1 : 0);
+  if (ddp && last_micro == 0 && cycle > 1) {
+    input.train.last = ddp_training_step(multi_context, input.train.last_batch, true, true);
+  }
   if (input.validation.iterations > 0) {
-    input.validation.full = single_device_validation_step(context, input.validation.full_batch);
-    input.validation.last =
-        input.validation.last_batch == input.validation.full_batch
-            ? input.validation.full
-            : single_device_validation_step(context, input.validation.last_batch);
+    input.validation.cycle = {validation_step(input.validation.full_batch)};
+    input.validation.last = validation_step(input.validation.last_batch);
   }
+  input.loaders = ddp ? static_cast<int>(multi_context.ranks().size()) : 1;
+  input.topology = &topology;
+  input.profile = &scenario.profile;
 
   EpochOptions epoch_options;
   epoch_options.steady_state_shortcut = options.steady_state_shortcut;
@@ -146,6 +244,7 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
   EpochSimulator simulator(input, epoch_options);
   r.stats = simulator.run();
   r.trace = simulator.trace();
+  r.counters = simulator.counters();
   r.simulated = true;
 
   const EpochStats& st = r.stats;
@@ -161,15 +260,55 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
   r.breakdown.host =
       idle(Category::host) + busy(Category::host) + busy(Category::sync) + busy(Category::data);
   r.breakdown.other = seconds(st.gpu_idle_other);
+  r.communication_seconds = seconds(st.communication);
   r.gpu_busy_fraction = seconds(st.gpu_busy_total()) / r.epoch_seconds;
+  std::int64_t trained =
+      ddp ? point.per_gpu_batch * point.gpus * ((input.train.iterations - 1)) +
+                input.train.last_batch * point.gpus
+          : point.global_batch * (input.train.iterations - 1) + input.train.last_batch;
   r.samples_per_second =
-      static_cast<double>(
-          scenario.dataset.train_samples -
-          (training.drop_last ? scenario.dataset.train_samples % point.global_batch : 0)) /
-      r.epoch_seconds;
+      static_cast<double>(std::min(trained, scenario.dataset.train_samples)) / r.epoch_seconds;
   r.iteration_seconds = r.epoch_seconds / static_cast<double>(r.train_iterations);
-  explain(r, scenario, input.train.full);
+  explain(r, scenario,
+          Explanation{multi ? path_words(topology, point.gpus) : "", &input.train.cycle.back()});
   return r;
+}
+
+void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,
+                          const PredictOptions& options) {
+  std::map<std::int64_t, PointResult> one_gpu;  // by batch
+  PredictOptions plain = options;
+  plain.trace_iterations = 0;
+  auto reference = [&](std::int64_t batch) -> const PointResult& {
+    auto found = one_gpu.find(batch);
+    if (found != one_gpu.end()) return found->second;
+    for (const PointResult& r : results) {
+      if (r.point.gpus == 1 && r.point.global_batch == batch)
+        return one_gpu.emplace(batch, r).first->second;
+    }
+    if (batch > scenario.dataset.train_samples) {
+      return one_gpu.emplace(batch, PointResult{}).first->second;
+    }
+    return one_gpu.emplace(batch, predict_point(scenario, SweepPoint{1, batch, batch}, plain))
+        .first->second;
+  };
+  for (PointResult& r : results) {
+    if (!r.simulated) continue;
+    // Strong scaling for a sweep of global batches, weak scaling for per-GPU batches.
+    const PointResult& base =
+        reference(scenario.sweep.batch_is == BatchMeaning::per_gpu ? r.point.per_gpu_batch
+                                                                   : r.point.global_batch);
+    if (base.simulated) {
+      r.speedup = r.samples_per_second / base.samples_per_second;
+      r.scaling_efficiency = r.speedup / r.point.gpus;
+    }
+    if (r.point.gpus == 1) continue;
+    const PointResult& same_batch = reference(r.point.global_batch);
+    if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {
+      r.diagnosis += fmt::format("; 1 GPU is faster at this batch ({:.3f} s against {:.3f} s)",
+                                 same_batch.epoch_seconds, r.epoch_seconds);
+    }
+  }
 }
 
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options) {
@@ -177,6 +316,7 @@ std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOpti
   for (const SweepPoint& point : expand_sweep(scenario)) {
     results.push_back(predict_point(scenario, point, options));
   }
+  compare_with_one_gpu(scenario, results, options);
   return results;
 }
 

@@ -13,6 +13,9 @@ namespace epochcast::sim {
 struct PredictOptions {
   bool steady_state_shortcut = true;
   int trace_iterations = 0;  // > 0: keep a trace of the first iterations of each point
+  // Across nodes, simulate node 0 and let its links stand for every node's (exact for identical
+  // nodes on a non-blocking fabric); false simulates every node (for checking that claim).
+  bool symmetric_clusters = true;
 };
 
 // The time breakdown of an epoch from GPU 0's point of view; the parts add up to the epoch.
@@ -22,7 +25,7 @@ struct Breakdown {
   double forward = 0;
   double backward = 0;
   double optimizer = 0;
-  double communication = 0;  // exposed communication
+  double communication = 0;  // exposed communication: the GPU idle, waiting for a collective
   double host = 0;           // GPU idle while the host dispatches or runs framework overhead
   double other = 0;          // GPU idle with the host idle too
 };
@@ -35,17 +38,29 @@ struct PointResult {
   bool simulated = false;  // false when the point does not fit in memory
   EpochStats stats;
   double epoch_seconds = 0;
-  double iteration_seconds = 0;   // mean training iteration (epoch without validation / iterations)
-  double samples_per_second = 0;  // training samples per second of epoch time
-  Breakdown breakdown;            // seconds per epoch
+  double iteration_seconds = 0;      // mean training iteration (epoch / training iterations)
+  double samples_per_second = 0;     // training samples per second of epoch time
+  Breakdown breakdown;               // seconds per epoch
+  double communication_seconds = 0;  // collectives in flight on GPU 0, exposed or not
   double gpu_busy_fraction = 0;
+  // Throughput against one GPU of the same machine (0 when not known): at the same global batch
+  // when the sweep's batches are global (strong scaling), at the same per-GPU batch when they
+  // are per GPU (weak scaling).
+  double speedup = 0;
+  double scaling_efficiency = 0;
   std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
   std::string diagnosis;   // a sentence a user understands
   std::vector<TraceEvent> trace;
+  std::vector<TraceCounter> counters;
 };
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options = {});
+// Every point, with speedup and scaling efficiency against one GPU.
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
+// Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the
+// one-GPU references it needs).
+void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,
+                          const PredictOptions& options = {});
 
 }  // namespace epochcast::sim

@@ -38,6 +38,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                   s.dataset.validation_samples > 0
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
                       : "");
+  bool multi = false;
+  for (const PointResult& r : results)
+    multi = multi || r.point.gpus > 1;
   TextTable table;
   const Column columns[] = {
       {"gpus", TextTable::Align::right},      {"batch", TextTable::Align::right},
@@ -49,8 +52,17 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       {"host (s)", TextTable::Align::right},  {"GPU busy", TextTable::Align::right},
       {"mem (GiB)", TextTable::Align::right}, {"fits", TextTable::Align::left},
       {"max batch", TextTable::Align::right}, {"bottleneck", TextTable::Align::left}};
-  for (const Column& c : columns)
+  // Sweeps over several GPU counts also show the scaling columns.
+  const Column scaling_columns[] = {{"comm total (s)", TextTable::Align::right},
+                                    {"speedup", TextTable::Align::right},
+                                    {"efficiency", TextTable::Align::right}};
+  for (const Column& c : columns) {
+    if (multi && std::string_view(c.header) == "bottleneck") {
+      for (const Column& scaling : scaling_columns)
+        table.add_column(scaling.header, scaling.align);
+    }
     table.add_column(c.header, c.align);
+  }
   for (const PointResult& r : results) {
     std::vector<std::string> row = {
         std::to_string(r.point.gpus), std::to_string(r.point.global_batch),
@@ -72,6 +84,11 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
     row.push_back(fixed(to_gib(r.memory.peak), 2));
     row.push_back(r.memory.fits ? "yes" : "OOM");
     row.push_back(std::to_string(r.memory.largest_batch));
+    if (multi) {
+      row.push_back(r.simulated ? fixed(r.communication_seconds, 4) : "-");
+      row.push_back(r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-");
+      row.push_back(r.speedup > 0 ? fmt::format("{:.0f}%", 100 * r.scaling_efficiency) : "-");
+    }
     row.push_back(r.diagnosis);
     table.add_row(std::move(row));
   }
@@ -81,6 +98,13 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       "what it ran or waited for; host is time it sat idle while the CPU dispatched work. They\n"
       "add up to the epoch. max batch is the largest per-GPU batch that fits in {:.1f} GiB.\n",
       to_gib(s.machine.gpu.memory));
+  if (multi) {
+    out += fmt::format(
+        "comm is communication GPU 0 waited for; comm total is all the time it had a collective\n"
+        "in flight, hidden behind compute or not. speedup is throughput against one GPU of the\n"
+        "same machine at the same {} batch; efficiency is speedup / GPUs.\n",
+        s.sweep.batch_is == BatchMeaning::per_gpu ? "per-GPU" : "global");
+  }
   return out;
 }
 
@@ -88,7 +112,8 @@ std::string render_csv(const std::vector<PointResult>& results) {
   std::string out =
       "gpus,global_batch,per_gpu_batch,train_iterations,validation_iterations,epoch_s,"
       "iteration_s,samples_per_s,data_s,h2d_s,forward_s,backward_s,optimizer_s,"
-      "communication_s,host_s,other_s,gpu_busy_fraction,peak_memory_bytes,fits,"
+      "communication_s,host_s,other_s,gpu_busy_fraction,communication_total_s,"
+      "collective_bytes,speedup,scaling_efficiency,peak_memory_bytes,fits,"
       "largest_batch_per_gpu,bottleneck,diagnosis\n";
   for (const PointResult& r : results) {
     const Breakdown& b = r.breakdown;
@@ -104,8 +129,10 @@ std::string render_csv(const std::vector<PointResult>& results) {
           "{:.9f},{:.6f},",
           r.epoch_seconds, r.iteration_seconds, r.samples_per_second, b.data, b.h2d, b.forward,
           b.backward, b.optimizer, b.communication, b.host, b.other, r.gpu_busy_fraction);
+      out += fmt::format("{:.9f},{},", r.communication_seconds, r.stats.collective_bytes);
+      out += r.speedup > 0 ? fmt::format("{:.6f},{:.6f},", r.speedup, r.scaling_efficiency) : ",,";
     } else {
-      out += ",,,,,,,,,,,,";
+      out += ",,,,,,,,,,,,,,,,";
     }
     out +=
         fmt::format("{},{},{},{},\"{}\"\n", r.memory.peak.value(), r.memory.fits ? "true" : "false",
@@ -150,6 +177,14 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
                               {"forward", b.forward},     {"backward", b.backward},
                               {"optimizer", b.optimizer}, {"communication", b.communication},
                               {"host", b.host},           {"other", b.other}};
+      point["communication"] = {{"total_s", r.communication_seconds},
+                                {"exposed_s", b.communication},
+                                {"collectives", r.stats.collectives},
+                                {"bytes", r.stats.collective_bytes}};
+      if (r.speedup > 0) {
+        point["speedup"] = r.speedup;
+        point["scaling_efficiency"] = r.scaling_efficiency;
+      }
       point["kernels_per_epoch"] = r.stats.kernels;
       point["simulated_iterations"] = r.stats.simulated_iterations;
     }
@@ -212,6 +247,36 @@ std::string render_chrome_trace(const ScenarioSpec& s, const PointResult& r) {
   }
   for (auto& e : events)
     meta.push_back(std::move(e));
+  // Link utilisation as counter tracks, in a process of their own after the GPUs'.
+  if (!r.counters.empty()) {
+    int links_pid = r.point.gpus + 1;
+    meta.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", links_pid},
+                    {"args", {{"name", "links (utilisation %)"}}}});
+    // Rates change at every flow event; keep a link's last value at each instant, and only
+    // the values that differ from its previous one.
+    std::map<std::string, std::size_t> last;  // link -> index of its latest event in meta
+    for (const TraceCounter& c : r.counters) {
+      const double percent = 100 * c.utilisation;
+      const double ts = static_cast<double>(c.time.ns()) / 1e3;
+      auto previous = last.find(c.link);
+      if (previous != last.end()) {
+        nlohmann::ordered_json& p = meta[previous->second];
+        if (p["ts"].get<double>() == ts) {
+          p["args"]["utilisation"] = percent;
+          continue;
+        }
+        if (p["args"]["utilisation"].get<double>() == percent) continue;
+      }
+      last[c.link] = meta.size();
+      meta.push_back({{"name", c.link},
+                      {"ph", "C"},
+                      {"ts", ts},
+                      {"pid", links_pid},
+                      {"args", {{"utilisation", percent}}}});
+    }
+  }
   nlohmann::ordered_json out = {
       {"traceEvents", meta},
       {"displayTimeUnit", "ms"},

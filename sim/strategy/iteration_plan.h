@@ -29,7 +29,14 @@ inline constexpr std::string_view kCategoryNames[] = {
     "data", "h2d", "forward", "backward", "optimizer", "sync", "host", "communication"};
 inline constexpr std::size_t kCategoryCount = 8;
 
-enum class LaneKind : std::uint8_t { cpu, compute, copy, comm };
+// cpu, compute, copy and comm lanes run their ops in order. `network` ops are flows of
+// `work_ns` BYTES between GPUs on the shared network; `delay` ops last `work_ns` regardless of
+// anything else (a collective costed analytically). Neither is ordered like a lane.
+enum class LaneKind : std::uint8_t { cpu, compute, copy, comm, network, delay };
+
+// Zero-length ops that open and close a collective on one GPU's lane; the time between them
+// is that GPU's communication time.
+enum class Marker : std::uint8_t { none, collective_begin, collective_end };
 
 struct Lane {
   LaneKind kind = LaneKind::cpu;
@@ -44,8 +51,16 @@ struct PlanOp {
   std::int64_t work_ns = 0;
   std::vector<std::int32_t> deps;  // earlier ops of this plan, on other lanes
   std::optional<Lane> after_lane;  // also wait for the last op issued on that lane (stream order)
-  bool consumes_batch = false;     // takes the loader's batch for this iteration
+  int consumes_loader = -1;        // takes this iteration's batch from that rank's loader
   int launches_on_gpu = -1;        // a CPU op enqueueing GPU work there (bounded launch queue)
+  // network ops: the GPUs a flow goes between, or a mirror of `src_gpu` (see Transfer), and
+  // whether it pays a collective step's software latency (else it is a plain copy).
+  int src_gpu = -1;
+  int dst_gpu = -1;
+  bool mirror = false;
+  bool collective_step = false;
+  Marker marker = Marker::none;
+  std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves
 };
 
 struct IterationPlan {
@@ -55,7 +70,7 @@ struct IterationPlan {
 
   // Adds an op and returns its index.
   std::int32_t add(PlanOp op) {
-    if (op.lane.kind != LaneKind::cpu) ++kernels;
+    if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy) ++kernels;
     ops.push_back(std::move(op));
     return static_cast<std::int32_t>(ops.size() - 1);
   }

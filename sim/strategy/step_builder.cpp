@@ -86,7 +86,168 @@ std::vector<ForeachOp> foreach_optimizer(Optimizer optimizer) {
   return {};
 }
 
+void add_layer_kernels(std::vector<Call>& out, const StepContext& context, const LayerCosts& layer,
+                       int index, const std::vector<KernelWork>& kernels, std::int64_t batch,
+                       Category category, Seconds host_cost, bool training) {
+  for (const KernelWork& k : kernels) {
+    if (k.training_only && !training) continue;
+    out.push_back({fmt::format("{} {} ({})", kCategoryNames[static_cast<int>(category)],
+                               layer.layer.name, k.name),
+                   category, host_cost, context.device.kernel_time(k, batch), index});
+  }
+}
+
+Call fixed_call(const StepContext& context, std::string name, Category category, Seconds host,
+                const KernelWork& kernel, int layer = -1) {
+  return Call{std::move(name), category, host, context.device.kernel_time(kernel, 1), layer};
+}
+
 }  // namespace
+
+std::int64_t sample_transfer_bytes(const ModelAnalysis& a) {
+  // Inputs in the model's input dtype, plus int64 labels (one per output row).
+  std::int64_t label_rows = a.output_shape.elements() / a.output_shape.last();
+  return a.input_shape.elements() * element_bytes(a.input_dtype) + 8 * label_rows;
+}
+
+std::vector<Call> zero_grad_calls(const StepContext& context) {
+  const HostCosts& costs = context.device.profile().host;
+  if (context.scenario.training.framework == Framework::pytorch2) {
+    // set_to_none: a Python loop over the parameters, no kernel.
+    return {Call{"zero_grad (set to None)", Category::optimizer,
+                 Seconds(costs.optimizer_op.value() +
+                         1e-7 * static_cast<double>(context.analysis.param_tensors.size())),
+                 std::nullopt, -1}};
+  }
+  std::vector<Call> calls;
+  for (const ParamTensor& tensor : context.analysis.param_tensors) {
+    calls.push_back(fixed_call(
+        context, "zero_ " + tensor.name, Category::optimizer, costs.optimizer_op,
+        fixed_kernel("zero_", OpClass::optimizer, 4 * tensor.elements, tensor.elements)));
+  }
+  return calls;
+}
+
+std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training) {
+  const HostCosts& costs = context.device.profile().host;
+  bool mixed = mixed_precision(context.device.precision());
+  std::vector<Call> calls;
+  const auto& layers = context.analysis.layers;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerCosts& layer = layers[i];
+    int index = static_cast<int>(i);
+    if (mixed && is_matrix_layer(layer)) {
+      // autocast casts the fp32 weights to 16 bits on use (read 4, write 2 bytes each).
+      for (const ParamTensor& tensor : layer.param_tensors) {
+        calls.push_back(fixed_call(
+            context, "autocast " + tensor.name, Category::forward, costs.forward_op,
+            fixed_kernel("_to_copy", OpClass::elementwise, 6 * tensor.elements, tensor.elements),
+            index));
+      }
+    }
+    bool launches = std::any_of(layer.forward.begin(), layer.forward.end(),
+                                [&](const KernelWork& k) { return training || !k.training_only; });
+    if (!launches) {
+      // Views, reshapes and identities still cost a module call on the host.
+      calls.push_back({"forward " + layer.layer.name, Category::forward, costs.forward_op,
+                       std::nullopt, index});
+      continue;
+    }
+    add_layer_kernels(calls, context, layer, index, layer.forward, batch, Category::forward,
+                      costs.forward_op, training);
+  }
+  return calls;
+}
+
+std::vector<Call> loss_forward_calls(const StepContext& context, std::int64_t batch) {
+  LayerCosts loss = cross_entropy_costs(context.analysis.output_shape, context.analysis.options);
+  std::vector<Call> calls;
+  add_layer_kernels(calls, context, loss, -1, loss.forward, batch, Category::forward,
+                    context.device.profile().host.forward_op, true);
+  return calls;
+}
+
+std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t batch) {
+  const HostCosts& costs = context.device.profile().host;
+  std::vector<Call> calls;
+  if (context.device.precision() == TrainingPrecision::amp_fp16) {
+    calls.push_back(fixed_call(context, "GradScaler scale loss", Category::backward,
+                               costs.forward_op, fixed_kernel("mul", OpClass::elementwise, 8, 1)));
+  }
+  LayerCosts loss = cross_entropy_costs(context.analysis.output_shape, context.analysis.options);
+  add_layer_kernels(calls, context, loss, -1, loss.backward_input, batch, Category::backward,
+                    costs.backward_op, true);
+  return calls;
+}
+
+std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate) {
+  const HostCosts& costs = context.device.profile().host;
+  std::vector<Call> calls;
+  const auto& layers = context.analysis.layers;
+  for (std::size_t i = layers.size(); i-- > 0;) {
+    const LayerCosts& layer = layers[i];
+    int index = static_cast<int>(i);
+    add_layer_kernels(calls, context, layer, index, layer.backward_input, batch, Category::backward,
+                      costs.backward_op, true);
+    add_layer_kernels(calls, context, layer, index, layer.backward_weight, batch,
+                      Category::backward, costs.backward_op, true);
+    if (accumulate) {
+      for (const ParamTensor& tensor : layer.param_tensors) {
+        calls.push_back(fixed_call(
+            context, "accumulate grad " + tensor.name, Category::backward, costs.backward_op,
+            fixed_kernel("add_", OpClass::elementwise, 12 * tensor.elements, tensor.elements),
+            index));
+      }
+    }
+  }
+  return calls;
+}
+
+std::vector<Call> optimizer_calls(const StepContext& context) {
+  const ModelAnalysis& a = context.analysis;
+  const HostCosts& costs = context.device.profile().host;
+  const Optimizer optimizer = context.scenario.training.optimizer;
+  const std::int64_t tensors = static_cast<std::int64_t>(a.param_tensors.size());
+  std::vector<Call> calls;
+  auto foreach = [&](const std::string& name, std::int64_t bytes_per_element, int lists) {
+    std::int64_t launches = foreach_launches(tensors, a.params, lists);
+    std::int64_t elements = (a.params + launches - 1) / launches;
+    KernelWork k = fixed_kernel(name, OpClass::optimizer, bytes_per_element * elements, elements);
+    for (std::int64_t i = 0; i < launches; ++i) {
+      // The Python call once, then C++ launches.
+      Seconds cost = i == 0 ? costs.optimizer_op : costs.backward_op;
+      calls.push_back(fixed_call(
+          context, launches == 1 ? name : fmt::format("{} [{}/{}]", name, i + 1, launches),
+          Category::optimizer, cost, k));
+    }
+  };
+  if (context.device.precision() == TrainingPrecision::amp_fp16) {
+    // GradScaler.step unscales and checks for inf/NaN (its found_inf read is a sync the step
+    // builder adds).
+    foreach ("_amp_foreach_non_finite_check_and_unscale_", 8, 1)
+      ;
+  }
+  if (context.scenario.training.framework == Framework::pytorch1) {
+    for (const ParamTensor& tensor : a.param_tensors) {
+      for (const auto& [name, bytes] : per_tensor_optimizer(optimizer)) {
+        calls.push_back(fixed_call(
+            context, name + " " + tensor.name, Category::optimizer, costs.optimizer_op,
+            fixed_kernel(name, OpClass::optimizer, bytes * tensor.elements, tensor.elements)));
+      }
+    }
+  } else {
+    for (const ForeachOp& op : foreach_optimizer(optimizer)) {
+      foreach (op.name, op.bytes_per_element, op.lists)
+        ;
+    }
+  }
+  if (context.device.precision() == TrainingPrecision::amp_fp16) {
+    calls.push_back(fixed_call(context, "GradScaler update", Category::optimizer,
+                               costs.optimizer_op,
+                               fixed_kernel("_amp_update_scale_", OpClass::elementwise, 16, 1)));
+  }
+  return calls;
+}
 
 StepBuilder::StepBuilder(const StepContext& context, IterationPlan& plan, int cpu, int gpu)
     : context_(context), plan_(plan), cpu_(cpu), gpu_(gpu) {}
@@ -99,18 +260,25 @@ std::int32_t StepBuilder::host(std::string name, Category category, Seconds cost
   op.lane = Lane{LaneKind::cpu, cpu_};
   op.work_ns = SimTime::from_seconds(cost).ns();
   op.deps = std::move(deps);
-  return plan_.add(std::move(op));
+  op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
+  pending_.clear();
+  last_cpu_op_ = plan_.add(std::move(op));
+  return last_cpu_op_;
 }
 
 std::int32_t StepBuilder::kernel(std::string name, Category category, Seconds host_cost,
                                  SimTime gpu_time, std::vector<std::int32_t> deps) {
+  std::vector<std::int32_t> waits = pending_;
   PlanOp dispatch;
   dispatch.name = "launch " + name;
   dispatch.category = category;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
   dispatch.work_ns = SimTime::from_seconds(host_cost).ns();
   dispatch.launches_on_gpu = gpu_;
+  dispatch.deps = pending_;
+  pending_.clear();
   std::int32_t issued = plan_.add(std::move(dispatch));
+  last_cpu_op_ = issued;
 
   PlanOp run;
   run.name = std::move(name);
@@ -119,6 +287,7 @@ std::int32_t StepBuilder::kernel(std::string name, Category category, Seconds ho
   run.work_ns = gpu_time.ns();
   run.deps = std::move(deps);
   run.deps.push_back(issued);
+  run.deps.insert(run.deps.end(), waits.begin(), waits.end());
   if (pending_copy_ >= 0) {
     run.deps.push_back(pending_copy_);
     pending_copy_ = -1;
@@ -127,12 +296,31 @@ std::int32_t StepBuilder::kernel(std::string name, Category category, Seconds ho
   return last_gpu_op_;
 }
 
-void StepBuilder::copy_batch(std::int64_t batch) {
-  const ModelAnalysis& a = context_.analysis;
-  // Inputs in the model's input dtype, plus int64 labels (one per output row).
-  std::int64_t label_rows = a.output_shape.elements() / a.output_shape.last();
-  std::int64_t per_sample =
-      a.input_shape.elements() * element_bytes(a.input_dtype) + 8 * label_rows;
+std::int32_t StepBuilder::emit(const Call& call) {
+  if (call.gpu_time) return kernel(call.name, call.category, call.host_cost, *call.gpu_time);
+  return host(call.name, call.category, call.host_cost);
+}
+
+void StepBuilder::emit(const std::vector<Call>& calls) {
+  for (const Call& call : calls)
+    emit(call);
+}
+
+void StepBuilder::take_batch(std::int64_t batch, int loader) {
+  const HostCosts& costs = context_.device.profile().host;
+  host("training loop step", Category::host, costs.step_overhead);
+  const LoaderSpec& spec = context_.scenario.loader;
+  if (spec.workers == 0) {
+    host(fmt::format("load batch of {} in the main thread", batch), Category::data,
+         Seconds(spec.sample_cpu.value() * static_cast<double>(batch)));
+    return;
+  }
+  std::int32_t fetch = host("fetch batch from loader worker", Category::data, costs.batch_fetch);
+  plan_.ops[static_cast<std::size_t>(fetch)].consumes_loader = loader;
+}
+
+std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
+  std::int64_t bytes = sample_transfer_bytes(context_.analysis) * batch;
   bool pinned = context_.scenario.loader.pin_memory;
   PlanOp dispatch;
   dispatch.name = "launch copy batch to device";
@@ -140,153 +328,26 @@ void StepBuilder::copy_batch(std::int64_t batch) {
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
   dispatch.work_ns = SimTime::from_seconds(context_.device.profile().host.forward_op).ns();
   dispatch.launches_on_gpu = gpu_;
+  dispatch.deps = pending_;
+  pending_.clear();
   std::int32_t issued = plan_.add(std::move(dispatch));
+  last_cpu_op_ = issued;
 
   PlanOp copy;
-  copy.name =
-      fmt::format("copy batch to device ({:.2f} MiB, {})",
-                  static_cast<double>(per_sample * batch) / kMiB, pinned ? "pinned" : "pageable");
+  copy.name = fmt::format("copy batch to device ({:.2f} MiB, {})",
+                          static_cast<double>(bytes) / kMiB, pinned ? "pinned" : "pageable");
   copy.category = Category::h2d;
   copy.lane = Lane{LaneKind::copy, gpu_};
-  copy.work_ns = context_.device.host_to_device_time(Bytes(per_sample * batch), pinned).ns();
+  copy.work_ns = context_.device.host_to_device_time(Bytes(bytes), pinned).ns();
   copy.deps = {issued};
   copy.after_lane = Lane{LaneKind::compute, gpu_};  // issued on the compute stream
   pending_copy_ = plan_.add(std::move(copy));
+  std::int32_t copied = pending_copy_;
   if (!pinned) {
     // A copy from pageable memory returns to Python only once the data has left it.
     host("wait for pageable copy", Category::h2d, Seconds(0), {pending_copy_});
   }
-}
-
-void StepBuilder::layer_kernels(const LayerCosts& layer, const std::vector<KernelWork>& kernels,
-                                std::int64_t batch, Category category, Seconds host_cost,
-                                bool training) {
-  for (const KernelWork& k : kernels) {
-    if (k.training_only && !training) continue;
-    kernel(fmt::format("{} {} ({})", kCategoryNames[static_cast<int>(category)], layer.layer.name,
-                       k.name),
-           category, host_cost, context_.device.kernel_time(k, batch));
-  }
-}
-
-void StepBuilder::zero_grad() {
-  const HostCosts& costs = context_.device.profile().host;
-  if (context_.scenario.training.framework == Framework::pytorch2) {
-    // set_to_none: a Python loop over the parameters, no kernel.
-    host("zero_grad (set to None)", Category::optimizer,
-         Seconds(costs.optimizer_op.value() +
-                 1e-7 * static_cast<double>(context_.analysis.param_tensors.size())));
-    return;
-  }
-  for (const ParamTensor& tensor : context_.analysis.param_tensors) {
-    per_tensor_op("zero_ " + tensor.name, Category::optimizer, tensor, 4);
-  }
-}
-
-void StepBuilder::forward(std::int64_t batch, bool training) {
-  const HostCosts& costs = context_.device.profile().host;
-  bool mixed = mixed_precision(context_.device.precision());
-  for (const LayerCosts& layer : context_.analysis.layers) {
-    if (mixed && is_matrix_layer(layer)) {
-      // autocast casts the fp32 weights to 16 bits on use (read 4, write 2 bytes each).
-      for (const ParamTensor& tensor : layer.param_tensors) {
-        KernelWork cast =
-            fixed_kernel("_to_copy", OpClass::elementwise, 6 * tensor.elements, tensor.elements);
-        kernel("autocast " + tensor.name, Category::forward, costs.forward_op,
-               context_.device.kernel_time(cast, batch));
-      }
-    }
-    bool launches = std::any_of(layer.forward.begin(), layer.forward.end(),
-                                [&](const KernelWork& k) { return training || !k.training_only; });
-    if (!launches) {
-      // Views, reshapes and identities still cost a module call on the host.
-      host("forward " + layer.layer.name, Category::forward, costs.forward_op);
-      continue;
-    }
-    layer_kernels(layer, layer.forward, batch, Category::forward, costs.forward_op, training);
-  }
-}
-
-void StepBuilder::loss_forward(std::int64_t batch) {
-  LayerCosts loss = cross_entropy_costs(context_.analysis.output_shape, context_.analysis.options);
-  layer_kernels(loss, loss.forward, batch, Category::forward,
-                context_.device.profile().host.forward_op, true);
-}
-
-void StepBuilder::backward(std::int64_t batch) {
-  const HostCosts& costs = context_.device.profile().host;
-  if (context_.device.precision() == TrainingPrecision::amp_fp16) {
-    KernelWork scale = fixed_kernel("mul", OpClass::elementwise, 8, 1);
-    kernel("GradScaler scale loss", Category::backward, costs.forward_op,
-           context_.device.kernel_time(scale, batch));
-  }
-  LayerCosts loss = cross_entropy_costs(context_.analysis.output_shape, context_.analysis.options);
-  layer_kernels(loss, loss.backward_input, batch, Category::backward, costs.backward_op, true);
-  bool accumulate = context_.scenario.training.framework == Framework::pytorch1;
-  const auto& layers = context_.analysis.layers;
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    layer_kernels(*it, it->backward_input, batch, Category::backward, costs.backward_op, true);
-    layer_kernels(*it, it->backward_weight, batch, Category::backward, costs.backward_op, true);
-    if (accumulate) {
-      // Gradients were zeroed, not freed: AccumulateGrad adds into them.
-      for (const ParamTensor& tensor : it->param_tensors) {
-        KernelWork add =
-            fixed_kernel("add_", OpClass::elementwise, 12 * tensor.elements, tensor.elements);
-        kernel("accumulate grad " + tensor.name, Category::backward, costs.backward_op,
-               context_.device.kernel_time(add, batch));
-      }
-    }
-  }
-}
-
-void StepBuilder::per_tensor_op(const std::string& name, Category category,
-                                const ParamTensor& tensor, std::int64_t bytes_per_element) {
-  KernelWork k =
-      fixed_kernel(name, OpClass::optimizer, bytes_per_element * tensor.elements, tensor.elements);
-  kernel(name, category, context_.device.profile().host.optimizer_op,
-         context_.device.kernel_time(k, 1));
-}
-
-void StepBuilder::optimizer_step() {
-  const ModelAnalysis& a = context_.analysis;
-  const HostCosts& costs = context_.device.profile().host;
-  const Optimizer optimizer = context_.scenario.training.optimizer;
-  const std::int64_t tensors = static_cast<std::int64_t>(a.param_tensors.size());
-
-  auto foreach = [&](const std::string& name, std::int64_t bytes_per_element, int lists) {
-    std::int64_t launches = foreach_launches(tensors, a.params, lists);
-    std::int64_t elements = (a.params + launches - 1) / launches;
-    KernelWork k = fixed_kernel(name, OpClass::optimizer, bytes_per_element * elements, elements);
-    for (std::int64_t i = 0; i < launches; ++i) {
-      // The Python call once, then C++ launches.
-      Seconds cost = i == 0 ? costs.optimizer_op : costs.backward_op;
-      kernel(launches == 1 ? name : fmt::format("{} [{}/{}]", name, i + 1, launches),
-             Category::optimizer, cost, context_.device.kernel_time(k, 1));
-    }
-  };
-
-  if (context_.device.precision() == TrainingPrecision::amp_fp16) {
-    // GradScaler.step: unscale and check for inf/NaN, then read found_inf on the host.
-    foreach ("_amp_foreach_non_finite_check_and_unscale_", 8, 1)
-      ;
-    sync("GradScaler found_inf.item()");
-  }
-  if (context_.scenario.training.framework == Framework::pytorch1) {
-    for (const ParamTensor& tensor : a.param_tensors) {
-      for (const auto& [name, bytes] : per_tensor_optimizer(optimizer)) {
-        per_tensor_op(name + " " + tensor.name, Category::optimizer, tensor, bytes);
-      }
-    }
-  } else {
-    for (const ForeachOp& op : foreach_optimizer(optimizer))
-      foreach (op.name, op.bytes_per_element, op.lists)
-        ;
-  }
-  if (context_.device.precision() == TrainingPrecision::amp_fp16) {
-    KernelWork update = fixed_kernel("_amp_update_scale_", OpClass::elementwise, 16, 1);
-    kernel("GradScaler update", Category::optimizer, costs.optimizer_op,
-           context_.device.kernel_time(update, 1));
-  }
+  return copied;
 }
 
 void StepBuilder::sync(std::string name) {
@@ -295,38 +356,30 @@ void StepBuilder::sync(std::string name) {
   host(std::move(name), Category::sync, context_.device.profile().host.sync, std::move(deps));
 }
 
-namespace {
-
-// The start of a step: loop overhead, then the batch — loaded in place without workers, or
-// fetched from a worker that prepared it (the op the loader's batch is handed to).
-void take_batch(StepBuilder& step, IterationPlan& plan, const StepContext& context,
-                std::int64_t batch) {
-  const HostCosts& costs = context.device.profile().host;
-  step.host("training loop step", Category::host, costs.step_overhead);
-  const LoaderSpec& loader = context.scenario.loader;
-  if (loader.workers == 0) {
-    step.host(fmt::format("load batch of {} in the main thread", batch), Category::data,
-              Seconds(loader.sample_cpu.value() * static_cast<double>(batch)));
-    return;
-  }
-  std::int32_t fetch =
-      step.host("fetch batch from loader worker", Category::data, costs.batch_fetch);
-  plan.ops[static_cast<std::size_t>(fetch)].consumes_batch = true;
-}
-
-}  // namespace
-
 IterationPlan single_device_training_step(const StepContext& context, std::int64_t batch) {
   IterationPlan plan;
   plan.samples = batch;
   StepBuilder step(context, plan, 0, 0);
-  take_batch(step, plan, context, batch);
+  step.take_batch(batch, 0);
   step.copy_batch(batch);
-  step.zero_grad();
-  step.forward(batch, true);
-  step.loss_forward(batch);
-  step.backward(batch);
-  step.optimizer_step();
+  step.emit(zero_grad_calls(context));
+  step.emit(forward_calls(context, batch, true));
+  step.emit(loss_forward_calls(context, batch));
+  step.emit(loss_backward_calls(context, batch));
+  step.emit(
+      backward_calls(context, batch, context.scenario.training.framework == Framework::pytorch1));
+  if (context.device.precision() == TrainingPrecision::amp_fp16) {
+    std::vector<Call> calls = optimizer_calls(context);
+    // GradScaler.step: unscale (the first calls), read found_inf on the host, then step.
+    auto unscale_end = std::find_if(calls.begin(), calls.end(), [](const Call& c) {
+      return c.name.rfind("_amp_foreach", 0) != 0;
+    });
+    step.emit(std::vector<Call>(calls.begin(), unscale_end));
+    step.sync("GradScaler found_inf.item()");
+    step.emit(std::vector<Call>(unscale_end, calls.end()));
+  } else {
+    step.emit(optimizer_calls(context));
+  }
   if (context.scenario.training.sync_every_step) step.sync("loss.item()");
   return plan;
 }
@@ -335,10 +388,10 @@ IterationPlan single_device_validation_step(const StepContext& context, std::int
   IterationPlan plan;
   plan.samples = batch;
   StepBuilder step(context, plan, 0, 0);
-  take_batch(step, plan, context, batch);
+  step.take_batch(batch, 0);
   step.copy_batch(batch);
-  step.forward(batch, false);
-  step.loss_forward(batch);
+  step.emit(forward_calls(context, batch, false));
+  step.emit(loss_forward_calls(context, batch));
   step.sync("validation loss.item()");
   return plan;
 }

@@ -1,7 +1,13 @@
 // Builds the operations of one step on one device — zero_grad, forward, loss, backward,
 // optimizer — as an eager framework issues them: each GPU kernel is preceded by its CPU
-// dispatch, and the host cost per op comes from the hardware profile.
+// dispatch, and the host cost per op comes from the hardware profile. Strategies (single
+// device, dp, ddp) compose these calls, interleave them across replicas or insert
+// communication between them.
 #pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/model/analysis.h"
 #include "core/spec/scenario_spec.h"
@@ -17,8 +23,30 @@ struct StepContext {
   const DeviceModel& device;
 };
 
-// Appends ops to `plan`, issuing on CPU thread `cpu` and GPU `gpu`. `after` is the op the
-// first new op must follow on another lane (-1 for none); returns the last GPU op added.
+// One operation the framework issues: host work, and the kernel it launches if any.
+struct Call {
+  std::string name;
+  Category category = Category::host;
+  Seconds host_cost;
+  std::optional<SimTime> gpu_time;  // none: host-only (a view, zero_grad set to None)
+  int layer = -1;                   // the layer (index in the analysis) it belongs to
+};
+
+// The calls of each part of a step, in issue order.
+std::vector<Call> zero_grad_calls(const StepContext& context);
+std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training);
+std::vector<Call> loss_forward_calls(const StepContext& context, std::int64_t batch);
+// The loss's gradient (and, under fp16 autocast, the GradScaler's scaling of it).
+std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t batch);
+// The layers' gradients, last layer first. `accumulate`: gradients exist already (zeroed by
+// PyTorch 1.x, or from earlier micro-batches), so AccumulateGrad adds into them with a kernel
+// per parameter tensor.
+std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate);
+std::vector<Call> optimizer_calls(const StepContext& context);
+// Bytes of one sample's inputs and labels as they cross to the device.
+std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis);
+
+// Emits calls into a plan, on CPU thread `cpu` and GPU `gpu`.
 class StepBuilder {
  public:
   StepBuilder(const StepContext& context, IterationPlan& plan, int cpu, int gpu);
@@ -26,36 +54,40 @@ class StepBuilder {
   // A CPU-only op (no kernel).
   std::int32_t host(std::string name, Category category, Seconds cost,
                     std::vector<std::int32_t> deps = {});
-  // A kernel: its CPU dispatch, then the kernel on the GPU's compute stream.
+  // A kernel: its CPU dispatch, then the kernel on the GPU's compute stream. Returns the
+  // kernel's op.
   std::int32_t kernel(std::string name, Category category, Seconds host_cost, SimTime gpu_time,
                       std::vector<std::int32_t> deps = {});
+  // Emits a call; returns its last op (the kernel, or the host op).
+  std::int32_t emit(const Call& call);
+  void emit(const std::vector<Call>& calls);
+  // The next CPU op and the next kernel this builder emits also wait for `op`.
+  void wait_for(std::int32_t op) { pending_.push_back(op); }
 
-  void zero_grad();
-  // Forward pass; in evaluation mode, training-only kernels (dropout) are skipped.
-  void forward(std::int64_t batch, bool training);
-  void loss_forward(std::int64_t batch);
-  void backward(std::int64_t batch);
-  void optimizer_step();
-  // Host-to-device copy of the batch on the copy engine, in stream order; the next kernel
-  // waits for it. Pageable copies also block the CPU thread.
-  void copy_batch(std::int64_t batch);
+  // The start of a step: loop overhead, then the batch — loaded in place without workers, or
+  // fetched from loader `loader`'s workers.
+  void take_batch(std::int64_t batch, int loader);
+  // Host-to-device copy of `batch` samples on the copy engine, in stream order; the next kernel
+  // waits for it. Pageable copies also block the CPU thread. Returns the copy op.
+  std::int32_t copy_batch(std::int64_t batch);
   // loss.item(): the CPU waits for everything issued so far on the GPU.
   void sync(std::string name);
 
   std::int32_t last_gpu_op() const { return last_gpu_op_; }
+  std::int32_t last_cpu_op() const { return last_cpu_op_; }
+  int cpu() const { return cpu_; }
+  int gpu() const { return gpu_; }
+  IterationPlan& plan() { return plan_; }
 
  private:
-  void layer_kernels(const LayerCosts& layer, const std::vector<KernelWork>& kernels,
-                     std::int64_t batch, Category category, Seconds host_cost, bool training);
-  void per_tensor_op(const std::string& name, Category category, const ParamTensor& tensor,
-                     std::int64_t bytes_per_element);
-
   const StepContext& context_;
   IterationPlan& plan_;
   int cpu_;
   int gpu_;
   std::int32_t last_gpu_op_ = -1;
-  std::int32_t pending_copy_ = -1;  // the next kernel waits for this copy
+  std::int32_t last_cpu_op_ = -1;
+  std::vector<std::int32_t> pending_;  // the next ops wait for these
+  std::int32_t pending_copy_ = -1;     // the next kernel waits for this copy
 };
 
 // Per-step plans for a single device: a training step and an evaluation (validation) step.

@@ -1,0 +1,80 @@
+// Collectives as plan ops.
+#include "sim/strategy/collective_ops.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace epochcast::sim {
+
+std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveChoice& choice,
+                                         bool analytic, const std::vector<CollectiveSite>& sites,
+                                         const std::string& name, bool nccl) {
+  const std::int64_t bytes = choice.bytes.value();
+  std::map<int, std::int32_t> begin;
+  for (const CollectiveSite& site : sites) {
+    PlanOp op;
+    op.name = name;
+    op.category = Category::communication;
+    op.lane = site.lane;
+    op.deps = site.ready;
+    op.marker = Marker::collective_begin;
+    op.collective_bytes = bytes;
+    begin[site.gpu] = plan.add(std::move(op));
+  }
+  // What closes each rank's part.
+  std::map<int, std::vector<std::int32_t>> touching;
+  if (analytic) {
+    PlanOp op;
+    op.name =
+        fmt::format("{} ({})", name, kAlgorithmNames[static_cast<int>(choice.plan.algorithm)]);
+    op.category = Category::communication;
+    op.lane = Lane{LaneKind::delay, 0};
+    op.work_ns = SimTime::from_seconds(choice.time).ns();
+    for (const auto& [gpu, b] : begin)
+      op.deps.push_back(b);
+    std::int32_t all = plan.add(std::move(op));
+    for (const auto& [gpu, b] : begin)
+      touching[gpu].push_back(all);
+  } else {
+    std::vector<std::int32_t> ops(choice.plan.transfers.size());
+    for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
+      const Transfer& t = choice.plan.transfers[i];
+      PlanOp op;
+      op.name = fmt::format("{} {}->{}", name, t.src, t.dst);
+      op.category = Category::communication;
+      op.lane = Lane{LaneKind::network, 0};
+      op.work_ns = t.bytes.value();
+      op.src_gpu = t.src;
+      op.dst_gpu = t.dst;
+      op.mirror = t.mirror;
+      op.collective_step = nccl;
+      for (int d : t.deps)
+        op.deps.push_back(ops[static_cast<std::size_t>(d)]);
+      if (t.deps.empty()) {
+        // A rank's first transfer needs both ends in the collective.
+        for (int gpu : {t.src, t.dst}) {
+          auto b = begin.find(gpu);
+          if (b != begin.end()) op.deps.push_back(b->second);
+        }
+      }
+      ops[i] = plan.add(std::move(op));
+      touching[t.src].push_back(ops[i]);
+      if (t.dst != t.src) touching[t.dst].push_back(ops[i]);
+    }
+  }
+  std::vector<std::int32_t> ends;
+  for (const CollectiveSite& site : sites) {
+    PlanOp op;
+    op.name = name;
+    op.category = Category::communication;
+    op.lane = site.lane;
+    op.deps = touching[site.gpu];
+    op.deps.push_back(begin[site.gpu]);
+    op.marker = Marker::collective_end;
+    ends.push_back(plan.add(std::move(op)));
+  }
+  return ends;
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,390 @@
+// nn.DataParallel and DistributedDataParallel steps as iteration plans.
+#include "sim/strategy/multi_gpu.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/strategy/collective_ops.h"
+
+namespace epochcast::sim {
+
+std::vector<int> MultiGpuContext::ranks() const {
+  std::vector<int> out;
+  for (const auto& node : nodes)
+    out.insert(out.end(), node.begin(), node.end());
+  return out;
+}
+
+const CollectiveChoice& MultiGpuContext::collective(Collective kind, Bytes bytes, int root) const {
+  auto key = std::make_tuple(static_cast<int>(kind), bytes.value(), root);
+  auto found = cache->find(key);
+  if (found != cache->end()) return found->second;
+  CollectiveRequest request{kind, bytes, nodes, total_nodes, symmetric, root};
+  request.algorithm = step.scenario.training.collective_algorithm;
+  return cache->emplace(key, choose_collective(request, topology, profile)).first->second;
+}
+
+namespace {
+
+// A memory-bound copy kernel over `bytes` (read and written: 2x the traffic).
+SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
+  KernelWork k;
+  k.name = "copy";
+  k.op_class = OpClass::elementwise;
+  k.bytes = {Bytes(0), Bytes(2 * bytes)};
+  k.parallelism = {0, std::max<std::int64_t>(1, bytes / 4)};
+  return c.step.device.kernel_time(k, 1);
+}
+
+std::int64_t param_bytes(const MultiGpuContext& c, std::int64_t elements) {
+  return elements * element_bytes(c.step.analysis.options.parameter_dtype);
+}
+
+// Parameter tensors split into buffers of at most `cap` bytes, in registration order (a tensor
+// larger than the cap gets a buffer of its own), as torch.cuda.comm coalesces them.
+std::vector<std::int64_t> coalesced_buffers(const MultiGpuContext& c, std::int64_t cap) {
+  std::vector<std::int64_t> buffers;
+  std::int64_t current = 0;
+  for (const ParamTensor& t : c.step.analysis.param_tensors) {
+    std::int64_t bytes = param_bytes(c, t.elements);
+    if (current > 0 && current + bytes > cap) {
+      buffers.push_back(current);
+      current = 0;
+    }
+    current += bytes;
+  }
+  if (current > 0) buffers.push_back(current);
+  return buffers;
+}
+
+// Samples of each of DataParallel's chunks: torch.chunk-like, ceil(batch / gpus) each.
+std::vector<std::int64_t> chunk_sizes(std::int64_t batch, int gpus) {
+  std::int64_t size = (batch + gpus - 1) / gpus;
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t left = batch; left > 0; left -= size)
+    sizes.push_back(std::min(size, left));
+  return sizes;
+}
+
+std::int64_t output_bytes_per_sample(const MultiGpuContext& c) {
+  return c.step.analysis.output_shape.elements() *
+         element_bytes(c.step.analysis.options.activation_dtype);
+}
+
+// A plain peer copy (cudaMemcpyPeer-like, no collective step latency) as a network flow.
+std::int32_t peer_copy(IterationPlan& plan, const std::string& name, int src, int dst,
+                       std::int64_t bytes, std::vector<std::int32_t> deps) {
+  PlanOp op;
+  op.name = name;
+  op.category = Category::communication;
+  op.lane = Lane{LaneKind::network, 0};
+  op.work_ns = bytes;
+  op.src_gpu = src;
+  op.dst_gpu = dst;
+  op.deps = std::move(deps);
+  return plan.add(std::move(op));
+}
+
+// The forward half of a DataParallel step, shared by training and evaluation: scatter the
+// batch, replicate the module (broadcast its parameters), run the replicas with their
+// dispatch serialised by the GIL, gather the outputs onto GPU 0 and compute the loss there.
+// Returns the per-replica chunk sizes.
+std::vector<std::int64_t> data_parallel_forward(const MultiGpuContext& c, IterationPlan& plan,
+                                                StepBuilder& main, int gpus, std::int64_t batch,
+                                                std::int32_t batch_on_gpu0, bool training) {
+  const HostCosts& costs = c.profile.host;
+  std::vector<std::int64_t> sizes = chunk_sizes(batch, gpus);
+  const int replicas = static_cast<int>(sizes.size());
+  const std::int64_t sample_bytes =
+      c.step.analysis.input_shape.elements() * element_bytes(c.step.analysis.input_dtype);
+
+  std::int32_t scatter = main.host("DataParallel scatter", Category::communication,
+                                   costs.forward_op * static_cast<double>(replicas));
+  std::vector<std::int32_t> chunk_arrived(static_cast<std::size_t>(replicas), batch_on_gpu0);
+  for (int r = 1; r < replicas; ++r) {
+    chunk_arrived[static_cast<std::size_t>(r)] =
+        peer_copy(plan, fmt::format("scatter inputs 0->{}", r), 0, r,
+                  sample_bytes * sizes[static_cast<std::size_t>(r)], {batch_on_gpu0, scatter});
+  }
+
+  // replicate(): new module objects per replica (a module call's host cost each), then the
+  // parameters broadcast from GPU 0 in coalesced buffers.
+  main.host("replicate modules", Category::communication,
+            costs.forward_op *
+                static_cast<double>((replicas - 1) *
+                                    static_cast<std::int64_t>(c.step.analysis.layers.size())));
+  std::vector<int> participants;
+  for (int r = 0; r < replicas; ++r)
+    participants.push_back(r);
+  MultiGpuContext local = c;
+  local.nodes = {participants};
+  std::vector<std::int32_t> params_arrived(static_cast<std::size_t>(replicas), -1);
+  for (std::int64_t bytes : coalesced_buffers(c, kDataParallelBucketBytes)) {
+    std::int32_t flat = main.kernel("flatten parameters", Category::communication, costs.forward_op,
+                                    copy_time(c, bytes));
+    main.host("broadcast_coalesced (NCCL)", Category::communication,
+              c.profile.links.collective_launch);
+    std::vector<CollectiveSite> sites;
+    for (int r = 0; r < replicas; ++r) {
+      std::vector<std::int32_t> ready = {main.last_cpu_op()};
+      if (r == 0) ready.push_back(flat);
+      sites.push_back({r, Lane{LaneKind::compute, r}, ready});
+    }
+    std::vector<std::int32_t> ends = add_collective(
+        plan, local.collective(Collective::broadcast, Bytes(bytes), 0), c.analytic, sites,
+        fmt::format("broadcast parameters ({:.1f} MiB)", to_mib(Bytes(bytes))));
+    for (int r = 0; r < replicas; ++r)
+      params_arrived[static_cast<std::size_t>(r)] = ends[static_cast<std::size_t>(r)];
+  }
+
+  // parallel_apply: a thread per replica, but Python holds the GIL, so their dispatch is one
+  // interleaved sequence on the main thread.
+  std::vector<StepBuilder> replica;
+  std::vector<std::vector<Call>> calls;
+  std::size_t longest = 0;
+  for (int r = 0; r < replicas; ++r) {
+    replica.emplace_back(c.step, plan, 0, r);
+    replica.back().wait_for(chunk_arrived[static_cast<std::size_t>(r)]);
+    replica.back().wait_for(params_arrived[static_cast<std::size_t>(r)]);
+    calls.push_back(forward_calls(c.step, sizes[static_cast<std::size_t>(r)], training));
+    longest = std::max(longest, calls.back().size());
+  }
+  for (std::size_t k = 0; k < longest; ++k) {
+    for (int r = 0; r < replicas; ++r) {
+      if (k < calls[static_cast<std::size_t>(r)].size()) {
+        replica[static_cast<std::size_t>(r)].emit(calls[static_cast<std::size_t>(r)][k]);
+      }
+    }
+  }
+  // gather(): outputs onto GPU 0 for the loss.
+  main.host("DataParallel gather", Category::communication,
+            costs.forward_op * static_cast<double>(replicas));
+  for (int r = 1; r < replicas; ++r) {
+    main.wait_for(
+        peer_copy(plan, fmt::format("gather outputs {}->0", r), r, 0,
+                  output_bytes_per_sample(c) * sizes[static_cast<std::size_t>(r)],
+                  {replica[static_cast<std::size_t>(r)].last_gpu_op(), main.last_cpu_op()}));
+  }
+  main.wait_for(replica[0].last_gpu_op());
+  main.emit(loss_forward_calls(c.step, batch));
+  return sizes;
+}
+
+}  // namespace
+
+IterationPlan data_parallel_training_step(const MultiGpuContext& c, int gpus, std::int64_t batch) {
+  IterationPlan plan;
+  plan.samples = batch;
+  const HostCosts& costs = c.profile.host;
+  const bool pytorch1 = c.step.scenario.training.framework == Framework::pytorch1;
+  StepBuilder main(c.step, plan, 0, 0);
+  main.take_batch(batch, 0);
+  std::int32_t on_gpu0 = main.copy_batch(batch);
+  main.emit(zero_grad_calls(c.step));
+  std::vector<std::int64_t> sizes =
+      data_parallel_forward(c, plan, main, gpus, batch, on_gpu0, true);
+  const int replicas = static_cast<int>(sizes.size());
+
+  // loss.backward() hands over to the autograd engine's thread per device.
+  std::int32_t call = main.host("loss.backward()", Category::backward, costs.backward_op);
+  std::vector<StepBuilder> device;
+  for (int r = 0; r < replicas; ++r) {
+    device.emplace_back(c.step, plan, 1 + r, r);
+    device.back().wait_for(call);
+  }
+  device[0].emit(loss_backward_calls(c.step, batch));
+  // Gather's backward scatters the output gradients to the replicas.
+  for (int r = 1; r < replicas; ++r) {
+    device[static_cast<std::size_t>(r)].wait_for(
+        peer_copy(plan, fmt::format("scatter output gradients 0->{}", r), 0, r,
+                  output_bytes_per_sample(c) * sizes[static_cast<std::size_t>(r)],
+                  {device[0].last_gpu_op()}));
+  }
+  for (int r = 0; r < replicas; ++r) {
+    // Replicas' parameters are broadcast outputs, not leaves: no AccumulateGrad here.
+    device[static_cast<std::size_t>(r)].emit(
+        backward_calls(c.step, sizes[static_cast<std::size_t>(r)], false));
+  }
+  // Broadcast's backward (ReduceAddCoalesced) runs once every replica is done: flatten each
+  // replica's gradients, NCCL-reduce them onto GPU 0, then accumulate into the module's grads.
+  StepBuilder& engine = device[0];
+  for (int r = 1; r < replicas; ++r)
+    engine.wait_for(device[static_cast<std::size_t>(r)].last_cpu_op());
+  std::vector<int> participants;
+  for (int r = 0; r < replicas; ++r)
+    participants.push_back(r);
+  MultiGpuContext local = c;
+  local.nodes = {participants};
+  for (std::int64_t bytes : coalesced_buffers(c, kDataParallelBucketBytes)) {
+    std::vector<CollectiveSite> sites;
+    for (int r = 0; r < replicas; ++r) {
+      StepBuilder flatten(c.step, plan, 1, r);
+      flatten.wait_for(engine.last_cpu_op());
+      std::int32_t flat = flatten.kernel("flatten gradients", Category::communication,
+                                         costs.backward_op, copy_time(c, bytes));
+      sites.push_back({r, Lane{LaneKind::compute, r}, {flat}});
+    }
+    engine.host("reduce_add_coalesced (NCCL)", Category::communication,
+                c.profile.links.collective_launch);
+    for (CollectiveSite& site : sites)
+      site.ready.push_back(engine.last_cpu_op());
+    std::vector<std::int32_t> ends =
+        add_collective(plan, local.collective(Collective::reduce, Bytes(bytes), 0), c.analytic,
+                       sites, fmt::format("reduce gradients ({:.1f} MiB)", to_mib(Bytes(bytes))));
+    // AccumulateGrad into the module's .grad: an add into zeroed grads (1.x) or a copy.
+    engine.wait_for(ends[0]);
+    engine.kernel("accumulate reduced gradients", Category::backward, costs.backward_op,
+                  copy_time(c, pytorch1 ? bytes * 3 / 2 : bytes));
+  }
+  main.host("wait for backward", Category::backward, Seconds(0), {engine.last_cpu_op()});
+  main.emit(optimizer_calls(c.step));
+  if (c.step.scenario.training.sync_every_step) main.sync("loss.item()");
+  return plan;
+}
+
+IterationPlan data_parallel_validation_step(const MultiGpuContext& c, int gpus,
+                                            std::int64_t batch) {
+  IterationPlan plan;
+  plan.samples = batch;
+  StepBuilder main(c.step, plan, 0, 0);
+  main.take_batch(batch, 0);
+  std::int32_t on_gpu0 = main.copy_batch(batch);
+  data_parallel_forward(c, plan, main, gpus, batch, on_gpu0, false);
+  main.sync("validation loss.item()");
+  return plan;
+}
+
+std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap) {
+  std::vector<GradientBucket> buckets;
+  const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+  GradientBucket current;
+  for (std::size_t i = analysis.param_tensors.size(); i-- > 0;) {
+    // As PyTorch's reducer assigns them: a bucket takes tensors until it reaches its limit,
+    // so it may pass the limit by its last tensor.
+    current.tensors.push_back(i);
+    current.bytes += Bytes(analysis.param_tensors[i].elements * element);
+    if (current.bytes >= (buckets.empty() ? first_cap : cap)) {
+      buckets.push_back(std::move(current));
+      current = GradientBucket{};
+    }
+  }
+  if (!current.tensors.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bool communicate,
+                                bool zero_grad) {
+  IterationPlan plan;
+  plan.samples = batch;
+  const HostCosts& costs = c.profile.host;
+  const TrainingSpec& training = c.step.scenario.training;
+  const ModelAnalysis& analysis = c.step.analysis;
+  std::vector<GradientBucket> buckets =
+      ddp_buckets(analysis, training.first_bucket_cap, training.bucket_cap);
+  // The layer after whose backward each bucket is complete (its earliest layer).
+  std::vector<int> tensor_layer;
+  for (std::size_t l = 0; l < analysis.layers.size(); ++l) {
+    for (std::size_t t = 0; t < analysis.layers[l].param_tensors.size(); ++t) {
+      tensor_layer.push_back(static_cast<int>(l));
+    }
+  }
+  std::map<int, std::vector<std::size_t>> complete_after;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    int earliest = static_cast<int>(analysis.layers.size());
+    for (std::size_t t : buckets[b].tensors)
+      earliest = std::min(earliest, tensor_layer[t]);
+    complete_after[earliest].push_back(b);
+  }
+
+  const std::vector<int> ranks = c.ranks();
+  std::vector<StepBuilder> rank;
+  // ready[r][b]: the ops after which rank r may start all-reducing bucket b.
+  std::vector<std::vector<std::vector<std::int32_t>>> ready(ranks.size());
+  const bool accumulate = training.framework == Framework::pytorch1 || !zero_grad;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    int gpu = ranks[i];
+    rank.emplace_back(c.step, plan, gpu, gpu);
+    StepBuilder& b = rank.back();
+    ready[i].resize(buckets.size());
+    b.take_batch(batch, static_cast<int>(i));
+    b.copy_batch(batch);
+    if (zero_grad) b.emit(zero_grad_calls(c.step));
+    b.host("DistributedDataParallel forward", Category::forward, costs.forward_op);
+    b.emit(forward_calls(c.step, batch, true));
+    b.emit(loss_forward_calls(c.step, batch));
+    b.emit(loss_backward_calls(c.step, batch));
+    std::vector<Call> calls = backward_calls(c.step, batch, accumulate);
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      b.emit(calls[k]);
+      bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
+      if (!communicate || !layer_done) continue;
+      auto finished = complete_after.find(calls[k].layer);
+      if (finished == complete_after.end()) continue;
+      // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
+      // bucket's all-reduce is launched from the autograd thread right away.
+      for (std::size_t bucket : finished->second) {
+        std::int32_t copied =
+            b.kernel(fmt::format("copy gradients into bucket {}", bucket), Category::backward,
+                     costs.backward_op, copy_time(c, buckets[bucket].bytes.value()));
+        std::int32_t launched = b.host(fmt::format("launch all-reduce of bucket {}", bucket),
+                                       Category::communication, c.profile.links.collective_launch);
+        ready[i][bucket] = {copied, launched};
+      }
+    }
+  }
+  if (communicate) {
+    std::vector<std::vector<std::int32_t>> ends(buckets.size());
+    for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
+      std::vector<CollectiveSite> sites;
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, ready[i][bucket]});
+      }
+      ends[bucket] = add_collective(
+          plan, c.collective(Collective::all_reduce, buckets[bucket].bytes), c.analytic, sites,
+          fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
+                      static_cast<double>(buckets[bucket].bytes.value()) / kMiB));
+    }
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      StepBuilder& b = rank[i];
+      // finalize_backward: the compute stream waits for each all-reduce, then the averaged
+      // bucket is copied back into the gradients.
+      for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
+        b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
+                 costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), {ends[bucket][i]});
+      }
+      if (c.step.device.precision() == TrainingPrecision::amp_fp16) {
+        std::vector<Call> optimizer = optimizer_calls(c.step);
+        auto unscale_end = std::find_if(optimizer.begin(), optimizer.end(), [](const Call& call) {
+          return call.name.rfind("_amp_foreach", 0) != 0;
+        });
+        b.emit(std::vector<Call>(optimizer.begin(), unscale_end));
+        b.sync("GradScaler found_inf.item()");
+        b.emit(std::vector<Call>(unscale_end, optimizer.end()));
+      } else {
+        b.emit(optimizer_calls(c.step));
+      }
+    }
+  }
+  for (StepBuilder& b : rank) {
+    if (training.sync_every_step) b.sync("loss.item()");
+  }
+  return plan;
+}
+
+IterationPlan ddp_validation_step(const MultiGpuContext& c, std::int64_t batch) {
+  IterationPlan plan;
+  plan.samples = batch;
+  for (std::size_t i = 0; i < c.ranks().size(); ++i) {
+    int gpu = c.ranks()[i];
+    StepBuilder b(c.step, plan, gpu, gpu);
+    b.take_batch(batch, static_cast<int>(i));
+    b.copy_batch(batch);
+    b.emit(forward_calls(c.step, batch, false));
+    b.emit(loss_forward_calls(c.step, batch));
+    b.sync("validation loss.item()");
+  }
+  return plan;
+}
+
+}  // namespace epochcast::sim

@@ -108,6 +108,7 @@ Command add_predict_command(CLI::App& app) {
       }
       results.push_back(sim::predict_point(scenario, points[i], point_options));
     }
+    sim::compare_with_one_gpu(scenario, results, options);
     std::cout << sim::render_table(scenario, results);
     if (!args->csv.empty()) write_file_atomically(args->csv, sim::render_csv(results), "--csv");
     if (!args->json.empty()) {

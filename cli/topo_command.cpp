@@ -1,5 +1,6 @@
 // `epochcast topo MACHINE`: the machine's graph, and for every GPU pair the path type and
 // bottleneck bandwidth, in the spirit of `nvidia-smi topo -m`.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -48,14 +49,24 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
   links.add_column("count");
   links.add_column("GB/s each way");
   links.add_column("latency (us)");
-  links.add_column("source", TextTable::Align::left);
+  links.add_column("source");
+  // Sources are long: the table refers to them by number, listed below it.
+  std::vector<std::string> sources;
   for (const auto& [label, group] : groups) {
+    const std::string& source = group.second->source;
+    auto known = std::find(sources.begin(), sources.end(), source);
+    if (known == sources.end()) known = sources.insert(sources.end(), source);
     links.add_row({label, std::to_string(group.first),
                    fmt::format("{:.1f}", group.second->bandwidth.value() / 1e9),
                    fmt::format("{:.2f}", group.second->latency.value() * 1e6),
-                   group.second->source});
+                   fmt::format("[{}]", known - sources.begin() + 1)});
   }
   fmt::print("{}\n", links.render());
+  if (t.nodes() == 1 && m.topology.network) {
+    const NetworkTopology& n = *m.topology.network;
+    fmt::print("Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s\n\n",
+               n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9);
+  }
 
   // The matrices cover the first node; across nodes, one pair stands for all.
   int shown = t.gpus_per_node();
@@ -91,6 +102,9 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
       "Legend: X itself; NV# NVLink (# links, directly or through NVSwitch); PIX through one PCIe\n"
       "switch; PXB through several PCIe switches; PHB through a CPU's PCIe host bridge; SYS\n"
       "across the link between sockets; NET across the network.\n");
+  fmt::print("\nSources:\n");
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    fmt::print("[{}] {}\n", i + 1, sources[i]);
 }
 
 }  // namespace
@@ -112,9 +126,10 @@ Command add_topo_command(CLI::App& app) {
     MachineSpec machine = load_machine(file, bundled_gpu_catalogue());
     int nodes = args->nodes > 0 ? args->nodes : machine.nodes;
     if (nodes > 1 && !machine.topology.network) {
-      throw InputError(
-          SourceMark{file.string(), 0, 0}, "topology.network",
-          fmt::format("{} nodes asked for, but the machine has no network section", nodes));
+      throw InputError(SourceMark{fmt::format("--nodes {}", nodes), 0, 0}, "",
+                       fmt::format("the machine '{}' ({}) has no network section to join several "
+                                   "nodes",
+                                   machine.name, file.string()));
     }
     print_topology(machine, sim::Topology::build(machine, nodes));
     return 0;

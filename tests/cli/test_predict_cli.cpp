@@ -68,6 +68,35 @@ TEST_CASE("predict writes CSV, JSON and a Chrome trace with named tracks") {
   CHECK(t["otherData"]["global_batch"] == 100);
 }
 
+TEST_CASE("a multi-GPU trace has a communication track per GPU and link counters") {
+  std::string trace = out_path("dp.trace.json"), json = out_path("dp.json");
+  CommandResult r = run_command(epochcast_binary() + " predict " + seed("linear") +
+                                " --gpus 1,4 --batch 100 --json " + json + " --trace " + trace +
+                                " --trace-point 2 --trace-iterations 2");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("speedup"));
+  CHECK_THAT(r.output, Catch::Contains("comm total (s)"));
+  nlohmann::json t = nlohmann::json::parse(read(trace));
+  std::set<std::string> tracks;
+  std::set<std::string> counters;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"]);
+    if (e["ph"] == "C") counters.insert(e["name"]);
+  }
+  for (int gpu = 0; gpu < 4; ++gpu) {
+    INFO("GPU " << gpu);
+    CHECK(tracks.count("GPU " + std::to_string(gpu) + " communication") == 1);
+    CHECK(tracks.count("GPU " + std::to_string(gpu) + " compute stream") == 1);
+  }
+  CHECK_FALSE(counters.empty());
+  nlohmann::json j = nlohmann::json::parse(read(json));
+  const auto& four = j["points"][1];
+  CHECK(four["gpus"] == 4);
+  CHECK(four["communication"]["total_s"].get<double>() > 0);
+  CHECK(four["communication"]["bytes"].get<double>() > 0);
+  CHECK(four["speedup"].get<double>() > 0);
+}
+
 TEST_CASE("an override given with --set changes the scenario before it is checked") {
   std::string fp32 = out_path("fp32.csv"), momentum = out_path("sgd.csv");
   REQUIRE(run_command(epochcast_binary() + " predict " + seed("linear") +

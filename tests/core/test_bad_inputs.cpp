@@ -330,3 +330,86 @@ TEST_CASE("bad input: a directory where a file belongs") {
   expect_error([] { load_model(test::source_dir() / "scenarios"); },
                {(test::source_dir() / "scenarios").string(), "", "is a directory"});
 }
+
+namespace {
+
+void machine_error(const std::string& topology, const Expected& expected,
+                   const std::string& host = "{cpu: c, cores: 4}") {
+  GpuCatalogue catalogue = load_gpu_catalogue_from_string(kCatalogue, "gpus.yaml");
+  std::string text =
+      "kind: machine\nname: x\ngpu: test-gpu\ngpus_per_node: 4\nhost: " + host + "\n" + topology;
+  expect_error([&] { load_machine_from_string(text, "bad.yaml", catalogue); }, expected);
+}
+
+}  // namespace
+
+TEST_CASE("bad input: several nodes of a machine without a network") {
+  scenario_error(scenario("hardware: seed001-box", "hardware: {base: seed001-box, nodes: 2}"),
+                 {"bad.yaml:4:38", "hardware.nodes",
+                  "the machine 'seed001-box' has no network section to join several nodes"});
+}
+
+TEST_CASE("bad input: a misspelt key of the hardware map") {
+  scenario_error(scenario("hardware: seed001-box", "hardware: {base: seed001-box, node: 2}"),
+                 {"bad.yaml:4:31", "hardware.node", "did you mean 'nodes'?"});
+}
+
+TEST_CASE("bad input: gradient accumulation under DataParallel") {
+  scenario_error(scenario("epochs: 20}", "epochs: 20, gradient_accumulation: 4}"),
+                 {"bad.yaml:6:95", "training.gradient_accumulation",
+                  "gradient accumulation is modelled for the ddp strategy"});
+}
+
+TEST_CASE("bad input: a misspelt collective fidelity or algorithm") {
+  scenario_error(scenario("epochs: 20}", "epochs: 20, collectives: flow}"),
+                 {"bad.yaml:6:85", "training.collectives", "(did you mean 'flows'?)"});
+  scenario_error(scenario("epochs: 20}", "epochs: 20, collective_algorithm: rings}"),
+                 {"bad.yaml:6:94", "training.collective_algorithm", "(did you mean 'ring'?)"});
+}
+
+TEST_CASE("bad input: DataParallel across nodes") {
+  std::string text =
+      scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");
+  text.replace(text.find("gpus: [1, 2, 4]"), 15, "gpus: [1, 16]");
+  scenario_error(text, {"bad.yaml:8:13", "sweep.gpus[1]",
+                        "dp (nn.DataParallel) runs in one process on one node"});
+}
+
+TEST_CASE("bad input: DDP across nodes on part of a node") {
+  std::string text =
+      scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");
+  text.replace(text.find("gpus: [1, 2, 4]"), 15, "gpus: [1, 12]");
+  text.replace(text.find("strategy: dp"), 12, "strategy: ddp");
+  scenario_error(text, {"bad.yaml:8:13", "sweep.gpus[1]",
+                        "across nodes ddp uses whole nodes: a multiple of 8 GPUs"});
+}
+
+TEST_CASE("bad input: NVLink on a GPU that has none") {
+  machine_error("topology:\n  nvlink: {shape: nvswitch}\n  sources: {nvlink: x}\n",
+                {"bad.yaml:7:19", "topology.nvlink.shape", "the Test GPU has no NVLink"});
+}
+
+TEST_CASE("bad input: two sockets without the link between them") {
+  machine_error("topology:\n  pcie: {switches_per_socket: 1}\n  sources: {pcie: x}\n",
+                {"bad.yaml:7:3", "topology.sockets", "needs its inter-socket link"},
+                "{cpu: c, cores: 4, sockets: 2}");
+}
+
+TEST_CASE("bad input: a topology section without its source") {
+  machine_error("topology:\n  pcie: {switches_per_socket: 1}\n  sources: {}\n",
+                {"bad.yaml:8:12", "topology.sources.pcie", "the section has no source"});
+}
+
+TEST_CASE("bad input: NICs that the GPUs do not share evenly") {
+  machine_error(
+      "topology:\n  network: {nics_per_node: 3, nic_gbit_per_s: 100, latency_us: 1}\n"
+      "  sources: {network: x}\n",
+      {"bad.yaml:7:28", "topology.network.nics_per_node", "4 GPUs do not share 3 NICs evenly"});
+}
+
+TEST_CASE("bad input: a network oversubscribed below 1") {
+  machine_error(
+      "topology:\n  network: {nics_per_node: 4, nic_gbit_per_s: 100, latency_us: 1, "
+      "oversubscription: 0.5}\n  sources: {network: x}\n",
+      {"bad.yaml:7:85", "topology.network.oversubscription", "at least 1"});
+}

@@ -7,6 +7,7 @@
 #include "core/model/analysis.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/scenario_spec.h"
+#include "sim/network/topology.h"
 
 namespace {
 
@@ -31,8 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expect_input_error_at_most(
       [&] { epochcast::analyze_model(epochcast::load_model_from_string(text, "fuzz.yaml")); });
   expect_input_error_at_most([&] { epochcast::load_gpu_catalogue_from_string(text, "fuzz.yaml"); });
-  expect_input_error_at_most(
-      [&] { epochcast::load_machine_from_string(text, "fuzz.yaml", catalogue()); });
+  expect_input_error_at_most([&] {
+    epochcast::MachineSpec m = epochcast::load_machine_from_string(text, "fuzz.yaml", catalogue());
+    // A machine that loads must build into a graph with a route between every two GPUs.
+    const int nodes = m.topology.network ? 2 : 1;
+    epochcast::sim::Topology t = epochcast::sim::Topology::build(m, nodes);
+    for (int a = 0; a < t.gpus(); ++a) {
+      for (int b = 0; b < t.gpus(); ++b)
+        if (a != b) t.path(a, b);
+    }
+  });
   expect_input_error_at_most([&] {
     epochcast::ScenarioSpec s =
         epochcast::load_scenario_from_string(text, "fuzz.yaml", EPOCHCAST_FUZZ_DATA_DIR);

@@ -1,0 +1,255 @@
+// Multi-GPU predictions that users rely on: the findings of seed 001 under nn.DataParallel on
+// its PCIe box, DDP's scaling on NVSwitch and PCIe machines, and the exactness of the shortcuts
+// (symmetric clusters, steady-state skipping) against full simulation.
+#include <algorithm>
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+ScenarioSpec seed001(const std::string& model) {
+  return load_scenario(test::source_dir() / "scenarios" / "seed-001" / (model + ".yaml"));
+}
+
+ScenarioSpec scenario(const std::string& body, const std::vector<yaml::Override>& overrides = {}) {
+  return load_scenario_from_string("kind: scenario\nname: test\n" + body, "test.yaml",
+                                   test::source_dir(), overrides);
+}
+
+// Epoch seconds by GPU count, then by global batch.
+std::map<int, std::map<std::int64_t, double>> epoch_table(const std::vector<PointResult>& results) {
+  std::map<int, std::map<std::int64_t, double>> table;
+  for (const PointResult& r : results) {
+    REQUIRE(r.simulated);
+    table[r.point.gpus][r.point.global_batch] = r.epoch_seconds;
+  }
+  return table;
+}
+
+// Least-squares fit of y = a/x + c; returns R².
+double r_squared_of_inverse_fit(const std::map<std::int64_t, double>& points) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [batch, y] : points) {
+    double x = 1.0 / static_cast<double>(batch);
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  double a = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  double c = (sy - a * sx) / n;
+  double mean = sy / n, residual = 0, total = 0;
+  for (const auto& [batch, y] : points) {
+    double fit = a / static_cast<double>(batch) + c;
+    residual += (y - fit) * (y - fit);
+    total += (y - mean) * (y - mean);
+  }
+  return 1 - residual / total;
+}
+
+const char* kDdpResnet = R"(model: resnet-50
+hardware: dgx-a100
+dataset: {name: imagenet, train_samples: 16384, classes: 1000}
+loader: {workers: 8, pin_memory: true, sample_cpu_us: 300}
+training: {strategy: ddp, optimizer: momentum, precision: amp_bf16}
+sweep: {gpus: [1, 8], batch: [64], batch_is: per_gpu}
+)";
+
+double efficiency_at_8(const std::vector<PointResult>& results) {
+  for (const PointResult& r : results) {
+    if (r.point.gpus == 8) return r.scaling_efficiency;
+  }
+  FAIL("no 8-GPU point");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("seed 001, linear model under DataParallel: one GPU is the fastest at every batch") {
+  auto table = epoch_table(predict(seed001("linear")));
+  REQUIRE(table.size() == 4);
+  for (const auto& [batch, one] : table[1]) {
+    for (int gpus : {2, 3, 4}) {
+      INFO(gpus << " GPUs, batch " << batch);
+      CHECK(one < table[gpus][batch]);
+    }
+  }
+}
+
+TEST_CASE("seed 001, linear model: with 2-4 GPUs epoch time follows a/batch + c") {
+  auto table = epoch_table(predict(seed001("linear")));
+  for (int gpus : {2, 3, 4}) {
+    INFO(gpus << " GPUs");
+    REQUIRE(table[gpus].size() == 12);
+    CHECK(r_squared_of_inverse_fit(table[gpus]) > 0.95);
+  }
+}
+
+TEST_CASE("seed 001, linear model: 2, 3 and 4 GPUs are within 25% of each other (network choke)") {
+  auto table = epoch_table(predict(seed001("linear")));
+  for (const auto& [batch, two] : table[2]) {
+    double fastest = std::min({two, table[3][batch], table[4][batch]});
+    double slowest = std::max({two, table[3][batch], table[4][batch]});
+    INFO("batch " << batch);
+    CHECK(slowest <= 1.25 * fastest);
+  }
+}
+
+TEST_CASE("seed 001, conv1d model: from batch 50 up, 4 GPUs are faster than 1") {
+  auto table = epoch_table(predict(seed001("conv1d")));
+  int checked = 0;
+  for (const auto& [batch, one] : table[1]) {
+    if (batch < 50) continue;
+    INFO("batch " << batch);
+    CHECK(table[4][batch] < one);
+    ++checked;
+  }
+  CHECK(checked == 9);
+}
+
+TEST_CASE("DataParallel's diagnosis names the collective, the shared bridge and the faster GPU") {
+  ScenarioSpec s = seed001("linear");
+  std::vector<PointResult> results = predict(s);
+  const PointResult& r = *std::find_if(results.begin(), results.end(), [](const PointResult& p) {
+    return p.point.gpus == 4 && p.point.global_batch == 10;
+  });
+  CHECK(r.bottleneck == "communication");
+  // 12,102,220 fp32 parameters out and as many gradients back: 92.3 MiB a step.
+  CHECK_THAT(r.diagnosis, Catch::Contains("92.3 MiB"));
+  CHECK_THAT(r.diagnosis, Catch::Contains("PCIe host bridge"));
+  CHECK_THAT(r.diagnosis, Catch::Contains("1 GPU is faster"));
+  CHECK(r.speedup < 1);
+  CHECK(r.breakdown.communication > 0.5 * r.epoch_seconds);
+}
+
+TEST_CASE("DDP resnet-50 scales above 85% from 1 to 8 GPUs on a DGX A100") {
+  std::vector<PointResult> results = predict(scenario(kDdpResnet));
+  double efficiency = efficiency_at_8(results);
+  CHECK(efficiency > 0.85);
+  CHECK(efficiency <= 1.0 + 1e-9);
+  // The all-reduce runs, and mostly hides behind the backward pass.
+  const PointResult& eight = results.back();
+  CHECK(eight.communication_seconds > 0);
+  CHECK(eight.breakdown.communication < 0.25 * eight.communication_seconds);
+}
+
+TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A100") {
+  double dgx = efficiency_at_8(predict(scenario(kDdpResnet)));
+  double pcie =
+      efficiency_at_8(predict(scenario(kDdpResnet, {{"hardware", "rtx4090-8x-pcie", ""}})));
+  CHECK(pcie < dgx);
+}
+
+TEST_CASE("DDP all-reduces each bucket once per step: 25 MiB buckets after a 1 MiB first one") {
+  ScenarioSpec s = scenario(kDdpResnet);
+  PointResult r = predict_point(s, SweepPoint{8, 512, 64});
+  // ResNet-50's 25,557,032 fp32 gradients (97.5 MiB) make a 1 MiB bucket and four of at most
+  // 25 MiB; steps are whole-data-set iterations.
+  const std::int64_t gradient_bytes = 25'557'032LL * 4;
+  CHECK(r.stats.collectives == 5 * r.train_iterations);
+  CHECK(r.stats.collective_bytes == gradient_bytes * r.train_iterations);
+}
+
+TEST_CASE("gradient accumulation all-reduces once per cycle of micro-batches") {
+  ScenarioSpec once = scenario(kDdpResnet);
+  ScenarioSpec four = scenario(kDdpResnet, {{"training.gradient_accumulation", "4", ""}});
+  PointResult a = predict_point(once, SweepPoint{8, 512, 64});
+  PointResult b = predict_point(four, SweepPoint{8, 512, 64});
+  CHECK(a.train_iterations == b.train_iterations);
+  CHECK(b.stats.collectives * 4 == a.stats.collectives);
+  CHECK(b.communication_seconds < 0.5 * a.communication_seconds);
+  // Fewer optimizer steps too.
+  CHECK(b.breakdown.optimizer == Approx(a.breakdown.optimizer / 4).epsilon(0.05));
+  CHECK(b.epoch_seconds < a.epoch_seconds);
+}
+
+TEST_CASE("the steady-state shortcut is exact for DataParallel and DDP") {
+  PredictOptions full;
+  full.steady_state_shortcut = false;
+  ScenarioSpec dp = seed001("conv1d");
+  for (SweepPoint p : {SweepPoint{4, 50, 13}, SweepPoint{3, 70, 24}}) {
+    PointResult quick = predict_point(dp, p);
+    PointResult exact = predict_point(dp, p, full);
+    CHECK(quick.stats.simulated_iterations < exact.stats.simulated_iterations);
+    CHECK(quick.epoch_seconds == exact.epoch_seconds);
+    CHECK(quick.breakdown.communication == exact.breakdown.communication);
+    CHECK(quick.communication_seconds == exact.communication_seconds);
+  }
+  ScenarioSpec ddp = scenario(kDdpResnet, {{"dataset.train_samples", "20000", ""}});
+  PointResult quick = predict_point(ddp, SweepPoint{8, 512, 64});
+  PointResult exact = predict_point(ddp, SweepPoint{8, 512, 64}, full);
+  CHECK(quick.stats.simulated_iterations < exact.stats.simulated_iterations);
+  CHECK(quick.epoch_seconds == exact.epoch_seconds);
+  CHECK(quick.communication_seconds == exact.communication_seconds);
+  CHECK(quick.stats.collective_bytes == exact.stats.collective_bytes);
+}
+
+const char* kDdpCluster = R"(model: resnet-50
+hardware: {base: dgx-h100-cluster, nodes: 4}
+dataset: {name: imagenet, train_samples: 8192, classes: 1000}
+loader: {workers: 16, pin_memory: true, sample_cpu_us: 10}
+training: {strategy: ddp, optimizer: momentum, precision: amp_bf16, collectives: flows}
+sweep: {gpus: [16, 32], batch: [64], batch_is: per_gpu}
+)";
+
+TEST_CASE("with rings across nodes, a symmetric cluster gives exactly every node's epoch") {
+  ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""}});
+  PredictOptions every_node;
+  every_node.symmetric_clusters = false;
+  for (const SweepPoint& p : expand_sweep(s)) {
+    INFO(p.gpus << " GPUs");
+    PointResult mirrored = predict_point(s, p);
+    PointResult full = predict_point(s, p, every_node);
+    CHECK(mirrored.epoch_seconds == full.epoch_seconds);
+    CHECK(mirrored.communication_seconds == full.communication_seconds);
+    CHECK(mirrored.breakdown.communication == full.breakdown.communication);
+  }
+}
+
+TEST_CASE("with the tuner's trees, a symmetric cluster stays within 5% of every node's") {
+  ScenarioSpec s = scenario(kDdpCluster);
+  PredictOptions every_node;
+  every_node.symmetric_clusters = false;
+  for (const SweepPoint& p : expand_sweep(s)) {
+    INFO(p.gpus << " GPUs");
+    PointResult mirrored = predict_point(s, p);
+    PointResult full = predict_point(s, p, every_node);
+    CHECK(mirrored.epoch_seconds == Approx(full.epoch_seconds).epsilon(0.001));
+    CHECK(mirrored.communication_seconds == Approx(full.communication_seconds).epsilon(0.05));
+  }
+}
+
+TEST_CASE("flows and the analytic fidelity agree on an uncontended DDP step") {
+  ScenarioSpec flows = scenario(kDdpResnet);
+  ScenarioSpec analytic = scenario(kDdpResnet, {{"training.collectives", "analytic", ""}});
+  PointResult a = predict_point(flows, SweepPoint{8, 512, 64});
+  PointResult b = predict_point(analytic, SweepPoint{8, 512, 64});
+  CHECK(b.communication_seconds == Approx(a.communication_seconds).epsilon(0.02));
+  CHECK(b.epoch_seconds == Approx(a.epoch_seconds).epsilon(0.005));
+}
+
+TEST_CASE("across nodes the gradients cross the network and slow the step") {
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: {base: dgx-h100-cluster, nodes: 2}
+dataset: {name: imagenet, train_samples: 8192, classes: 1000}
+loader: {workers: 16, pin_memory: true, sample_cpu_us: 10}
+training: {strategy: ddp, optimizer: momentum, precision: amp_bf16}
+sweep: {gpus: [8, 16], batch: [64], batch_is: per_gpu}
+)");
+  PointResult one_node = predict_point(s, SweepPoint{8, 512, 64});
+  PointResult two_nodes = predict_point(s, SweepPoint{16, 1024, 64});
+  double per_step_one =
+      one_node.communication_seconds / static_cast<double>(one_node.train_iterations);
+  double per_step_two =
+      two_nodes.communication_seconds / static_cast<double>(two_nodes.train_iterations);
+  CHECK(per_step_two > per_step_one);
+}

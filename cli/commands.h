@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,10 @@ Command add_inspect_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);
 Command add_topo_command(CLI::App& app);
 
-// --set / --gpus / --batch, shared by the commands that load scenarios.
-void add_override_options(CLI::App& command, std::vector<std::string>& sets,
-                          std::vector<std::string>& gpus, std::vector<std::string>& batches);
-std::vector<yaml::Override> overrides_from(const std::vector<std::string>& sets,
-                                           const std::vector<std::string>& gpus,
-                                           const std::vector<std::string>& batches);
+// `run` and `bench` execute on devices, in the epochcast-run binary: when argv asks for one of
+// them, this hands the process over (and returns only if that fails, with the exit code).
+std::optional<int> run_on_devices_if_asked(int argc, char** argv);
+// Lists `run` and `bench` in `epochcast --help`.
+void describe_runtime_commands(CLI::App& app);
 
 }  // namespace epochcast::cli

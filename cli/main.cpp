@@ -9,6 +9,8 @@
 #include "core/input_error.h"
 
 int main(int argc, char** argv) {
+  if (auto handed_over = epochcast::cli::run_on_devices_if_asked(argc, argv)) return *handed_over;
+
   CLI::App app{
       "epochcast predicts epoch time, throughput, memory and bottlenecks of data-parallel "
       "training against batch size and GPU count, and measures them on real devices."};
@@ -21,6 +23,7 @@ int main(int argc, char** argv) {
   remember(epochcast::cli::add_inspect_command(app));
   remember(epochcast::cli::add_predict_command(app));
   remember(epochcast::cli::add_topo_command(app));
+  epochcast::cli::describe_runtime_commands(app);
 
   try {
     app.parse(argc, argv);

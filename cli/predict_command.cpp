@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/scenario_options.h"
 #include "core/io/atomic_file.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
@@ -17,9 +18,7 @@ namespace {
 
 struct PredictArgs {
   std::string scenario;
-  std::vector<std::string> sets;
-  std::vector<std::string> gpus;
-  std::vector<std::string> batches;
+  ScenarioOptions options;
   std::string csv;
   std::string json;
   std::string trace;
@@ -28,42 +27,7 @@ struct PredictArgs {
   bool exact = false;
 };
 
-std::string yaml_list(const std::vector<std::string>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    out += (i ? "," : "") + values[i];
-  return out + "]";
-}
-
 }  // namespace
-
-std::vector<yaml::Override> overrides_from(const std::vector<std::string>& sets,
-                                           const std::vector<std::string>& gpus,
-                                           const std::vector<std::string>& batches) {
-  std::vector<yaml::Override> overrides;
-  for (const std::string& text : sets)
-    overrides.push_back(yaml::parse_override(text));
-  if (!gpus.empty()) {
-    overrides.push_back(
-        {"sweep.gpus", yaml_list(gpus), "--gpus " + fmt::format("{}", fmt::join(gpus, ","))});
-  }
-  if (!batches.empty()) {
-    overrides.push_back({"sweep.batch", yaml_list(batches),
-                         "--batch " + fmt::format("{}", fmt::join(batches, ","))});
-  }
-  return overrides;
-}
-
-void add_override_options(CLI::App& command, std::vector<std::string>& sets,
-                          std::vector<std::string>& gpus, std::vector<std::string>& batches) {
-  command.add_option("--set", sets,
-                     "Override a scenario value before it is checked, e.g. "
-                     "--set training.precision=amp_bf16 (repeatable)");
-  command.add_option("--gpus", gpus, "GPU counts to sweep instead of the scenario's, e.g. 1,2,4")
-      ->delimiter(',');
-  command.add_option("--batch", batches, "Batch sizes to sweep instead of the scenario's")
-      ->delimiter(',');
-}
 
 Command add_predict_command(CLI::App& app) {
   auto args = std::make_shared<PredictArgs>();
@@ -72,7 +36,7 @@ Command add_predict_command(CLI::App& app) {
       "Predict epoch time, throughput, breakdown, memory and bottleneck for every "
       "point of a scenario's sweep");
   command->add_option("scenario", args->scenario, "Scenario file")->required();
-  add_override_options(*command, args->sets, args->gpus, args->batches);
+  add_scenario_options(*command, args->options);
   command->add_option("--csv", args->csv, "Also write the results as CSV to this file");
   command->add_option("--json", args->json, "Also write the results as JSON to this file");
   command->add_option("--trace", args->trace,
@@ -90,8 +54,7 @@ Command add_predict_command(CLI::App& app) {
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
   return [args] {
-    ScenarioSpec scenario =
-        load_scenario(args->scenario, overrides_from(args->sets, args->gpus, args->batches));
+    ScenarioSpec scenario = load_scenario(args->scenario, args->options.overrides());
     std::vector<SweepPoint> points = expand_sweep(scenario);
     if (!args->trace.empty() && args->trace_point > static_cast<int>(points.size())) {
       throw InputError(

@@ -1,0 +1,53 @@
+// --set / --gpus / --batch for every scenario-loading command.
+#include "cli/scenario_options.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace epochcast::cli {
+
+namespace {
+
+std::string yaml_list(const std::vector<std::string>& values) {
+  return fmt::format("[{}]", fmt::join(values, ","));
+}
+
+}  // namespace
+
+std::vector<yaml::Override> ScenarioOptions::overrides() const {
+  std::vector<yaml::Override> result;
+  for (const std::string& text : sets)
+    result.push_back(yaml::parse_override(text));
+  if (!gpus.empty()) {
+    result.push_back(
+        {"sweep.gpus", yaml_list(gpus), "--gpus " + fmt::format("{}", fmt::join(gpus, ","))});
+  }
+  if (!batches.empty()) {
+    result.push_back({"sweep.batch", yaml_list(batches),
+                      "--batch " + fmt::format("{}", fmt::join(batches, ","))});
+  }
+  return result;
+}
+
+std::vector<std::string> ScenarioOptions::as_arguments() const {
+  std::vector<std::string> arguments;
+  for (const std::string& text : sets)
+    arguments.push_back("--set " + text);
+  if (!gpus.empty()) arguments.push_back(fmt::format("--gpus {}", fmt::join(gpus, ",")));
+  if (!batches.empty()) arguments.push_back(fmt::format("--batch {}", fmt::join(batches, ",")));
+  return arguments;
+}
+
+void add_scenario_options(CLI::App& command, ScenarioOptions& options) {
+  command.add_option("--set", options.sets,
+                     "Override a scenario value before it is checked, e.g. "
+                     "--set training.precision=amp_bf16 (repeatable)");
+  command
+      .add_option("--gpus", options.gpus,
+                  "GPU counts to sweep instead of the scenario's, e.g. 1,2,4")
+      ->delimiter(',');
+  command.add_option("--batch", options.batches, "Batch sizes to sweep instead of the scenario's")
+      ->delimiter(',');
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,27 @@
+// Command-line options shared by every command that loads a scenario (predict, run, validate):
+// --set PATH=VALUE, --gpus LIST, --batch LIST, turned into overrides applied before checking.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast::cli {
+
+struct ScenarioOptions {
+  std::vector<std::string> sets;
+  std::vector<std::string> gpus;
+  std::vector<std::string> batches;
+
+  // The overrides in the order given, each naming the option it came from.
+  std::vector<yaml::Override> overrides() const;
+  // The options as the user wrote them (for recording in output files).
+  std::vector<std::string> as_arguments() const;
+};
+
+void add_scenario_options(CLI::App& command, ScenarioOptions& options);
+
+}  // namespace epochcast::cli

@@ -1,0 +1,454 @@
+// Measurement files: JSON out (nlohmann, ordered keys), strict reading back in (JSON is YAML, so
+// the strict YAML reader gives every error its file:line:col and key).
+#include "core/measure/measurements.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/input_error.h"
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast {
+
+using Json = nlohmann::ordered_json;
+
+std::string_view to_string(PointStatus status) {
+  return kPointStatusNames[static_cast<std::size_t>(status)];
+}
+
+Spread spread_of(std::vector<double> samples) {
+  Spread s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  auto percentile = [&](double q) {
+    double position = q * static_cast<double>(samples.size() - 1);
+    auto below = static_cast<std::size_t>(std::floor(position));
+    std::size_t above = std::min(below + 1, samples.size() - 1);
+    double fraction = position - static_cast<double>(below);
+    return samples[below] + (samples[above] - samples[below]) * fraction;
+  };
+  s.median = percentile(0.5);
+  s.p10 = percentile(0.1);
+  s.p90 = percentile(0.9);
+  double sum = 0;
+  for (double x : samples)
+    sum += x;
+  s.mean = sum / static_cast<double>(samples.size());
+  s.min = samples.front();
+  s.max = samples.back();
+  s.count = static_cast<int>(samples.size());
+  return s;
+}
+
+namespace {
+
+// ---- writing ----------------------------------------------------------------------------------
+
+Json spread_json(const Spread& s) {
+  return Json{{"median", s.median}, {"p10", s.p10}, {"p90", s.p90},    {"mean", s.mean},
+              {"min", s.min},       {"max", s.max}, {"count", s.count}};
+}
+
+template <typename T>
+void put_optional(Json& j, const char* key, const std::optional<T>& value) {
+  if (value) j[key] = *value;
+}
+
+Json point_json(const MeasuredPoint& p) {
+  Json j{{"gpus", p.gpus},
+         {"global_batch", p.global_batch},
+         {"per_gpu_batch", p.per_gpu_batch},
+         {"status", to_string(p.status)}};
+  if (!p.reason.empty()) j["reason"] = p.reason;
+  j["device"] = p.device;
+  j["ranks"] = p.ranks;
+  if (p.status != PointStatus::ok) return j;
+  j["warmup_iterations"] = p.warmup_iterations;
+  j["iteration_s"] = spread_json(p.iteration_s);
+  j["iteration_samples_s"] = p.iteration_samples_s;
+  j["iterations_per_epoch"] = p.iterations_per_epoch;
+  j["partial_batch"] = p.partial_batch;
+  put_optional(j, "partial_iteration_s", p.partial_iteration_s);
+  j["validation_iterations"] = p.validation_iterations;
+  put_optional(j, "validation_iteration_s", p.validation_iteration_s);
+  j["epoch_s_estimated"] = p.epoch_s_estimated;
+  put_optional(j, "epoch_s_measured", p.epoch_s_measured);
+  j["samples_per_s"] = p.samples_per_s;
+  j["loader_wait_s"] = p.loader_wait_s;
+  j["loader_sample_cpu_s"] = p.loader_sample_cpu_s;
+  j["peak_memory_bytes"] = p.peak_memory_bytes;
+  j["memory_source"] = p.memory_source;
+  j["first_loss"] = p.first_loss;
+  j["last_loss"] = p.last_loss;
+  put_optional(j, "parameters_identical", p.parameters_identical);
+  if (!p.layers.empty()) {
+    Json layers = Json::array();
+    for (const LayerTiming& l : p.layers) {
+      layers.push_back(Json{{"index", l.index},
+                            {"name", l.name},
+                            {"type", l.type},
+                            {"forward_s", l.forward_s},
+                            {"backward_s", l.backward_s}});
+    }
+    j["layers"] = std::move(layers);
+  }
+  return j;
+}
+
+Json benchmarks_json(const Benchmarks& b) {
+  Json j = Json::object();
+  if (!b.collectives.empty()) {
+    Json list = Json::array();
+    for (const CollectiveMeasurement& c : b.collectives) {
+      list.push_back(Json{{"operation", c.operation},
+                          {"ranks", c.ranks},
+                          {"bytes", c.bytes},
+                          {"time_s", c.time_s},
+                          {"algbw_gbps", c.algbw_gbps},
+                          {"busbw_gbps", c.busbw_gbps},
+                          {"correct", c.correct}});
+    }
+    j["collectives"] = std::move(list);
+  }
+  if (!b.copies.empty()) {
+    Json list = Json::array();
+    for (const CopyMeasurement& c : b.copies) {
+      list.push_back(Json{{"kind", c.kind},
+                          {"pinned", c.pinned},
+                          {"source", c.source},
+                          {"destination", c.destination},
+                          {"bytes", c.bytes},
+                          {"time_s", c.time_s},
+                          {"gbps", c.gbps}});
+    }
+    j["copies"] = std::move(list);
+  }
+  if (b.dispatch) {
+    j["dispatch"] = Json{{"op_dispatch_s", b.dispatch->op_dispatch_s},
+                         {"kernel_launch_s", b.dispatch->kernel_launch_s},
+                         {"kernel_device_s", b.dispatch->kernel_device_s}};
+  }
+  if (!b.throughput.empty()) {
+    Json list = Json::array();
+    for (const ThroughputMeasurement& t : b.throughput) {
+      list.push_back(Json{{"operation", t.operation},
+                          {"precision", t.precision},
+                          {"shape", t.shape},
+                          {"flops", t.flops},
+                          {"time_s", t.time_s},
+                          {"tflops", t.tflops}});
+    }
+    j["throughput"] = std::move(list);
+  }
+  if (b.largest_batch) {
+    j["largest_batch"] = Json{{"model", b.largest_batch->model},
+                              {"largest_fitting", b.largest_batch->largest_fitting},
+                              {"first_failing", b.largest_batch->first_failing},
+                              {"cap", b.largest_batch->cap}};
+  }
+  if (!b.skipped.empty()) j["skipped"] = b.skipped;
+  return j;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+using yaml::MapReader;
+using yaml::Node;
+
+std::string str(const MapReader& m, std::string_view key) {
+  return m.required(key).as_string();
+}
+// Optional text, which may be empty (a CPU run has no driver version).
+std::string str_or(const MapReader& m, std::string_view key) {
+  auto n = m.optional(key);
+  if (!n) return "";
+  if (!n->is_scalar()) n->fail("expected a string, got " + n->describe());
+  return n->raw().Scalar();
+}
+double num(const MapReader& m, std::string_view key) {
+  return m.required(key).as_number();
+}
+double nonnegative(const MapReader& m, std::string_view key) {
+  Node n = m.required(key);
+  double value = n.as_number();
+  if (value < 0) n.fail(fmt::format("expected a number >= 0, got {}", value));
+  return value;
+}
+std::optional<double> optional_nonnegative(const MapReader& m, std::string_view key) {
+  if (!m.has(key)) return std::nullopt;
+  return nonnegative(m, key);
+}
+std::int64_t count(const MapReader& m, std::string_view key, std::int64_t minimum = 0) {
+  return m.required(key).as_int_at_least(minimum);
+}
+int small_count(const MapReader& m, std::string_view key, std::int64_t minimum = 0) {
+  Node n = m.required(key);
+  std::int64_t value = n.as_int_at_least(minimum);
+  if (value > 1'000'000'000) n.fail(fmt::format("expected at most 1000000000, got {}", value));
+  return static_cast<int>(value);
+}
+
+Spread read_spread(const Node& node) {
+  MapReader m(node, {"median", "p10", "p90", "mean", "min", "max", "count"});
+  Spread s;
+  s.median = nonnegative(m, "median");
+  s.p10 = nonnegative(m, "p10");
+  s.p90 = nonnegative(m, "p90");
+  s.mean = nonnegative(m, "mean");
+  s.min = nonnegative(m, "min");
+  s.max = nonnegative(m, "max");
+  s.count = small_count(m, "count", 1);
+  if (!(s.min <= s.p10 && s.p10 <= s.median && s.median <= s.p90 && s.p90 <= s.max)) {
+    node.fail("expected min <= p10 <= median <= p90 <= max");
+  }
+  return s;
+}
+
+MeasuredEnvironment read_environment(const Node& node) {
+  MapReader m(node, {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
+                     "driver_version", "cuda_version", "nccl_version", "torch_version",
+                     "mpi_version", "ranks", "cpu_threads", "epochcast_version", "started_at"});
+  MeasuredEnvironment e;
+  e.host = str_or(m, "host");
+  static constexpr std::string_view kinds[] = {"cuda", "cpu"};
+  e.device_kind = kinds[m.required("device_kind").as_choice(kinds)];
+  e.device_name = str(m, "device_name");
+  e.device_count = small_count(m, "device_count");
+  e.device_memory_bytes = count(m, "device_memory_bytes");
+  e.driver_version = str_or(m, "driver_version");
+  e.cuda_version = str_or(m, "cuda_version");
+  e.nccl_version = str_or(m, "nccl_version");
+  e.torch_version = str_or(m, "torch_version");
+  e.mpi_version = str_or(m, "mpi_version");
+  e.ranks = small_count(m, "ranks", 1);
+  e.cpu_threads = small_count(m, "cpu_threads");
+  e.epochcast_version = str_or(m, "epochcast_version");
+  e.started_at = str_or(m, "started_at");
+  return e;
+}
+
+MeasuredPoint read_point(const Node& node) {
+  static constexpr std::string_view keys[] = {"gpus",
+                                              "global_batch",
+                                              "per_gpu_batch",
+                                              "status",
+                                              "reason",
+                                              "device",
+                                              "ranks",
+                                              "warmup_iterations",
+                                              "iteration_s",
+                                              "iteration_samples_s",
+                                              "iterations_per_epoch",
+                                              "partial_batch",
+                                              "partial_iteration_s",
+                                              "validation_iterations",
+                                              "validation_iteration_s",
+                                              "epoch_s_estimated",
+                                              "epoch_s_measured",
+                                              "samples_per_s",
+                                              "loader_wait_s",
+                                              "loader_sample_cpu_s",
+                                              "peak_memory_bytes",
+                                              "memory_source",
+                                              "first_loss",
+                                              "last_loss",
+                                              "parameters_identical",
+                                              "layers"};
+  MapReader m(node, keys);
+  MeasuredPoint p;
+  p.gpus = small_count(m, "gpus", 1);
+  p.global_batch = count(m, "global_batch", 1);
+  p.per_gpu_batch = count(m, "per_gpu_batch", 1);
+  p.status = static_cast<PointStatus>(m.required("status").as_choice(kPointStatusNames));
+  p.reason = str_or(m, "reason");
+  p.device = str(m, "device");
+  p.ranks = small_count(m, "ranks", 1);
+  if (p.status != PointStatus::ok) return p;
+  p.warmup_iterations = small_count(m, "warmup_iterations");
+  p.iteration_s = read_spread(m.required("iteration_s"));
+  if (auto samples = m.optional("iteration_samples_s")) {
+    for (const Node& item : samples->items()) {
+      double value = item.as_number();
+      if (value < 0) item.fail("expected a time >= 0");
+      p.iteration_samples_s.push_back(value);
+    }
+  }
+  p.iterations_per_epoch = count(m, "iterations_per_epoch");
+  p.partial_batch = count(m, "partial_batch");
+  p.partial_iteration_s = optional_nonnegative(m, "partial_iteration_s");
+  p.validation_iterations = count(m, "validation_iterations");
+  p.validation_iteration_s = optional_nonnegative(m, "validation_iteration_s");
+  p.epoch_s_estimated = nonnegative(m, "epoch_s_estimated");
+  p.epoch_s_measured = optional_nonnegative(m, "epoch_s_measured");
+  p.samples_per_s = nonnegative(m, "samples_per_s");
+  p.loader_wait_s = nonnegative(m, "loader_wait_s");
+  p.loader_sample_cpu_s = nonnegative(m, "loader_sample_cpu_s");
+  p.peak_memory_bytes = count(m, "peak_memory_bytes");
+  p.memory_source = str_or(m, "memory_source");
+  p.first_loss = num(m, "first_loss");
+  p.last_loss = num(m, "last_loss");
+  if (auto same = m.optional("parameters_identical")) p.parameters_identical = same->as_bool();
+  if (auto layers = m.optional("layers")) {
+    for (const Node& item : layers->items()) {
+      MapReader l(item, {"index", "name", "type", "forward_s", "backward_s"});
+      LayerTiming t;
+      t.index = small_count(l, "index");
+      t.name = str(l, "name");
+      t.type = str(l, "type");
+      t.forward_s = nonnegative(l, "forward_s");
+      t.backward_s = nonnegative(l, "backward_s");
+      p.layers.push_back(std::move(t));
+    }
+  }
+  return p;
+}
+
+Benchmarks read_benchmarks(const Node& node) {
+  MapReader m(node,
+              {"collectives", "copies", "dispatch", "throughput", "largest_batch", "skipped"});
+  Benchmarks b;
+  if (auto list = m.optional("collectives")) {
+    for (const Node& item : list->items()) {
+      MapReader c(item,
+                  {"operation", "ranks", "bytes", "time_s", "algbw_gbps", "busbw_gbps", "correct"});
+      b.collectives.push_back({str(c, "operation"), small_count(c, "ranks", 1),
+                               count(c, "bytes", 1), nonnegative(c, "time_s"),
+                               nonnegative(c, "algbw_gbps"), nonnegative(c, "busbw_gbps"),
+                               c.required("correct").as_bool()});
+    }
+  }
+  if (auto list = m.optional("copies")) {
+    for (const Node& item : list->items()) {
+      MapReader c(item, {"kind", "pinned", "source", "destination", "bytes", "time_s", "gbps"});
+      b.copies.push_back({str(c, "kind"), c.required("pinned").as_bool(), small_count(c, "source"),
+                          small_count(c, "destination"), count(c, "bytes", 1),
+                          nonnegative(c, "time_s"), nonnegative(c, "gbps")});
+    }
+  }
+  if (auto d = m.optional("dispatch")) {
+    MapReader r(*d, {"op_dispatch_s", "kernel_launch_s", "kernel_device_s"});
+    b.dispatch =
+        DispatchMeasurement{nonnegative(r, "op_dispatch_s"), nonnegative(r, "kernel_launch_s"),
+                            nonnegative(r, "kernel_device_s")};
+  }
+  if (auto list = m.optional("throughput")) {
+    for (const Node& item : list->items()) {
+      MapReader t(item, {"operation", "precision", "shape", "flops", "time_s", "tflops"});
+      b.throughput.push_back({str(t, "operation"), str(t, "precision"), str(t, "shape"),
+                              nonnegative(t, "flops"), nonnegative(t, "time_s"),
+                              nonnegative(t, "tflops")});
+    }
+  }
+  if (auto l = m.optional("largest_batch")) {
+    MapReader r(*l, {"model", "largest_fitting", "first_failing", "cap"});
+    b.largest_batch = LargestBatch{str(r, "model"), count(r, "largest_fitting"),
+                                   count(r, "first_failing"), count(r, "cap")};
+  }
+  if (auto list = m.optional("skipped")) {
+    for (const Node& item : list->items())
+      b.skipped.push_back(item.as_string());
+  }
+  return b;
+}
+
+MeasurementFile read_file(const yaml::Document& document) {
+  Node root = document.root();
+  static constexpr std::string_view keys[] = {
+      "format",    "version",   "scenario", "scenario_file", "model",  "strategy",  "precision",
+      "optimizer", "arguments", "settings", "environment",   "points", "benchmarks"};
+  if (!root.is_map())
+    root.fail("expected a measurement file (a JSON object), got " + root.describe());
+  MapReader m(root, keys);
+  Node format = m.required("format");
+  if (format.as_string() != kMeasurementsFormat) {
+    format.fail(fmt::format("expected \"{}\": this is not an epochcast measurement file",
+                            kMeasurementsFormat));
+  }
+  Node version = m.required("version");
+  if (version.as_int() != kMeasurementsVersion) {
+    version.fail(fmt::format("this epochcast reads measurement files of version {}, not {}",
+                             kMeasurementsVersion, version.as_int()));
+  }
+  MeasurementFile f;
+  f.scenario_name = str_or(m, "scenario");
+  f.scenario_file = str_or(m, "scenario_file");
+  f.model = str_or(m, "model");
+  f.strategy = str_or(m, "strategy");
+  f.precision = str_or(m, "precision");
+  f.optimizer = str_or(m, "optimizer");
+  if (auto arguments = m.optional("arguments")) {
+    for (const Node& item : arguments->items())
+      f.arguments.push_back(item.as_string());
+  }
+  MapReader s(m.required("settings"), {"warmup_iterations", "timed_iterations", "timeout_s",
+                                       "full_epoch", "profile_layers", "seed"});
+  f.settings.warmup_iterations = small_count(s, "warmup_iterations");
+  f.settings.timed_iterations = small_count(s, "timed_iterations");
+  f.settings.timeout_s = nonnegative(s, "timeout_s");
+  f.settings.full_epoch = s.required("full_epoch").as_bool();
+  f.settings.profile_layers = s.required("profile_layers").as_bool();
+  f.settings.seed = static_cast<std::uint64_t>(count(s, "seed"));
+  f.environment = read_environment(m.required("environment"));
+  if (auto points = m.optional("points")) {
+    for (const Node& item : points->items())
+      f.points.push_back(read_point(item));
+  }
+  if (auto benchmarks = m.optional("benchmarks")) f.benchmarks = read_benchmarks(*benchmarks);
+  return f;
+}
+
+}  // namespace
+
+std::string to_json(const MeasurementFile& file) {
+  const MeasuredEnvironment& e = file.environment;
+  Json j{{"format", kMeasurementsFormat}, {"version", kMeasurementsVersion}};
+  if (!file.scenario_name.empty()) {
+    j["scenario"] = file.scenario_name;
+    j["scenario_file"] = file.scenario_file;
+    j["model"] = file.model;
+    j["strategy"] = file.strategy;
+    j["precision"] = file.precision;
+    j["optimizer"] = file.optimizer;
+  }
+  j["arguments"] = file.arguments;
+  j["settings"] = Json{{"warmup_iterations", file.settings.warmup_iterations},
+                       {"timed_iterations", file.settings.timed_iterations},
+                       {"timeout_s", file.settings.timeout_s},
+                       {"full_epoch", file.settings.full_epoch},
+                       {"profile_layers", file.settings.profile_layers},
+                       {"seed", file.settings.seed}};
+  j["environment"] = Json{{"host", e.host},
+                          {"device_kind", e.device_kind},
+                          {"device_name", e.device_name},
+                          {"device_count", e.device_count},
+                          {"device_memory_bytes", e.device_memory_bytes},
+                          {"driver_version", e.driver_version},
+                          {"cuda_version", e.cuda_version},
+                          {"nccl_version", e.nccl_version},
+                          {"torch_version", e.torch_version},
+                          {"mpi_version", e.mpi_version},
+                          {"ranks", e.ranks},
+                          {"cpu_threads", e.cpu_threads},
+                          {"epochcast_version", e.epochcast_version},
+                          {"started_at", e.started_at}};
+  Json points = Json::array();
+  for (const MeasuredPoint& p : file.points)
+    points.push_back(point_json(p));
+  j["points"] = std::move(points);
+  Json benchmarks = benchmarks_json(file.benchmarks);
+  if (!benchmarks.empty()) j["benchmarks"] = std::move(benchmarks);
+  return j.dump(2) + "\n";
+}
+
+MeasurementFile load_measurements(const std::filesystem::path& path) {
+  return read_file(yaml::Document::load_file(path));
+}
+
+MeasurementFile load_measurements_from_string(const std::string& text, const std::string& name) {
+  return read_file(yaml::Document::load_string(text, name));
+}
+
+}  // namespace epochcast

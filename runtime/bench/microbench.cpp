@@ -1,0 +1,335 @@
+// The microbenchmarks (see microbench.h).
+#include "runtime/bench/microbench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/model/torch_model.h"
+#include "runtime/train/profiler.h"
+
+namespace epochcast::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median_of(std::vector<double> values) {
+  return spread_of(std::move(values)).median;
+}
+
+bool wanted(const BenchOptions& options, std::string_view section) {
+  if (options.sections.empty()) return section != "fit";
+  return options.sections.count(std::string(section)) > 0;
+}
+
+// --- collectives ---------------------------------------------------------------------------------
+
+void bench_collectives(const BenchOptions& options, const DevicePlan& devices, World& world,
+                       Benchmarks& out) {
+  if (world.size() < 2) {
+    out.skipped.push_back("collectives: one rank; launch with `mpirun -np N` to measure them");
+    return;
+  }
+  Group group = Group::first_ranks(world, world.size());
+  const int n = group.size();
+  std::int64_t max_bytes = options.max_collective_bytes > 0
+                               ? options.max_collective_bytes
+                               : (devices.cuda ? std::int64_t{1} << 30 : std::int64_t{64} << 20);
+  std::unique_ptr<cuda::Stream> stream;
+  std::unique_ptr<cuda::NcclCommunicator> nccl;
+  int device = devices.cuda ? world.local_rank() : -1;
+  if (devices.cuda) {
+    std::string id(cuda::NcclCommunicator::kUniqueIdBytes, '\0');
+    if (group.rank() == 0) id = cuda::NcclCommunicator::create_unique_id();
+    group.broadcast(id.data(), id.size(), 0);
+    cuda::set_device(device);
+    stream = std::make_unique<cuda::Stream>(device);
+    nccl = std::make_unique<cuda::NcclCommunicator>(group.rank(), n, id, device);
+  }
+  const float expected = static_cast<float>(n * (n + 1) / 2);  // ranks contribute 1..n
+  for (std::int64_t bytes = options.min_collective_bytes; bytes <= max_bytes; bytes *= 2) {
+    auto count = static_cast<std::size_t>(bytes / 4);
+    bool correct = true;
+    double time_s = 0;
+    int iterations = bytes >= (std::int64_t{256} << 20) ? 5 : options.timed_iterations;
+    if (devices.cuda) {
+      cuda::DeviceBuffer buffer(device, count * 4);
+      buffer.fill_float(static_cast<float>(group.rank() + 1), *stream);
+      nccl->all_reduce_sum(buffer.data(), count, cuda::ElementType::float32, *stream);
+      stream->synchronize();
+      auto [first, last] = buffer.read_ends_float();
+      correct = first == expected && last == expected;
+      for (int i = 0; i < options.warmup_iterations; ++i)
+        nccl->all_reduce_sum(buffer.data(), count, cuda::ElementType::float32, *stream);
+      stream->synchronize();
+      group.barrier();
+      cuda::EventTimer timer(stream.get());
+      timer.start();
+      for (int i = 0; i < iterations; ++i)
+        nccl->all_reduce_sum(buffer.data(), count, cuda::ElementType::float32, *stream);
+      timer.stop();
+      time_s = timer.elapsed_seconds() / iterations;
+    } else {
+      std::vector<float> buffer(count, static_cast<float>(group.rank() + 1));
+      group.all_reduce_sum(buffer.data(), count);
+      correct = buffer.front() == expected && buffer.back() == expected;
+      for (int i = 0; i < options.warmup_iterations; ++i)
+        group.all_reduce_sum(buffer.data(), count);
+      group.barrier();
+      auto start = Clock::now();
+      for (int i = 0; i < iterations; ++i)
+        group.all_reduce_sum(buffer.data(), count);
+      time_s = seconds_since(start) / iterations;
+    }
+    time_s = group.max(time_s);
+    correct = group.all(correct);
+    CollectiveMeasurement m;
+    m.operation = "all_reduce";
+    m.ranks = n;
+    m.bytes = bytes;
+    m.time_s = time_s;
+    m.algbw_gbps = static_cast<double>(bytes) / time_s / 1e9;
+    m.busbw_gbps = all_reduce_bus_bandwidth(m.algbw_gbps, n);
+    m.correct = correct;
+    out.collectives.push_back(m);
+  }
+}
+
+// --- copies
+// ----------------------------------------------------------------------------------------
+
+const std::int64_t kCopySizes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
+
+void bench_copies(const DevicePlan& devices, Benchmarks& out) {
+  if (!devices.cuda) {
+    // No device to copy to: the host's own memory bandwidth, as a CPU run's "link".
+    for (std::int64_t bytes : kCopySizes) {
+      torch::Tensor source = torch::ones({bytes / 4});
+      torch::Tensor target = torch::empty_like(source);
+      target.copy_(source);
+      std::vector<double> times;
+      for (int r = 0; r < 10; ++r) {
+        auto start = Clock::now();
+        target.copy_(source);
+        times.push_back(seconds_since(start));
+      }
+      double t = median_of(times);
+      out.copies.push_back(
+          {"host_memcpy", false, 0, 0, bytes, t, static_cast<double>(bytes) / t / 1e9});
+    }
+    out.skipped.push_back("host<->device and peer copies: no CUDA device");
+    return;
+  }
+  for (std::int64_t bytes : kCopySizes) {
+    auto size = static_cast<std::size_t>(bytes);
+    for (bool pinned : {true, false}) {
+      cuda::CopyResult up = cuda::host_to_device_copy(0, size, pinned, 10);
+      out.copies.push_back({"host_to_device", pinned, -1, 0, bytes, up.seconds, up.gbps()});
+      cuda::CopyResult down = cuda::device_to_host_copy(0, size, pinned, 10);
+      out.copies.push_back({"device_to_host", pinned, 0, -1, bytes, down.seconds, down.gbps()});
+    }
+  }
+  if (devices.device_count < 2) {
+    out.skipped.push_back("peer copies: one CUDA device");
+    return;
+  }
+  for (int a = 0; a < devices.device_count; ++a) {
+    for (int b = 0; b < devices.device_count; ++b) {
+      if (a == b) continue;
+      cuda::CopyResult r = cuda::peer_copy(a, b, std::size_t{256} << 20, 10);
+      out.copies.push_back({"peer", false, a, b, std::int64_t{256} << 20, r.seconds, r.gbps()});
+    }
+  }
+}
+
+// --- dispatch and launch
+// --------------------------------------------------------------------------
+
+void bench_dispatch(const DevicePlan& devices, Benchmarks& out) {
+  torch::Device device = devices.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::ones({1}, torch::TensorOptions().device(device));
+  const int ops = 5000;
+  for (int i = 0; i < 200; ++i)
+    x.add_(1);
+  synchronize(device);
+  std::vector<double> per_op;
+  for (int r = 0; r < 5; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < ops; ++i)
+      x.add_(1);
+    per_op.push_back(seconds_since(start) / ops);  // host time: launches are asynchronous
+    synchronize(device);
+  }
+  DispatchMeasurement d;
+  d.op_dispatch_s = median_of(per_op);
+  if (devices.cuda) {
+    cuda::LaunchResult launch = cuda::empty_kernel_launch(0, 10000);
+    d.kernel_launch_s = launch.host_seconds_per_launch;
+    d.kernel_device_s = launch.device_seconds_per_kernel;
+  }
+  out.dispatch = d;
+}
+
+// --- throughput ----------------------------------------------------------------------------------
+
+template <typename Body>
+double median_call_seconds(const torch::Device& device, int repetitions, Body&& body) {
+  body();
+  synchronize(device);
+  std::vector<double> times;
+  for (int r = 0; r < repetitions; ++r) {
+    auto start = Clock::now();
+    body();
+    synchronize(device);
+    times.push_back(seconds_since(start));
+  }
+  return median_of(times);
+}
+
+void bench_throughput(const DevicePlan& devices, Benchmarks& out) {
+  torch::Device device = devices.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  torch::NoGradGuard no_grad;
+  struct Precision {
+    const char* name;
+    torch::ScalarType dtype;
+    bool tf32;
+  };
+  std::vector<Precision> precisions = {{"fp32", torch::kFloat32, false}};
+  if (devices.cuda) {
+    precisions.push_back({"tf32", torch::kFloat32, true});
+    precisions.push_back({"fp16", torch::kFloat16, false});
+    precisions.push_back({"bf16", torch::kBFloat16, false});
+  }
+  std::vector<std::int64_t> sizes = devices.cuda ? std::vector<std::int64_t>{1024, 4096, 8192}
+                                                 : std::vector<std::int64_t>{256, 512, 1024};
+  const bool tf32_before = at::globalContext().allowTF32CuBLAS();
+  for (const Precision& p : precisions) {
+    if (devices.cuda) {
+      at::globalContext().setAllowTF32CuBLAS(p.tf32);
+      at::globalContext().setAllowTF32CuDNN(p.tf32);
+    }
+    auto options = torch::TensorOptions().device(device).dtype(p.dtype);
+    for (std::int64_t n : sizes) {
+      torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+      double t = median_call_seconds(device, 5, [&] { torch::mm(a, b); });
+      double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      out.throughput.push_back(
+          {"gemm", p.name, fmt::format("m=n=k={}", n), flops, t, flops / t / 1e12});
+    }
+    // A ResNet-50 stage-1 3x3 convolution.
+    std::int64_t batch = devices.cuda ? 64 : 8, channels = 64, hw = 56, kernel = 3;
+    torch::Tensor input = torch::randn({batch, channels, hw, hw}, options);
+    torch::Tensor weight = torch::randn({channels, channels, kernel, kernel}, options);
+    double t = median_call_seconds(
+        device, 5, [&] { torch::conv2d(input, weight, {}, /*stride=*/1, /*padding=*/1); });
+    double flops =
+        2.0 * static_cast<double>(batch * channels * hw * hw * channels * kernel * kernel);
+    out.throughput.push_back(
+        {"conv2d", p.name,
+         fmt::format("n={} c={} hw={} k={} r={}", batch, channels, hw, channels, kernel), flops, t,
+         flops / t / 1e12});
+  }
+  if (devices.cuda) {
+    at::globalContext().setAllowTF32CuBLAS(tf32_before);
+    at::globalContext().setAllowTF32CuDNN(tf32_before);
+  }
+}
+
+// --- largest batch that fits
+// -----------------------------------------------------------------------
+
+bool is_out_of_memory(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
+  std::string text = error.what();
+  return text.find("out of memory") != std::string::npos ||
+         text.find("can't allocate memory") != std::string::npos ||
+         text.find("not enough memory") != std::string::npos;
+}
+
+void bench_fit(const BenchOptions& options, const DevicePlan& devices, Benchmarks& out) {
+  if (options.scenario == nullptr) {
+    out.skipped.push_back("fit: needs a scenario (its model)");
+    return;
+  }
+  const ScenarioSpec& scenario = *options.scenario;
+  torch::Device device = devices.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  torch::manual_seed(1);
+  TorchModel model = build_torch_model(scenario.model);
+  model->to(device);
+  model->train();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  const ModelAnalysis& analysis = model->analysis();
+  // One training step at `batch`; false when the device runs out of memory.
+  auto fits = [&](std::int64_t batch) {
+    try {
+      torch::Tensor input = random_model_input(analysis, batch).to(device);
+      torch::Tensor output = model->forward(input);
+      output.to(torch::kFloat32).square().mean().backward();
+      optimizer.step();
+      model->zero_grad();
+      synchronize(device);
+      return true;
+    } catch (const std::exception& error) {
+      if (!is_out_of_memory(error)) throw;
+      model->zero_grad();
+      return false;
+    }
+  };
+  LargestBatch result;
+  result.model = scenario.model.name;
+  result.cap = options.fit_cap > 0 ? options.fit_cap : scenario.dataset.train_samples;
+  std::int64_t good = 0, bad = 0;
+  for (std::int64_t b = 1; b <= result.cap; b *= 2) {
+    if (fits(b)) {
+      good = b;
+    } else {
+      bad = b;
+      break;
+    }
+  }
+  if (bad == 0 && good < result.cap) {  // the doubling overshot the cap: try the cap itself
+    if (fits(result.cap)) {
+      good = result.cap;
+    } else {
+      bad = result.cap;
+    }
+  }
+  while (bad > 0 && bad - good > 1) {  // bisect between the last fit and the first failure
+    std::int64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  result.largest_fitting = good;
+  result.first_failing = bad;
+  out.largest_batch = result;
+}
+
+}  // namespace
+
+double all_reduce_bus_bandwidth(double algbw_gbps, int ranks) {
+  return ranks > 1 ? algbw_gbps * 2.0 * (ranks - 1) / ranks : algbw_gbps;
+}
+
+Benchmarks run_benchmarks(const BenchOptions& options, const DevicePlan& devices, World& world) {
+  Benchmarks out;
+  // Collectives involve every rank; the rest run on rank 0 only, while the others wait.
+  if (wanted(options, "collectives")) bench_collectives(options, devices, world, out);
+  if (world.rank() == 0) {
+    if (wanted(options, "copies")) bench_copies(devices, out);
+    if (wanted(options, "dispatch")) bench_dispatch(devices, out);
+    if (wanted(options, "throughput")) bench_throughput(devices, out);
+    if (wanted(options, "fit")) bench_fit(options, devices, out);
+  }
+  world.barrier();
+  return out;
+}
+
+}  // namespace epochcast::runtime

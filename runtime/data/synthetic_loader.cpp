@@ -1,0 +1,175 @@
+// Worker threads make batches ahead of the training loop, at most prefetch_factor per worker.
+#include "runtime/data/synthetic_loader.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <time.h>
+
+namespace epochcast::runtime {
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// A well-mixed seed per sample (splitmix64), so neighbouring samples are unrelated.
+std::uint64_t sample_seed(std::uint64_t seed, std::int64_t index) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<std::uint64_t>(index) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+SyntheticLoader::SyntheticLoader(SampleShape sample, LoaderOptions options, torch::Device device)
+    : sample_(std::move(sample)), options_(options), device_(device) {
+  if (options_.batch < 1 || options_.samples < 1) {
+    throw std::invalid_argument("SyntheticLoader needs at least one sample and a batch of one");
+  }
+  if (batches_per_epoch() == 0) {
+    throw std::invalid_argument("drop_last leaves no batch: the batch exceeds the data set");
+  }
+  if (device_.is_cpu()) options_.pin_memory = false;  // nothing to copy to
+  start_workers(0);
+}
+
+SyntheticLoader::~SyntheticLoader() {
+  stop_workers();
+}
+
+std::int64_t SyntheticLoader::batches_per_epoch() const {
+  std::int64_t full = options_.samples / options_.batch;
+  bool partial = options_.samples % options_.batch != 0 && !options_.drop_last;
+  return full + (partial ? 1 : 0);
+}
+
+std::int64_t SyntheticLoader::batch_size(std::int64_t index) const {
+  std::int64_t in_epoch = index % batches_per_epoch();
+  return std::min(options_.batch, options_.samples - in_epoch * options_.batch);
+}
+
+SyntheticLoader::Host SyntheticLoader::make_batch(std::int64_t index) {
+  std::int64_t in_epoch = index % batches_per_epoch();
+  std::int64_t count = batch_size(index);
+  std::vector<std::int64_t> dims = sample_.shape.dims;
+  std::vector<torch::Tensor> inputs, labels;
+  inputs.reserve(static_cast<std::size_t>(count));
+  labels.reserve(static_cast<std::size_t>(count));
+  double cpu_start = thread_cpu_seconds();
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::int64_t sample = options_.sample_offset + in_epoch * options_.batch + i;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(sample_seed(options_.seed, sample));
+    if (sample_.token_ids) {
+      inputs.push_back(torch::randint(sample_.vocabulary, dims, generator, torch::kInt64));
+    } else {
+      // The transform a real pipeline applies: normalise each sample to zero mean, unit variance.
+      torch::Tensor x = torch::randn(dims, generator) * 3.0 + 1.0;
+      inputs.push_back((x - x.mean()) / (x.std() + 1e-6));
+    }
+    labels.push_back(
+        torch::randint(sample_.classes, {sample_.labels_per_sample}, generator, torch::kInt64));
+  }
+  Host batch;
+  batch.inputs = torch::stack(inputs);
+  batch.labels = torch::stack(labels);
+  if (sample_.labels_per_sample == 1) batch.labels = batch.labels.squeeze(1);
+  if (options_.pin_memory) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.labels = batch.labels.pin_memory();
+  }
+  batch.samples = count;
+  double cpu = thread_cpu_seconds() - cpu_start;
+  std::lock_guard lock(mutex_);
+  cpu_seconds_ += cpu;
+  samples_made_ += count;
+  return batch;
+}
+
+void SyntheticLoader::worker_loop(int worker) {
+  const std::int64_t stride = options_.workers;
+  const std::int64_t ahead = static_cast<std::int64_t>(options_.workers) * options_.prefetch_factor;
+  std::int64_t index = first_batch_ + worker;
+  for (;; index += stride) {
+    {
+      std::unique_lock lock(mutex_);
+      space_.wait(lock, [&] { return stopping_ || index < first_batch_ + handed_out_ + ahead; });
+      if (stopping_) return;
+    }
+    Host batch = make_batch(index);
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    done_.emplace(index, std::move(batch));
+    ready_.notify_all();
+  }
+}
+
+void SyntheticLoader::start_workers(std::int64_t first_batch) {
+  first_batch_ = first_batch;
+  handed_out_ = 0;
+  stopping_ = false;
+  done_.clear();
+  for (int w = 0; w < options_.workers; ++w)
+    threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+void SyntheticLoader::stop_workers() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  space_.notify_all();
+  ready_.notify_all();
+  for (std::thread& t : threads_)
+    t.join();
+  threads_.clear();
+}
+
+void SyntheticLoader::seek(std::int64_t index) {
+  stop_workers();
+  next_index_ = index;
+  start_workers(index);
+}
+
+Batch SyntheticLoader::next() {
+  auto start = std::chrono::steady_clock::now();
+  Host host;
+  if (options_.workers == 0) {
+    host = make_batch(next_index_);
+  } else {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return done_.count(next_index_) > 0; });
+    auto found = done_.find(next_index_);
+    host = std::move(found->second);
+    done_.erase(found);
+    ++handed_out_;
+    space_.notify_all();
+  }
+  ++next_index_;
+  Batch batch;
+  // A pinned batch copies asynchronously; pageable memory makes the copy synchronous.
+  batch.inputs = host.inputs.to(device_, /*non_blocking=*/options_.pin_memory);
+  batch.labels = host.labels.to(device_, /*non_blocking=*/options_.pin_memory);
+  batch.samples = host.samples;
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return batch;
+}
+
+double SyntheticLoader::sample_cpu_seconds() const {
+  std::lock_guard lock(mutex_);
+  return samples_made_ > 0 ? cpu_seconds_ / static_cast<double>(samples_made_) : 0.0;
+}
+
+void SyntheticLoader::reset_counters() {
+  std::lock_guard lock(mutex_);
+  wait_seconds_ = 0;
+  cpu_seconds_ = 0;
+  samples_made_ = 0;
+}
+
+}  // namespace epochcast::runtime

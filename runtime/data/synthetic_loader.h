@@ -1,0 +1,101 @@
+// The input pipeline of a real training loop, fed with synthetic data: worker threads make each
+// sample (seeded by its index, so every run sees the same data), apply a per-sample transform
+// (normalisation), collate samples into batches, pin them when the device is a GPU, and hand
+// them over in order; the training thread copies each batch to its device. `workers: 0` makes
+// the batch in the training thread, as PyTorch's DataLoader(num_workers=0) does.
+//
+// PyTorch's workers are processes; ours are threads (LibTorch has no pickling) — each does the
+// same work per sample, and the GIL that makes PyTorch use processes does not exist here.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/model/tensor_shape.h"
+
+namespace epochcast::runtime {
+
+struct LoaderOptions {
+  std::int64_t samples = 0;  // in the data set (this rank's share)
+  std::int64_t batch = 1;    // samples per batch
+  bool drop_last = false;
+  int workers = 0;
+  int prefetch_factor = 2;  // batches each worker prepares ahead
+  bool pin_memory = false;  // only meaningful for a CUDA device
+  std::uint64_t seed = 0;
+  std::int64_t sample_offset = 0;  // the first sample index of this rank's share
+};
+
+// What one sample looks like.
+struct SampleShape {
+  TensorShape shape;       // as the model takes it, per sample
+  bool token_ids = false;  // int64 ids below `vocabulary`, else normal floats
+  std::int64_t vocabulary = 0;
+  std::int64_t classes = 0;  // labels below this
+  // Labels per sample: 1 (one class), or one per token for a sequence output [tokens, vocab].
+  std::int64_t labels_per_sample = 1;
+};
+
+struct Batch {
+  torch::Tensor inputs;  // on the device
+  torch::Tensor labels;  // on the device, int64
+  std::int64_t samples = 0;
+};
+
+class SyntheticLoader {
+ public:
+  SyntheticLoader(SampleShape sample, LoaderOptions options, torch::Device device);
+  ~SyntheticLoader();
+  SyntheticLoader(const SyntheticLoader&) = delete;
+  SyntheticLoader& operator=(const SyntheticLoader&) = delete;
+
+  std::int64_t batches_per_epoch() const;
+  // The next batch, cycling through the data set epoch after epoch (batch index wraps).
+  Batch next();
+  // Restarts at batch `index` (workers discard what they prepared).
+  void seek(std::int64_t index);
+
+  // Seconds the caller waited inside next() for batches not yet ready, since the last reset.
+  double wait_seconds() const { return wait_seconds_; }
+  // CPU seconds spent making and transforming samples per sample, over all batches made so far.
+  double sample_cpu_seconds() const;
+  void reset_counters();
+
+ private:
+  struct Host {
+    torch::Tensor inputs, labels;
+    std::int64_t samples = 0;
+  };
+  Host make_batch(std::int64_t index);  // thread-safe
+  void worker_loop(int worker);
+  void start_workers(std::int64_t first_batch);
+  void stop_workers();
+  std::int64_t batch_size(std::int64_t index) const;
+
+  SampleShape sample_;
+  LoaderOptions options_;
+  torch::Device device_;
+  std::int64_t next_index_ = 0;  // next batch to hand out (monotonic; wraps modulo epoch)
+  double wait_seconds_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;      // a batch was made
+  std::condition_variable space_;      // the consumer took one: workers may go ahead
+  std::map<std::int64_t, Host> done_;  // made, not yet handed out, by batch index
+  std::int64_t handed_out_ = 0;        // batches handed out since the workers started
+  std::int64_t first_batch_ = 0;       // where the workers started
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+  double cpu_seconds_ = 0;
+  std::int64_t samples_made_ = 0;
+};
+
+}  // namespace epochcast::runtime

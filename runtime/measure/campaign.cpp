@@ -1,0 +1,238 @@
+// The campaign loop: resume, measure, save, report progress.
+#include "runtime/measure/campaign.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/input_error.h"
+#include "core/io/atomic_file.h"
+#include "runtime/measure/environment.h"
+
+namespace epochcast::runtime {
+
+namespace {
+
+bool finished(PointStatus status) {
+  return status != PointStatus::failed;
+}
+
+bool same_point(const MeasuredPoint& m, const SweepPoint& p) {
+  return m.gpus == p.gpus && m.global_batch == p.global_batch;
+}
+
+std::string clock_text(double seconds) {
+  auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{:02}:{:02}", s / 60, s % 60);
+}
+
+std::string summary(const MeasuredPoint& p) {
+  if (p.status != PointStatus::ok) return fmt::format("{}: {}", to_string(p.status), p.reason);
+  return fmt::format(
+      "{:.4g} s/iteration (p10 {:.4g}, p90 {:.4g}), epoch ~{:.4g} s, {:.4g} "
+      "samples/s",
+      p.iteration_s.mean, p.iteration_s.p10, p.iteration_s.p90, p.epoch_s_estimated,
+      p.samples_per_s);
+}
+
+MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& options,
+                           const DevicePlan& devices, const World& world) {
+  MeasurementFile file;
+  file.scenario_name = scenario.name;
+  file.scenario_file = scenario.source_file;
+  file.model = scenario.model.name;
+  file.strategy = std::string(kStrategyNames[static_cast<std::size_t>(scenario.training.strategy)]);
+  file.precision =
+      std::string(kTrainingPrecisionNames[static_cast<std::size_t>(scenario.training.precision)]);
+  file.optimizer =
+      std::string(kOptimizerNames[static_cast<std::size_t>(scenario.training.optimizer)]);
+  file.arguments = options.arguments;
+  file.settings.warmup_iterations = options.run.warmup_iterations;
+  file.settings.timed_iterations = options.run.timed_iterations;
+  file.settings.timeout_s = options.run.timeout_s;
+  file.settings.full_epoch = options.run.full_epoch;
+  file.settings.profile_layers = options.run.profile_layers;
+  file.settings.seed = options.run.seed;
+  file.environment = describe_environment(devices, world);
+  return file;
+}
+
+// The hard bound on a point: the soft timeout is checked between iterations, so one iteration
+// that never returns (a hung collective, a deadlocked driver) is caught here instead. On expiry
+// it runs `on_expiry` (which saves what is known) and ends the process with exit code 124.
+class Watchdog {
+ public:
+  Watchdog() : thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void arm(double seconds, std::function<void()> on_expiry) {
+    std::lock_guard lock(mutex_);
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(seconds));
+    on_expiry_ = std::move(on_expiry);
+    armed_ = true;
+    wake_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (!armed_) {
+        wake_.wait(lock);
+        continue;
+      }
+      if (wake_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ && !stopping_ &&
+          std::chrono::steady_clock::now() >= deadline_) {
+        on_expiry_();
+        std::_Exit(124);
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::function<void()> on_expiry_;
+  bool armed_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+void save_measurements(const MeasurementFile& file, const std::filesystem::path& path) {
+  write_file_atomically(path, to_json(file), "-o");
+}
+
+std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
+                                          const std::vector<MeasuredPoint>& existing) {
+  std::vector<SweepPoint> todo;
+  for (const SweepPoint& p : sweep) {
+    bool done = std::any_of(existing.begin(), existing.end(), [&](const MeasuredPoint& m) {
+      return same_point(m, p) && finished(m.status);
+    });
+    if (!done) todo.push_back(p);
+  }
+  return todo;
+}
+
+int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
+                 const DevicePlan& devices, World& world, const std::atomic<bool>& interrupted,
+                 const std::optional<Benchmarks>& benchmarks) {
+  const bool writer = world.rank() == 0;
+  MeasurementFile file = start_file(scenario, options, devices, world);
+  if (options.resume && std::filesystem::exists(options.output)) {
+    MeasurementFile previous = load_measurements(options.output);
+    if (previous.scenario_name != scenario.name) {
+      throw InputError(SourceMark{options.output.string(), 0, 0}, "--resume",
+                       fmt::format("the file holds measurements of scenario '{}', not '{}': "
+                                   "choose another -o, or drop --resume to start afresh",
+                                   previous.scenario_name, scenario.name));
+    }
+    for (MeasuredPoint& m : previous.points) {
+      if (finished(m.status)) file.points.push_back(std::move(m));
+    }
+    if (!benchmarks) file.benchmarks = previous.benchmarks;
+  }
+  if (benchmarks) file.benchmarks = *benchmarks;
+
+  std::vector<SweepPoint> sweep = expand_sweep(scenario);
+  std::vector<SweepPoint> todo = points_to_measure(sweep, file.points);
+  if (writer && !options.quiet) {
+    std::cerr << fmt::format("{}: {} point{} to measure on {} ({}{}){}\n", scenario.name,
+                             todo.size(), todo.size() == 1 ? "" : "s", file.environment.device_name,
+                             file.environment.device_kind,
+                             world.size() > 1 ? fmt::format(", {} ranks", world.size()) : "",
+                             sweep.size() > todo.size()
+                                 ? fmt::format("; {} already measured", sweep.size() - todo.size())
+                                 : "");
+  }
+  if (writer) save_measurements(file, options.output);
+
+  auto start = std::chrono::steady_clock::now();
+  bool any_failed = false;
+  Watchdog watchdog;
+  // The soft timeout plus as much again (at least a minute) for the work after timing.
+  const double hard_limit = options.run.timeout_s + std::max(60.0, options.run.timeout_s);
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    const SweepPoint& p = todo[i];
+    if (writer && !options.quiet) {
+      std::cerr << fmt::format("[{}/{}] {} GPU{}, batch {} ({} per GPU) ... ", i + 1, todo.size(),
+                               p.gpus, p.gpus == 1 ? "" : "s", p.global_batch, p.per_gpu_batch)
+                << std::flush;
+    }
+    watchdog.arm(hard_limit, [&, p] {
+      MeasuredPoint killed;
+      killed.gpus = p.gpus;
+      killed.global_batch = p.global_batch;
+      killed.per_gpu_batch = p.per_gpu_batch;
+      killed.device = devices.cuda ? "cuda" : "cpu";
+      killed.status = PointStatus::timeout;
+      killed.reason = fmt::format("did not finish within {:g} s; the run was stopped", hard_limit);
+      std::cerr << "\n" << killed.reason << "\n";
+      if (writer) {
+        file.points.push_back(killed);
+        save_measurements(file, options.output);
+      }
+    });
+    MeasuredPoint measured = measure_point(scenario, p, options.run, devices, world, interrupted);
+    watchdog.disarm();
+    if (interrupted.load()) {
+      if (writer) {
+        std::cerr << "interrupted; the points measured so far are in " << options.output.string()
+                  << " (--resume continues)\n";
+      }
+      return 130;
+    }
+    any_failed = any_failed || measured.status == PointStatus::failed;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double left = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
+    if (writer && !options.quiet) {
+      std::cerr << summary(measured)
+                << fmt::format(" | elapsed {}, about {} left\n", clock_text(elapsed),
+                               clock_text(left));
+    }
+    // Replace an earlier failed record of the same point.
+    std::erase_if(file.points, [&](const MeasuredPoint& m) { return same_point(m, p); });
+    file.points.push_back(std::move(measured));
+    if (writer) save_measurements(file, options.output);
+  }
+  // Keep the file in sweep order, whatever order resumption produced.
+  std::vector<MeasuredPoint> ordered;
+  for (const SweepPoint& p : sweep) {
+    for (MeasuredPoint& m : file.points) {
+      if (same_point(m, p)) ordered.push_back(std::move(m));
+    }
+  }
+  file.points = std::move(ordered);
+  if (writer) {
+    save_measurements(file, options.output);
+    if (!options.quiet) std::cerr << "measurements written to " << options.output.string() << "\n";
+  }
+  return any_failed ? 1 : 0;
+}
+
+}  // namespace epochcast::runtime

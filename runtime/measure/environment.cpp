@@ -1,0 +1,75 @@
+// Reads the environment from the CUDA runtime, LibTorch, MPI and /proc.
+#include "runtime/measure/environment.h"
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "runtime/cuda/cuda_api.h"
+
+namespace epochcast::runtime {
+
+namespace {
+
+std::string proc_field(const char* file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    return value;
+  }
+  return "";
+}
+
+std::string utc_now() {
+  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+MeasuredEnvironment describe_environment(const DevicePlan& devices, const World& world) {
+  MeasuredEnvironment e;
+  e.host = world.host();
+  e.torch_version = TORCH_VERSION;
+  e.mpi_version = world.mpi_version();
+  e.ranks = world.size();
+  e.cpu_threads = torch::get_num_threads();
+  e.epochcast_version = EPOCHCAST_VERSION;
+  e.started_at = utc_now();
+  if (devices.cuda) {
+    cuda::DeviceInfo info = cuda::device_info(0);
+    e.device_kind = "cuda";
+    e.device_name = info.name;
+    e.device_count = devices.device_count;
+    e.device_memory_bytes = info.memory_bytes;
+    e.driver_version = info.driver_version;
+    e.cuda_version = info.runtime_version;
+    e.nccl_version = info.nccl_version;
+  } else {
+    e.device_kind = "cpu";
+    e.device_name = proc_field("/proc/cpuinfo", "model name");
+    if (e.device_name.empty()) e.device_name = "CPU";
+    e.device_count = 1;
+    std::istringstream memory(proc_field("/proc/meminfo", "MemTotal"));
+    std::int64_t kib = 0;
+    memory >> kib;
+    e.device_memory_bytes = kib * 1024;
+  }
+  return e;
+}
+
+}  // namespace epochcast::runtime

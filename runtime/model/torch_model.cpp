@@ -1,0 +1,465 @@
+// Builds the LibTorch tape of a model spec, one step per layer of core's analysis.
+#include "runtime/model/torch_model.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/model/tensor_shape.h"
+
+namespace epochcast::runtime {
+
+namespace {
+
+using Inputs = std::vector<torch::Tensor>;
+
+// register_module rejects dots, so "layer1.0.conv1" is registered as "layer1_0_conv1".
+std::string module_name(const std::string& layer_name) {
+  std::string name = layer_name;
+  for (char& c : name) {
+    if (c == '.') c = '_';
+  }
+  return name;
+}
+
+[[noreturn]] void broken(const std::string& what) {
+  throw std::logic_error("torch model: " + what);
+}
+
+// Self-attention with nn.MultiheadAttention's parameter names and layout (what core counts),
+// computed on the unfused math path core costs: project, scale, q·kᵀ, mask, softmax, dropout,
+// ·v, merge heads, project. Inputs and outputs are [batch, tokens, features].
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
+ public:
+  SelfAttentionImpl(std::int64_t features, std::int64_t heads, bool bias, bool causal,
+                    double dropout)
+      : features_(features), heads_(heads), bias_(bias), causal_(causal), dropout_(dropout) {
+    reset();
+  }
+
+  void reset() override {
+    in_proj_weight_ =
+        register_parameter("in_proj_weight", torch::empty({3 * features_, features_}));
+    if (bias_) in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * features_}));
+    out_proj_ = register_module(
+        "out_proj", torch::nn::Linear(torch::nn::LinearOptions(features_, features_).bias(bias_)));
+    // PyTorch's MultiheadAttention initialisation.
+    torch::nn::init::xavier_uniform_(in_proj_weight_);
+    if (bias_) torch::nn::init::zeros_(out_proj_->bias);
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const std::int64_t batch = x.size(0), tokens = x.size(1), head_dim = features_ / heads_;
+    std::vector<torch::Tensor> qkv = torch::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
+    auto split_heads = [&](const torch::Tensor& t) {
+      return t.reshape({batch, tokens, heads_, head_dim}).transpose(1, 2);
+    };
+    torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
+    torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
+    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));
+    if (causal_) {
+      torch::Tensor future = torch::ones({tokens, tokens}, x.options().dtype(torch::kBool)).triu(1);
+      scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    }
+    torch::Tensor probabilities =
+        torch::dropout(torch::softmax(scores, -1), dropout_, is_training());
+    torch::Tensor context =
+        torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, tokens, features_});
+    return out_proj_->forward(context);
+  }
+
+ private:
+  std::int64_t features_, heads_;
+  bool bias_, causal_;
+  double dropout_;
+  torch::Tensor in_proj_weight_, in_proj_bias_;
+  torch::nn::Linear out_proj_{nullptr};
+};
+TORCH_MODULE(SelfAttention);
+
+// The bias of a linear layer whose weight is an embedding's table: the layer owns only the bias
+// (core counts the shared weight once, at the embedding).
+class TiedLinearBiasImpl : public torch::nn::Cloneable<TiedLinearBiasImpl> {
+ public:
+  explicit TiedLinearBiasImpl(std::int64_t out_features) : out_features_(out_features) { reset(); }
+  void reset() override { bias = register_parameter("bias", torch::zeros({out_features_})); }
+  torch::Tensor bias;
+
+ private:
+  std::int64_t out_features_;
+};
+TORCH_MODULE(TiedLinearBias);
+
+}  // namespace
+
+struct TorchModelImpl::Step {
+  std::vector<std::size_t> reads;
+  std::size_t writes = 0;
+  // Slots no later step reads: cleared so their tensors are freed as early as eager code would.
+  std::vector<std::size_t> releases;
+  LayerFunction compute;
+};
+
+TorchModelImpl::TorchModelImpl(std::shared_ptr<const ModelSpec> spec,
+                               std::shared_ptr<const ModelAnalysis> analysis)
+    : spec_(std::move(spec)), analysis_(std::move(analysis)) {
+  if (!spec_ || !analysis_) broken("needs a spec and its analysis");
+  reset();
+}
+
+void TorchModelImpl::reset() {
+  // Cloneable::clone() copies this object (steps included) before calling reset(): the copied
+  // steps point at the original's modules, so everything is rebuilt.
+  steps_.clear();
+  embeddings_.clear();
+  pins_.clear();
+  value_count_ = 1;  // slot 0 holds the input
+  shape_ = spec_->input_shape;
+  std::size_t value = 0, cursor = 0;
+  build_sequence(spec_->layers, value, cursor);
+  if (cursor != analysis_->layers.size()) {
+    broken(fmt::format("the spec gives {} layers but its analysis has {}", cursor,
+                       analysis_->layers.size()));
+  }
+  output_value_ = value;
+  embeddings_.clear();
+}
+
+void TorchModelImpl::build_sequence(const std::vector<ModelNode>& nodes, std::size_t& value,
+                                    std::size_t& cursor) {
+  for (const ModelNode& node : nodes) {
+    if (node.kind == ModelNode::Kind::layer) {
+      build_primitive(node.layer, value, cursor);
+    } else {
+      build_residual(node, value, cursor);
+    }
+  }
+}
+
+const LayerCosts& TorchModelImpl::analysed_layer(std::size_t cursor, const std::string& name,
+                                                 LayerType type) const {
+  if (cursor >= analysis_->layers.size()) {
+    broken(fmt::format("layer '{}' is beyond the analysis' {} layers", name,
+                       analysis_->layers.size()));
+  }
+  const LayerCosts& costs = analysis_->layers[cursor];
+  if (costs.layer.name != name || costs.layer.type != type) {
+    broken(fmt::format("layer {} is '{}' ({}) in the spec but '{}' ({}) in the analysis", cursor,
+                       name, to_string(type), costs.layer.name, to_string(costs.layer.type)));
+  }
+  return costs;
+}
+
+bool TorchModelImpl::pinned(std::size_t value) const {
+  auto found = pins_.find(value);
+  return found != pins_.end() && found->second > 0;
+}
+
+void TorchModelImpl::build_primitive(const Layer& layer, std::size_t& value, std::size_t& cursor) {
+  const LayerCosts& costs = analysed_layer(cursor, layer.name, layer.type);
+  auto step = std::make_shared<Step>();
+  step->reads = {value};
+  // A value a residual block still needs (its fork) is never overwritten.
+  step->writes = pinned(value) ? value_count_++ : value;
+  step->compute = make_layer(costs);
+  steps_.push_back(std::move(step));
+  value = steps_.back()->writes;
+  shape_ = costs.output_shape;
+  ++cursor;
+}
+
+void TorchModelImpl::build_residual(const ModelNode& node, std::size_t& value,
+                                    std::size_t& cursor) {
+  // The same decisions as core's analysis, from the same shapes.
+  const std::size_t fork = value;
+  const TensorShape input_shape = shape_;
+  ++pins_[fork];
+  std::size_t body = fork;
+  build_sequence(node.body, body, cursor);
+  const bool same_shape = shape_ == input_shape;
+  if (node.rule == ModelNode::ResidualRule::add_if_shape_kept && !same_shape) {
+    --pins_[fork];
+    // The block degenerates to its body; its last step is the fork's last reader.
+    if (!pinned(fork) && body != fork) steps_.back()->releases.push_back(fork);
+    value = body;
+    return;
+  }
+  const TensorShape body_shape = shape_;
+  std::size_t shortcut = fork;
+  const bool use_shortcut =
+      node.rule == ModelNode::ResidualRule::always ||
+      (node.rule == ModelNode::ResidualRule::project_if_shape_changes && !same_shape);
+  if (use_shortcut) build_sequence(node.shortcut, shortcut, cursor);
+  --pins_[fork];
+
+  analysed_layer(cursor, node.name + ".add", LayerType::add);  // checks the lock step
+  auto step = std::make_shared<Step>();
+  step->reads = {body, shortcut};
+  // The sum goes back into the fork's slot unless an enclosing block still needs the fork.
+  if (!pinned(fork)) {
+    step->writes = fork;
+  } else {
+    step->writes = body != fork ? body : value_count_++;
+  }
+  for (std::size_t slot : {body, shortcut}) {
+    bool already = !step->releases.empty() && step->releases.back() == slot;
+    if (slot != fork && slot != step->writes && !already) step->releases.push_back(slot);
+  }
+  step->compute = [](const Inputs& in) { return in.at(0) + in.at(1); };
+  steps_.push_back(std::move(step));
+  value = steps_.back()->writes;
+  shape_ = body_shape;
+  ++cursor;
+}
+
+TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs) {
+  namespace nn = torch::nn;
+  const Layer& l = costs.layer;  // widths resolved against the input (channel_multiplier, ...)
+  const std::string registered = module_name(l.name);
+  switch (l.type) {
+    case LayerType::linear: {
+      if (l.tied_to.empty()) {
+        auto linear = register_module(
+            registered,
+            nn::Linear(nn::LinearOptions(costs.in_features, l.out_features).bias(l.bias)));
+        return [linear](const Inputs& in) { return linear->forward(in.at(0)); };
+      }
+      auto found = embeddings_.find(l.tied_to);
+      if (found == embeddings_.end()) {
+        broken(
+            fmt::format("'{}' is tied to '{}', which is no earlier embedding", l.name, l.tied_to));
+      }
+      nn::Embedding table = found->second;
+      if (!l.bias) {
+        return [table](const Inputs& in) { return torch::linear(in.at(0), table->weight); };
+      }
+      auto bias = register_module(registered, TiedLinearBias(l.out_features));
+      return [table, bias](const Inputs& in) {
+        return torch::linear(in.at(0), table->weight, bias->bias);
+      };
+    }
+    case LayerType::conv1d: {
+      auto conv = register_module(
+          registered, nn::Conv1d(nn::Conv1dOptions(costs.in_features, l.out_features, l.kernel)
+                                     .stride(l.stride)
+                                     .padding(torch::ExpandingArray<1>(l.padding))
+                                     .dilation(l.dilation)
+                                     .groups(l.groups)
+                                     .bias(l.bias)));
+      return [conv](const Inputs& in) { return conv->forward(in.at(0)); };
+    }
+    case LayerType::conv2d: {
+      auto conv = register_module(
+          registered, nn::Conv2d(nn::Conv2dOptions(costs.in_features, l.out_features, l.kernel)
+                                     .stride(l.stride)
+                                     .padding(torch::ExpandingArray<2>(l.padding))
+                                     .dilation(l.dilation)
+                                     .groups(l.groups)
+                                     .bias(l.bias)));
+      return [conv](const Inputs& in) { return conv->forward(in.at(0)); };
+    }
+    case LayerType::batchnorm1d: {
+      auto norm = register_module(
+          registered, nn::BatchNorm1d(nn::BatchNorm1dOptions(costs.in_features).eps(l.eps)));
+      return [norm](const Inputs& in) { return norm->forward(in.at(0)); };
+    }
+    case LayerType::batchnorm2d: {
+      auto norm = register_module(
+          registered, nn::BatchNorm2d(nn::BatchNorm2dOptions(costs.in_features).eps(l.eps)));
+      return [norm](const Inputs& in) { return norm->forward(in.at(0)); };
+    }
+    case LayerType::layernorm: {
+      auto norm = register_module(
+          registered, nn::LayerNorm(nn::LayerNormOptions({costs.in_features}).eps(l.eps)));
+      return [norm](const Inputs& in) { return norm->forward(in.at(0)); };
+    }
+    // Activations run out of place even when the spec says `inplace`: the profiler replays
+    // each layer on a recorded input, which an in-place op would overwrite.
+    case LayerType::relu:
+      return [](const Inputs& in) { return torch::relu(in.at(0)); };
+    case LayerType::relu6:
+      return [](const Inputs& in) { return torch::hardtanh(in.at(0), 0.0, 6.0); };
+    case LayerType::sigmoid:
+      return [](const Inputs& in) { return torch::sigmoid(in.at(0)); };
+    case LayerType::tanh:
+      return [](const Inputs& in) { return torch::tanh(in.at(0)); };
+    case LayerType::gelu:  // nn.GELU's default, the exact erf form
+      return [](const Inputs& in) { return torch::gelu(in.at(0)); };
+    case LayerType::softmax:
+      return [](const Inputs& in) { return torch::softmax(in.at(0), -1); };
+    case LayerType::maxpool1d: {
+      std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
+      return [kernel, stride, padding](const Inputs& in) {
+        return torch::max_pool1d(in.at(0), kernel, stride, padding);
+      };
+    }
+    case LayerType::maxpool2d: {
+      std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
+      return [kernel, stride, padding](const Inputs& in) {
+        return torch::max_pool2d(in.at(0), kernel, stride, padding);
+      };
+    }
+    case LayerType::avgpool2d: {
+      std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
+      return [kernel, stride, padding](const Inputs& in) {
+        return torch::avg_pool2d(in.at(0), kernel, stride, padding);
+      };
+    }
+    case LayerType::adaptive_avgpool2d: {
+      std::vector<std::int64_t> output_size = l.output_size;
+      return [output_size](const Inputs& in) {
+        return torch::adaptive_avg_pool2d(in.at(0), output_size);
+      };
+    }
+    case LayerType::flatten:
+      return [](const Inputs& in) { return in.at(0).flatten(1); };
+    case LayerType::reshape: {
+      // The analysis has already resolved the -1.
+      std::vector<std::int64_t> per_sample = costs.output_shape.dims;
+      return [per_sample](const Inputs& in) {
+        std::vector<std::int64_t> shape{in.at(0).size(0)};
+        shape.insert(shape.end(), per_sample.begin(), per_sample.end());
+        return in.at(0).reshape(shape);
+      };
+    }
+    case LayerType::dropout: {
+      auto dropout = register_module(registered, nn::Dropout(nn::DropoutOptions(l.dropout)));
+      return [dropout](const Inputs& in) { return dropout->forward(in.at(0)); };
+    }
+    case LayerType::embedding: {
+      auto table = register_module(
+          registered, nn::Embedding(nn::EmbeddingOptions(l.num_embeddings, l.embedding_dim)));
+      embeddings_.emplace(l.name, table);
+      return [table](const Inputs& in) { return table->forward(in.at(0)); };
+    }
+    case LayerType::position_embedding: {
+      auto table = register_module(
+          registered, nn::Embedding(nn::EmbeddingOptions(l.num_embeddings, costs.in_features)));
+      return [table](const Inputs& in) {
+        const torch::Tensor& x = in.at(0);
+        torch::Tensor positions =
+            torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+        return x + table->forward(positions);
+      };
+    }
+    case LayerType::token_type_embedding: {
+      auto table = register_module(
+          registered, nn::Embedding(nn::EmbeddingOptions(l.num_embeddings, costs.in_features)));
+      return [table](const Inputs& in) {
+        const torch::Tensor& x = in.at(0);
+        // Every token is of type 0 (single-segment inputs), as a tokenizer gives them.
+        torch::Tensor types = torch::zeros(
+            {x.size(1)}, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+        return x + table->forward(types);
+      };
+    }
+    case LayerType::token_select: {
+      std::int64_t index = l.index;
+      return [index](const Inputs& in) { return in.at(0).select(1, index); };
+    }
+    case LayerType::multihead_attention: {
+      auto attention = register_module(
+          registered, SelfAttention(costs.in_features, l.heads, l.bias, l.causal, l.dropout));
+      return [attention](const Inputs& in) { return attention->forward(in.at(0)); };
+    }
+    case LayerType::add:
+      break;
+  }
+  broken(fmt::format("layer '{}' ({}) is not a primitive", l.name, to_string(l.type)));
+}
+
+std::size_t TorchModelImpl::layer_count() const {
+  return steps_.size();
+}
+
+const LayerCosts& TorchModelImpl::layer_costs(std::size_t i) const {
+  return analysis_->layers.at(i);
+}
+
+torch::Tensor TorchModelImpl::run_layer(std::size_t i, const std::vector<torch::Tensor>& inputs) {
+  const Step& step = *steps_.at(i);
+  if (inputs.size() != step.reads.size()) {
+    broken(fmt::format("layer {} ('{}') takes {} inputs, got {}", i, layer_costs(i).layer.name,
+                       step.reads.size(), inputs.size()));
+  }
+  return step.compute(inputs);
+}
+
+torch::Tensor TorchModelImpl::forward(torch::Tensor input) {
+  return run(std::move(input), nullptr);
+}
+
+torch::Tensor TorchModelImpl::forward_recording(
+    torch::Tensor input, std::vector<std::vector<torch::Tensor>>& layer_inputs) {
+  return run(std::move(input), &layer_inputs);
+}
+
+torch::Tensor TorchModelImpl::run(torch::Tensor input,
+                                  std::vector<std::vector<torch::Tensor>>* layer_inputs) {
+  std::vector<torch::Tensor> values(value_count_);
+  values[0] = std::move(input);
+  if (layer_inputs) {
+    layer_inputs->clear();
+    layer_inputs->reserve(steps_.size());
+  }
+  Inputs args;
+  for (const std::shared_ptr<Step>& step : steps_) {
+    for (std::size_t slot : step->reads)
+      args.push_back(values[slot]);
+    if (layer_inputs) {
+      std::vector<torch::Tensor>& recorded = layer_inputs->emplace_back();
+      for (const torch::Tensor& arg : args)
+        recorded.push_back(arg.detach());
+    }
+    values[step->writes] = step->compute(args);
+    args.clear();  // so a released slot's tensor is freed now, not one step later
+    for (std::size_t slot : step->releases)
+      values[slot] = torch::Tensor();
+  }
+  return values[output_value_];
+}
+
+TorchModel build_torch_model(const ModelSpec& spec) {
+  CostOptions fp32;
+  fp32.activation_dtype = DType::float32;
+  fp32.parameter_dtype = DType::float32;
+  auto analysis = std::make_shared<const ModelAnalysis>(analyze_model(spec, fp32));
+  return TorchModel(std::make_shared<const ModelSpec>(spec), std::move(analysis));
+}
+
+std::int64_t input_vocabulary(const ModelAnalysis& analysis) {
+  if (!is_integer(analysis.input_dtype)) return 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    if (layer.layer.type == LayerType::embedding) return layer.layer.num_embeddings;
+  }
+  return 0;
+}
+
+torch::Tensor random_model_input(const ModelAnalysis& analysis, std::int64_t batch,
+                                 torch::Generator generator) {
+  std::vector<std::int64_t> shape{batch};
+  shape.insert(shape.end(), analysis.input_shape.dims.begin(), analysis.input_shape.dims.end());
+  torch::TensorOptions options;
+  if (generator.defined()) options = options.device(generator.device());
+  if (!is_integer(analysis.input_dtype)) {
+    options = options.dtype(torch::kFloat);
+    return generator.defined() ? torch::randn(shape, generator, options)
+                               : torch::randn(shape, options);
+  }
+  std::int64_t vocabulary = input_vocabulary(analysis);
+  if (vocabulary == 0) {
+    throw std::invalid_argument(
+        fmt::format("model '{}' takes {} inputs but has no embedding to bound their values",
+                    analysis.model_name, to_string(analysis.input_dtype)));
+  }
+  options = options.dtype(torch::kLong);
+  return generator.defined() ? torch::randint(0, vocabulary, shape, generator, options)
+                             : torch::randint(0, vocabulary, shape, options);
+}
+
+}  // namespace epochcast::runtime

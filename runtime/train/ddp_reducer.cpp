@@ -1,0 +1,181 @@
+// Buckets, gradient hooks and overlapped all-reduce (see ddp_reducer.h).
+#include "runtime/train/ddp_reducer.h"
+
+#include <stdexcept>
+
+#include "runtime/cuda/cuda_api.h"
+
+namespace epochcast::runtime {
+
+std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tensor>& parameters,
+                                                   std::int64_t first_cap_bytes,
+                                                   std::int64_t cap_bytes) {
+  std::vector<std::vector<std::size_t>> buckets;
+  std::vector<std::size_t> current;
+  std::int64_t filled = 0;
+  for (std::size_t i = parameters.size(); i-- > 0;) {
+    current.push_back(i);
+    filled += parameters[i].numel() * parameters[i].element_size();
+    std::int64_t cap = buckets.empty() ? first_cap_bytes : cap_bytes;
+    if (filled >= cap) {
+      buckets.push_back(std::move(current));
+      current.clear();
+      filled = 0;
+    }
+  }
+  if (!current.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+DdpReducer::DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
+                       std::int64_t first_cap_bytes, std::int64_t cap_bytes,
+                       cuda::NcclCommunicator* nccl, cuda::Stream* stream)
+    : parameters_(std::move(parameters)), group_(group), nccl_(nccl), stream_(stream) {
+  if (parameters_.empty()) throw std::invalid_argument("ddp needs a model with parameters");
+  on_cuda_ = parameters_.front().is_cuda();
+  if (on_cuda_ && (nccl_ == nullptr || stream_ == nullptr)) {
+    throw std::invalid_argument("ddp on CUDA needs an NCCL communicator and a stream");
+  }
+  where_.resize(parameters_.size());
+  for (auto& members : plan_buckets(parameters_, first_cap_bytes, cap_bytes)) {
+    Bucket bucket;
+    std::int64_t elements = 0;
+    for (std::size_t p : members) {
+      where_[p] = {buckets_.size(), bucket.parameters.size()};
+      bucket.parameters.push_back(p);
+      bucket.offsets.push_back(elements);
+      elements += parameters_[p].numel();
+    }
+    bucket.flat = torch::zeros({elements}, parameters_[members.front()].options());
+    buckets_.push_back(std::move(bucket));
+  }
+  for (std::size_t p = 0; p < parameters_.size(); ++p) {
+    parameters_[p].register_hook(
+        [this, p](const torch::Tensor& gradient) { on_gradient(p, gradient); });
+  }
+  if (!on_cuda_ && group_.size() > 1) thread_ = std::thread([this] { communication_loop(); });
+}
+
+DdpReducer::~DdpReducer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void DdpReducer::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
+  if (group_.size() < 2) return;
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& t : tensors) {
+    if (on_cuda_) {
+      torch::Tensor contiguous = t.contiguous();
+      nccl_->broadcast(contiguous.data_ptr(), static_cast<std::size_t>(contiguous.numel()),
+                       cuda::ElementType::float32, 0, *stream_);
+      stream_->synchronize();
+      if (!contiguous.is_same(t)) t.copy_(contiguous);
+    } else {
+      torch::Tensor contiguous = t.contiguous();
+      group_.broadcast(contiguous.data_ptr(),
+                       static_cast<std::size_t>(contiguous.numel() * contiguous.element_size()), 0);
+      if (!contiguous.is_same(t)) t.copy_(contiguous);
+    }
+  }
+}
+
+void DdpReducer::prepare(bool synchronise) {
+  synchronise_ = synchronise;
+  for (Bucket& b : buckets_)
+    b.pending = b.parameters.size();
+  std::lock_guard lock(mutex_);
+  launched_ = completed_ = 0;
+}
+
+// Runs inside backward (autograd's thread) with the parameter's gradient of this pass. Earlier
+// micro-batches' gradients already sit in .grad, so the bucket gets their sum, pre-divided by
+// the world size as DDP does.
+void DdpReducer::on_gradient(std::size_t parameter, const torch::Tensor& gradient) {
+  if (!synchronise_) return;
+  auto [b, slot] = where_[parameter];
+  Bucket& bucket = buckets_[b];
+  torch::NoGradGuard no_grad;
+  torch::Tensor view =
+      bucket.flat.narrow(0, bucket.offsets[slot], gradient.numel()).view(gradient.sizes());
+  view.copy_(gradient);
+  const torch::Tensor& accumulated = parameters_[parameter].grad();
+  if (accumulated.defined()) view.add_(accumulated);
+  view.div_(static_cast<double>(group_.size()));
+  if (--bucket.pending == 0) launch(b);
+}
+
+void DdpReducer::launch(std::size_t bucket) {
+  if (group_.size() < 2) return;
+  if (on_cuda_) {
+    // The gradients were written on the default stream: the side stream waits for them.
+    stream_->wait_for(nullptr);
+    nccl_->all_reduce_sum(buckets_[bucket].flat.data_ptr(),
+                          static_cast<std::size_t>(buckets_[bucket].flat.numel()),
+                          cuda::ElementType::float32, *stream_);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  queue_.push_back(bucket);
+  ++launched_;
+  work_.notify_one();
+}
+
+void DdpReducer::communication_loop() {
+  for (;;) {
+    std::size_t bucket = 0;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_ && queue_.empty()) return;
+      bucket = queue_.front();
+      queue_.pop_front();
+    }
+    all_reduce(buckets_[bucket]);
+    std::lock_guard lock(mutex_);
+    ++completed_;
+    done_.notify_all();
+  }
+}
+
+void DdpReducer::all_reduce(Bucket& bucket) {
+  group_.all_reduce_sum(bucket.flat.data_ptr<float>(),
+                        static_cast<std::size_t>(bucket.flat.numel()));
+}
+
+void DdpReducer::finish() {
+  if (!synchronise_) return;
+  for (const Bucket& b : buckets_) {
+    if (b.pending != 0) {
+      throw std::logic_error(
+          "ddp: a parameter received no gradient in backward (unused "
+          "parameters are not supported)");
+    }
+  }
+  if (group_.size() > 1) {
+    if (on_cuda_) {
+      stream_->make_default_stream_wait();
+    } else {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return completed_ == launched_ && queue_.empty(); });
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const Bucket& b : buckets_) {
+    for (std::size_t slot = 0; slot < b.parameters.size(); ++slot) {
+      torch::Tensor& p = parameters_[b.parameters[slot]];
+      torch::Tensor averaged = b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(averaged);
+      } else {
+        p.mutable_grad() = averaged.clone();
+      }
+    }
+  }
+}
+
+}  // namespace epochcast::runtime

@@ -1,0 +1,86 @@
+// Gradient synchronisation the way PyTorch's DistributedDataParallel does it: parameters are
+// grouped into buckets in reverse registration order (the first bucket capped at 1 MiB, the rest
+// at 25 MiB by default; a bucket closes once it reaches its cap), and each bucket is all-reduced
+// as soon as backward has produced all of its gradients, while backward goes on with earlier
+// layers. On the CPU a communication thread runs the all-reduce over MPI; on a GPU NCCL runs it
+// on a side stream that waits for the gradients and that the optimizer waits for.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "runtime/comm/communicator.h"
+
+namespace epochcast::cuda {
+class NcclCommunicator;
+class Stream;
+}  // namespace epochcast::cuda
+
+namespace epochcast::runtime {
+
+// Parameter indices per bucket, in the order their all-reduces are issued.
+std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tensor>& parameters,
+                                                   std::int64_t first_cap_bytes,
+                                                   std::int64_t cap_bytes);
+
+class DdpReducer {
+ public:
+  // `nccl` and `stream` are used for CUDA parameters (both required then), else MPI via `group`.
+  DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
+             std::int64_t first_cap_bytes, std::int64_t cap_bytes,
+             cuda::NcclCommunicator* nccl = nullptr, cuda::Stream* stream = nullptr);
+  ~DdpReducer();
+  DdpReducer(const DdpReducer&) = delete;
+  DdpReducer& operator=(const DdpReducer&) = delete;
+
+  // Copies rank 0's parameters (or buffers) to every rank, as DDP does when it wraps a model.
+  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
+
+  // Before a backward pass: `synchronise` false accumulates locally (gradient accumulation's
+  // early micro-batches, DDP's no_sync()).
+  void prepare(bool synchronise);
+  // After backward: waits for every bucket and leaves the average gradient in each .grad.
+  void finish();
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    std::vector<std::size_t> parameters;
+    std::vector<std::int64_t> offsets;  // element offset of each parameter in `flat`
+    torch::Tensor flat;
+    std::size_t pending = 0;  // gradients not yet copied in this step
+  };
+  void on_gradient(std::size_t parameter, const torch::Tensor& gradient);
+  void launch(std::size_t bucket);
+  void communication_loop();
+  void all_reduce(Bucket& bucket);
+
+  std::vector<torch::Tensor> parameters_;
+  const Group& group_;
+  cuda::NcclCommunicator* nccl_;
+  cuda::Stream* stream_;
+  bool on_cuda_ = false;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<std::size_t, std::size_t>> where_;  // parameter -> (bucket, slot)
+  bool synchronise_ = false;
+
+  // The CPU communication thread and its queue of buckets to all-reduce.
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable done_;
+  std::deque<std::size_t> queue_;
+  std::size_t launched_ = 0;
+  std::size_t completed_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace epochcast::runtime

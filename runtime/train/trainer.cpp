@@ -1,0 +1,629 @@
+// One sweep point, trained for real and timed (see trainer.h).
+#include "runtime/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <new>
+#include <optional>
+#include <sstream>
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/data/synthetic_loader.h"
+#include "runtime/model/torch_model.h"
+#include "runtime/train/ddp_reducer.h"
+#include "runtime/train/profiler.h"
+
+#ifdef EPOCHCAST_TORCH_CUDA
+// LibTorch's data parallelism (replicate, scatter, parallel_apply, gather) needs its CUDA build.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/nn/parallel/data_parallel.h>
+#endif
+
+namespace epochcast::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool is_out_of_memory(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
+  std::string text = error.what();
+  return text.find("out of memory") != std::string::npos ||
+         text.find("can't allocate memory") != std::string::npos ||
+         text.find("not enough memory") != std::string::npos;
+}
+
+// --- memory -------------------------------------------------------------------------------------
+
+// The peak since reset_peak_memory(): the CUDA caching allocator's high-water mark, or on the CPU
+// the process's peak resident set (reset through /proc/self/clear_refs).
+void reset_peak_memory(const torch::Device& device) {
+#ifdef EPOCHCAST_TORCH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    return;
+  }
+#endif
+  if (device.is_cpu()) {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+  }
+}
+
+std::pair<std::int64_t, std::string> peak_memory(const torch::Device& device) {
+#ifdef EPOCHCAST_TORCH_CUDA
+  if (device.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return {stats.allocated_bytes[0].peak, "cuda_caching_allocator"};
+  }
+#endif
+  if (device.is_cuda()) return {0, "unavailable (LibTorch without CUDA allocator statistics)"};
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      std::int64_t kib = 0;
+      fields >> kib;
+      return {kib * 1024, "process_peak_rss"};
+    }
+  }
+  return {0, "unavailable"};
+}
+
+void release_cached_memory(const torch::Device& device) {
+#ifdef EPOCHCAST_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
+#endif
+}
+
+// --- precision
+// ------------------------------------------------------------------------------------
+
+// Autocast for the forward pass, as torch.autocast(device, dtype) sets it.
+class AutocastScope {
+ public:
+  AutocastScope(TrainingPrecision precision, const torch::Device& device) {
+    if (precision != TrainingPrecision::amp_fp16 && precision != TrainingPrecision::amp_bf16)
+      return;
+    at::ScalarType dtype = precision == TrainingPrecision::amp_fp16 ? at::kHalf : at::kBFloat16;
+    type_ = device.type();
+    active_ = true;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(type_, true);
+    at::autocast::set_autocast_dtype(type_, dtype);
+#else
+    if (type_ == torch::kCUDA) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    }
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!active_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(type_, false);
+#else
+    if (type_ == torch::kCUDA) {
+      at::autocast::set_enabled(false);
+    } else {
+      at::autocast::set_cpu_enabled(false);
+    }
+#endif
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  torch::DeviceType type_ = torch::kCPU;
+};
+
+// Dynamic loss scaling for fp16 (what torch.cuda.amp.GradScaler does): scale the loss, unscale
+// the gradients, skip the step and halve the scale on overflow, double it after 2000 good steps.
+class LossScaler {
+ public:
+  explicit LossScaler(bool enabled) : enabled_(enabled) {}
+  torch::Tensor scale(const torch::Tensor& loss) const { return enabled_ ? loss * scale_ : loss; }
+  // Returns whether the optimizer should step.
+  bool unscale(const std::vector<torch::Tensor>& parameters) {
+    if (!enabled_) return true;
+    torch::NoGradGuard no_grad;
+    bool finite = true;
+    for (const torch::Tensor& p : parameters) {
+      if (!p.grad().defined()) continue;
+      p.grad().div_(scale_);
+      if (finite && !torch::isfinite(p.grad()).all().item<bool>()) finite = false;
+    }
+    if (!finite) {
+      scale_ /= 2;
+      good_steps_ = 0;
+      return false;
+    }
+    if (++good_steps_ == 2000) {
+      scale_ *= 2;
+      good_steps_ = 0;
+    }
+    return true;
+  }
+
+ private:
+  bool enabled_;
+  double scale_ = 65536.0;
+  int good_steps_ = 0;
+};
+
+// optimizer.zero_grad(set_to_none), which LibTorch 1.13 lacks.
+void clear_gradients(const std::vector<torch::Tensor>& parameters, bool set_to_none) {
+  for (torch::Tensor p : parameters) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad() = torch::Tensor();
+    } else {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer kind,
+                                                        std::vector<torch::Tensor> parameters) {
+  switch (kind) {
+    case Optimizer::sgd:
+      return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(0.01));
+    case Optimizer::momentum:
+      return std::make_unique<torch::optim::SGD>(parameters,
+                                                 torch::optim::SGDOptions(0.01).momentum(0.9));
+    case Optimizer::adam:
+      return std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(1e-3));
+    case Optimizer::adamw:
+      return std::make_unique<torch::optim::AdamW>(
+          parameters, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  }
+  throw std::logic_error("unknown optimizer");
+}
+
+SampleShape sample_shape_of(const ScenarioSpec& scenario, const ModelAnalysis& analysis) {
+  SampleShape s;
+  s.shape = analysis.input_shape;
+  s.vocabulary = input_vocabulary(analysis);
+  s.token_ids = s.vocabulary > 0;
+  const TensorShape& out = analysis.output_shape;
+  s.classes = std::min(scenario.dataset.classes, out.last());
+  s.labels_per_sample = out.rank() == 2 ? out.dims[0] : 1;
+  return s;
+}
+
+torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
+  if (logits.dim() == 3) {  // a sequence: one label per token
+    return torch::nn::functional::cross_entropy(logits.flatten(0, 1).to(torch::kFloat32),
+                                                labels.flatten());
+  }
+  return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+}
+
+// Everything one rank needs to train the point.
+struct Rig {
+  const ScenarioSpec& scenario;
+  const SweepPoint& point;
+  const RunOptions& options;
+  const Group& group;
+  torch::Device device;
+  std::vector<torch::Device> dp_devices;  // dp: every device; else empty
+  TorchModel model{nullptr};
+  std::vector<torch::Tensor> parameters;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<cuda::Stream> comm_stream;
+  std::unique_ptr<cuda::NcclCommunicator> nccl;
+  std::unique_ptr<DdpReducer> reducer;
+  std::unique_ptr<SyntheticLoader> loader;
+  LossScaler scaler;
+  std::int64_t rank_samples = 0;  // this rank's share of the training set
+  std::int64_t rank_batch = 0;    // samples per rank per micro-batch
+  torch::Tensor last_loss;        // of the last micro-batch, on the device
+
+  Rig(const ScenarioSpec& s, const SweepPoint& p, const RunOptions& o, const Group& g,
+      torch::Device d)
+      : scenario(s),
+        point(p),
+        options(o),
+        group(g),
+        device(d),
+        scaler(s.training.precision == TrainingPrecision::amp_fp16) {}
+
+  bool ddp() const { return scenario.training.strategy == Strategy::ddp; }
+  int accumulation() const { return ddp() ? scenario.training.gradient_accumulation : 1; }
+
+  torch::Tensor forward(const torch::Tensor& inputs) {
+    AutocastScope autocast(scenario.training.precision, device);
+    if (dp_devices.size() > 1) {
+#ifdef EPOCHCAST_TORCH_CUDA
+      return torch::nn::parallel::data_parallel(model, inputs, dp_devices, device);
+#else
+      throw std::logic_error("dp across devices needs LibTorch built with CUDA");
+#endif
+    }
+    return model->forward(inputs);
+  }
+
+  // One optimizer step over `accumulation()` micro-batches; returns the last loss (a host sync
+  // when the scenario reads it every step, as a training loop printing it does).
+  void step() {
+    int micro_batches = accumulation();
+    for (int m = 0; m < micro_batches; ++m) {
+      Batch batch = loader->next();
+      bool last = m + 1 == micro_batches;
+      if (reducer) reducer->prepare(last);
+      torch::Tensor loss = cross_entropy(forward(batch.inputs), batch.labels);
+      scaler.scale(loss / micro_batches).backward();
+      if (reducer) reducer->finish();
+      if (last) {
+        last_loss = loss.detach();
+        if (scenario.training.sync_every_step) last_loss.item<double>();
+      }
+    }
+    if (scaler.unscale(parameters)) optimizer->step();
+    // PyTorch 2 sets gradients to None; PyTorch 1 zeroes them in place.
+    clear_gradients(parameters, scenario.training.framework == Framework::pytorch2);
+  }
+
+  void evaluate(const Batch& batch) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor logits = forward(batch.inputs);
+    if (scenario.training.sync_every_step) cross_entropy(logits, batch.labels).item<double>();
+  }
+};
+
+// Times `body` on the rank's device: CUDA events around it on a GPU, the clock on the CPU.
+template <typename Body>
+double timed(const torch::Device& device, Body&& body) {
+  if (device.is_cuda() && cuda::compiled_with_cuda()) {
+    cuda::EventTimer timer;
+    timer.start();
+    body();
+    timer.stop();
+    return timer.elapsed_seconds();
+  }
+  auto start = Clock::now();
+  body();
+  return seconds_since(start);
+}
+
+}  // namespace
+
+std::uint64_t parameter_hash(const std::vector<torch::Tensor>& parameters) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (const torch::Tensor& p : parameters) {
+    torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+    auto n = static_cast<std::size_t>(host.numel() * host.element_size());
+    for (std::size_t i = 0; i < n; ++i) {
+      hash ^= bytes[i];
+      hash *= 1099511628211ULL;
+    }
+  }
+  return hash;
+}
+
+DevicePlan plan_devices(DeviceChoice choice) {
+  DevicePlan plan;
+  int cuda_devices = 0;
+  if (choice != DeviceChoice::cpu) {
+    // The model runs through LibTorch, so LibTorch must see the GPUs too.
+    cuda_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  }
+  if (cuda_devices > 0 && !cuda::compiled_with_cuda()) {
+    throw std::runtime_error(
+        "LibTorch sees CUDA devices, but epochcast-run was built without the CUDA Toolkit and "
+        "NCCL: rebuild with them, or pass --device cpu");
+  }
+  if (choice == DeviceChoice::cuda && cuda_devices == 0) {
+    throw std::runtime_error("--device cuda: no CUDA device is visible to LibTorch here");
+  }
+  plan.cuda = cuda_devices > 0;
+  plan.device_count = cuda_devices;
+  return plan;
+}
+
+std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& point,
+                             const DevicePlan& devices, const World& world) {
+  const TrainingSpec& t = scenario.training;
+  if (!devices.cuda &&
+      (t.precision == TrainingPrecision::tf32 || t.precision == TrainingPrecision::amp_fp16)) {
+    return fmt::format("{} needs a CUDA GPU; this run is on the CPU",
+                       kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)]);
+  }
+  switch (t.strategy) {
+    case Strategy::single:
+      if (point.gpus != 1) return "strategy single trains on one device";
+      return "";
+    case Strategy::dp:
+      if (point.gpus == 1) return "";
+      if (!devices.cuda)
+        return fmt::format("dp on {} GPUs needs CUDA devices; this run is on the CPU", point.gpus);
+      if (devices.device_count < point.gpus) {
+        return fmt::format("dp on {} GPUs needs {} CUDA devices in this process; {} visible",
+                           point.gpus, point.gpus, devices.device_count);
+      }
+      return "";
+    case Strategy::ddp:
+      if (point.gpus > world.size()) {
+        return fmt::format(
+            "ddp on {} {} needs {} ranks: launch with `mpirun -np {}` (this run has "
+            "{})",
+            point.gpus, devices.cuda ? "GPUs" : "CPU ranks", point.gpus, point.gpus, world.size());
+      }
+      if (devices.cuda && world.local_rank() >= devices.device_count && world.rank() < point.gpus) {
+        return fmt::format("rank {} on {} has no GPU of its own ({} visible)", world.rank(),
+                           world.host(), devices.device_count);
+      }
+      return "";
+  }
+  return "unknown strategy";
+}
+
+MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& point,
+                            const RunOptions& options, const DevicePlan& devices, World& world,
+                            const std::atomic<bool>& interrupted) {
+  MeasuredPoint result;
+  result.gpus = point.gpus;
+  result.global_batch = point.global_batch;
+  result.per_gpu_batch = point.per_gpu_batch;
+  result.device = devices.cuda ? "cuda" : "cpu";
+  const bool ddp = scenario.training.strategy == Strategy::ddp;
+  result.ranks = ddp ? point.gpus : 1;
+
+  // The reason must be the same on every rank, so ranks agree before anyone builds a group.
+  std::string reason = why_not_runnable(scenario, point, devices, world);
+  if (!world.all(reason.empty())) {
+    result.status = PointStatus::skipped;
+    result.reason = reason.empty() ? "another rank cannot run this point" : reason;
+    return result;
+  }
+  Group group = Group::first_ranks(world, result.ranks);
+  if (!group.member()) {
+    world.barrier();
+    return result;
+  }
+
+  torch::Device device =
+      devices.cuda
+          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ddp ? world.local_rank() : 0))
+          : torch::Device(torch::kCPU);
+  if (device.is_cuda()) cuda::set_device(device.index());
+  const TrainingSpec& training = scenario.training;
+  if (devices.cuda) {
+    bool tf32 = training.precision == TrainingPrecision::tf32;
+    at::globalContext().setAllowTF32CuBLAS(tf32);
+    at::globalContext().setAllowTF32CuDNN(tf32);
+  }
+
+  Rig rig(scenario, point, options, group, device);
+  auto finish = [&](MeasuredPoint&& r) {
+    rig.reducer.reset();
+    rig.loader.reset();
+    rig.optimizer.reset();
+    rig.model = TorchModel(nullptr);
+    release_cached_memory(device);
+    world.barrier();
+    return std::move(r);
+  };
+
+  // Build, then one trial step with local gradients only: a rank that runs out of memory there
+  // tells the others before anyone waits in a collective for it.
+  bool trial_ok = true;
+  std::string trial_error;
+  try {
+    reset_peak_memory(device);
+    torch::manual_seed(options.seed);
+    rig.model = build_torch_model(scenario.model);
+    rig.model->to(device);
+    rig.model->train();
+    rig.parameters = rig.model->parameters();
+    rig.rank_batch = ddp ? point.per_gpu_batch : point.global_batch;
+    std::int64_t share =
+        ddp ? scenario.dataset.train_samples / point.gpus : scenario.dataset.train_samples;
+    rig.rank_samples = std::max<std::int64_t>(share, 1);
+    LoaderOptions loader_options;
+    loader_options.samples = rig.rank_samples;
+    loader_options.batch = rig.rank_batch;
+    loader_options.drop_last = training.drop_last;
+    loader_options.workers = scenario.loader.workers;
+    loader_options.prefetch_factor = scenario.loader.prefetch_factor;
+    loader_options.pin_memory = scenario.loader.pin_memory;
+    loader_options.seed = options.seed;
+    loader_options.sample_offset = group.rank() * share;
+    rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
+                                                   loader_options, device);
+    if (training.strategy == Strategy::dp && point.gpus > 1) {
+      for (int d = 0; d < point.gpus; ++d)
+        rig.dp_devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(d));
+    }
+    rig.optimizer = make_optimizer(training.optimizer, rig.parameters);
+    rig.step();  // the trial: no reducer yet, so no communication
+  } catch (const std::exception& error) {
+    trial_ok = false;
+    trial_error = error.what();
+    result.status = is_out_of_memory(error) ? PointStatus::oom : PointStatus::failed;
+  }
+  if (!group.all(trial_ok)) {
+    if (trial_ok) {
+      result.status = PointStatus::oom;
+      result.reason = "another rank ran out of memory";
+    } else {
+      result.reason = result.status == PointStatus::oom
+                          ? fmt::format("out of memory at per-GPU batch {}", rig.rank_batch)
+                          : trial_error;
+    }
+    return finish(std::move(result));
+  }
+
+  try {
+    if (ddp && group.size() > 1) {
+      if (device.is_cuda()) {
+        std::string id(cuda::NcclCommunicator::kUniqueIdBytes, '\0');
+        if (group.rank() == 0) id = cuda::NcclCommunicator::create_unique_id();
+        group.broadcast(id.data(), id.size(), 0);
+        rig.comm_stream = std::make_unique<cuda::Stream>(device.index());
+        rig.nccl = std::make_unique<cuda::NcclCommunicator>(group.rank(), group.size(), id,
+                                                            device.index());
+      }
+      rig.reducer = std::make_unique<DdpReducer>(
+          rig.parameters, group, training.first_bucket_cap.value(), training.bucket_cap.value(),
+          rig.nccl.get(), rig.comm_stream.get());
+      // As DDP does on wrapping: everyone starts from rank 0's weights, and a fresh optimizer
+      // state (the trial step's moments were local).
+      rig.reducer->broadcast_from_rank0(rig.parameters);
+      rig.reducer->broadcast_from_rank0(rig.model->buffers());
+      rig.optimizer = make_optimizer(training.optimizer, rig.parameters);
+    }
+
+    auto start = Clock::now();
+    bool timed_out = false;
+    auto out_of_time = [&] {
+      bool late = seconds_since(start) > options.timeout_s || interrupted.load();
+      return !group.all(!late);
+    };
+    for (int i = 1; i < options.warmup_iterations && !timed_out; ++i) {
+      rig.step();
+      timed_out = out_of_time();
+    }
+    result.warmup_iterations = options.warmup_iterations;
+
+    rig.loader->reset_counters();
+    std::vector<double> samples;
+    torch::Tensor first_loss;
+    for (int i = 0; i < options.timed_iterations && !timed_out; ++i) {
+      samples.push_back(timed(device, [&] { rig.step(); }));
+      if (i == 0) first_loss = rig.last_loss;
+      timed_out = out_of_time();
+    }
+    if (samples.empty()) {
+      result.status = PointStatus::timeout;
+      result.reason =
+          interrupted.load()
+              ? "interrupted"
+              : fmt::format("warm-up took longer than the timeout ({:g} s)", options.timeout_s);
+      return finish(std::move(result));
+    }
+    group.all_reduce_max(samples.data(), samples.size());
+    result.iteration_samples_s = samples;
+    result.iteration_s = spread_of(samples);
+    result.loader_wait_s =
+        group.max(rig.loader->wait_seconds() / static_cast<double>(samples.size()));
+    result.loader_sample_cpu_s = rig.loader->sample_cpu_seconds();
+    result.first_loss = first_loss.item<double>();
+    result.last_loss = rig.last_loss.item<double>();
+    if (timed_out) {
+      result.status = PointStatus::timeout;
+      result.reason = interrupted.load()
+                          ? "interrupted"
+                          : fmt::format(
+                                "stopped after {} timed iterations: the point exceeded "
+                                "its timeout ({:g} s)",
+                                samples.size(), options.timeout_s);
+      return finish(std::move(result));
+    }
+
+    // Iterations per epoch, counted in optimizer steps of full batches, and the partial batch.
+    const std::int64_t full_batches = rig.rank_samples / rig.rank_batch;
+    const std::int64_t remainder = rig.rank_samples % rig.rank_batch;
+    const int accumulation = rig.accumulation();
+    result.iterations_per_epoch = full_batches / accumulation;
+    result.partial_batch = training.drop_last ? 0 : remainder * (ddp ? point.gpus : 1);
+    double epoch = static_cast<double>(result.iterations_per_epoch) * result.iteration_s.mean;
+
+    // The partial batch, timed on its own: its fixed costs do not shrink with its size.
+    if (result.partial_batch > 0 && accumulation == 1) {
+      std::vector<double> partial;
+      for (int r = 0; r < 3; ++r) {
+        rig.loader->seek(full_batches);
+        partial.push_back(timed(device, [&] { rig.step(); }));
+      }
+      group.all_reduce_max(partial.data(), partial.size());
+      result.partial_iteration_s = spread_of(partial).median;
+      epoch += *result.partial_iteration_s;
+    }
+
+    // Validation: forward passes over the validation set, as seed 000's loop runs after each
+    // epoch.
+    const std::int64_t validation_share = ddp ? scenario.dataset.validation_samples / point.gpus
+                                              : scenario.dataset.validation_samples;
+    if (validation_share > 0 && options.validation_iterations > 0) {
+      LoaderOptions v;
+      v.samples = validation_share;
+      v.batch = std::min(rig.rank_batch, validation_share);
+      v.workers = scenario.loader.workers;
+      v.prefetch_factor = scenario.loader.prefetch_factor;
+      v.pin_memory = scenario.loader.pin_memory;
+      v.seed = options.seed + 1;
+      SyntheticLoader validation(sample_shape_of(scenario, rig.model->analysis()), v, device);
+      rig.model->eval();
+      rig.evaluate(validation.next());  // warm-up
+      std::vector<double> times;
+      for (int i = 0; i < options.validation_iterations; ++i) {
+        times.push_back(timed(device, [&] { rig.evaluate(validation.next()); }));
+      }
+      rig.model->train();
+      group.all_reduce_max(times.data(), times.size());
+      result.validation_iteration_s = spread_of(times).median;
+      result.validation_iterations = validation.batches_per_epoch();
+      epoch += static_cast<double>(result.validation_iterations) * *result.validation_iteration_s;
+    }
+    result.epoch_s_estimated = epoch;
+    result.samples_per_s =
+        static_cast<double>(point.global_batch * accumulation) / result.iteration_s.mean;
+
+    if (options.full_epoch) {
+      rig.loader->seek(0);
+      synchronize(device);
+      auto epoch_start = Clock::now();
+      std::int64_t steps = rig.loader->batches_per_epoch() / accumulation;
+      for (std::int64_t s = 0; s < steps && !interrupted.load(); ++s)
+        rig.step();
+      synchronize(device);
+      result.epoch_s_measured = group.max(seconds_since(epoch_start));
+    }
+
+    auto [peak, source] = peak_memory(device);
+    double peak_max = group.max(static_cast<double>(peak));
+    result.peak_memory_bytes = static_cast<std::int64_t>(peak_max);
+    result.memory_source = source;
+
+    if (group.size() > 1) {
+      std::vector<std::uint64_t> hashes = group.all_gather(parameter_hash(rig.parameters));
+      result.parameters_identical =
+          std::all_of(hashes.begin(), hashes.end(), [&](auto h) { return h == hashes.front(); });
+    }
+
+    if (options.profile_layers && group.rank() == 0) {
+      rig.loader->seek(0);
+      Batch batch = rig.loader->next();
+      result.layers = profile_layers(rig.model, batch.inputs, 5);
+    }
+    group.barrier();
+  } catch (const std::exception& error) {
+    result.status = is_out_of_memory(error) ? PointStatus::oom : PointStatus::failed;
+    result.reason = error.what();
+  }
+  return finish(std::move(result));
+}
+
+}  // namespace epochcast::runtime

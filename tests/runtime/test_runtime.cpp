@@ -1,0 +1,228 @@
+// The runtime on the CPU: loader, DDP buckets and reducer, a measured point, skip reasons,
+// campaign resumption.
+// clang-format off
+// LibTorch's headers define a CHECK macro of their own: they must come before Catch's, whose
+// CHECK then wins.
+#include "runtime/comm/communicator.h"
+#include "runtime/data/synthetic_loader.h"
+#include "runtime/measure/campaign.h"
+#include "runtime/model/torch_model.h"
+#include "runtime/train/ddp_reducer.h"
+#include "runtime/train/profiler.h"
+#include "runtime/train/trainer.h"
+#include "core/spec/scenario_spec.h"
+
+#include <catch2/catch.hpp>
+// clang-format on
+
+#include <atomic>
+#include <filesystem>
+
+using namespace epochcast;
+using namespace epochcast::runtime;
+
+namespace {
+
+std::string source(const std::string& relative) {
+  return std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/" + relative;
+}
+
+World& world() {
+  static int argc = 1;
+  static char name[] = "epochcast_runtime_tests";
+  static char* args[] = {name, nullptr};
+  static char** argv = args;
+  return World::initialize(&argc, &argv);
+}
+
+SampleShape mnist_sample() {
+  SampleShape s;
+  s.shape.dims = {1, 28, 28};
+  s.classes = 10;
+  return s;
+}
+
+LoaderOptions loader_options(int workers) {
+  LoaderOptions o;
+  o.samples = 50;
+  o.batch = 16;
+  o.workers = workers;
+  o.seed = 7;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the loader cuts an epoch into full batches and a partial one unless drop_last") {
+  SyntheticLoader loader(mnist_sample(), loader_options(0), torch::kCPU);
+  CHECK(loader.batches_per_epoch() == 4);  // 16 + 16 + 16 + 2
+  for (int i = 0; i < 3; ++i)
+    CHECK(loader.next().samples == 16);
+  Batch last = loader.next();
+  CHECK(last.samples == 2);
+  CHECK(last.inputs.sizes() == torch::IntArrayRef({2, 1, 28, 28}));
+  CHECK(loader.next().samples == 16);  // the next epoch starts over
+
+  LoaderOptions dropping = loader_options(0);
+  dropping.drop_last = true;
+  SyntheticLoader dropped(mnist_sample(), dropping, torch::kCPU);
+  CHECK(dropped.batches_per_epoch() == 3);
+}
+
+TEST_CASE("worker threads hand over exactly the batches the training thread would make") {
+  SyntheticLoader inline_loader(mnist_sample(), loader_options(0), torch::kCPU);
+  SyntheticLoader workers(mnist_sample(), loader_options(3), torch::kCPU);
+  for (int i = 0; i < 6; ++i) {
+    Batch a = inline_loader.next();
+    Batch b = workers.next();
+    CHECK(torch::equal(a.inputs, b.inputs));
+    CHECK(torch::equal(a.labels, b.labels));
+  }
+  CHECK(workers.sample_cpu_seconds() > 0);
+}
+
+TEST_CASE("samples are normalised, labels lie below the class count, and seeds matter") {
+  SyntheticLoader loader(mnist_sample(), loader_options(0), torch::kCPU);
+  Batch batch = loader.next();
+  torch::Tensor first = batch.inputs[0];
+  CHECK(first.mean().item<double>() == Approx(0).margin(1e-4));
+  CHECK(first.std().item<double>() == Approx(1).epsilon(1e-3));
+  CHECK(batch.labels.min().item<std::int64_t>() >= 0);
+  CHECK(batch.labels.max().item<std::int64_t>() < 10);
+  LoaderOptions other = loader_options(0);
+  other.seed = 8;
+  SyntheticLoader reseeded(mnist_sample(), other, torch::kCPU);
+  CHECK_FALSE(torch::equal(batch.inputs, reseeded.next().inputs));
+}
+
+TEST_CASE("seeking restarts the workers at the requested batch") {
+  SyntheticLoader reference(mnist_sample(), loader_options(0), torch::kCPU);
+  reference.next();
+  reference.next();
+  Batch third = reference.next();
+  SyntheticLoader loader(mnist_sample(), loader_options(2), torch::kCPU);
+  loader.next();
+  loader.seek(2);
+  CHECK(torch::equal(loader.next().inputs, third.inputs));
+}
+
+TEST_CASE("ddp buckets follow PyTorch's rule: reverse order, first cap, then the main cap") {
+  // Parameters of 0.5, 0.75, 0.5 and 2 MiB in registration order.
+  std::vector<torch::Tensor> p = {torch::zeros({131072}), torch::zeros({196608}),
+                                  torch::zeros({131072}), torch::zeros({524288})};
+  auto buckets = plan_buckets(p, 1 << 20, 1 << 20);
+  // Reversed: 2 MiB closes the first bucket at once; 0.5 + 0.75 reaches 1 MiB; 0.5 remains.
+  REQUIRE(buckets.size() == 3);
+  CHECK(buckets[0] == std::vector<std::size_t>{3});
+  CHECK(buckets[1] == std::vector<std::size_t>{2, 1});
+  CHECK(buckets[2] == std::vector<std::size_t>{0});
+}
+
+TEST_CASE("resnet-50 has as many ddp buckets as the simulator plans (5 at 25 MiB / 1 MiB)") {
+  TorchModel model = build_torch_model(load_model(source("scenarios/models/resnet-50.yaml")));
+  CHECK(plan_buckets(model->parameters(), 1 << 20, 25 << 20).size() == 5);
+}
+
+TEST_CASE("on one rank the ddp reducer leaves exactly the gradients of plain backward") {
+  torch::manual_seed(3);
+  TorchModel model = build_torch_model(load_model(source("scenarios/models/mnist-cnn.yaml")));
+  model->eval();  // dropout off: both passes compute the same function
+  torch::Tensor input = torch::randn({4, 1, 28, 28});
+  model->forward(input).sum().backward();
+  std::vector<torch::Tensor> expected;
+  for (const torch::Tensor& p : model->parameters())
+    expected.push_back(p.grad().clone());
+  model->zero_grad();
+
+  Group group = Group::first_ranks(world(), 1);
+  DdpReducer reducer(model->parameters(), group, 1 << 20, 25 << 20);
+  // Two micro-batches of the same input, synchronised on the last: twice the gradient.
+  reducer.prepare(false);
+  model->forward(input).sum().backward();
+  reducer.finish();
+  reducer.prepare(true);
+  model->forward(input).sum().backward();
+  reducer.finish();
+  auto parameters = model->parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    CHECK(torch::allclose(parameters[i].grad(), 2 * expected[i], 1e-5, 1e-6));
+}
+
+TEST_CASE("the profiling pass times every layer of the model") {
+  TorchModel model = build_torch_model(load_model(source("scenarios/models/mnist-cnn.yaml")));
+  auto timings = profile_layers(model, torch::randn({8, 1, 28, 28}), 2);
+  REQUIRE(timings.size() == model->layer_count());
+  for (std::size_t i = 0; i < timings.size(); ++i) {
+    CHECK(timings[i].index == static_cast<int>(i));
+    CHECK(timings[i].forward_s > 0);
+    CHECK(timings[i].name == model->layer_costs(i).layer.name);
+  }
+}
+
+TEST_CASE("a point trained on the CPU reports its iteration spread, epoch and memory") {
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
+  RunOptions options;
+  options.warmup_iterations = 2;
+  options.timed_iterations = 4;
+  options.validation_iterations = 2;
+  std::atomic<bool> interrupted{false};
+  DevicePlan cpu = plan_devices(DeviceChoice::cpu);
+  SweepPoint point{1, 64, 64};
+  MeasuredPoint m = measure_point(scenario, point, options, cpu, world(), interrupted);
+  REQUIRE(m.status == PointStatus::ok);
+  CHECK(m.device == "cpu");
+  CHECK(m.iteration_samples_s.size() == 4);
+  CHECK(m.iteration_s.count == 4);
+  CHECK(m.iteration_s.min <= m.iteration_s.median);
+  CHECK(m.iterations_per_epoch == 200 / 64);
+  CHECK(m.partial_batch == 200 % 64);
+  REQUIRE(m.partial_iteration_s);
+  REQUIRE(m.validation_iteration_s);
+  CHECK(m.validation_iterations == 1);  // 40 samples in one batch of up to 64
+  double expected = 3 * m.iteration_s.mean + *m.partial_iteration_s + *m.validation_iteration_s;
+  CHECK(m.epoch_s_estimated == Approx(expected));
+  CHECK(m.samples_per_s == Approx(64 / m.iteration_s.mean));
+  CHECK(std::isfinite(m.last_loss));
+  CHECK(m.peak_memory_bytes > 0);
+  CHECK(m.memory_source == "process_peak_rss");
+  CHECK_FALSE(m.parameters_identical);  // one rank: nothing to compare
+}
+
+TEST_CASE("points the CPU cannot run are skipped with the reason in words") {
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
+  DevicePlan cpu = plan_devices(DeviceChoice::cpu);
+  scenario.training.precision = TrainingPrecision::amp_fp16;
+  CHECK_THAT(why_not_runnable(scenario, {1, 16, 16}, cpu, world()),
+             Catch::Contains("amp_fp16 needs a CUDA GPU"));
+  scenario.training.precision = TrainingPrecision::fp32;
+  scenario.training.strategy = Strategy::dp;
+  CHECK_THAT(why_not_runnable(scenario, {2, 32, 16}, cpu, world()),
+             Catch::Contains("dp on 2 GPUs needs CUDA devices"));
+  CHECK(why_not_runnable(scenario, {1, 32, 32}, cpu, world()).empty());
+  scenario.training.strategy = Strategy::ddp;
+  CHECK_THAT(why_not_runnable(scenario, {2, 32, 16}, cpu, world()),
+             Catch::Contains("mpirun -np 2"));
+}
+
+TEST_CASE("resuming measures only the points without a finished record") {
+  std::vector<SweepPoint> sweep = {{1, 16, 16}, {1, 64, 64}, {2, 64, 32}};
+  std::vector<MeasuredPoint> existing(2);
+  existing[0].gpus = 1;
+  existing[0].global_batch = 16;
+  existing[0].status = PointStatus::oom;  // finished: OOM is a result
+  existing[1].gpus = 1;
+  existing[1].global_batch = 64;
+  existing[1].status = PointStatus::failed;  // measured again
+  auto todo = points_to_measure(sweep, existing);
+  REQUIRE(todo.size() == 2);
+  CHECK(todo[0].global_batch == 64);
+  CHECK(todo[1].gpus == 2);
+}
+
+TEST_CASE("parameter hashes differ as soon as one value does") {
+  std::vector<torch::Tensor> a = {torch::ones({3}), torch::zeros({2})};
+  std::vector<torch::Tensor> b = {torch::ones({3}), torch::zeros({2})};
+  CHECK(parameter_hash(a) == parameter_hash(b));
+  b[1][0] = 1e-30f;
+  CHECK(parameter_hash(a) != parameter_hash(b));
+}

@@ -130,3 +130,39 @@ TEST_CASE("two ddp ranks under mpirun end with bit-identical parameters") {
     CHECK(c["busbw_gbps"].get<double>() == Approx(c["algbw_gbps"].get<double>()));  // n = 2
   }
 }
+
+TEST_CASE("a point that runs out of memory is recorded as OOM and the run goes on") {
+  std::string out = out_path("run-oom.json");
+  std::filesystem::remove(out);
+  // A 2.5 GB address-space limit stands in for a small device.
+  CommandResult r = run_command("ulimit -v 2500000 && " + epochcast_binary() + " run " +
+                                scenario("resnet50-oom-cpu") + " -o " + out + kQuick);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json p = read_json(out)["points"][0];
+  CHECK(p["status"] == "oom");
+  CHECK_THAT(p["reason"].get<std::string>(),
+             Catch::Contains("out of memory at per-GPU batch 1024"));
+}
+
+TEST_CASE("a point that outlives its timeout is recorded as such") {
+  std::string out = out_path("run-timeout.json");
+  CommandResult r = run_command(epochcast_binary() + " run " + scenario("mnist-cnn-cpu") + " -o " +
+                                out + " --batch 16 --warmup 3 --timeout 0.000001");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json p = read_json(out)["points"][0];
+  CHECK(p["status"] == "timeout");
+}
+
+TEST_CASE("bench searches the largest batch that fits, up to a cap") {
+  std::string out = out_path("bench-fit.json");
+  CommandResult r = run_command(epochcast_binary() + " bench " + scenario("mnist-cnn-cpu") +
+                                " --sections fit --fit-cap 48 -o " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json fit = read_json(out)["benchmarks"]["largest_batch"];
+  CHECK(fit["model"] == "mnist-cnn");
+  CHECK(fit["largest_fitting"] == 48);  // doubling reaches 32, then the cap itself fits
+  CHECK(fit["first_failing"] == 0);
+}

@@ -54,7 +54,7 @@ Command add_predict_command(CLI::App& app) {
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
   return [args] {
-    ScenarioSpec scenario = load_scenario(args->scenario, args->options.overrides());
+    ScenarioSpec scenario = args->options.load(args->scenario);
     std::vector<SweepPoint> points = expand_sweep(scenario);
     if (!args->trace.empty() && args->trace_point > static_cast<int>(points.size())) {
       throw InputError(

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/spec/data_paths.h"
+
 namespace epochcast::cli {
 
 namespace {
@@ -38,7 +40,22 @@ std::vector<std::string> ScenarioOptions::as_arguments() const {
   return arguments;
 }
 
-void add_scenario_options(CLI::App& command, ScenarioOptions& options) {
+ScenarioSpec ScenarioOptions::load(const std::string& file) const {
+  ScenarioSpec scenario = load_scenario(file, overrides());
+  if (!profile.empty()) {
+    apply_profile(scenario,
+                  load_profile(resolve_data_file(profile, ".", "topologies/profiles",
+                                                 SourceMark{"<command line>", 0, 0}, "--profile")));
+  }
+  return scenario;
+}
+
+void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with_profile) {
+  if (with_profile) {
+    command.add_option("--profile", options.profile,
+                       "Hardware profile to use instead of the machine's (e.g. one written by "
+                       "epochcast calibrate)");
+  }
   command.add_option("--set", options.sets,
                      "Override a scenario value before it is checked, e.g. "
                      "--set training.precision=amp_bf16 (repeatable)");

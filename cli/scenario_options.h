@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast::cli {
@@ -15,6 +16,10 @@ struct ScenarioOptions {
   std::vector<std::string> sets;
   std::vector<std::string> gpus;
   std::vector<std::string> batches;
+  std::string profile;  // --profile: a hardware profile replacing the machine's
+
+  // Loads the scenario with the overrides, then applies --profile.
+  ScenarioSpec load(const std::string& file) const;
 
   // The overrides in the order given, each naming the option it came from.
   std::vector<yaml::Override> overrides() const;
@@ -22,6 +27,7 @@ struct ScenarioOptions {
   std::vector<std::string> as_arguments() const;
 };
 
-void add_scenario_options(CLI::App& command, ScenarioOptions& options);
+// `with_profile`: also offer --profile (commands that predict).
+void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with_profile = true);
 
 }  // namespace epochcast::cli

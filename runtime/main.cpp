@@ -4,6 +4,7 @@
 // Exit codes: 0 success; 1 a point failed or an internal error; 2 bad input; 124 a point hit the
 // hard timeout; 130 interrupted (Ctrl-C).
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   run_command->add_option("scenario", a.scenario, "Scenario file (kind: scenario)")->required();
   run_command->add_option("-o,--output", a.output, "Measurement file to write (JSON)")
       ->capture_default_str();
-  epochcast::cli::add_scenario_options(*run_command, a.scenario_options);
+  epochcast::cli::add_scenario_options(*run_command, a.scenario_options, false);
   run_command->add_option("--warmup", run.warmup_iterations, "Warm-up iterations, not timed")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   bench_command->add_option("scenario", a.scenario, "Scenario whose model `fit` searches");
   bench_command->add_option("-o,--output", a.output, "Measurement file to write (JSON)")
       ->capture_default_str();
-  epochcast::cli::add_scenario_options(*bench_command, a.scenario_options);
+  epochcast::cli::add_scenario_options(*bench_command, a.scenario_options, false);
   bench_command->add_option("--device", a.device, "Where to run: auto, cpu or cuda")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -3,6 +3,7 @@
 
 #include "core/spec/file_kind.h"
 #include "core/spec/profile_spec.h"
+#include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast {
@@ -41,11 +42,22 @@ Bytes mebibytes(const yaml::Node& node) {
 HardwareProfile read_profile(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::profile);
-  yaml::MapReader top(root, {"kind", "name", "description", "gpu", "host", "memory", "transfer",
-                             "links", "sources"});
+  yaml::MapReader top(root, {"kind", "name", "description", "calibration", "input", "gpu", "host",
+                             "memory", "transfer", "links", "sources"});
   HardwareProfile p;
   p.source_file = document.file_name();
   p.name = top.required("name").as_string();
+  if (auto c = top.optional("calibration")) {
+    yaml::MapReader calibration(*c, {"device", "date", "measurements"});
+    p.calibration.device = calibration.required("device").as_string();
+    p.calibration.date = calibration.required("date").as_string();
+    for (const yaml::Node& file : calibration.required("measurements").items(1))
+      p.calibration.measurements.push_back(file.as_string());
+  }
+  if (auto i = top.optional("input")) {
+    yaml::MapReader input(*i, {"sample_cpu_us"});
+    p.sample_cpu = micros(input.required("sample_cpu_us"));
+  }
   if (auto d = top.optional("description")) d->as_string();
 
   yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency", "min_kernel_us"});
@@ -112,6 +124,103 @@ HardwareProfile load_profile(const std::filesystem::path& file) {
 
 HardwareProfile load_profile_from_string(const std::string& text, const std::string& name) {
   return read_profile(yaml::Document::load_string(text, name));
+}
+
+}  // namespace epochcast
+
+namespace epochcast {
+
+namespace {
+
+// Block scalars keep any text safe in YAML.
+std::string folded(const std::string& text, int indent) {
+  std::string pad(static_cast<std::size_t>(indent), ' ');
+  std::string out = "|-\n";
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += pad + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  out.pop_back();
+  return out;
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Shortest text that reads back to the same double.
+std::string number(double value) {
+  return fmt::format("{}", value);
+}
+std::string us(Seconds s) {
+  return number(s.value() * 1e6);
+}
+std::string mib(Bytes b) {
+  return number(static_cast<double>(b.value()) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+std::string profile_yaml(const HardwareProfile& p, const std::string& description) {
+  std::string y = "kind: profile\n";
+  y += "name: " + quoted(p.name) + "\n";
+  y += "description: " + folded(description, 2) + "\n";
+  if (!p.calibration.device.empty()) {
+    y += "calibration:\n";
+    y += "  device: " + quoted(p.calibration.device) + "\n";
+    y += "  date: " + quoted(p.calibration.date) + "\n";
+    y += "  measurements:\n";
+    for (const std::string& file : p.calibration.measurements)
+      y += "    - " + quoted(file) + "\n";
+  }
+  if (p.sample_cpu) y += "input:\n  sample_cpu_us: " + us(*p.sample_cpu) + "\n";
+  y += "gpu:\n  efficiency:\n";
+  for (std::size_t i = 0; i < kOpClassCount; ++i)
+    y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
+  y += "  memory_efficiency: " + number(p.gpu.memory) + "\n";
+  y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
+  y += "host:\n";
+  y += "  forward_op_us: " + us(p.host.forward_op) + "\n";
+  y += "  backward_op_us: " + us(p.host.backward_op) + "\n";
+  y += "  optimizer_op_us: " + us(p.host.optimizer_op) + "\n";
+  y += "  step_overhead_us: " + us(p.host.step_overhead) + "\n";
+  y += "  sync_us: " + us(p.host.sync) + "\n";
+  y += "  batch_fetch_us: " + us(p.host.batch_fetch) + "\n";
+  y += "memory:\n";
+  y += "  context_mib: " + mib(p.memory.context) + "\n";
+  y += "  workspace_mib: " + mib(p.memory.workspace) + "\n";
+  y += "  allocator_overhead: " + number(p.memory.allocator_overhead) + "\n";
+  y += "transfer:\n";
+  y += "  pcie_efficiency: " + number(p.transfer.pcie_efficiency) + "\n";
+  y += "  pageable_efficiency: " + number(p.transfer.pageable_efficiency) + "\n";
+  y += "  copy_latency_us: " + us(p.transfer.copy_latency) + "\n";
+  y += "links:\n  efficiency: {";
+  for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i)
+    y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], number(p.links.efficiency[i]));
+  y += "}\n  step_latency_us: {";
+  for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i)
+    y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
+  y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
+  y += "sources:\n";
+  for (std::string_view figure : kFigures) {
+    auto found = p.sources.find(std::string(figure));
+    std::string text = found != p.sources.end() ? found->second : "not given";
+    y += fmt::format("  {}: {}\n", figure, folded(text, 4));
+  }
+  return y;
+}
+
+void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
+  if (profile.sample_cpu) scenario.loader.sample_cpu = *profile.sample_cpu;
+  scenario.profile = std::move(profile);
 }
 
 }  // namespace epochcast

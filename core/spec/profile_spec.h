@@ -6,7 +6,9 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/model/analysis.h"
 #include "core/units.h"
@@ -57,9 +59,20 @@ struct LinkCosts {
   Seconds collective_launch;  // host cost of launching one collective (NCCL call, stream sync)
 };
 
+// Where a calibrated profile comes from (empty for hand-made ones).
+struct CalibrationOrigin {
+  std::string device;  // the catalogue device measured, e.g. "NVIDIA H100 80GB HBM3"
+  std::string date;    // UTC, ISO 8601
+  std::vector<std::string> measurements;  // the measurement files it was fitted to
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source_file;
+  CalibrationOrigin calibration;
+  // The measured CPU time per sample of the input pipeline the profile was calibrated with;
+  // when present it replaces the scenario's loader.sample_cpu_us (apply_profile).
+  std::optional<Seconds> sample_cpu;
   GpuEfficiency gpu;
   HostCosts host;
   DeviceMemoryCosts memory;
@@ -69,6 +82,8 @@ struct HardwareProfile {
 };
 
 HardwareProfile load_profile(const std::filesystem::path& file);
+// The profile as a YAML file that load_profile() reads back.
+std::string profile_yaml(const HardwareProfile& profile, const std::string& description);
 HardwareProfile load_profile_from_string(const std::string& text, const std::string& name);
 
 }  // namespace epochcast

@@ -108,6 +108,10 @@ struct SweepPoint {
 
 std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
 
+// Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
+// input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
+void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
+
 // `overrides` (from --set PATH=VALUE) replace values in the file before it is checked, so they
 // get the same checks and errors that name them.
 ScenarioSpec load_scenario(const std::filesystem::path& file,

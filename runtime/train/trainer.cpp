@@ -548,7 +548,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     const int accumulation = rig.accumulation();
     result.iterations_per_epoch = full_batches / accumulation;
     result.partial_batch = training.drop_last ? 0 : remainder * (ddp ? point.gpus : 1);
-    double epoch = static_cast<double>(result.iterations_per_epoch) * result.iteration_s.mean;
+    // The median, not the mean: on a shared machine a few preempted iterations should not move
+    // the estimate of a typical epoch (the mean is in iteration_s beside it).
+    double epoch = static_cast<double>(result.iterations_per_epoch) * result.iteration_s.median;
 
     // The partial batch, timed on its own: its fixed costs do not shrink with its size.
     if (result.partial_batch > 0 && accumulation == 1) {
@@ -589,7 +591,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     }
     result.epoch_s_estimated = epoch;
     result.samples_per_s =
-        static_cast<double>(point.global_batch * accumulation) / result.iteration_s.mean;
+        static_cast<double>(point.global_batch * accumulation) / result.iteration_s.median;
 
     if (options.full_epoch) {
       rig.loader->seek(0);

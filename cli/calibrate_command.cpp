@@ -1,0 +1,67 @@
+// `epochcast calibrate MEASUREMENTS... -o PROFILE`: fit the simulator to measurements.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/holdout.h"
+#include "core/io/atomic_file.h"
+#include "validate/calibration.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::vector<std::string> measurements;
+  std::string output;
+  std::string scenario;
+  std::string holdout;
+};
+
+}  // namespace
+
+void print_calibration(const validate::Calibration& c) {
+  fmt::print("{:<52} {:>12} {:>6} {:>10}  {}\n", "parameter", "value", "points", "rms resid",
+             "fitted to");
+  for (const validate::FittedParameter& f : c.fitted) {
+    fmt::print("{:<52} {:>12.4g} {:>6} {:>9.1f}%  {}\n", f.key, f.value, f.observations,
+               f.rms_relative_residual * 100, f.from);
+  }
+  for (const std::string& note : c.notes)
+    fmt::print("  {}\n", note);
+}
+
+Command add_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* command = app.add_subcommand(
+      "calibrate",
+      "Fit the simulator's free parameters (efficiencies, host and input costs, links) to "
+      "measurements by least squares and write a hardware profile");
+  command->add_option("measurements", args->measurements, "Measurement files (epochcast run/bench)")
+      ->required();
+  command->add_option("-o,--output", args->output, "Profile to write (YAML)")->required();
+  command->add_option("--scenario", args->scenario,
+                      "Scenario the measurements ran (default: the one each file records)");
+  add_holdout_option(*command, args->holdout);
+  return [args] {
+    std::vector<validate::MeasuredScenario> inputs;
+    for (const std::string& file : args->measurements)
+      inputs.push_back(validate::load_measured_scenario(file, args->scenario));
+    validate::PointFilter held_out = holdout_filter(args->holdout, inputs);
+    validate::PointFilter use;
+    if (held_out) use = [held_out](const MeasuredPoint& p) { return !held_out(p); };
+    validate::Calibration c = validate::calibrate(inputs, use, args->measurements);
+    print_calibration(c);
+    write_file_atomically(
+        args->output,
+        profile_yaml(c.profile,
+                     fmt::format("Calibrated by epochcast calibrate on {} ({}).",
+                                 c.profile.calibration.device, c.profile.calibration.date)),
+        "-o");
+    fmt::print("profile written to {}\n", args->output);
+    return 0;
+  };
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,182 @@
+// `epochcast validate SCENARIO MEASUREMENTS`: measured against predicted, point by point.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/holdout.h"
+#include "cli/scenario_options.h"
+#include "core/input_error.h"
+#include "core/io/atomic_file.h"
+#include "validate/calibration.h"
+#include "validate/validation.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct ValidateArgs {
+  std::string scenario;
+  std::string measurements;
+  ScenarioOptions options;
+  std::string holdout;
+  std::string json;
+  std::string plot;
+};
+
+void print_summary(const std::string& title, const validate::ValidationSummary& s) {
+  fmt::print(
+      "{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best configuration: "
+      "{} (measured {}, predicted {})\n",
+      title, s.points, s.mape_pct, s.worst_pct, s.spearman, s.best_matches ? "found" : "missed",
+      s.measured_best, s.predicted_best);
+}
+
+nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
+  return {{"points", s.points},
+          {"mape_pct", s.mape_pct},
+          {"worst_pct", s.worst_pct},
+          {"spearman", s.spearman},
+          {"best_matches", s.best_matches},
+          {"measured_best", s.measured_best},
+          {"predicted_best", s.predicted_best}};
+}
+
+// Epoch time against batch, a measured/predicted line pair per GPU count, drawn by gnuplot; the
+// data and the script are written beside the image so it can be restyled.
+void plot(const validate::ValidationReport& report, const std::string& image,
+          const std::string& title) {
+  std::filesystem::path path(image);
+  std::string extension = path.extension().string();
+  if (extension != ".png" && extension != ".svg") {
+    throw InputError(SourceMark{"<command line>", 0, 0}, "--plot",
+                     "expected a file name ending in .png or .svg, got '" + image + "'");
+  }
+  std::map<int, std::vector<const validate::ValidatedPoint*>> by_gpus;
+  for (const auto& p : report.points)
+    by_gpus[p.gpus].push_back(&p);
+  std::string data = "# gpus global_batch measured_s predicted_s\n";
+  std::string plots;
+  int block = 0;
+  for (const auto& [gpus, points] : by_gpus) {
+    if (block > 0) data += "\n\n";
+    for (const auto* p : points)
+      data += fmt::format("{} {} {} {}\n", p->gpus, p->global_batch, p->measured_s, p->predicted_s);
+    std::string label = fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
+    plots += fmt::format(
+        "{}data index {} using 2:3 with linespoints lc {} pt 7 title '{} measured', "
+        "data index {} using 2:4 with linespoints lc {} dt 2 pt 6 title '{} predicted'",
+        block ? ", \\\n     " : "", block, block + 1, label, block, block + 1, label);
+    ++block;
+  }
+  std::string stem = (path.parent_path() / path.stem()).string();
+  std::string script = fmt::format(
+      "# Written by epochcast validate; edit and run `gnuplot {0}.gp` to restyle.\n"
+      "set terminal {1} size 900,600{2}\n"
+      "set output '{3}'\n"
+      "data = '{0}.dat'\n"
+      "set title \"{4}\" noenhanced\n"
+      "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
+      "set logscale xy\nset grid\nset key outside right\n"
+      "plot {5}\n",
+      stem, extension == ".png" ? "pngcairo" : "svg", extension == ".png" ? "" : " dynamic", image,
+      title, plots);
+  write_file_atomically(stem + ".dat", data, "--plot");
+  write_file_atomically(stem + ".gp", script, "--plot");
+  std::string command = fmt::format("gnuplot '{}.gp'", stem);
+  if (std::system(command.c_str()) != 0) {
+    throw std::runtime_error("gnuplot failed on " + stem + ".gp (is gnuplot installed?)");
+  }
+}
+
+}  // namespace
+
+Command add_validate_command(CLI::App& app) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App* command = app.add_subcommand(
+      "validate",
+      "Compare measured epoch times with predictions, point by point: error, MAPE, rank "
+      "correlation, and whether the predicted best configuration is the measured one");
+  command->add_option("scenario", args->scenario, "Scenario the measurements ran")->required();
+  command->add_option("measurements", args->measurements, "Measurement file (epochcast run)")
+      ->required();
+  add_scenario_options(*command, args->options);
+  add_holdout_option(*command, args->holdout);
+  command->add_option("--json", args->json, "Also write the comparison as JSON");
+  command->add_option("--plot", args->plot,
+                      "Draw measured and predicted epoch time against batch (.png or .svg)");
+  return [args] {
+    ScenarioSpec scenario = args->options.load(args->scenario);
+    validate::MeasuredScenario input{args->measurements, load_measurements(args->measurements),
+                                     scenario};
+    validate::PointFilter held_out = holdout_filter(args->holdout, {input});
+    std::optional<validate::ValidationReport> uncalibrated;
+    if (held_out) {
+      // Calibrate on the points not held out, then validate everything with that profile.
+      uncalibrated = validate::validate(scenario, input.measurements, held_out);
+      validate::Calibration c =
+          validate::calibrate({input}, [held_out](const MeasuredPoint& p) { return !held_out(p); },
+                              {args->measurements});
+      fmt::print("Calibrated on the points not held out ({}):\n", args->holdout);
+      print_calibration(c);
+      fmt::print("\n");
+      apply_profile(scenario, c.profile);
+    }
+    validate::ValidationReport report = validate::validate(scenario, input.measurements, held_out);
+    fmt::print("Scenario {} on {} — measured on {} ({}), profile {}\n", scenario.name,
+               scenario.machine.gpu.name, input.measurements.environment.device_name,
+               input.measurements.environment.device_kind, scenario.profile.name);
+    if (!report.cross_device.empty()) fmt::print("{}\n", report.cross_device);
+    fmt::print("\n{:>4} {:>7} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "measured (s)",
+               "predicted (s)", "error", held_out ? "  held out" : "");
+    for (const auto& p : report.points) {
+      fmt::print("{:>4} {:>7} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
+                 p.measured_s, p.predicted_s, p.error_pct,
+                 held_out ? (p.held_out ? "  yes" : "  no") : "");
+    }
+    fmt::print("\n");
+    print_summary("all points", report.all);
+    if (held_out) {
+      print_summary("calibration points", *report.calibration_points);
+      print_summary("held-out points", *report.held_out);
+      fmt::print("uncalibrated (profile '{}'): held-out MAPE {:.1f}%, all points {:.1f}%\n",
+                 input.scenario.profile.name, uncalibrated->held_out->mape_pct,
+                 uncalibrated->all.mape_pct);
+    }
+    if (!args->json.empty()) {
+      nlohmann::ordered_json j{{"schema", "epochcast.validation/1"},
+                               {"scenario", scenario.name},
+                               {"profile", scenario.profile.name},
+                               {"measured_on", input.measurements.environment.device_name}};
+      if (!report.cross_device.empty()) j["cross_device"] = report.cross_device;
+      nlohmann::ordered_json points = nlohmann::ordered_json::array();
+      for (const auto& p : report.points) {
+        points.push_back({{"gpus", p.gpus},
+                          {"global_batch", p.global_batch},
+                          {"measured_s", p.measured_s},
+                          {"predicted_s", p.predicted_s},
+                          {"error_pct", p.error_pct},
+                          {"held_out", p.held_out}});
+      }
+      j["points"] = std::move(points);
+      j["all"] = summary_json(report.all);
+      if (held_out) {
+        j["calibration_points"] = summary_json(*report.calibration_points);
+        j["held_out"] = summary_json(*report.held_out);
+        j["uncalibrated_held_out"] = summary_json(*uncalibrated->held_out);
+      }
+      write_file_atomically(args->json, j.dump(2) + "\n", "--json");
+    }
+    if (!args->plot.empty()) {
+      plot(report, args->plot,
+           fmt::format("{}: measured vs predicted ({})", scenario.name, scenario.profile.name));
+    }
+    return 0;
+  };
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,127 @@
+// The measure -> calibrate -> validate loop on the CPU (issue 6's CI test): three small
+// scenarios trained for real, calibrated on every other batch size, validated on the rest.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/paths.h"
+#include "support/run_command.h"
+
+using namespace epochcast::test;
+
+namespace {
+
+std::string scenario(const std::string& name) {
+  return (source_dir() / "tests/validate/scenarios" / ("cpu-" + name + ".yaml")).string();
+}
+std::string out_path(const std::string& name) {
+  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+}
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return nlohmann::json::parse(s.str());
+}
+
+// One BLAS thread: the 2-core CI machine then runs the loop without the BLAS and LibTorch thread
+// pools competing for its cores.
+const std::string kRunEnvironment = "OPENBLAS_NUM_THREADS=1 ";
+
+}  // namespace
+
+TEST_CASE("measuring on the CPU, calibrating on half the batch sizes, validating on the rest") {
+  for (std::string model : {"spoken-digits-linear", "spoken-digits-conv1d", "mnist-cnn"}) {
+    std::string measured = out_path("cal-" + model + ".json");
+    std::string report = out_path("val-" + model + ".json");
+    CommandResult run =
+        run_command(kRunEnvironment + epochcast_binary() + " run " + scenario(model) + " -o " +
+                    measured + " --warmup 2 --iterations 8 --profile-layers --quiet");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CommandResult validate =
+        run_command(epochcast_binary() + " validate " + scenario(model) + " " + measured +
+                    " --holdout every-other-batch --json " + report);
+    INFO(validate.output);
+    REQUIRE(validate.exit_code == 0);
+    nlohmann::json j = read_json(report);
+    double held_out = j["held_out"]["mape_pct"].get<double>();
+    double uncalibrated = j["uncalibrated_held_out"]["mape_pct"].get<double>();
+    WARN(model << ": held-out MAPE " << held_out << "% calibrated, " << uncalibrated
+               << "% uncalibrated; Spearman " << j["held_out"]["spearman"]);
+    CHECK(j["held_out"]["points"].get<int>() >= 2);
+    // mnist-cnn is measured and reported but not held to a figure: on Debian's CPU LibTorch its
+    // first convolution (one input channel) switches kernels between batch 16 and 32 and gets
+    // some 100x slower per sample, and its small steps carry erratic overheads of ~10 ms that
+    // no roofline reproduces (see the stop note of issue 6).
+    if (model == "mnist-cnn") continue;
+    // Calibration must help on points it never saw.
+    CHECK(held_out < uncalibrated);
+    // The linear model's time is its GEMMs and the optimizer: the roofline captures it.
+    if (model == "spoken-digits-linear") CHECK(held_out <= 15.0);
+  }
+}
+
+TEST_CASE("calibrate writes a profile that predict and validate load with --profile") {
+  std::string measured = out_path("cal-profile.json");
+  std::string profile = out_path("cpu-profile.yaml");
+  REQUIRE(run_command(kRunEnvironment + epochcast_binary() + " run " + scenario("mnist-cnn") +
+                      " -o " + measured +
+                      " --batch 8,32 --warmup 1 --iterations 3 "
+                      "--profile-layers --quiet")
+              .exit_code == 0);
+  CommandResult calibrate =
+      run_command(epochcast_binary() + " calibrate " + measured + " -o " + profile);
+  INFO(calibrate.output);
+  REQUIRE(calibrate.exit_code == 0);
+  CHECK_THAT(calibrate.output, Catch::Contains("gpu.efficiency.conv"));
+  CHECK_THAT(calibrate.output, Catch::Contains("host.step_overhead_us"));
+  CommandResult predict = run_command(epochcast_binary() + " predict " + scenario("mnist-cnn") +
+                                      " --profile " + profile);
+  INFO(predict.output);
+  CHECK(predict.exit_code == 0);
+  std::string image = out_path("val-plot.png");
+  std::filesystem::remove(image);
+  CommandResult validate =
+      run_command(epochcast_binary() + " validate " + scenario("mnist-cnn") + " " + measured +
+                  " --profile " + profile + " --plot " + image);
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  CHECK_THAT(validate.output, Catch::Contains("MAPE"));
+  CHECK(std::filesystem::file_size(image) > 1000);
+  CHECK(std::filesystem::exists(out_path("val-plot.gp")));
+  CHECK(std::filesystem::exists(out_path("val-plot.dat")));
+}
+
+TEST_CASE("a profile calibrated on one device is labelled when it predicts another") {
+  std::string profile = out_path("cpu-profile.yaml");
+  std::string measured = out_path("cal-profile.json");
+  if (!std::filesystem::exists(profile)) {
+    WARN("runs after the calibrate test");
+    return;
+  }
+  CommandResult validate =
+      run_command(epochcast_binary() + " validate " + scenario("mnist-cnn") + " " + measured +
+                  " --profile " + profile + " --set hardware=seed003-desktop");
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  CHECK_THAT(validate.output, Catch::Contains("cross-device prediction"));
+}
+
+TEST_CASE("bad measurement files and hold-out rules are refused with exit code 2") {
+  std::string bad = out_path("bad-measurements.json");
+  std::ofstream(bad) << "{\"format\": \"epochcast-measurements\", \"version\": 1, \"setings\": {}}";
+  CommandResult r =
+      run_command(epochcast_binary() + " calibrate " + bad + " -o " + out_path("never.yaml"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("bad-measurements.json:1:"));
+  CHECK_THAT(r.output, Catch::Contains("did you mean 'settings'"));
+  CHECK_FALSE(std::filesystem::exists(out_path("never.yaml")));
+  CommandResult holdout = run_command(epochcast_binary() + " validate " + scenario("mnist-cnn") +
+                                      " " + bad + " --holdout half");
+  CHECK(holdout.exit_code == 2);
+}

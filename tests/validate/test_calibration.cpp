@@ -1,0 +1,150 @@
+// Calibration and validation: the least-squares pieces, recovery of known parameters from
+// measurements the simulator itself generated, the summary figures, and profile round trips.
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/compute/device_model.h"
+#include "sim/predict/predict.h"
+#include "validate/calibration.h"
+#include "validate/least_squares.h"
+#include "validate/validation.h"
+
+using namespace epochcast;
+using namespace epochcast::validate;
+
+namespace {
+
+std::string source(const std::string& relative) {
+  return std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/" + relative;
+}
+
+// Measurements of `scenario` as its simulator would produce them under `truth`: every layer's
+// forward and backward time and every point's epoch.
+MeasuredScenario synthetic_measurements(const ScenarioSpec& scenario,
+                                        const HardwareProfile& truth) {
+  MeasuredScenario m;
+  m.file = "synthetic.json";
+  m.scenario = scenario;
+  ScenarioSpec true_scenario = scenario;
+  apply_profile(true_scenario, truth);
+  sim::DeviceModel device(scenario.machine.gpu, truth, scenario.training.precision);
+  ModelAnalysis analysis =
+      analyze_model(scenario.model, sim::cost_options(scenario.training.precision));
+  m.measurements.environment.device_name = "synthetic device";
+  m.measurements.environment.device_kind = "cuda";
+  for (const SweepPoint& p : expand_sweep(scenario)) {
+    MeasuredPoint point;
+    point.gpus = p.gpus;
+    point.global_batch = p.global_batch;
+    point.per_gpu_batch = p.per_gpu_batch;
+    point.device = "cuda";
+    point.epoch_s_estimated = sim::predict_point(true_scenario, p).epoch_seconds;
+    for (std::size_t i = 0; i < analysis.layers.size(); ++i) {
+      const LayerCosts& layer = analysis.layers[i];
+      LayerTiming t;
+      t.index = static_cast<int>(i);
+      t.name = layer.layer.name;
+      auto sum = [&](const std::vector<KernelWork>& kernels) {
+        double s = 0;
+        for (const KernelWork& k : kernels)
+          s += device.kernel_time(k, p.global_batch).seconds();
+        return s;
+      };
+      t.forward_s = sum(layer.forward);
+      t.backward_s = sum(layer.backward_input) + sum(layer.backward_weight);
+      point.layers.push_back(t);
+    }
+    m.measurements.points.push_back(point);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("non-negative least squares solves exact systems and keeps coefficients >= 0") {
+  // x = (2, 3) exactly.
+  std::vector<std::vector<double>> rows = {{1, 0}, {0, 1}, {1, 1}};
+  std::vector<double> x = non_negative_least_squares(rows, {2, 3, 5}, 2);
+  CHECK(x[0] == Approx(2));
+  CHECK(x[1] == Approx(3));
+  // The unconstrained optimum has x1 < 0: NNLS drops it and refits x0 alone.
+  std::vector<double> y = non_negative_least_squares({{1, 1}, {1, 2}}, {1, 0}, 2);
+  CHECK(y[1] == 0);
+  CHECK(y[0] == Approx(0.5));
+}
+
+TEST_CASE("a latency-bandwidth fit recovers alpha and beta from t = alpha + bytes / beta") {
+  double alpha = 5e-6, beta = 10e9;
+  std::vector<double> bytes, seconds;
+  for (double b = 1024; b <= 1 << 26; b *= 4) {
+    bytes.push_back(b);
+    seconds.push_back(alpha + b / beta);
+  }
+  auto [a, inverse_beta] = fit_latency_bandwidth(bytes, seconds);
+  CHECK(a == Approx(alpha).epsilon(1e-6));
+  CHECK(1 / inverse_beta == Approx(beta).epsilon(1e-6));
+}
+
+TEST_CASE("Spearman's correlation is 1 for the same order, -1 for the reverse, ties averaged") {
+  CHECK(spearman({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1));
+  CHECK(spearman({1, 2, 3, 4}, {4, 3, 2, 1}) == Approx(-1));
+  // Ranks (1, 2.5, 2.5, 4) against (1, 2, 3, 4): cov / sqrt(var var) = 4.5 / sqrt(4.5 x 5).
+  CHECK(spearman({1, 2, 2, 3}, {1, 2, 3, 4}) == Approx(4.5 / std::sqrt(4.5 * 5)));
+}
+
+TEST_CASE("a validation summary gives MAPE, the signed worst error and the best point") {
+  std::vector<ValidatedPoint> points = {
+      {1, 16, 10, 11, 10, false}, {1, 32, 8, 6, -25, false}, {1, 64, 5, 5.5, 10, false}};
+  ValidationSummary s = summarise(points);
+  CHECK(s.points == 3);
+  CHECK(s.mape_pct == Approx(15));
+  CHECK(s.worst_pct == Approx(-25));
+  CHECK(s.best_matches == true);  // batch 64 is fastest both ways
+  CHECK(s.measured_best == "1 GPU, batch 64");
+}
+
+TEST_CASE("calibration recovers the efficiencies that generated the measurements") {
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/conv1d.yaml"),
+                                        {{"sweep.gpus", "[1]", ""},
+                                         {"sweep.batch", "[10, 50, 200, 600]", ""},
+                                         {"training.strategy", "single", ""}});
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.31;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::gemm)] = 0.55;
+  truth.gpu.memory = 0.62;
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  CHECK(c.profile.gpu.compute[static_cast<std::size_t>(OpClass::conv)] ==
+        Approx(0.31).epsilon(0.01));
+  CHECK(c.profile.gpu.memory == Approx(0.62).epsilon(0.02));
+  // The calibrated profile predicts the epochs it was fitted to.
+  ScenarioSpec calibrated = scenario;
+  apply_profile(calibrated, c.profile);
+  ValidationReport report = validate::validate(calibrated, measured.measurements);
+  CHECK(report.all.mape_pct < 2.0);
+  CHECK(report.all.best_matches);
+}
+
+TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"));
+  HardwareProfile p = scenario.profile;
+  p.name = "calibrated-test";
+  p.gpu.compute[0] = 0.123456789;
+  p.host.step_overhead = Seconds(0.0123);
+  p.sample_cpu = Seconds(1.5e-4);
+  p.calibration = {"Some GPU", "2026-11-22T00:00:00Z", {"a.json", "b.json"}};
+  p.sources["gpu.efficiency"] = "fitted: \"quoted\" text\nover two lines";
+  HardwareProfile back = load_profile_from_string(profile_yaml(p, "test"), "p.yaml");
+  CHECK(back.name == p.name);
+  CHECK(back.gpu.compute[0] == p.gpu.compute[0]);
+  CHECK(back.host.step_overhead.value() == Approx(p.host.step_overhead.value()));
+  REQUIRE(back.sample_cpu);
+  CHECK(back.sample_cpu->value() == Approx(1.5e-4));
+  CHECK(back.calibration.measurements.size() == 2);
+  CHECK(back.sources["gpu.efficiency"] == p.sources["gpu.efficiency"]);
+  // The measured loader cost replaces the scenario's when the profile is applied.
+  apply_profile(scenario, back);
+  CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4));
+}

@@ -1,0 +1,444 @@
+// The fits of calibration.h, one free parameter group at a time.
+#include "validate/calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/input_error.h"
+#include "sim/compute/device_model.h"
+#include "sim/predict/predict.h"
+#include "validate/least_squares.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+constexpr std::size_t kMemoryColumn = kOpClassCount;
+constexpr std::size_t kMinKernelColumn = kOpClassCount + 1;
+constexpr std::size_t kColumns = kOpClassCount + 2;
+
+// One kernel costed with every efficiency at 1: its compute and memory time, so that with
+// inverse efficiencies x (compute, per class) and y (memory) its time is max(c x, m y, z).
+struct UnitKernel {
+  std::size_t op_class = 0;
+  double compute_s = 0;
+  double memory_s = 0;
+};
+
+// A measured time and the kernels it covers (a layer's forward, or its backward).
+struct Observation {
+  double seconds = 0;
+  std::vector<UnitKernel> kernels;
+  double point_seconds = 0;  // the sum of all layer times of its point (see weight_scale)
+};
+
+HardwareProfile unit_profile(HardwareProfile p) {
+  p.gpu.compute.fill(1.0);
+  p.gpu.memory = 1.0;
+  p.gpu.min_kernel = Seconds(0);
+  return p;
+}
+
+std::int64_t layer_batch(const ScenarioSpec& s, const MeasuredPoint& p) {
+  return s.training.strategy == Strategy::ddp ? p.per_gpu_batch : p.global_batch;
+}
+
+std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use) {
+  std::vector<Observation> observations;
+  const ScenarioSpec& s = input.scenario;
+  sim::DeviceModel unit(s.machine.gpu, unit_profile(s.profile), s.training.precision);
+  ModelAnalysis analysis = analyze_model(s.model, sim::cost_options(s.training.precision));
+  auto cost = [&](const std::vector<KernelWork>& kernels, std::int64_t batch,
+                  std::vector<UnitKernel>& out) {
+    for (const KernelWork& k : kernels) {
+      double flops = scaled(k.flops, batch), bytes = scaled(k.bytes, batch);
+      UnitKernel u;
+      u.op_class = static_cast<std::size_t>(k.op_class);
+      u.compute_s = flops / unit.peak(k.op_class).value() / unit.compute_utilisation(k, batch);
+      u.memory_s =
+          bytes / s.machine.gpu.memory_bandwidth.value() / unit.memory_utilisation(k, batch);
+      out.push_back(u);
+    }
+  };
+  for (const MeasuredPoint& p : input.measurements.points) {
+    if (p.status != PointStatus::ok || p.layers.empty() || (use && !use(p))) continue;
+    std::int64_t batch = layer_batch(s, p);
+    std::size_t first = observations.size();
+    double point_seconds = 0;
+    for (const LayerTiming& t : p.layers)
+      point_seconds += t.forward_s + t.backward_s;
+    for (const LayerTiming& t : p.layers) {
+      if (t.index < 0 || static_cast<std::size_t>(t.index) >= analysis.layers.size()) continue;
+      const LayerCosts& layer = analysis.layers[static_cast<std::size_t>(t.index)];
+      Observation forward{t.forward_s, {}};
+      cost(layer.forward, batch, forward.kernels);
+      if (forward.seconds > 0 && !forward.kernels.empty()) observations.push_back(forward);
+      Observation backward{t.backward_s, {}};
+      cost(layer.backward_input, batch, backward.kernels);
+      cost(layer.backward_weight, batch, backward.kernels);
+      if (backward.seconds > 0 && !backward.kernels.empty()) observations.push_back(backward);
+    }
+    for (std::size_t i = first; i < observations.size(); ++i)
+      observations[i].point_seconds = point_seconds;
+  }
+  return observations;
+}
+
+// Residuals are divided by the geometric mean of the layer's own time and its step's: between
+// relative errors (every layer alike: the many small memory-bound layers then decide memory
+// efficiency, as they decide the optimizer's and other unprofiled kernels' times) and shares of
+// the step (the large layers decide what the epoch takes). Either extreme alone misfits one of
+// the two on CPUs, where one bandwidth figure serves very different kernels.
+double weight_scale(const Observation& o) {
+  return std::sqrt(o.seconds * o.point_seconds);
+}
+
+double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
+  return std::max({k.compute_s * theta[k.op_class], k.memory_s * theta[kMemoryColumn],
+                   theta[kMinKernelColumn]});
+}
+
+double rms_relative(const std::vector<Observation>& obs, const std::vector<double>& theta,
+                    const std::function<bool(const Observation&)>& counts) {
+  double sum = 0;
+  int n = 0;
+  for (const Observation& o : obs) {
+    if (!counts(o)) continue;
+    double predicted = 0;
+    for (const UnitKernel& k : o.kernels)
+      predicted += kernel_time(k, theta);
+    sum += std::pow((predicted - o.seconds) / weight_scale(o), 2);
+    ++n;
+  }
+  return n > 0 ? std::sqrt(sum / n) : 0;
+}
+
+// Iterated least squares on the kernels' active bounds (see calibration.h).
+void fit_efficiencies(const std::vector<Observation>& observations, Calibration& out) {
+  HardwareProfile& p = out.profile;
+  std::vector<double> theta(kColumns);
+  for (std::size_t c = 0; c < kOpClassCount; ++c)
+    theta[c] = 1.0 / p.gpu.compute[c];
+  theta[kMemoryColumn] = 1.0 / p.gpu.memory;
+  theta[kMinKernelColumn] = p.gpu.min_kernel.value();
+  std::vector<int> active_count(kColumns, 0);
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    std::vector<std::vector<double>> rows;
+    std::vector<double> targets;
+    std::fill(active_count.begin(), active_count.end(), 0);
+    for (const Observation& o : observations) {
+      std::vector<double> row(kColumns, 0.0);
+      double floor_seconds = 0;
+      for (const UnitKernel& k : o.kernels) {
+        double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[kMemoryColumn];
+        double z = theta[kMinKernelColumn];
+        if (c >= m && c >= z) {
+          row[k.op_class] += k.compute_s;
+          ++active_count[k.op_class];
+        } else if (m >= z) {
+          row[kMemoryColumn] += k.memory_s;
+          ++active_count[kMemoryColumn];
+        } else {
+          floor_seconds += z;  // a known constant in this solve
+          ++active_count[kMinKernelColumn];
+        }
+      }
+      const double scale = weight_scale(o);
+      for (double& v : row)
+        v /= scale;
+      rows.push_back(std::move(row));
+      targets.push_back((o.seconds - floor_seconds) / scale);
+    }
+    std::vector<double> solved = non_negative_least_squares(rows, targets, kColumns);
+    double change = 0;
+    for (std::size_t j = 0; j < kColumns; ++j) {
+      if (active_count[j] == 0) continue;  // not determined by these measurements
+      // The minimum kernel time is fitted apart (below): in this solve it would soak up every
+      // misfit of small layers and then floor every kernel of the step at that value.
+      if (j == kMinKernelColumn) continue;
+      // An inverse efficiency below 1 would beat the nominal peak: clamp to the peak.
+      double value = j == kMinKernelColumn ? solved[j] : std::max(solved[j], 1.0);
+      change = std::max(change, std::abs(value - theta[j]) / std::max(theta[j], 1e-12));
+      theta[j] = value;
+    }
+    if (change < 1e-6) break;
+  }
+  auto add = [&](std::string key, double value, std::size_t column) {
+    double rms = rms_relative(observations, theta, [&](const Observation& o) {
+      return std::any_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
+        return column == kMinKernelColumn ? kernel_time(k, theta) == theta[kMinKernelColumn]
+               : column == kMemoryColumn
+                   ? kernel_time(k, theta) == k.memory_s * theta[kMemoryColumn]
+                   : k.op_class == column && kernel_time(k, theta) == k.compute_s * theta[column];
+      });
+    });
+    out.fitted.push_back({std::move(key), value, active_count[column], rms,
+                          "per-layer forward/backward times (--profile-layers)"});
+  };
+  for (std::size_t c = 0; c < kOpClassCount; ++c) {
+    if (active_count[c] == 0) {
+      out.notes.push_back(
+          fmt::format("gpu.efficiency.{}: kept at {:.3g}: no measured layer is "
+                      "bound by {} compute",
+                      kOpClassNames[c], p.gpu.compute[c], kOpClassNames[c]));
+      continue;
+    }
+    p.gpu.compute[c] = 1.0 / theta[c];
+    add(fmt::format("gpu.efficiency.{}", kOpClassNames[c]), p.gpu.compute[c], c);
+  }
+  if (active_count[kMemoryColumn] > 0) {
+    p.gpu.memory = 1.0 / theta[kMemoryColumn];
+    add("gpu.memory_efficiency", p.gpu.memory, kMemoryColumn);
+  } else {
+    out.notes.push_back("gpu.memory_efficiency: kept: no measured layer is memory-bound");
+  }
+  // The minimum kernel time: the median time of the fastest measured layers (those whose
+  // kernels all sit at the floor), per kernel.
+  std::vector<double> floors;
+  for (const Observation& o : observations) {
+    bool all_floor = std::all_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
+      return kernel_time(k, theta) == theta[kMinKernelColumn];
+    });
+    if (all_floor) floors.push_back(o.seconds / static_cast<double>(o.kernels.size()));
+  }
+  if (!floors.empty()) {
+    std::sort(floors.begin(), floors.end());
+    theta[kMinKernelColumn] = floors[floors.size() / 2];
+    p.gpu.min_kernel = Seconds(theta[kMinKernelColumn]);
+    active_count[kMinKernelColumn] = static_cast<int>(floors.size());
+    add("gpu.min_kernel_us", theta[kMinKernelColumn] * 1e6, kMinKernelColumn);
+  } else {
+    out.notes.push_back("gpu.min_kernel_us: kept: no measured layer is that short");
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double measured_epoch(const MeasuredPoint& p) {
+  return p.epoch_s_measured ? *p.epoch_s_measured : p.epoch_s_estimated;
+}
+
+// The per-step overhead as the least-squares additive constant per training step (re-simulated
+// twice, since the host path is not purely additive when the device is the bottleneck).
+void fit_step_overhead(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
+                       Calibration& out) {
+  std::vector<double> residuals;
+  double overhead = out.profile.host.step_overhead.value();
+  for (int round = 0; round < 3; ++round) {
+    residuals.clear();
+    double sum = 0;
+    for (const MeasuredScenario& input : inputs) {
+      ScenarioSpec s = input.scenario;
+      apply_profile(s, out.profile);
+      for (const MeasuredPoint& p : input.measurements.points) {
+        if (p.status != PointStatus::ok || (use && !use(p))) continue;
+        sim::PointResult r = sim::predict_point(s, {p.gpus, p.global_batch, p.per_gpu_batch});
+        if (!r.simulated || r.train_iterations == 0) continue;
+        double measured = measured_epoch(p);
+        residuals.push_back(r.epoch_seconds / measured - 1);
+        sum += (measured - r.epoch_seconds) / static_cast<double>(r.train_iterations);
+      }
+    }
+    if (residuals.empty()) {
+      out.notes.push_back("host.step_overhead_us: kept: no measured point to fit it to");
+      return;
+    }
+    overhead = std::max(0.0, overhead + sum / static_cast<double>(residuals.size()));
+    out.profile.host.step_overhead = Seconds(overhead);
+  }
+  double rms = 0;
+  for (double r : residuals)
+    rms += r * r;
+  out.fitted.push_back({"host.step_overhead_us", overhead * 1e6, static_cast<int>(residuals.size()),
+                        std::sqrt(rms / static_cast<double>(residuals.size())),
+                        "measured epochs against simulated ones (the additive constant per step)"});
+}
+
+void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
+  std::vector<double> bytes, seconds;
+  int ranks = 0;
+  std::vector<double> copy_bytes[2], copy_seconds[2];  // pinned, pageable host-to-device
+  for (const MeasuredScenario& input : inputs) {
+    for (const CollectiveMeasurement& c : input.measurements.benchmarks.collectives) {
+      if (c.operation != "all_reduce" || !c.correct) continue;
+      if (ranks != 0 && c.ranks != ranks) continue;  // one ring size per fit
+      ranks = c.ranks;
+      bytes.push_back(static_cast<double>(c.bytes));
+      seconds.push_back(c.time_s);
+    }
+    for (const CopyMeasurement& c : input.measurements.benchmarks.copies) {
+      if (c.kind != "host_to_device") continue;
+      copy_bytes[c.pinned ? 0 : 1].push_back(static_cast<double>(c.bytes));
+      copy_seconds[c.pinned ? 0 : 1].push_back(c.time_s);
+    }
+  }
+  const MachineSpec& machine = inputs.front().scenario.machine;
+  if (bytes.size() >= 2 && ranks >= 2) {
+    auto [alpha, inverse_bandwidth] = fit_latency_bandwidth(bytes, seconds);
+    // A ring all-reduce: 2(n-1) steps, each moving bytes/n over the slowest link.
+    double steps = 2.0 * (ranks - 1);
+    double link_gbps = inverse_bandwidth > 0 ? steps / ranks / inverse_bandwidth / 1e9 : 0;
+    bool nvlink = machine.topology.nvlink.shape != NvlinkShape::none;
+    std::size_t kind = nvlink ? 2 : 0;  // kLinkKindKeys: pcie, socket, nvlink, ...
+    out.profile.links.step_latency[kind] = Seconds(alpha / steps);
+    out.fitted.push_back(
+        {fmt::format("links.step_latency_us.{}", kLinkKindKeys[kind]), alpha / steps * 1e6,
+         static_cast<int>(bytes.size()), 0,
+         fmt::format("all-reduce over {} ranks, 1 KiB to {} bytes", ranks, bytes.back())});
+    if (kind == 0 && link_gbps > 0) {
+      double efficiency = std::min(1.0, link_gbps * 1e9 / machine.gpu.pcie_bandwidth().value());
+      out.profile.links.efficiency[kind] = efficiency;
+      out.fitted.push_back({"links.efficiency.pcie", efficiency, static_cast<int>(bytes.size()), 0,
+                            fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
+    }
+  } else {
+    out.notes.push_back("links: kept: no all-reduce microbenchmark over 2 or more ranks");
+  }
+  const char* keys[2] = {"transfer.pcie_efficiency", "transfer.pageable_efficiency"};
+  for (int pinned = 0; pinned < 2; ++pinned) {
+    if (copy_bytes[pinned].size() < 2) continue;
+    auto [alpha, inverse_bandwidth] =
+        fit_latency_bandwidth(copy_bytes[pinned], copy_seconds[pinned]);
+    if (inverse_bandwidth <= 0) continue;
+    double efficiency =
+        std::min(1.0, 1.0 / inverse_bandwidth / machine.gpu.pcie_bandwidth().value());
+    (pinned == 0 ? out.profile.transfer.pcie_efficiency
+                 : out.profile.transfer.pageable_efficiency) = efficiency;
+    out.fitted.push_back({keys[pinned], efficiency, static_cast<int>(copy_bytes[pinned].size()), 0,
+                          "host-to-device copy microbenchmark"});
+    if (pinned == 0) {
+      out.profile.transfer.copy_latency = Seconds(alpha);
+      out.fitted.push_back({"transfer.copy_latency_us", alpha * 1e6,
+                            static_cast<int>(copy_bytes[0].size()), 0,
+                            "host-to-device copy microbenchmark (pinned)"});
+    }
+  }
+}
+
+std::string utc_today() {
+  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+MeasuredScenario load_measured_scenario(const std::string& measurement_file,
+                                        const std::string& scenario_override) {
+  MeasuredScenario m;
+  m.file = measurement_file;
+  m.measurements = load_measurements(measurement_file);
+  std::string scenario_file =
+      scenario_override.empty() ? m.measurements.scenario_file : scenario_override;
+  if (scenario_file.empty()) {
+    throw InputError(SourceMark{measurement_file, 0, 0}, "scenario_file",
+                     "the file records no scenario (benchmarks alone?); pass the scenario");
+  }
+  std::vector<yaml::Override> overrides;
+  for (const std::string& argument : m.measurements.arguments) {
+    std::size_t space = argument.find(' ');
+    std::string option = argument.substr(0, space);
+    std::string value = space == std::string::npos ? "" : argument.substr(space + 1);
+    if (option == "--set") {
+      overrides.push_back(yaml::parse_override(value));
+    } else if (option == "--gpus" || option == "--batch") {
+      overrides.push_back(
+          {option == "--gpus" ? "sweep.gpus" : "sweep.batch", "[" + value + "]", argument});
+    }
+  }
+  m.scenario = load_scenario(scenario_file, overrides);
+  return m;
+}
+
+Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
+                      const std::vector<std::string>& file_names) {
+  if (inputs.empty()) throw std::invalid_argument("calibrate needs measurements");
+  Calibration out;
+  out.profile = inputs.front().scenario.profile;
+  const MachineSpec& machine = inputs.front().scenario.machine;
+  for (const MeasuredScenario& input : inputs) {
+    if (input.scenario.machine.gpu.id != machine.gpu.id) {
+      throw InputError(SourceMark{input.file, 0, 0}, "scenario",
+                       fmt::format("measured with scenario hardware '{}' ({}), but the first file "
+                                   "used '{}' ({}): a profile describes one kind of device",
+                                   input.scenario.machine.name, input.scenario.machine.gpu.name,
+                                   machine.name, machine.gpu.name));
+    }
+  }
+
+  std::vector<Observation> observations;
+  for (const MeasuredScenario& input : inputs) {
+    std::vector<Observation> o = layer_observations(input, use);
+    observations.insert(observations.end(), o.begin(), o.end());
+  }
+  if (observations.empty()) {
+    out.notes.push_back("gpu.*: kept: no per-layer profile (run with --profile-layers)");
+  } else {
+    fit_efficiencies(observations, out);
+  }
+
+  std::vector<double> dispatch, sample_cpu;
+  for (const MeasuredScenario& input : inputs) {
+    if (input.measurements.benchmarks.dispatch)
+      dispatch.push_back(input.measurements.benchmarks.dispatch->op_dispatch_s);
+    for (const MeasuredPoint& p : input.measurements.points) {
+      if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && (!use || use(p)))
+        sample_cpu.push_back(p.loader_sample_cpu_s);
+    }
+  }
+  if (!dispatch.empty()) {
+    Seconds per_op(median(dispatch));
+    out.profile.host.forward_op = out.profile.host.backward_op = out.profile.host.optimizer_op =
+        per_op;
+    out.fitted.push_back({"host.forward_op_us, backward_op_us, optimizer_op_us",
+                          per_op.value() * 1e6, static_cast<int>(dispatch.size()), 0,
+                          "dispatch microbenchmark (tiny eager ops)"});
+  } else {
+    out.notes.push_back("host.*_op_us: kept: no dispatch microbenchmark (epochcast bench)");
+  }
+  if (!sample_cpu.empty()) {
+    out.profile.sample_cpu = Seconds(median(sample_cpu));
+    out.fitted.push_back({"input.sample_cpu_us", median(sample_cpu) * 1e6,
+                          static_cast<int>(sample_cpu.size()), 0,
+                          "the loaders' CPU clocks (median over points)"});
+  }
+  fit_links(inputs, out);
+  fit_step_overhead(inputs, use, out);
+
+  const MeasuredEnvironment& env = inputs.front().measurements.environment;
+  out.profile.name = "calibrated-" + machine.gpu.id;
+  // The catalogue device the measurements stand for (a profile applied to another one is a
+  // cross-device prediction); the device's own name goes into the sources.
+  out.profile.calibration.device = machine.gpu.name;
+  out.profile.calibration.date = utc_today();
+  out.profile.calibration.measurements = file_names;
+  std::string provenance = fmt::format("epochcast calibrate on {} ({}), LibTorch {}{}, from {}",
+                                       env.device_name, env.host, env.torch_version,
+                                       env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version,
+                                       fmt::format("{}", fmt::join(file_names, ", ")));
+  for (const FittedParameter& f : out.fitted) {
+    std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));
+    if (group.rfind("gpu.efficiency", 0) == 0) group = "gpu.efficiency";
+    if (group.rfind("links.", 0) == 0) group = group.substr(0, group.rfind('.'));
+    if (group == "host.forward_op_us, backward_op_us, optimizer_op_us") {
+      for (const char* k : {"host.forward_op_us", "host.backward_op_us", "host.optimizer_op_us"})
+        out.profile.sources[k] = provenance + ": " + f.from;
+      continue;
+    }
+    if (out.profile.sources.count(group)) out.profile.sources[group] = provenance + ": " + f.from;
+  }
+  return out;
+}
+
+}  // namespace epochcast::validate

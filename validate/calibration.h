@@ -1,0 +1,61 @@
+// Calibration: fits the simulator's free parameters to measurements by least squares and returns
+// them as a hardware profile.
+//
+//  - op-class compute efficiencies, memory efficiency and minimum kernel time, from the per-layer
+//    profiles (each layer's kernels costed by the roofline; the bound of each kernel is re-decided
+//    after each solve, so the non-linear max() is fitted by iterated linear least squares on
+//    relative residuals, with non-negative parameters);
+//  - per-op host cost, from the dispatch microbenchmark;
+//  - the input pipeline's CPU time per sample, from the loaders' own clocks;
+//  - the per-step overhead (what the loop costs beyond its kernels), as the least-squares
+//    additive constant between measured and simulated epochs;
+//  - link and copy alpha and beta, from collective and copy microbenchmarks (t = alpha + bytes /
+//    beta).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/measure/measurements.h"
+#include "core/spec/scenario_spec.h"
+
+namespace epochcast::validate {
+
+// Measurements of one scenario, with the scenario they ran.
+struct MeasuredScenario {
+  std::string file;  // the measurement file
+  MeasurementFile measurements;
+  ScenarioSpec scenario;
+};
+
+// Whether a measured point takes part (the rest are held out).
+using PointFilter = std::function<bool(const MeasuredPoint&)>;
+
+struct FittedParameter {
+  std::string key;   // the profile key, e.g. "gpu.efficiency.gemm"
+  double value = 0;  // in the unit the key names
+  int observations = 0;
+  // Of the observations it was fitted to, after the fit: relative to the step (layer fits) or to
+  // the measurement (the others).
+  double rms_relative_residual = 0;
+  std::string from;  // which measurements
+};
+
+struct Calibration {
+  HardwareProfile profile;
+  std::vector<FittedParameter> fitted;
+  std::vector<std::string> notes;  // parameters left at their prior, and why
+};
+
+// Starts from each scenario's own profile (they must share a machine) and fits what the
+// measurements determine.
+Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
+                      const std::vector<std::string>& file_names);
+
+// Loads a measurement file and the scenario it ran (from the recorded scenario_file, or
+// `scenario_override`), re-applying the recorded --set/--gpus/--batch.
+MeasuredScenario load_measured_scenario(const std::string& measurement_file,
+                                        const std::string& scenario_override = "");
+
+}  // namespace epochcast::validate

@@ -1,0 +1,111 @@
+// Predicted against measured, point by point.
+#include "validate/validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "sim/predict/predict.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+std::vector<double> ranks_of(const std::vector<double>& values) {
+  std::vector<std::size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return values[a] < values[b]; });
+  std::vector<double> ranks(values.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j + 1 < order.size() && values[order[j + 1]] == values[order[i]])
+      ++j;
+    double average = 0.5 * static_cast<double>(i + j) + 1;
+    for (std::size_t k = i; k <= j; ++k)
+      ranks[order[k]] = average;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+std::string label(const ValidatedPoint& p) {
+  return fmt::format("{} GPU{}, batch {}", p.gpus, p.gpus == 1 ? "" : "s", p.global_batch);
+}
+
+}  // namespace
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2) return 0;
+  std::vector<double> ra = ranks_of(a), rb = ranks_of(b);
+  double n = static_cast<double>(a.size());
+  double mean = (n + 1) / 2, cov = 0, va = 0, vb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    cov += (ra[i] - mean) * (rb[i] - mean);
+    va += (ra[i] - mean) * (ra[i] - mean);
+    vb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
+}
+
+ValidationSummary summarise(const std::vector<ValidatedPoint>& points) {
+  ValidationSummary s;
+  s.points = static_cast<int>(points.size());
+  if (points.empty()) return s;
+  std::vector<double> measured, predicted;
+  double sum = 0;
+  for (const ValidatedPoint& p : points) {
+    sum += std::abs(p.error_pct);
+    if (std::abs(p.error_pct) > std::abs(s.worst_pct)) s.worst_pct = p.error_pct;
+    measured.push_back(p.measured_s);
+    predicted.push_back(p.predicted_s);
+  }
+  s.mape_pct = sum / static_cast<double>(points.size());
+  s.spearman = spearman(measured, predicted);
+  auto fastest = [&](const std::vector<double>& v) {
+    return static_cast<std::size_t>(std::min_element(v.begin(), v.end()) - v.begin());
+  };
+  std::size_t mb = fastest(measured), pb = fastest(predicted);
+  s.measured_best = label(points[mb]);
+  s.predicted_best = label(points[pb]);
+  s.best_matches = mb == pb;
+  return s;
+}
+
+ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& measured,
+                          const PointFilter& held_out) {
+  ValidationReport report;
+  for (const MeasuredPoint& m : measured.points) {
+    if (m.status != PointStatus::ok) continue;
+    sim::PointResult r = sim::predict_point(scenario, {m.gpus, m.global_batch, m.per_gpu_batch});
+    if (!r.simulated) continue;  // predicted OOM where it ran: shown by predict, not comparable
+    ValidatedPoint v;
+    v.gpus = m.gpus;
+    v.global_batch = m.global_batch;
+    v.measured_s = m.epoch_s_measured ? *m.epoch_s_measured : m.epoch_s_estimated;
+    v.predicted_s = r.epoch_seconds;
+    v.error_pct = (v.predicted_s - v.measured_s) / v.measured_s * 100;
+    v.held_out = held_out && held_out(m);
+    report.points.push_back(v);
+  }
+  report.all = summarise(report.points);
+  if (held_out) {
+    std::vector<ValidatedPoint> in, out;
+    for (const ValidatedPoint& p : report.points)
+      (p.held_out ? out : in).push_back(p);
+    report.calibration_points = summarise(in);
+    report.held_out = summarise(out);
+  }
+  const CalibrationOrigin& origin = scenario.profile.calibration;
+  if (!origin.device.empty() && origin.device != scenario.machine.gpu.name) {
+    report.cross_device = fmt::format(
+        "cross-device prediction: the profile was calibrated on {} and is applied to {} "
+        "(compute-bound work scaled by peak FLOP/s, memory-bound work by bandwidth, host costs "
+        "kept)",
+        origin.device, scenario.machine.gpu.name);
+  }
+  return report;
+}
+
+}  // namespace epochcast::validate

@@ -61,7 +61,7 @@ TEST_CASE("measuring on the CPU, calibrating on half the batch sizes, validating
     if (model == "mnist-cnn") continue;
     // Calibration must help on points it never saw.
     CHECK(held_out < uncalibrated);
-        // The linear model's time is its GEMMs and the optimizer: the roofline captures it. Issue 6
+    // The linear model's time is its GEMMs and the optimizer: the roofline captures it. Issue 6
     // asks for <= 15%; on this shared 2-core VM the same run measures 1-18% from one time to the
     // next (iteration times move by half between runs), so the test holds it to what survives
     // that noise, and the stop notes give the figures.

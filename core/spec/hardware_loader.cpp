@@ -285,7 +285,7 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::machine);
   yaml::MapReader top(root, {"kind", "name", "description", "gpu", "gpus_per_node", "nodes", "host",
-                             "topology", "profile"});
+                             "topology", "profile", "price"});
   MachineSpec machine;
   machine.source_file = document.file_name();
   machine.name = top.required("name").as_string();
@@ -309,6 +309,13 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
   if (auto nodes = top.optional("nodes")) {
     machine.nodes = static_cast<int>(nodes->as_int_at_least(1));
     if (machine.nodes > 65536) nodes->fail("at most 65536 nodes are supported");
+  }
+
+  if (auto price = top.optional("price")) {
+    yaml::MapReader p(*price, {"per_gpu_hour", "source"});
+    machine.price.emplace();
+    machine.price->per_gpu_hour = p.required("per_gpu_hour").as_positive_number();
+    machine.price->source = p.required("source").as_string();
   }
 
   std::optional<yaml::Node> profile = top.optional("profile");

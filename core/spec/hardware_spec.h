@@ -110,6 +110,12 @@ struct HostSpec {
   std::optional<Bytes> memory;
 };
 
+// What a GPU-hour of the machine costs (rented, or amortised), in one currency throughout.
+struct PriceSpec {
+  double per_gpu_hour = 0;
+  std::string source;
+};
+
 // A machine: some nodes, each with GPUs of one model and a host. Topology (links, switches,
 // NICs) extends this format in the multi-GPU work.
 struct MachineSpec {
@@ -121,6 +127,7 @@ struct MachineSpec {
   int nodes = 1;
   HostSpec host;
   MachineTopology topology;
+  std::optional<PriceSpec> price;  // for `epochcast compare`: cost per epoch
   // The hardware profile (topologies/profiles/) this machine runs with unless a scenario
   // names another: `profile:` in the file, else the bundled default.
   std::filesystem::path profile_file;

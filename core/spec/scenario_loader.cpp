@@ -112,6 +112,21 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
   return data;
 }
 
+ContentionSpec read_contention(const yaml::Node& node) {
+  yaml::MapReader map(node, {"gpu_share", "cpu_share"});
+  ContentionSpec contention;
+  auto share = [](const yaml::Node& n) {
+    double value = n.as_number();
+    if (!(value > 0 && value <= 1)) {
+      n.fail(fmt::format("expected a share above 0 and at most 1, got {}", value));
+    }
+    return value;
+  };
+  if (auto g = map.optional("gpu_share")) contention.gpu_share = share(*g);
+  if (auto c = map.optional("cpu_share")) contention.cpu_share = share(*c);
+  return contention;
+}
+
 TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(
       node, {"strategy", "optimizer", "precision", "framework", "epochs", "drop_last",
@@ -224,7 +239,7 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::scenario);
   yaml::MapReader top(root, {"kind", "name", "description", "model", "hardware", "dataset",
-                             "loader", "training", "sweep"});
+                             "loader", "training", "contention", "sweep"});
   ScenarioSpec s;
   s.source_file = document.file_name();
   s.name = top.required("name").as_string();
@@ -232,6 +247,7 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   // Plain values first, so simple mistakes are reported before any referenced file is read.
   s.training = read_training(top.required("training"));
   if (auto loader = top.optional("loader")) s.loader = read_loader(*loader);
+  if (auto contention = top.optional("contention")) s.contention = read_contention(*contention);
   s.sweep = read_sweep(top.required("sweep"));
   s.model = read_model_reference(top.required("model"), relative_to);
   s.analysis = analyze_model(s.model);

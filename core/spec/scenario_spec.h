@@ -79,6 +79,18 @@ struct TrainingSpec {
 };
 inline constexpr std::string_view kCollectiveFidelityNames[] = {"flows", "analytic"};
 
+// Other jobs on the same machine (a shared system): the share of each GPU's SMs and memory
+// bandwidth, and of the host CPU's time, that this job gets. Other jobs' kernels occupy the
+// rest of the SMs, so a small batch already saturates this job's share; their threads slow
+// dispatch and loading alike. Memory capacity is not shared out (other jobs' memory is not
+// modelled).
+struct ContentionSpec {
+  double gpu_share = 1.0;
+  double cpu_share = 1.0;
+
+  bool shared() const { return gpu_share < 1.0 || cpu_share < 1.0; }
+};
+
 struct SweepSpec {
   std::vector<int> gpus;
   std::vector<std::int64_t> batch;
@@ -96,6 +108,7 @@ struct ScenarioSpec {
   DatasetSpec dataset;
   LoaderSpec loader;
   TrainingSpec training;
+  ContentionSpec contention;
   SweepSpec sweep;
 };
 

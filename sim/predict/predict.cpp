@@ -137,10 +137,33 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The machine as a job on a shared system sees it: its share of the SMs (so wave quantisation
+// saturates at a smaller batch), of the peak rates and of the memory bandwidth, and host work
+// that takes longer by the CPU it does not get.
+ScenarioSpec under_contention(const ScenarioSpec& scenario) {
+  ScenarioSpec s = scenario;
+  const double gpu = s.contention.gpu_share;
+  const double cpu = s.contention.cpu_share;
+  GpuSpec& g = s.machine.gpu;
+  g.sm_count = std::max(1, static_cast<int>(std::lround(g.sm_count * gpu)));
+  for (auto& [precision, peak] : g.peak)
+    peak = FlopsPerSecond(peak.value() * gpu);
+  g.memory_bandwidth = BytesPerSecond(g.memory_bandwidth.value() * gpu);
+  HostCosts& h = s.profile.host;
+  for (Seconds* cost : {&h.forward_op, &h.backward_op, &h.optimizer_op, &h.step_overhead, &h.sync,
+                        &h.batch_fetch, &s.profile.links.collective_launch, &s.loader.sample_cpu}) {
+    *cost = Seconds(cost->value() / cpu);
+  }
+  s.contention = ContentionSpec{};
+  return s;
+}
+
 }  // namespace
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options) {
+  if (scenario.contention.shared())
+    return predict_point(under_contention(scenario), point, options);
   PointResult r;
   r.point = point;
   const TrainingSpec& training = scenario.training;

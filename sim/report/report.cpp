@@ -27,6 +27,14 @@ struct Column {
 
 }  // namespace
 
+const PointResult* fastest_point(const std::vector<PointResult>& results) {
+  const PointResult* best = nullptr;
+  for (const PointResult& r : results) {
+    if (r.simulated && (!best || r.epoch_seconds < best->epoch_seconds)) best = &r;
+  }
+  return best;
+}
+
 std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results) {
   std::string out =
       fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n\n",
@@ -38,6 +46,12 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                   s.dataset.validation_samples > 0
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
                       : "");
+  if (s.contention.shared()) {
+    out.insert(out.size() - 1,
+               fmt::format("Shared system: this job gets {:.0f}% of each GPU's SMs and bandwidth "
+                           "and {:.0f}% of the host CPU.\n",
+                           100 * s.contention.gpu_share, 100 * s.contention.cpu_share));
+  }
   bool multi = false;
   for (const PointResult& r : results)
     multi = multi || r.point.gpus > 1;
@@ -93,6 +107,12 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
     table.add_row(std::move(row));
   }
   out += table.render();
+  if (const PointResult* best = fastest_point(results)) {
+    out += fmt::format(
+        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {:.0f} samples/s.\n",
+        best->point.gpus, best->point.gpus == 1 ? "" : "s", best->point.global_batch,
+        fixed(best->epoch_seconds, 4), best->samples_per_second);
+  }
   out += fmt::format(
       "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm are\n"
       "what it ran or waited for; host is time it sat idle while the CPU dispatched work. They\n"
@@ -201,6 +221,8 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       {"precision", precision_name(s)},
       {"profile", s.profile.name},
       {"epochs", s.training.epochs},
+      {"gpu_share", s.contention.gpu_share},
+      {"cpu_share", s.contention.cpu_share},
       {"points", points},
   };
   return out.dump(2) + "\n";

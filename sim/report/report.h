@@ -10,6 +10,10 @@
 
 namespace epochcast::sim {
 
+// The point with the lowest epoch time among those that fit (the first of equals); null when
+// none fits.
+const PointResult* fastest_point(const std::vector<PointResult>& results);
+
 std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 std::string render_csv(const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);

@@ -1,0 +1,120 @@
+// The what-if scenarios (scenarios/what-if/): each header says what the study shows; these
+// tests hold the predictions to it.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+#include "sim/report/report.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+ScenarioSpec what_if(const std::string& name, const std::vector<std::string>& sets = {}) {
+  std::vector<yaml::Override> overrides;
+  for (const std::string& text : sets)
+    overrides.push_back(yaml::parse_override(text));
+  return load_scenario(test::source_dir() / "scenarios" / "what-if" / (name + ".yaml"), overrides);
+}
+
+const PointResult& at(const std::vector<PointResult>& results, int gpus, std::int64_t batch) {
+  auto found = std::find_if(results.begin(), results.end(), [&](const PointResult& r) {
+    return r.point.gpus == gpus && r.point.global_batch == batch;
+  });
+  REQUIRE(found != results.end());
+  return *found;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "what-if NVLink: a bridged pair cuts DataParallel's traffic, the host bridge still chokes 4") {
+  const std::string name = "seed001-linear-nvlink";
+  std::vector<PointResult> nvlink = predict(what_if(name));
+  std::vector<PointResult> bridge = predict(what_if(name, {"hardware=rtx2080ti-4x-hostbridge"}));
+  for (std::int64_t batch : {10, 100, 600}) {
+    INFO("batch " << batch);
+    // Two GPUs on one NVLink bridge: the broadcast and reduce get well over twice as fast.
+    CHECK(at(bridge, 2, batch).communication_seconds >
+          2.0 * at(nvlink, 2, batch).communication_seconds);
+    CHECK(at(nvlink, 2, batch).epoch_seconds < at(bridge, 2, batch).epoch_seconds);
+    // Four GPUs still cross the host bridge between the pairs.
+    CHECK(at(nvlink, 4, batch).communication_seconds >
+          0.8 * at(bridge, 4, batch).communication_seconds);
+    // And one GPU still wins, as in seed 001.
+    for (int gpus : {2, 3, 4})
+      CHECK(at(nvlink, 1, batch).epoch_seconds < at(nvlink, gpus, batch).epoch_seconds);
+  }
+}
+
+TEST_CASE("what-if dp against ddp: on the same box ddp is faster at every multi-GPU point") {
+  std::vector<PointResult> dp = predict(what_if("dp-vs-ddp-seed001-box"));
+  std::vector<PointResult> ddp =
+      predict(what_if("dp-vs-ddp-seed001-box", {"training.strategy=ddp"}));
+  REQUIRE(dp.size() == ddp.size());
+  for (std::size_t i = 0; i < dp.size(); ++i) {
+    if (dp[i].point.gpus == 1) continue;
+    INFO(dp[i].point.gpus << " GPUs, batch " << dp[i].point.global_batch);
+    CHECK(ddp[i].epoch_seconds < dp[i].epoch_seconds);
+  }
+}
+
+TEST_CASE("what-if 8x RTX 4090 or 4x H100: the H100s are faster per epoch") {
+  std::vector<PointResult> rtx = predict(what_if("resnet50-rtx4090-or-h100"));
+  std::vector<PointResult> h100 = predict(
+      what_if("resnet50-rtx4090-or-h100", {"hardware=hgx-h100-4gpu", "sweep.gpus=[1,2,4]"}));
+  const PointResult* fastest_rtx = fastest_point(rtx);
+  const PointResult* fastest_h100 = fastest_point(h100);
+  REQUIRE(fastest_rtx);
+  REQUIRE(fastest_h100);
+  CHECK(fastest_rtx->point.gpus == 8);
+  CHECK(fastest_h100->point.gpus == 4);
+  CHECK(fastest_h100->epoch_seconds < fastest_rtx->epoch_seconds);
+  // ...while one GPU-hour of an RTX 4090 buys more epochs at the files' prices.
+  ScenarioSpec rtx_spec = what_if("resnet50-rtx4090-or-h100");
+  ScenarioSpec h100_spec =
+      what_if("resnet50-rtx4090-or-h100", {"hardware=hgx-h100-4gpu", "sweep.gpus=[4]"});
+  REQUIRE(rtx_spec.machine.price);
+  REQUIRE(h100_spec.machine.price);
+  double rtx_cost = rtx_spec.machine.price->per_gpu_hour * 8 * fastest_rtx->epoch_seconds;
+  double h100_cost = h100_spec.machine.price->per_gpu_hour * 4 * fastest_h100->epoch_seconds;
+  CHECK(rtx_cost < h100_cost);
+}
+
+TEST_CASE("what-if bert-base 8 to 64 GPUs: the epoch keeps shrinking as efficiency falls") {
+  std::vector<PointResult> r = predict(what_if("bert-base-8-to-64-gpus-ib"));
+  const std::vector<int> gpus = {8, 16, 32, 64};
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const PointResult& p = at(r, gpus[i], 32 * gpus[i]);
+    INFO(gpus[i] << " GPUs");
+    CHECK(p.scaling_efficiency > 0.8);
+    CHECK(p.scaling_efficiency < 1.0);
+    if (i == 0) continue;
+    const PointResult& before = at(r, gpus[i - 1], 32 * gpus[i - 1]);
+    CHECK(p.epoch_seconds < before.epoch_seconds);
+    CHECK(p.scaling_efficiency < before.scaling_efficiency);
+    CHECK(p.communication_seconds > 0);
+  }
+}
+
+TEST_CASE("what-if fastest batch within memory: the fastest point fits, the largest do not") {
+  std::vector<PointResult> r = predict(what_if("fastest-batch-within-memory"));
+  const PointResult* best = fastest_point(r);
+  REQUIRE(best);
+  CHECK(best->memory.fits);
+  CHECK_FALSE(at(r, 1, 512).memory.fits);
+  std::int64_t largest = at(r, 1, 512).memory.largest_batch;
+  CHECK(best->point.global_batch <= largest);
+  // The largest fitting batch of the sweep is within a few percent of the fastest.
+  const PointResult* largest_in_sweep = nullptr;
+  for (const PointResult& p : r) {
+    if (p.simulated) largest_in_sweep = &p;
+  }
+  REQUIRE(largest_in_sweep);
+  CHECK(largest_in_sweep->epoch_seconds < 1.05 * best->epoch_seconds);
+  CHECK(at(r, 1, 16).epoch_seconds > 1.05 * best->epoch_seconds);
+}

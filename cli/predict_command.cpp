@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/gnuplot_figure.h"
+#include "cli/prediction_plots.h"
 #include "cli/scenario_options.h"
 #include "core/io/atomic_file.h"
 #include "core/spec/scenario_spec.h"
@@ -22,6 +24,7 @@ struct PredictArgs {
   std::string csv;
   std::string json;
   std::string trace;
+  std::string plot;
   int trace_point = 1;
   int trace_iterations = 3;
   bool exact = false;
@@ -39,6 +42,11 @@ Command add_predict_command(CLI::App& app) {
   add_scenario_options(*command, args->options);
   command->add_option("--csv", args->csv, "Also write the results as CSV to this file");
   command->add_option("--json", args->json, "Also write the results as JSON to this file");
+  command->add_option("--plot", args->plot,
+                      "Draw epoch time against batch (a line per GPU count) to this .png or "
+                      ".svg, with the breakdown (<name>-breakdown) and, for several GPU counts, "
+                      "scaling efficiency (<name>-scaling) beside it; each with its gnuplot data "
+                      "and script");
   command->add_option("--trace", args->trace,
                       "Write a Chrome trace (Perfetto, chrome://tracing) of the first iterations "
                       "of one point to this file");
@@ -56,6 +64,7 @@ Command add_predict_command(CLI::App& app) {
   return [args] {
     ScenarioSpec scenario = args->options.load(args->scenario);
     std::vector<SweepPoint> points = expand_sweep(scenario);
+    if (!args->plot.empty()) checked_image_name(args->plot, "--plot");
     if (!args->trace.empty() && args->trace_point > static_cast<int>(points.size())) {
       throw InputError(
           SourceMark{"<command line>", 0, 0}, "--trace-point",
@@ -84,6 +93,10 @@ Command add_predict_command(CLI::App& app) {
                          "that point does not fit in memory, so there is nothing to trace");
       }
       write_file_atomically(args->trace, sim::render_chrome_trace(scenario, traced), "--trace");
+    }
+    if (!args->plot.empty()) {
+      for (const std::string& image : plot_predictions(scenario, results, args->plot))
+        std::cerr << "Plotted " << image << "\n";
     }
     return 0;
   };

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/gnuplot_figure.h"
 #include "cli/holdout.h"
 #include "cli/scenario_options.h"
 #include "core/input_error.h"
@@ -46,16 +47,10 @@ nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
           {"predicted_best", s.predicted_best}};
 }
 
-// Epoch time against batch, a measured/predicted line pair per GPU count, drawn by gnuplot; the
-// data and the script are written beside the image so it can be restyled.
+// Epoch time against batch, a measured/predicted line pair per GPU count.
 void plot(const validate::ValidationReport& report, const std::string& image,
           const std::string& title) {
-  std::filesystem::path path(image);
-  std::string extension = path.extension().string();
-  if (extension != ".png" && extension != ".svg") {
-    throw InputError(SourceMark{"<command line>", 0, 0}, "--plot",
-                     "expected a file name ending in .png or .svg, got '" + image + "'");
-  }
+  checked_image_name(image, "--plot");
   std::map<int, std::vector<const validate::ValidatedPoint*>> by_gpus;
   for (const auto& p : report.points)
     by_gpus[p.gpus].push_back(&p);
@@ -73,24 +68,12 @@ void plot(const validate::ValidationReport& report, const std::string& image,
         block ? ", \\\n     " : "", block, block + 1, label, block, block + 1, label);
     ++block;
   }
-  std::string stem = (path.parent_path() / path.stem()).string();
-  std::string script = fmt::format(
-      "# Written by epochcast validate; edit and run `gnuplot {0}.gp` to restyle.\n"
-      "set terminal {1} size 900,600{2}\n"
-      "set output '{3}'\n"
-      "data = '{0}.dat'\n"
-      "set title \"{4}\" noenhanced\n"
-      "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
-      "set logscale xy\nset grid\nset key outside right\n"
-      "plot {5}\n",
-      stem, extension == ".png" ? "pngcairo" : "svg", extension == ".png" ? "" : " dynamic", image,
-      title, plots);
-  write_file_atomically(stem + ".dat", data, "--plot");
-  write_file_atomically(stem + ".gp", script, "--plot");
-  std::string command = fmt::format("gnuplot '{}.gp'", stem);
-  if (std::system(command.c_str()) != 0) {
-    throw std::runtime_error("gnuplot failed on " + stem + ".gp (is gnuplot installed?)");
-  }
+  draw_with_gnuplot(image, "--plot", data,
+                    fmt::format("set title {}\n"
+                                "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
+                                "set logscale xy\nset grid\nset key outside right\n"
+                                "plot {}\n",
+                                gnuplot_string(title), plots));
 }
 
 }  // namespace

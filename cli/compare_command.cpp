@@ -1,0 +1,313 @@
+// `epochcast compare SCENARIO --hardware A B ...`: the same model and sweep on several machines;
+// per machine its fastest point, the time and (with a price) the cost of an epoch and of the
+// whole training, and a recommendation in one sentence.
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/scenario_options.h"
+#include "core/format/text_table.h"
+#include "core/io/atomic_file.h"
+#include "core/spec/data_paths.h"
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+#include "sim/report/report.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct CompareArgs {
+  std::string scenario;
+  ScenarioOptions options;
+  std::vector<std::string> hardware;
+  std::string csv;
+  std::string json;
+  bool details = false;
+};
+
+// One machine's outcome.
+struct MachineResult {
+  std::string reference;  // as the user named it
+  MachineSpec machine;
+  int epochs = 1;
+  std::vector<int> gpus;  // the sweep's GPU counts this machine can run
+  std::vector<sim::PointResult> points;
+  const sim::PointResult* fastest = nullptr;
+  const sim::PointResult* cheapest = nullptr;  // lowest cost per epoch (priced machines)
+  std::string why_not;                         // when nothing ran
+
+  double cost_per_epoch(const sim::PointResult& r) const {
+    return machine.price->per_gpu_hour * r.point.gpus * r.epoch_seconds / 3600.0;
+  }
+};
+
+// The sweep's GPU counts that the strategy can run on this machine.
+std::vector<int> runnable_gpu_counts(const ScenarioSpec& scenario, const MachineSpec& m) {
+  std::vector<int> gpus;
+  for (int g : scenario.sweep.gpus) {
+    if (g > m.total_gpus()) continue;
+    if (scenario.training.strategy == Strategy::dp && g > m.gpus_per_node) continue;
+    if (scenario.training.strategy == Strategy::ddp && g > m.gpus_per_node &&
+        g % m.gpus_per_node != 0)
+      continue;
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+std::string duration(double seconds) {
+  if (seconds < 120) return fmt::format("{:.3g} s", seconds);
+  if (seconds < 2 * 3600) return fmt::format("{:.1f} min", seconds / 60);
+  if (seconds < 2 * 86400) return fmt::format("{:.1f} h", seconds / 3600);
+  return fmt::format("{:.1f} days", seconds / 86400);
+}
+
+std::string point_words(const sim::PointResult& r) {
+  if (r.point.gpus == 1) return fmt::format("1 GPU at batch {}", r.point.global_batch);
+  return fmt::format("{} GPUs at batch {} ({} per GPU)", r.point.gpus, r.point.global_batch,
+                     r.point.per_gpu_batch);
+}
+
+std::string money(double value) {
+  return value < 10 ? fmt::format("${:.3f}", value) : fmt::format("${:.2f}", value);
+}
+
+std::string recommendation(const std::vector<MachineResult>& machines) {
+  std::vector<const MachineResult*> ran;
+  for (const MachineResult& m : machines) {
+    if (m.fastest) ran.push_back(&m);
+  }
+  if (ran.empty()) return "None of the machines can run any point of this sweep.";
+  std::sort(ran.begin(), ran.end(), [](const MachineResult* a, const MachineResult* b) {
+    return a->fastest->epoch_seconds < b->fastest->epoch_seconds;
+  });
+  const MachineResult& fast = *ran.front();
+  std::string epoch_words = fmt::format(
+      "an epoch in {} with {}", duration(fast.fastest->epoch_seconds), point_words(*fast.fastest));
+  std::string fast_words = fast.machine.name + " trains " + epoch_words;
+  if (ran.size() == 1) {
+    return fmt::format("Recommendation: {}; it is the only machine here that can run the sweep.",
+                       fast_words);
+  }
+  const MachineResult& second = *ran[1];
+  double faster = second.fastest->epoch_seconds / fast.fastest->epoch_seconds;
+  // Within half a percent the machines are a tie as far as time goes.
+  std::string faster_words =
+      faster < 1.005 ? fmt::format("as fast as {}", second.machine.name)
+                     : fmt::format("{:.2f}x faster than {}", faster, second.machine.name);
+  bool all_priced = std::all_of(
+      ran.begin(), ran.end(), [](const MachineResult* m) { return m->machine.price.has_value(); });
+  if (!all_priced) {
+    return fmt::format(
+        "Recommendation: {}, {}; give the machine files a price (price: {{per_gpu_hour, "
+        "source}}) to weigh cost as well.",
+        fast_words, faster_words);
+  }
+  const MachineResult* cheap = ran.front();
+  for (const MachineResult* m : ran) {
+    if (m->cost_per_epoch(*m->cheapest) < cheap->cost_per_epoch(*cheap->cheapest)) cheap = m;
+  }
+  if (cheap == &fast) {
+    return fmt::format(
+        "Recommendation: {}; it is both the fastest ({}) and the cheapest ({} per epoch at {}).",
+        fast_words, faster_words, money(fast.cost_per_epoch(*fast.cheapest)),
+        point_words(*fast.cheapest));
+  }
+  double fast_cost = fast.cost_per_epoch(*fast.fastest);
+  double cheap_cost = cheap->cost_per_epoch(*cheap->cheapest);
+  return fmt::format(
+      "Recommendation: {} when time matters most ({}, {}); {} when cost does ({} per epoch at "
+      "{}, against {} for {}'s fastest).",
+      fast.machine.name, epoch_words, faster_words, cheap->machine.name, money(cheap_cost),
+      point_words(*cheap->cheapest), money(fast_cost), fast.machine.name);
+}
+
+std::string render_comparison(const ScenarioSpec& base, const std::vector<MachineResult>& all) {
+  std::string out = fmt::format(
+      "Comparing {}: {} ({} {} {}), {} training samples, {} epochs; sweep: {} GPUs x batch {} "
+      "({})\n\n",
+      base.name, base.model.name, kStrategyNames[static_cast<int>(base.training.strategy)],
+      kOptimizerNames[static_cast<int>(base.training.optimizer)],
+      kTrainingPrecisionNames[static_cast<int>(base.training.precision)],
+      base.dataset.train_samples, base.training.epochs, fmt::join(base.sweep.gpus, ","),
+      fmt::join(base.sweep.batch, ","), kBatchMeaningNames[static_cast<int>(base.sweep.batch_is)]);
+  TextTable table;
+  for (const char* header :
+       {"machine", "GPU", "GPUs", "fastest point", "epoch (s)", "samples/s", "$/GPU-h", "$/epoch",
+        "all epochs", "cheapest point ($/epoch)", "bottleneck"}) {
+    bool left = std::string_view(header) == "machine" || std::string_view(header) == "GPU" ||
+                std::string_view(header) == "fastest point" ||
+                std::string_view(header).starts_with("cheapest") ||
+                std::string_view(header) == "bottleneck";
+    table.add_column(header, left ? TextTable::Align::left : TextTable::Align::right);
+  }
+  for (const MachineResult& m : all) {
+    std::vector<std::string> row = {m.machine.name, m.machine.gpu.name,
+                                    std::to_string(m.machine.total_gpus())};
+    if (!m.fastest) {
+      for (int i = 0; i < 7; ++i)
+        row.push_back("-");
+      row.push_back(m.why_not);
+      table.add_row(std::move(row));
+      continue;
+    }
+    const sim::PointResult& f = *m.fastest;
+    double all_epochs = f.epoch_seconds * m.epochs;
+    row.push_back(point_words(f));
+    row.push_back(fmt::format("{:.4g}", f.epoch_seconds));
+    row.push_back(fmt::format("{:.0f}", f.samples_per_second));
+    if (m.machine.price) {
+      row.push_back(fmt::format("{:.2f}", m.machine.price->per_gpu_hour));
+      row.push_back(money(m.cost_per_epoch(f)));
+      row.push_back(
+          fmt::format("{}, {}", duration(all_epochs), money(m.cost_per_epoch(f) * m.epochs)));
+      row.push_back(
+          fmt::format("{} ({})", point_words(*m.cheapest), money(m.cost_per_epoch(*m.cheapest))));
+    } else {
+      row.push_back("-");
+      row.push_back("-");
+      row.push_back(duration(all_epochs));
+      row.push_back("-");
+    }
+    row.push_back(f.bottleneck);
+    table.add_row(std::move(row));
+  }
+  out += table.render();
+  out += "\n" + recommendation(all) + "\n";
+  out +=
+      "\nfastest point is the sweep point with the lowest epoch time that fits in memory; all "
+      "epochs\nis its time (and cost) for the scenario's epochs. Prices come from the machine "
+      "files\n(price: per_gpu_hour, with its source); cost counts the GPUs a point uses.\n";
+  return out;
+}
+
+nlohmann::ordered_json point_json(const MachineResult& m, const sim::PointResult& r) {
+  nlohmann::ordered_json j = {{"gpus", r.point.gpus},
+                              {"global_batch", r.point.global_batch},
+                              {"per_gpu_batch", r.point.per_gpu_batch},
+                              {"epoch_s", r.epoch_seconds},
+                              {"samples_per_s", r.samples_per_second},
+                              {"bottleneck", r.bottleneck}};
+  if (m.machine.price) j["cost_per_epoch"] = m.cost_per_epoch(r);
+  return j;
+}
+
+std::string render_json(const ScenarioSpec& base, const std::vector<MachineResult>& all) {
+  nlohmann::ordered_json machines = nlohmann::ordered_json::array();
+  for (const MachineResult& m : all) {
+    nlohmann::ordered_json j = {{"machine", m.machine.name},
+                                {"file", m.machine.source_file},
+                                {"gpu", m.machine.gpu.id},
+                                {"gpus", m.machine.total_gpus()}};
+    if (m.machine.price) {
+      j["price_per_gpu_hour"] = m.machine.price->per_gpu_hour;
+      j["price_source"] = m.machine.price->source;
+    }
+    if (m.fastest) {
+      j["fastest"] = point_json(m, *m.fastest);
+      if (m.cheapest) j["cheapest"] = point_json(m, *m.cheapest);
+      nlohmann::ordered_json points = nlohmann::ordered_json::array();
+      for (const sim::PointResult& r : m.points) {
+        if (r.simulated) points.push_back(point_json(m, r));
+      }
+      j["points"] = std::move(points);
+    } else {
+      j["not_run"] = m.why_not;
+    }
+    machines.push_back(std::move(j));
+  }
+  nlohmann::ordered_json out = {
+      {"schema", "epochcast.comparison/1"}, {"scenario", base.name},
+      {"model", base.model.name},           {"epochs", base.training.epochs},
+      {"machines", std::move(machines)},    {"recommendation", recommendation(all)}};
+  return out.dump(2) + "\n";
+}
+
+std::string render_csv(const std::vector<MachineResult>& all) {
+  std::string out =
+      "machine,gpu,gpus,global_batch,per_gpu_batch,epoch_s,samples_per_s,price_per_gpu_hour,"
+      "cost_per_epoch,fastest,cheapest\n";
+  for (const MachineResult& m : all) {
+    for (const sim::PointResult& r : m.points) {
+      if (!r.simulated) continue;
+      out += fmt::format("{},{},{},{},{},{:.9f},{:.3f},", m.machine.name, m.machine.gpu.id,
+                         r.point.gpus, r.point.global_batch, r.point.per_gpu_batch, r.epoch_seconds,
+                         r.samples_per_second);
+      out += m.machine.price
+                 ? fmt::format("{},{:.6f},", m.machine.price->per_gpu_hour, m.cost_per_epoch(r))
+                 : ",,";
+      out += fmt::format("{},{}\n", &r == m.fastest ? "true" : "false",
+                         &r == m.cheapest ? "true" : "false");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Command add_compare_command(CLI::App& app) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* command = app.add_subcommand(
+      "compare",
+      "Predict the same model and sweep on several machines: the fastest point of each, time "
+      "and cost per epoch, and a recommendation");
+  command->add_option("scenario", args->scenario, "Scenario file (its model, data and sweep)")
+      ->required();
+  command
+      ->add_option("--hardware", args->hardware,
+                   "Machines to compare: bundled names (topologies/) or machine files")
+      ->required();
+  add_scenario_options(*command, args->options, /*with_profile=*/false);
+  command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
+  command->add_option("--json", args->json, "Also write the comparison as JSON");
+  command->add_flag("--details", args->details, "Also print each machine's full predict table");
+  return [args] {
+    ScenarioSpec base = args->options.load(args->scenario);
+    std::vector<MachineResult> all;
+    all.reserve(args->hardware.size());
+    for (const std::string& reference : args->hardware) {
+      MachineResult m;
+      m.reference = reference;
+      std::filesystem::path file = std::filesystem::absolute(resolve_data_file(
+          reference, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--hardware"));
+      m.machine = load_machine(file, bundled_gpu_catalogue());
+      m.epochs = base.training.epochs;
+      m.gpus = runnable_gpu_counts(base, m.machine);
+      if (m.gpus.empty()) {
+        m.why_not = fmt::format("none of the sweep's GPU counts runs on its {} GPUs",
+                                m.machine.total_gpus());
+        all.push_back(std::move(m));
+        continue;
+      }
+      std::vector<yaml::Override> overrides = args->options.overrides();
+      std::string origin = "--hardware " + reference;
+      overrides.push_back({"hardware", file.string(), origin});
+      overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
+      ScenarioSpec scenario = load_scenario(args->scenario, overrides);
+      m.points = sim::predict(scenario);
+      m.fastest = sim::fastest_point(m.points);
+      if (!m.fastest) m.why_not = "no point fits in memory";
+      if (m.fastest && m.machine.price) {
+        for (const sim::PointResult& r : m.points) {
+          if (r.simulated && (!m.cheapest || m.cost_per_epoch(r) < m.cost_per_epoch(*m.cheapest)))
+            m.cheapest = &r;
+        }
+      }
+      if (args->details) std::cout << sim::render_table(scenario, m.points) << "\n";
+      all.push_back(std::move(m));
+    }
+    std::cout << render_comparison(base, all);
+    if (!args->csv.empty()) write_file_atomically(args->csv, render_csv(all), "--csv");
+    if (!args->json.empty()) write_file_atomically(args->json, render_json(base, all), "--json");
+    return 0;
+  };
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,25 @@
+// Figures drawn by gnuplot. Each image gets its data (<stem>.dat) and script (<stem>.gp) written
+// beside it, so a user can restyle it by editing the script and running `gnuplot <stem>.gp`.
+#pragma once
+
+#include <string>
+
+namespace epochcast::cli {
+
+// The image's extension, ".png" or ".svg"; any other name (or one gnuplot could not quote) is an
+// InputError naming `option`.
+std::string checked_image_name(const std::string& image, const std::string& option);
+
+// `image` with `suffix` inserted before its extension: ("a/epoch.png", "-scaling") ->
+// "a/epoch-scaling.png".
+std::string sibling_image(const std::string& image, const std::string& suffix);
+
+// `text` as a gnuplot double-quoted string.
+std::string gnuplot_string(const std::string& text);
+
+// Writes the data and a script (a terminal and output for the image's type, `data = '<stem>.dat'`
+// and then `commands`), and runs gnuplot on it. Throws if gnuplot is missing or fails.
+void draw_with_gnuplot(const std::string& image, const std::string& option, const std::string& data,
+                       const std::string& commands);
+
+}  // namespace epochcast::cli

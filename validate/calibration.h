@@ -7,8 +7,10 @@
 //    relative residuals, with non-negative parameters);
 //  - per-op host cost, from the dispatch microbenchmark;
 //  - the input pipeline's CPU time per sample, from the loaders' own clocks;
-//  - the per-step overhead (what the loop costs beyond its kernels), as the least-squares
-//    additive constant between measured and simulated epochs;
+//  - the step time beyond the profiled layers, from measured against simulated epochs: the
+//    per-step overhead (what the loop costs beyond its kernels) as the least-squares additive
+//    constant when steps take longer than simulated, else the optimizer's own memory efficiency
+//    (its kernels stream whole tensors, faster than small layers' kernels on CPUs);
 //  - link and copy alpha and beta, from collective and copy microbenchmarks (t = alpha + bytes /
 //    beta).
 #pragma once

@@ -1,4 +1,7 @@
 // Reads hardware profiles (kind: profile).
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/spec/file_kind.h"
@@ -20,6 +23,8 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "transfer.pcie_efficiency", "transfer.pageable_efficiency",
                                          "transfer.copy_latency_us", "links.efficiency",
                                          "links.step_latency_us",    "links.collective_launch_us"};
+// Figures a profile may leave out; given, they need a source too.
+constexpr std::string_view kOptionalFigures[] = {"gpu.optimizer_memory_efficiency"};
 
 double fraction(const yaml::Node& node) {
   double value = node.as_fraction();
@@ -60,13 +65,16 @@ HardwareProfile read_profile(const yaml::Document& document) {
   }
   if (auto d = top.optional("description")) d->as_string();
 
-  yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency", "min_kernel_us"});
+  yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency",
+                                            "optimizer_memory_efficiency", "min_kernel_us"});
   yaml::MapReader efficiency(gpu.required("efficiency"),
                              std::span<const std::string_view>(kOpClassNames));
   for (std::size_t i = 0; i < kOpClassCount; ++i) {
     p.gpu.compute[i] = fraction(efficiency.required(kOpClassNames[i]));
   }
   p.gpu.memory = fraction(gpu.required("memory_efficiency"));
+  if (auto optimizer = gpu.optional("optimizer_memory_efficiency"))
+    p.gpu.optimizer_memory = fraction(*optimizer);
   p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
 
   yaml::MapReader host(top.required("host"), {"forward_op_us", "backward_op_us", "optimizer_op_us",
@@ -103,9 +111,14 @@ HardwareProfile read_profile(const yaml::Document& document) {
   p.links.collective_launch = micros(links.required("collective_launch_us"));
 
   yaml::Node sources_node = top.required("sources");
-  yaml::MapReader sources(sources_node, std::span<const std::string_view>(kFigures));
-  for (std::string_view figure : kFigures) {
+  std::vector<std::string_view> known(std::begin(kFigures), std::end(kFigures));
+  known.insert(known.end(), std::begin(kOptionalFigures), std::end(kOptionalFigures));
+  yaml::MapReader sources(sources_node, known);
+  std::vector<std::string_view> needed(std::begin(kFigures), std::end(kFigures));
+  if (p.gpu.optimizer_memory) needed.push_back("gpu.optimizer_memory_efficiency");
+  for (std::string_view figure : known) {
     std::optional<yaml::Node> source = sources.optional(figure);
+    if (!source && std::find(needed.begin(), needed.end(), figure) == needed.end()) continue;
     if (!source) {
       throw InputError(sources_node.mark(), fmt::format("sources.{}", figure),
                        "the figure has no source; say where it comes from (a datasheet, a "
@@ -186,6 +199,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   for (std::size_t i = 0; i < kOpClassCount; ++i)
     y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
   y += "  memory_efficiency: " + number(p.gpu.memory) + "\n";
+  if (p.gpu.optimizer_memory)
+    y += "  optimizer_memory_efficiency: " + number(*p.gpu.optimizer_memory) + "\n";
   y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
   y += "host:\n";
   y += "  forward_op_us: " + us(p.host.forward_op) + "\n";
@@ -210,7 +225,9 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
     y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
   y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
   y += "sources:\n";
-  for (std::string_view figure : kFigures) {
+  std::vector<std::string_view> written(std::begin(kFigures), std::end(kFigures));
+  if (p.gpu.optimizer_memory) written.push_back("gpu.optimizer_memory_efficiency");
+  for (std::string_view figure : written) {
     auto found = p.sources.find(std::string(figure));
     std::string text = found != p.sources.end() ? found->second : "not given";
     y += fmt::format("  {}: {}\n", figure, folded(text, 4));

@@ -20,6 +20,12 @@ struct GpuEfficiency {
   std::array<double, kOpClassCount> compute{};
   // Fraction of datasheet memory bandwidth reached by streaming kernels.
   double memory = 0.8;
+  // The same for the optimizer's and zero_grad's kernels, which stream whole parameter tensors
+  // rather than a layer's activations; unset, they reach `memory`. The two agree on GPUs; on
+  // CPUs long streams run several times faster than a small batch's layer kernels, so
+  // calibration fits this one apart, from the step time the profiled layers leave unexplained.
+  std::optional<double> optimizer_memory;
+  double optimizer_memory_or_default() const { return optimizer_memory.value_or(memory); }
   Seconds min_kernel;  // shortest time a kernel occupies the GPU
 };
 

@@ -75,8 +75,10 @@ FlopsPerSecond DeviceModel::peak(OpClass op_class) const {
                                                                        : vector_peak_;
 }
 
-BytesPerSecond DeviceModel::effective_bandwidth() const {
-  return BytesPerSecond(gpu_.memory_bandwidth.value() * profile_.gpu.memory);
+BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
+  double efficiency = op_class == OpClass::optimizer ? profile_.gpu.optimizer_memory_or_default()
+                                                     : profile_.gpu.memory;
+  return BytesPerSecond(gpu_.memory_bandwidth.value() * efficiency);
 }
 
 namespace {
@@ -131,7 +133,7 @@ SimTime DeviceModel::kernel_time(const KernelWork& kernel, std::int64_t batch) c
   double bytes = scaled(kernel.bytes, batch);
   double efficiency = profile_.gpu.compute[static_cast<std::size_t>(kernel.op_class)];
   double compute = flops / (peak(kernel.op_class).value() * efficiency);
-  double memory = bytes / effective_bandwidth().value();
+  double memory = bytes / effective_bandwidth(kernel.op_class).value();
   double seconds = std::max(compute / compute_utilisation(kernel, batch),
                             memory / memory_utilisation(kernel, batch));
   seconds = std::max(seconds, profile_.gpu.min_kernel.value());

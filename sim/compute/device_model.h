@@ -2,6 +2,7 @@
 //
 //   time = max(FLOPs / (peak(precision, op class) x efficiency(op class)),
 //              bytes / (memory bandwidth x memory efficiency)) / utilisation
+//   (the optimizer's kernels use the profile's optimizer memory efficiency)
 //   time = max(time, minimum kernel time)
 //
 // Utilisation has two parts. GEMMs and convolutions are cut into output tiles (128x128 down
@@ -32,7 +33,8 @@ class DeviceModel {
   double memory_utilisation(const KernelWork& kernel, std::int64_t batch) const;
   // The peak FLOP/s an op class runs against at this precision.
   FlopsPerSecond peak(OpClass op_class) const;
-  BytesPerSecond effective_bandwidth() const;
+  // The bandwidth a kernel of this op class streams at (the optimizer's has its own efficiency).
+  BytesPerSecond effective_bandwidth(OpClass op_class) const;
   // Host-to-device copy of `bytes`: pinned copies reach the PCIe link's efficiency, pageable
   // copies the (lower) staged rate; both pay the copy latency.
   SimTime host_to_device_time(Bytes bytes, bool pinned) const;

@@ -127,6 +127,34 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   CHECK(report.all.best_matches);
 }
 
+TEST_CASE("the step time beyond the layers goes to the loop's overhead or to the optimizer") {
+  // The linear model's Adam step streams 12 M parameters several times a step: at batch 10 the
+  // optimizer is a large share of the step, so its memory efficiency shows in the epochs.
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"),
+                                        {{"sweep.gpus", "[1]", ""},
+                                         {"sweep.batch", "[10, 50, 200, 600]", ""},
+                                         {"training.strategy", "single", ""}});
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.memory = 0.5;
+  SECTION("steps longer than their kernels: a per-step overhead, the optimizer as the layers") {
+    truth.host.step_overhead = Seconds(400e-6);
+    Calibration c = calibrate({synthetic_measurements(scenario, truth)}, {}, {"synthetic.json"});
+    CHECK(c.profile.host.step_overhead.value() == Approx(400e-6).epsilon(0.05));
+    CHECK_FALSE(c.profile.gpu.optimizer_memory);
+  }
+  SECTION("steps shorter than the layers' efficiency allows: the optimizer's own efficiency") {
+    truth.host.step_overhead = Seconds(0);
+    truth.gpu.optimizer_memory = 0.9;
+    Calibration c = calibrate({synthetic_measurements(scenario, truth)}, {}, {"synthetic.json"});
+    CHECK(c.profile.gpu.memory == Approx(0.5).epsilon(0.02));
+    REQUIRE(c.profile.gpu.optimizer_memory);
+    CHECK(*c.profile.gpu.optimizer_memory == Approx(0.9).epsilon(0.03));
+    CHECK(c.profile.host.step_overhead.value() == 0);
+    CHECK_THAT(c.profile.sources["gpu.optimizer_memory_efficiency"],
+               Catch::Contains("measured epochs"));
+  }
+}
+
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {
   ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"));
   HardwareProfile p = scenario.profile;
@@ -134,12 +162,17 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   p.gpu.compute[0] = 0.123456789;
   p.host.step_overhead = Seconds(0.0123);
   p.sample_cpu = Seconds(1.5e-4);
+  p.gpu.optimizer_memory = 0.71;
+  p.sources["gpu.optimizer_memory_efficiency"] = "fitted";
   p.calibration = {"Some GPU", "2026-11-22T00:00:00Z", {"a.json", "b.json"}};
   p.sources["gpu.efficiency"] = "fitted: \"quoted\" text\nover two lines";
   HardwareProfile back = load_profile_from_string(profile_yaml(p, "test"), "p.yaml");
   CHECK(back.name == p.name);
   CHECK(back.gpu.compute[0] == p.gpu.compute[0]);
   CHECK(back.host.step_overhead.value() == Approx(p.host.step_overhead.value()));
+  REQUIRE(back.gpu.optimizer_memory);
+  CHECK(*back.gpu.optimizer_memory == Approx(0.71));
+  CHECK_FALSE(scenario.profile.gpu.optimizer_memory);  // optional: the default has none
   REQUIRE(back.sample_cpu);
   CHECK(back.sample_cpu->value() == Approx(1.5e-4));
   CHECK(back.calibration.measurements.size() == 2);
@@ -147,4 +180,20 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   // The measured loader cost replaces the scenario's when the profile is applied.
   apply_profile(scenario, back);
   CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4));
+}
+
+TEST_CASE("an optional profile figure, once given, needs its source like the others") {
+  HardwareProfile p = load_scenario(source("scenarios/seed-001/linear.yaml")).profile;
+  p.gpu.optimizer_memory = 0.7;
+  std::string text = profile_yaml(p, "test");
+  // The writer marks a figure without a source "not given"; a hand-written file may omit it.
+  std::size_t begin = text.find("  gpu.optimizer_memory_efficiency:");
+  REQUIRE(begin != std::string::npos);
+  std::size_t end = text.find('\n', begin) + 1;
+  while (text.compare(end, 4, "    ") == 0)  // the source's continuation lines
+    end = text.find('\n', end) + 1;
+  text.erase(begin, end - begin);
+  CHECK_THROWS_WITH(load_profile_from_string(text, "p.yaml"),
+                    Catch::Contains("sources.gpu.optimizer_memory_efficiency") &&
+                        Catch::Contains("has no source"));
 }

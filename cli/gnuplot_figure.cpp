@@ -40,6 +40,15 @@ std::string gnuplot_string(const std::string& text) {
   return quoted + "\"";
 }
 
+std::string epoch_against_batch_commands(const std::string& title, const std::string& plots) {
+  return fmt::format(
+      "set title {}\n"
+      "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
+      "set logscale xy\nset grid\nset key outside right\n"
+      "plot {}\n",
+      gnuplot_string(title), plots);
+}
+
 void draw_with_gnuplot(const std::string& image, const std::string& option, const std::string& data,
                        const std::string& commands) {
   std::string extension = checked_image_name(image, option);

@@ -17,6 +17,10 @@ std::string sibling_image(const std::string& image, const std::string& suffix);
 // `text` as a gnuplot double-quoted string.
 std::string gnuplot_string(const std::string& text);
 
+// The commands of an epoch-time-against-global-batch figure, like the seeds' (log axes, the key
+// outside on the right), drawing `plots` (gnuplot plot clauses).
+std::string epoch_against_batch_commands(const std::string& title, const std::string& plots);
+
 // Writes the data and a script (a terminal and output for the image's type, `data = '<stem>.dat'`
 // and then `commands`), and runs gnuplot on it. Throws if gnuplot is missing or fails.
 void draw_with_gnuplot(const std::string& image, const std::string& option, const std::string& data,

@@ -36,13 +36,9 @@ void plot_epoch_time(const ScenarioSpec& s, const std::vector<const sim::PointRe
     ++block;
   }
   draw_with_gnuplot(image, "--plot", data,
-                    fmt::format("set title {}\n"
-                                "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
-                                "set logscale xy\nset grid\nset key outside right\n"
-                                "plot {}\n",
-                                gnuplot_string(fmt::format("{}: predicted epoch time ({} on {})",
-                                                           s.name, s.model.name, s.machine.name)),
-                                plots));
+                    epoch_against_batch_commands(fmt::format("{}: predicted epoch time ({} on {})",
+                                                             s.name, s.model.name, s.machine.name),
+                                                 plots));
 }
 
 // Where each epoch goes, as stacked bars: the breakdown columns of the table, a group of bars

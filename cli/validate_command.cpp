@@ -68,12 +68,7 @@ void plot(const validate::ValidationReport& report, const std::string& image,
         block ? ", \\\n     " : "", block, block + 1, label, block, block + 1, label);
     ++block;
   }
-  draw_with_gnuplot(image, "--plot", data,
-                    fmt::format("set title {}\n"
-                                "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
-                                "set logscale xy\nset grid\nset key outside right\n"
-                                "plot {}\n",
-                                gnuplot_string(title), plots));
+  draw_with_gnuplot(image, "--plot", data, epoch_against_batch_commands(title, plots));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
 #include "support/paths.h"
+#include "support/sweep_points.h"
 
 using namespace epochcast;
 using namespace epochcast::sim;
@@ -20,18 +21,11 @@ namespace {
 
 std::vector<PointResult> predict_file(const std::string& relative,
                                       const std::vector<std::string>& sets = {}) {
-  std::vector<yaml::Override> overrides;
-  for (const std::string& text : sets)
-    overrides.push_back(yaml::parse_override(text));
-  return predict(load_scenario(test::source_dir() / relative, overrides));
+  return predict(test::load_with(relative, sets));
 }
 
 const PointResult& at(const std::vector<PointResult>& results, int gpus, std::int64_t batch) {
-  auto found = std::find_if(results.begin(), results.end(), [&](const PointResult& r) {
-    return r.point.gpus == gpus && r.point.global_batch == batch;
-  });
-  REQUIRE(found != results.end());
-  return *found;
+  return test::point_at(results, gpus, batch);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
 #include "support/paths.h"
+#include "support/sweep_points.h"
 
 using namespace epochcast;
 using namespace epochcast::sim;
@@ -15,18 +16,11 @@ using namespace epochcast::sim;
 namespace {
 
 ScenarioSpec what_if(const std::string& name, const std::vector<std::string>& sets = {}) {
-  std::vector<yaml::Override> overrides;
-  for (const std::string& text : sets)
-    overrides.push_back(yaml::parse_override(text));
-  return load_scenario(test::source_dir() / "scenarios" / "what-if" / (name + ".yaml"), overrides);
+  return test::load_with(std::filesystem::path("scenarios") / "what-if" / (name + ".yaml"), sets);
 }
 
 const PointResult& at(const std::vector<PointResult>& results, int gpus, std::int64_t batch) {
-  auto found = std::find_if(results.begin(), results.end(), [&](const PointResult& r) {
-    return r.point.gpus == gpus && r.point.global_batch == batch;
-  });
-  REQUIRE(found != results.end());
-  return *found;
+  return test::point_at(results, gpus, batch);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -34,17 +36,24 @@ struct CompareArgs {
 
 // One machine's outcome.
 struct MachineResult {
-  std::string reference;  // as the user named it
   MachineSpec machine;
-  int epochs = 1;
   std::vector<int> gpus;  // the sweep's GPU counts this machine can run
   std::vector<sim::PointResult> points;
-  const sim::PointResult* fastest = nullptr;
-  const sim::PointResult* cheapest = nullptr;  // lowest cost per epoch (priced machines)
-  std::string why_not;                         // when nothing ran
+  std::string why_not;  // when nothing ran
 
   double cost_per_epoch(const sim::PointResult& r) const {
     return machine.price->per_gpu_hour * r.point.gpus * r.epoch_seconds / 3600.0;
+  }
+  // The point with the lowest epoch time that fits; null when none does.
+  const sim::PointResult* fastest() const { return sim::fastest_point(points); }
+  // The point with the lowest cost per epoch that fits; null without a price.
+  const sim::PointResult* cheapest() const {
+    if (!machine.price) return nullptr;
+    const sim::PointResult* best = nullptr;
+    for (const sim::PointResult& r : points) {
+      if (r.simulated && (!best || cost_per_epoch(r) < cost_per_epoch(*best))) best = &r;
+    }
+    return best;
   }
 };
 
@@ -82,22 +91,23 @@ std::string money(double value) {
 std::string recommendation(const std::vector<MachineResult>& machines) {
   std::vector<const MachineResult*> ran;
   for (const MachineResult& m : machines) {
-    if (m.fastest) ran.push_back(&m);
+    if (m.fastest()) ran.push_back(&m);
   }
   if (ran.empty()) return "None of the machines can run any point of this sweep.";
   std::sort(ran.begin(), ran.end(), [](const MachineResult* a, const MachineResult* b) {
-    return a->fastest->epoch_seconds < b->fastest->epoch_seconds;
+    return a->fastest()->epoch_seconds < b->fastest()->epoch_seconds;
   });
   const MachineResult& fast = *ran.front();
-  std::string epoch_words = fmt::format(
-      "an epoch in {} with {}", duration(fast.fastest->epoch_seconds), point_words(*fast.fastest));
+  std::string epoch_words =
+      fmt::format("an epoch in {} with {}", duration(fast.fastest()->epoch_seconds),
+                  point_words(*fast.fastest()));
   std::string fast_words = fast.machine.name + " trains " + epoch_words;
   if (ran.size() == 1) {
     return fmt::format("Recommendation: {}; it is the only machine here that can run the sweep.",
                        fast_words);
   }
   const MachineResult& second = *ran[1];
-  double faster = second.fastest->epoch_seconds / fast.fastest->epoch_seconds;
+  double faster = second.fastest()->epoch_seconds / fast.fastest()->epoch_seconds;
   // Within half a percent the machines are a tie as far as time goes.
   std::string faster_words =
       faster < 1.005 ? fmt::format("as fast as {}", second.machine.name)
@@ -112,24 +122,25 @@ std::string recommendation(const std::vector<MachineResult>& machines) {
   }
   const MachineResult* cheap = ran.front();
   for (const MachineResult* m : ran) {
-    if (m->cost_per_epoch(*m->cheapest) < cheap->cost_per_epoch(*cheap->cheapest)) cheap = m;
+    if (m->cost_per_epoch(*m->cheapest()) < cheap->cost_per_epoch(*cheap->cheapest())) cheap = m;
   }
   if (cheap == &fast) {
     return fmt::format(
         "Recommendation: {}; it is both the fastest ({}) and the cheapest ({} per epoch at {}).",
-        fast_words, faster_words, money(fast.cost_per_epoch(*fast.cheapest)),
-        point_words(*fast.cheapest));
+        fast_words, faster_words, money(fast.cost_per_epoch(*fast.cheapest())),
+        point_words(*fast.cheapest()));
   }
-  double fast_cost = fast.cost_per_epoch(*fast.fastest);
-  double cheap_cost = cheap->cost_per_epoch(*cheap->cheapest);
+  double fast_cost = fast.cost_per_epoch(*fast.fastest());
+  double cheap_cost = cheap->cost_per_epoch(*cheap->cheapest());
   return fmt::format(
       "Recommendation: {} when time matters most ({}, {}); {} when cost does ({} per epoch at "
       "{}, against {} for {}'s fastest).",
       fast.machine.name, epoch_words, faster_words, cheap->machine.name, money(cheap_cost),
-      point_words(*cheap->cheapest), money(fast_cost), fast.machine.name);
+      point_words(*cheap->cheapest()), money(fast_cost), fast.machine.name);
 }
 
 std::string render_comparison(const ScenarioSpec& base, const std::vector<MachineResult>& all) {
+  const int epochs = base.training.epochs;
   std::string out = fmt::format(
       "Comparing {}: {} ({} {} {}), {} training samples, {} epochs; sweep: {} GPUs x batch {} "
       "({})\n\n",
@@ -138,28 +149,30 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
       kTrainingPrecisionNames[static_cast<int>(base.training.precision)],
       base.dataset.train_samples, base.training.epochs, fmt::join(base.sweep.gpus, ","),
       fmt::join(base.sweep.batch, ","), kBatchMeaningNames[static_cast<int>(base.sweep.batch_is)]);
+  using Align = TextTable::Align;
+  static constexpr std::pair<const char*, Align> kColumns[] = {
+      {"machine", Align::left},     {"GPU", Align::left},
+      {"GPUs", Align::right},       {"fastest point", Align::left},
+      {"epoch (s)", Align::right},  {"samples/s", Align::right},
+      {"$/GPU-h", Align::right},    {"$/epoch", Align::right},
+      {"all epochs", Align::right}, {"cheapest point ($/epoch)", Align::left},
+      {"bottleneck", Align::left}};
   TextTable table;
-  for (const char* header :
-       {"machine", "GPU", "GPUs", "fastest point", "epoch (s)", "samples/s", "$/GPU-h", "$/epoch",
-        "all epochs", "cheapest point ($/epoch)", "bottleneck"}) {
-    bool left = std::string_view(header) == "machine" || std::string_view(header) == "GPU" ||
-                std::string_view(header) == "fastest point" ||
-                std::string_view(header).starts_with("cheapest") ||
-                std::string_view(header) == "bottleneck";
-    table.add_column(header, left ? TextTable::Align::left : TextTable::Align::right);
-  }
+  for (const auto& [header, align] : kColumns)
+    table.add_column(header, align);
   for (const MachineResult& m : all) {
     std::vector<std::string> row = {m.machine.name, m.machine.gpu.name,
                                     std::to_string(m.machine.total_gpus())};
-    if (!m.fastest) {
-      for (int i = 0; i < 7; ++i)
+    if (!m.fastest()) {
+      // Dashes up to the last column, which says why.
+      while (row.size() + 1 < std::size(kColumns))
         row.push_back("-");
       row.push_back(m.why_not);
       table.add_row(std::move(row));
       continue;
     }
-    const sim::PointResult& f = *m.fastest;
-    double all_epochs = f.epoch_seconds * m.epochs;
+    const sim::PointResult& f = *m.fastest();
+    double all_epochs = f.epoch_seconds * epochs;
     row.push_back(point_words(f));
     row.push_back(fmt::format("{:.4g}", f.epoch_seconds));
     row.push_back(fmt::format("{:.0f}", f.samples_per_second));
@@ -167,9 +180,9 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
       row.push_back(fmt::format("{:.2f}", m.machine.price->per_gpu_hour));
       row.push_back(money(m.cost_per_epoch(f)));
       row.push_back(
-          fmt::format("{}, {}", duration(all_epochs), money(m.cost_per_epoch(f) * m.epochs)));
-      row.push_back(
-          fmt::format("{} ({})", point_words(*m.cheapest), money(m.cost_per_epoch(*m.cheapest))));
+          fmt::format("{}, {}", duration(all_epochs), money(m.cost_per_epoch(f) * epochs)));
+      row.push_back(fmt::format("{} ({})", point_words(*m.cheapest()),
+                                money(m.cost_per_epoch(*m.cheapest()))));
     } else {
       row.push_back("-");
       row.push_back("-");
@@ -210,9 +223,9 @@ std::string render_json(const ScenarioSpec& base, const std::vector<MachineResul
       j["price_per_gpu_hour"] = m.machine.price->per_gpu_hour;
       j["price_source"] = m.machine.price->source;
     }
-    if (m.fastest) {
-      j["fastest"] = point_json(m, *m.fastest);
-      if (m.cheapest) j["cheapest"] = point_json(m, *m.cheapest);
+    if (m.fastest()) {
+      j["fastest"] = point_json(m, *m.fastest());
+      if (m.cheapest()) j["cheapest"] = point_json(m, *m.cheapest());
       nlohmann::ordered_json points = nlohmann::ordered_json::array();
       for (const sim::PointResult& r : m.points) {
         if (r.simulated) points.push_back(point_json(m, r));
@@ -243,8 +256,8 @@ std::string render_csv(const std::vector<MachineResult>& all) {
       out += m.machine.price
                  ? fmt::format("{},{:.6f},", m.machine.price->per_gpu_hour, m.cost_per_epoch(r))
                  : ",,";
-      out += fmt::format("{},{}\n", &r == m.fastest ? "true" : "false",
-                         &r == m.cheapest ? "true" : "false");
+      out += fmt::format("{},{}\n", &r == m.fastest() ? "true" : "false",
+                         &r == m.cheapest() ? "true" : "false");
     }
   }
   return out;
@@ -274,11 +287,9 @@ Command add_compare_command(CLI::App& app) {
     all.reserve(args->hardware.size());
     for (const std::string& reference : args->hardware) {
       MachineResult m;
-      m.reference = reference;
       std::filesystem::path file = std::filesystem::absolute(resolve_data_file(
           reference, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--hardware"));
       m.machine = load_machine(file, bundled_gpu_catalogue());
-      m.epochs = base.training.epochs;
       m.gpus = runnable_gpu_counts(base, m.machine);
       if (m.gpus.empty()) {
         m.why_not = fmt::format("none of the sweep's GPU counts runs on its {} GPUs",
@@ -292,14 +303,7 @@ Command add_compare_command(CLI::App& app) {
       overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
       ScenarioSpec scenario = load_scenario(args->scenario, overrides);
       m.points = sim::predict(scenario);
-      m.fastest = sim::fastest_point(m.points);
-      if (!m.fastest) m.why_not = "no point fits in memory";
-      if (m.fastest && m.machine.price) {
-        for (const sim::PointResult& r : m.points) {
-          if (r.simulated && (!m.cheapest || m.cost_per_epoch(r) < m.cost_per_epoch(*m.cheapest)))
-            m.cheapest = &r;
-        }
-      }
+      if (!m.fastest()) m.why_not = "no point fits in memory";
       if (args->details) std::cout << sim::render_table(scenario, m.points) << "\n";
       all.push_back(std::move(m));
     }

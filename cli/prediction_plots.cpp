@@ -1,6 +1,7 @@
 #include "cli/prediction_plots.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -12,20 +13,26 @@ namespace epochcast::cli {
 
 namespace {
 
+using Points = std::vector<const sim::PointResult*>;
+
 std::string gpus_label(int gpus) {
   return fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
 }
 
+// The points per GPU count, in the sweep's order within each.
+std::map<int, Points> by_gpu_count(const Points& points) {
+  std::map<int, Points> groups;
+  for (const sim::PointResult* r : points)
+    groups[r->point.gpus].push_back(r);
+  return groups;
+}
+
 // Like the seeds' figures: one line per GPU count, log axes (batches span decades).
-void plot_epoch_time(const ScenarioSpec& s, const std::vector<const sim::PointResult*>& fitting,
-                     const std::string& image) {
-  std::map<int, std::vector<const sim::PointResult*>> by_gpus;
-  for (const sim::PointResult* r : fitting)
-    by_gpus[r->point.gpus].push_back(r);
+void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const std::string& image) {
   std::string data = "# gpus global_batch per_gpu_batch epoch_s samples_per_s\n";
   std::string plots;
   int block = 0;
-  for (const auto& [gpus, points] : by_gpus) {
+  for (const auto& [gpus, points] : by_gpu_count(fitting)) {
     if (block > 0) data += "\n\n";
     for (const sim::PointResult* r : points) {
       data += fmt::format("{} {} {} {:.9g} {:.6g}\n", gpus, r->point.global_batch,
@@ -43,17 +50,13 @@ void plot_epoch_time(const ScenarioSpec& s, const std::vector<const sim::PointRe
 
 // Where each epoch goes, as stacked bars: the breakdown columns of the table, a group of bars
 // (labelled by batch) per GPU count.
-void plot_breakdown(const ScenarioSpec& s, const std::vector<const sim::PointResult*>& fitting,
-                    const std::string& image) {
-  std::map<int, std::vector<const sim::PointResult*>> by_gpus;
-  for (const sim::PointResult* r : fitting)
-    by_gpus[r->point.gpus].push_back(r);
+void plot_breakdown(const ScenarioSpec& s, const Points& fitting, const std::string& image) {
   static constexpr const char* kParts[] = {"data",      "h2d",           "forward", "backward",
                                            "optimizer", "communication", "host"};
   std::string data = "# global_batch data h2d forward backward optimizer communication host\n";
   std::string plots;
   int block = 0;
-  for (const auto& [gpus, points] : by_gpus) {
+  for (const auto& [gpus, points] : by_gpu_count(fitting)) {
     if (block > 0) data += "\n\n";
     for (const sim::PointResult* r : points) {
       const sim::Breakdown& b = r->breakdown;
@@ -62,7 +65,7 @@ void plot_breakdown(const ScenarioSpec& s, const std::vector<const sim::PointRes
                           b.communication, b.host + b.other);
     }
     plots += fmt::format("{}newhistogram '{}' lt 1", block ? ", \\\n     " : "", gpus_label(gpus));
-    for (int part = 0; part < 7; ++part) {
+    for (std::size_t part = 0; part < std::size(kParts); ++part) {
       plots +=
           fmt::format(", data index {} using {}{} {}", block, part + 2, part == 0 ? ":xtic(1)" : "",
                       block == 0 ? fmt::format("title '{}'", kParts[part]) : "notitle");
@@ -72,7 +75,6 @@ void plot_breakdown(const ScenarioSpec& s, const std::vector<const sim::PointRes
   draw_with_gnuplot(
       image, "--plot", data,
       fmt::format("set title {}\n"
-
                   "set ylabel 'seconds per epoch'\n"
                   "set style data histograms\nset style histogram rowstacked title offset 0,-1\n"
                   "set style fill solid 0.85 border -1\nset boxwidth 0.8\n"
@@ -86,10 +88,9 @@ void plot_breakdown(const ScenarioSpec& s, const std::vector<const sim::PointRes
 
 // Speedup / GPUs against GPU count, one line per batch (global or per-GPU, as the sweep means
 // it), with the ideal at 100%.
-void plot_scaling(const ScenarioSpec& s, const std::vector<const sim::PointResult*>& fitting,
-                  const std::string& image) {
+void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::string& image) {
   const bool per_gpu = s.sweep.batch_is == BatchMeaning::per_gpu;
-  std::map<std::int64_t, std::vector<const sim::PointResult*>> by_batch;
+  std::map<std::int64_t, Points> by_batch;
   for (const sim::PointResult* r : fitting) {
     if (r->point.gpus == 1 || r->speedup > 0)
       by_batch[per_gpu ? r->point.per_gpu_batch : r->point.global_batch].push_back(r);
@@ -112,11 +113,8 @@ void plot_scaling(const ScenarioSpec& s, const std::vector<const sim::PointResul
     ++block;
   }
   plots += ", \\\n     100 with lines lw 2 lc rgb 'gray40' title 'ideal'";
-  std::map<int, bool> counts;
-  for (const sim::PointResult* r : fitting)
-    counts[r->point.gpus] = true;
   std::string tics;
-  for (const auto& [gpus, present] : counts)
+  for (const auto& [gpus, points] : by_gpu_count(fitting))
     tics += fmt::format("{}{}", tics.empty() ? "" : ", ", gpus);
   draw_with_gnuplot(
       image, "--plot", data,
@@ -136,7 +134,7 @@ std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
                                           const std::vector<sim::PointResult>& results,
                                           const std::string& image) {
   checked_image_name(image, "--plot");
-  std::vector<const sim::PointResult*> fitting;
+  Points fitting;
   for (const sim::PointResult& r : results) {
     if (r.simulated) fitting.push_back(&r);
   }
@@ -147,10 +145,7 @@ std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
   std::vector<std::string> images = {image, sibling_image(image, "-breakdown")};
   plot_epoch_time(scenario, fitting, images[0]);
   plot_breakdown(scenario, fitting, images[1]);
-  std::map<int, bool> gpu_counts;
-  for (const sim::PointResult* r : fitting)
-    gpu_counts[r->point.gpus] = true;
-  if (gpu_counts.size() > 1) {
+  if (by_gpu_count(fitting).size() > 1) {
     images.push_back(sibling_image(image, "-scaling"));
     plot_scaling(scenario, fitting, images.back());
   }

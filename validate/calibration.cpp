@@ -497,9 +497,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
         out.profile.sources[k] = provenance + ": " + f.from;
       continue;
     }
-    // The optional figure exists only once fitted, so it has no prior source to replace.
-    if (out.profile.sources.count(group) || group == "gpu.optimizer_memory_efficiency")
-      out.profile.sources[group] = provenance + ": " + f.from;
+    out.profile.sources[group] = provenance + ": " + f.from;
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // Reads hardware profiles (kind: profile).
-#include <algorithm>
+
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +25,13 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "links.step_latency_us",    "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
 constexpr std::string_view kOptionalFigures[] = {"gpu.optimizer_memory_efficiency"};
+
+// The figures of `p` that need a source: every required one, and the optional ones it gives.
+std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
+  std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
+  if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
+  return figures;
+}
 
 double fraction(const yaml::Node& node) {
   double value = node.as_fraction();
@@ -114,17 +121,16 @@ HardwareProfile read_profile(const yaml::Document& document) {
   std::vector<std::string_view> known(std::begin(kFigures), std::end(kFigures));
   known.insert(known.end(), std::begin(kOptionalFigures), std::end(kOptionalFigures));
   yaml::MapReader sources(sources_node, known);
-  std::vector<std::string_view> needed(std::begin(kFigures), std::end(kFigures));
-  if (p.gpu.optimizer_memory) needed.push_back("gpu.optimizer_memory_efficiency");
   for (std::string_view figure : known) {
-    std::optional<yaml::Node> source = sources.optional(figure);
-    if (!source && std::find(needed.begin(), needed.end(), figure) == needed.end()) continue;
-    if (!source) {
+    if (auto source = sources.optional(figure))
+      p.sources[std::string(figure)] = source->as_string();
+  }
+  for (std::string_view figure : sourced_figures(p)) {
+    if (!p.sources.count(std::string(figure))) {
       throw InputError(sources_node.mark(), fmt::format("sources.{}", figure),
                        "the figure has no source; say where it comes from (a datasheet, a "
                        "publication, or a calibration run with date and versions)");
     }
-    p.sources[std::string(figure)] = source->as_string();
   }
   return p;
 }
@@ -225,9 +231,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
     y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
   y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
   y += "sources:\n";
-  std::vector<std::string_view> written(std::begin(kFigures), std::end(kFigures));
-  if (p.gpu.optimizer_memory) written.push_back("gpu.optimizer_memory_efficiency");
-  for (std::string_view figure : written) {
+  for (std::string_view figure : sourced_figures(p)) {
     auto found = p.sources.find(std::string(figure));
     std::string text = found != p.sources.end() ? found->second : "not given";
     y += fmt::format("  {}: {}\n", figure, folded(text, 4));

@@ -18,6 +18,7 @@
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/campaign.h"
 #include "runtime/measure/environment.h"
+#include "runtime/measure/host_memory.h"
 
 namespace {
 
@@ -95,6 +96,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   run_command
+      ->add_option("--rounds", a.campaign.rounds,
+                   "Passes over the sweep, each measuring every point; a point's record pools "
+                   "its rounds, so a shared machine's slow drifts reach all points alike")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  run_command
       ->add_option("--validation-iterations", run.validation_iterations,
                    "Timed forward-only iterations when the data set has validation samples")
       ->capture_default_str()
@@ -146,6 +153,7 @@ int main(int argc, char** argv) {
     a.campaign.output = a.output;
     a.campaign.arguments = a.scenario_options.as_arguments();
     epochcast::runtime::DevicePlan devices = epochcast::runtime::plan_devices(run.device);
+    if (!devices.cuda) epochcast::runtime::retain_freed_host_memory();
 
     std::optional<epochcast::ScenarioSpec> scenario;
     if (!a.scenario.empty()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,63 @@ Spread spread_of(std::vector<double> samples) {
   s.max = samples.back();
   s.count = static_cast<int>(samples.size());
   return s;
+}
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  return spread_of(std::move(values)).median;
+}
+
+}  // namespace
+
+MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds) {
+  if (rounds.empty()) throw std::invalid_argument("combine_rounds needs a round");
+  for (const MeasuredPoint& r : rounds) {
+    if (r.status != PointStatus::ok) return r;
+  }
+  MeasuredPoint out = rounds.front();
+  const auto n = static_cast<double>(rounds.size());
+  out.rounds = static_cast<int>(rounds.size());
+  out.iteration_samples_s.clear();
+  double partial = 0, validation = 0, loader_wait = 0, sample_cpu = 0, whole_epoch = 0;
+  for (const MeasuredPoint& r : rounds) {
+    out.iteration_samples_s.insert(out.iteration_samples_s.end(), r.iteration_samples_s.begin(),
+                                   r.iteration_samples_s.end());
+    partial += r.partial_iteration_s.value_or(0) / n;
+    validation += r.validation_iteration_s.value_or(0) / n;
+    loader_wait += r.loader_wait_s / n;
+    sample_cpu += r.loader_sample_cpu_s / n;
+    whole_epoch += r.epoch_s_measured.value_or(0) / n;
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, r.peak_memory_bytes);
+    if (r.parameters_identical && out.parameters_identical)
+      out.parameters_identical = *out.parameters_identical && *r.parameters_identical;
+  }
+  out.iteration_s = spread_of(out.iteration_samples_s);
+  // samples per step (the global batch times the accumulation steps) = rate x median time.
+  const double samples_per_step = rounds.front().samples_per_s * rounds.front().iteration_s.median;
+  out.samples_per_s = out.iteration_s.median > 0 ? samples_per_step / out.iteration_s.median : 0;
+  if (out.partial_iteration_s) out.partial_iteration_s = partial;
+  if (out.validation_iteration_s) out.validation_iteration_s = validation;
+  if (out.epoch_s_measured) out.epoch_s_measured = whole_epoch;
+  out.epoch_s_estimated =
+      static_cast<double>(out.iterations_per_epoch) * out.iteration_s.median +
+      out.partial_iteration_s.value_or(0) +
+      static_cast<double>(out.validation_iterations) * out.validation_iteration_s.value_or(0);
+  out.loader_wait_s = loader_wait;
+  out.loader_sample_cpu_s = sample_cpu;
+  out.last_loss = rounds.back().last_loss;
+  for (std::size_t i = 0; i < out.layers.size(); ++i) {
+    std::vector<double> forward, backward;
+    for (const MeasuredPoint& r : rounds) {
+      if (i >= r.layers.size()) continue;
+      forward.push_back(r.layers[i].forward_s);
+      backward.push_back(r.layers[i].backward_s);
+    }
+    out.layers[i].forward_s = median_of(forward);
+    out.layers[i].backward_s = median_of(backward);
+  }
+  return out;
 }
 
 namespace {
@@ -84,6 +142,7 @@ Json point_json(const MeasuredPoint& p) {
   j["first_loss"] = p.first_loss;
   j["last_loss"] = p.last_loss;
   put_optional(j, "parameters_identical", p.parameters_identical);
+  if (p.rounds > 1) j["rounds"] = p.rounds;
   if (!p.layers.empty()) {
     Json layers = Json::array();
     for (const LayerTiming& l : p.layers) {
@@ -191,6 +250,11 @@ int small_count(const MapReader& m, std::string_view key, std::int64_t minimum =
   return static_cast<int>(value);
 }
 
+int small_count_or(const MapReader& m, std::string_view key, int fallback,
+                   std::int64_t minimum = 0) {
+  return m.optional(key) ? small_count(m, key, minimum) : fallback;
+}
+
 Spread read_spread(const Node& node) {
   MapReader m(node, {"median", "p10", "p90", "mean", "min", "max", "count"});
   Spread s;
@@ -208,9 +272,10 @@ Spread read_spread(const Node& node) {
 }
 
 MeasuredEnvironment read_environment(const Node& node) {
-  MapReader m(node, {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
-                     "driver_version", "cuda_version", "nccl_version", "torch_version",
-                     "mpi_version", "ranks", "cpu_threads", "epochcast_version", "started_at"});
+  MapReader m(node,
+              {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
+               "driver_version", "cuda_version", "nccl_version", "torch_version", "mpi_version",
+               "ranks", "cpu_threads", "host_allocator", "epochcast_version", "started_at"});
   MeasuredEnvironment e;
   e.host = str_or(m, "host");
   static constexpr std::string_view kinds[] = {"cuda", "cpu"};
@@ -225,6 +290,8 @@ MeasuredEnvironment read_environment(const Node& node) {
   e.mpi_version = str_or(m, "mpi_version");
   e.ranks = small_count(m, "ranks", 1);
   e.cpu_threads = small_count(m, "cpu_threads");
+  e.host_allocator = str_or(m, "host_allocator");
+
   e.epochcast_version = str_or(m, "epochcast_version");
   e.started_at = str_or(m, "started_at");
   return e;
@@ -256,6 +323,7 @@ MeasuredPoint read_point(const Node& node) {
                                               "first_loss",
                                               "last_loss",
                                               "parameters_identical",
+                                              "rounds",
                                               "layers"};
   MapReader m(node, keys);
   MeasuredPoint p;
@@ -291,6 +359,8 @@ MeasuredPoint read_point(const Node& node) {
   p.first_loss = num(m, "first_loss");
   p.last_loss = num(m, "last_loss");
   if (auto same = m.optional("parameters_identical")) p.parameters_identical = same->as_bool();
+  p.rounds = small_count_or(m, "rounds", 1, 1);
+
   if (auto layers = m.optional("layers")) {
     for (const Node& item : layers->items()) {
       MapReader l(item, {"index", "name", "type", "forward_s", "backward_s"});
@@ -384,13 +454,15 @@ MeasurementFile read_file(const yaml::Document& document) {
       f.arguments.push_back(item.as_string());
   }
   MapReader s(m.required("settings"), {"warmup_iterations", "timed_iterations", "timeout_s",
-                                       "full_epoch", "profile_layers", "seed"});
+                                       "full_epoch", "profile_layers", "seed", "rounds"});
   f.settings.warmup_iterations = small_count(s, "warmup_iterations");
   f.settings.timed_iterations = small_count(s, "timed_iterations");
   f.settings.timeout_s = nonnegative(s, "timeout_s");
   f.settings.full_epoch = s.required("full_epoch").as_bool();
   f.settings.profile_layers = s.required("profile_layers").as_bool();
   f.settings.seed = static_cast<std::uint64_t>(count(s, "seed"));
+  f.settings.rounds = small_count_or(s, "rounds", 1, 1);
+
   f.environment = read_environment(m.required("environment"));
   if (auto points = m.optional("points")) {
     for (const Node& item : points->items())
@@ -419,7 +491,8 @@ std::string to_json(const MeasurementFile& file) {
                        {"timeout_s", file.settings.timeout_s},
                        {"full_epoch", file.settings.full_epoch},
                        {"profile_layers", file.settings.profile_layers},
-                       {"seed", file.settings.seed}};
+                       {"seed", file.settings.seed},
+                       {"rounds", file.settings.rounds}};
   j["environment"] = Json{{"host", e.host},
                           {"device_kind", e.device_kind},
                           {"device_name", e.device_name},
@@ -432,6 +505,8 @@ std::string to_json(const MeasurementFile& file) {
                           {"mpi_version", e.mpi_version},
                           {"ranks", e.ranks},
                           {"cpu_threads", e.cpu_threads},
+                          {"host_allocator", e.host_allocator},
+
                           {"epochcast_version", e.epochcast_version},
                           {"started_at", e.started_at}};
   Json points = Json::array();

@@ -32,6 +32,8 @@ struct MeasuredEnvironment {
   std::string mpi_version;     // empty when not launched by MPI
   int ranks = 1;               // processes in the run
   int cpu_threads = 0;         // LibTorch intra-op threads per rank
+  std::string host_allocator;  // how malloc was set (runtime/measure/host_memory.h); may be empty
+
   std::string epochcast_version;
   std::string started_at;  // UTC, ISO 8601
 };
@@ -92,6 +94,7 @@ struct MeasuredPoint {
   // ddp: whether every rank ended with bit-identical parameters (nullopt for one rank).
   std::optional<bool> parameters_identical;
   std::vector<LayerTiming> layers;  // empty unless profiled
+  int rounds = 1;                   // interleaved rounds its figures combine (combine_rounds)
 };
 
 // nccl-tests' figures for one collective size.
@@ -154,6 +157,7 @@ struct RunSettings {
   bool full_epoch = false;
   bool profile_layers = false;
   std::uint64_t seed = 0;
+  int rounds = 1;  // passes over the sweep, each measuring every point (run --rounds)
 };
 
 struct MeasurementFile {
@@ -180,5 +184,13 @@ MeasurementFile load_measurements_from_string(const std::string& text, const std
 
 // The spread of `samples` (linear-interpolated percentiles, as numpy computes them).
 Spread spread_of(std::vector<double> samples);
+
+// One point measured in several interleaved rounds (each a pass over the whole sweep), as one
+// record: the iteration samples of all rounds pooled, the epoch re-estimated from their median,
+// each layer's time the median over rounds, loader figures averaged, the peak memory the
+// largest. A round that did not end ok decides the record (an OOM in any round is an OOM).
+// On a shared machine whose speed drifts over minutes, every point then sees the same mix of
+// fast and slow periods, instead of each point its own.
+MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds);
 
 }  // namespace epochcast

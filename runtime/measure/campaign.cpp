@@ -60,6 +60,7 @@ MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& 
   file.settings.full_epoch = options.run.full_epoch;
   file.settings.profile_layers = options.run.profile_layers;
   file.settings.seed = options.run.seed;
+  file.settings.rounds = options.rounds;
   file.environment = describe_environment(devices, world);
   return file;
 }
@@ -127,11 +128,13 @@ void save_measurements(const MeasurementFile& file, const std::filesystem::path&
 }
 
 std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
-                                          const std::vector<MeasuredPoint>& existing) {
+                                          const std::vector<MeasuredPoint>& existing, int rounds) {
   std::vector<SweepPoint> todo;
   for (const SweepPoint& p : sweep) {
     bool done = std::any_of(existing.begin(), existing.end(), [&](const MeasuredPoint& m) {
-      return same_point(m, p) && finished(m.status);
+      // A point that did not end ok (OOM, skipped, timeout) is as finished after one round.
+      return same_point(m, p) && finished(m.status) &&
+             (m.status != PointStatus::ok || m.rounds >= rounds);
     });
     if (!done) todo.push_back(p);
   }
@@ -159,7 +162,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   if (benchmarks) file.benchmarks = *benchmarks;
 
   std::vector<SweepPoint> sweep = expand_sweep(scenario);
-  std::vector<SweepPoint> todo = points_to_measure(sweep, file.points);
+  std::vector<SweepPoint> todo = points_to_measure(sweep, file.points, options.rounds);
   if (writer && !options.quiet) {
     std::cerr << fmt::format("{}: {} point{} to measure on {} ({}{}){}\n", scenario.name,
                              todo.size(), todo.size() == 1 ? "" : "s", file.environment.device_name,
@@ -176,11 +179,21 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   Watchdog watchdog;
   // The soft timeout plus as much again (at least a minute) for the work after timing.
   const double hard_limit = options.run.timeout_s + std::max(60.0, options.run.timeout_s);
-  for (std::size_t i = 0; i < todo.size(); ++i) {
+  const int rounds = std::max(1, options.rounds);
+  std::vector<std::vector<MeasuredPoint>> measured_rounds(todo.size());
+  const std::size_t total = todo.size() * static_cast<std::size_t>(rounds);
+  std::size_t done = 0;
+  for (std::size_t step = 0; step < total; ++step) {
+    const std::size_t i = step % todo.size();
+    const int round = static_cast<int>(step / todo.size());
     const SweepPoint& p = todo[i];
+    // A point that ran out of memory or was skipped in one round is not tried again.
+    if (round > 0 && measured_rounds[i].back().status != PointStatus::ok) continue;
     if (writer && !options.quiet) {
-      std::cerr << fmt::format("[{}/{}] {} GPU{}, batch {} ({} per GPU) ... ", i + 1, todo.size(),
-                               p.gpus, p.gpus == 1 ? "" : "s", p.global_batch, p.per_gpu_batch)
+      std::cerr << fmt::format("[{}{}/{}] {} GPU{}, batch {} ({} per GPU) ... ",
+                               rounds > 1 ? fmt::format("round {}/{}, ", round + 1, rounds) : "",
+                               i + 1, todo.size(), p.gpus, p.gpus == 1 ? "" : "s", p.global_batch,
+                               p.per_gpu_batch)
                 << std::flush;
     }
     watchdog.arm(hard_limit, [&, p] {
@@ -193,6 +206,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
       killed.reason = fmt::format("did not finish within {:g} s; the run was stopped", hard_limit);
       std::cerr << "\n" << killed.reason << "\n";
       if (writer) {
+        std::erase_if(file.points, [&](const MeasuredPoint& m) { return same_point(m, p); });
         file.points.push_back(killed);
         save_measurements(file, options.output);
       }
@@ -207,9 +221,10 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
       return 130;
     }
     any_failed = any_failed || measured.status == PointStatus::failed;
+    ++done;
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double left = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
+    double left = elapsed / static_cast<double>(done) * static_cast<double>(total - step - 1);
     if (writer && !options.quiet) {
       std::cerr << summary(measured)
                 << fmt::format(" | elapsed {}, about {} left\n", clock_text(elapsed),
@@ -217,7 +232,8 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
     }
     // Replace an earlier failed record of the same point.
     std::erase_if(file.points, [&](const MeasuredPoint& m) { return same_point(m, p); });
-    file.points.push_back(std::move(measured));
+    measured_rounds[i].push_back(std::move(measured));
+    file.points.push_back(combine_rounds(measured_rounds[i]));
     if (writer) save_measurements(file, options.output);
   }
   // Keep the file in sweep order, whatever order resumption produced.

@@ -20,6 +20,9 @@ struct CampaignOptions {
   std::filesystem::path output = "measurements.json";
   bool resume = false;
   bool quiet = false;
+  // Passes over the sweep: each measures every point once, and a point's record combines its
+  // rounds (combine_rounds), so slow drifts of a shared machine reach every point alike.
+  int rounds = 1;
   RunOptions run;
   std::vector<std::string> arguments;  // --set/--gpus/--batch as given, recorded in the file
 };
@@ -31,9 +34,11 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
                  const DevicePlan& devices, World& world, const std::atomic<bool>& interrupted,
                  const std::optional<Benchmarks>& benchmarks = std::nullopt);
 
-// The points still to measure: those of `sweep` without a finished record in `existing`.
+// The points still to measure: those of `sweep` without a finished record in `existing` that
+// combines at least `rounds` rounds (one measured in fewer is measured again, in every round).
 std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
-                                          const std::vector<MeasuredPoint>& existing);
+                                          const std::vector<MeasuredPoint>& existing,
+                                          int rounds = 1);
 
 // Writes `file` whole (temporary file, then rename).
 void save_measurements(const MeasurementFile& file, const std::filesystem::path& path);

@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/measure/host_memory.h"
 
 namespace epochcast::runtime {
 
@@ -48,6 +49,8 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
   e.mpi_version = world.mpi_version();
   e.ranks = world.size();
   e.cpu_threads = torch::get_num_threads();
+  e.host_allocator = host_allocator_description();
+
   e.epochcast_version = EPOCHCAST_VERSION;
   e.started_at = utc_now();
   if (devices.cuda) {

@@ -69,6 +69,36 @@ TEST_CASE("run --resume keeps measured points and measures none of them again") 
   CHECK(read_json(out)["points"].size() == 2);
 }
 
+TEST_CASE("run --rounds measures every point once per round and pools the rounds") {
+  std::string out = out_path("run-rounds.json");
+  std::filesystem::remove(out);
+  CommandResult r = run_command(epochcast_binary() + " run " + scenario("mnist-cnn-cpu") + " -o " +
+                                out + kQuick + " --profile-layers --batch 16,64 --rounds 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Interleaved: both points in round 1, then both again in round 2.
+  std::size_t round_two = r.output.find("[round 2/2, 1/2] 1 GPU, batch 16");
+  REQUIRE(round_two != std::string::npos);
+  CHECK(r.output.find("[round 1/2, 2/2] 1 GPU, batch 64") < round_two);
+  nlohmann::json j = read_json(out);
+  CHECK(j["settings"]["rounds"] == 2);
+  CHECK(j["environment"]["host_allocator"].get<std::string>().find("retained") !=
+        std::string::npos);
+  REQUIRE(j["points"].size() == 2);
+  for (const auto& p : j["points"]) {
+    CHECK(p["rounds"] == 2);
+    CHECK(p["iteration_samples_s"].size() == 6);
+    CHECK(p["iteration_s"]["count"] == 6);
+  }
+  // A point measured in fewer rounds than asked is measured again, in every round.
+  CommandResult more = run_command(epochcast_binary() + " run " + scenario("mnist-cnn-cpu") +
+                                   " -o " + out + kQuick + " --batch 16,64 --rounds 3 --resume");
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  CHECK_THAT(more.output, Catch::Contains("2 points to measure"));
+  CHECK(read_json(out)["points"][0]["rounds"] == 3);
+}
+
 TEST_CASE("run refuses bad input with file:line:col and exit code 2") {
   CommandResult r = run_command(epochcast_binary() + " run " + scenario("mnist-cnn-cpu") +
                                 " --set training.optimiser=adam -o " + out_path("bad.json"));

@@ -17,10 +17,11 @@ MeasurementFile sample_file() {
   f.precision = "fp32";
   f.optimizer = "adam";
   f.arguments = {"--batch 16"};
-  f.settings = {3, 10, 600, false, true, 1};
+  f.settings = {3, 10, 600, false, true, 1, 3};
   f.environment.device_kind = "cpu";
   f.environment.device_name = "Some CPU";
   f.environment.ranks = 2;
+  f.environment.host_allocator = "glibc, freed memory retained";
   MeasuredPoint p;
   p.gpus = 2;
   p.global_batch = 32;
@@ -34,6 +35,7 @@ MeasurementFile sample_file() {
   p.epoch_s_estimated = 0.123456789012345678;
   p.parameters_identical = true;
   p.layers = {{0, "conv1", "conv2d", 1e-4, 2e-4}};
+  p.rounds = 3;
   f.points.push_back(p);
   MeasuredPoint oom;
   oom.gpus = 1;
@@ -72,6 +74,52 @@ TEST_CASE("a measurement file reads back exactly as it was written") {
   CHECK(back.points[0].epoch_s_estimated == f.points[0].epoch_s_estimated);
   CHECK(back.points[1].status == PointStatus::oom);
   CHECK(back.benchmarks.collectives.size() == 1);
+  CHECK(back.settings.rounds == 3);
+  CHECK(back.points[0].rounds == 3);
+  CHECK(back.environment.host_allocator == f.environment.host_allocator);
+}
+
+TEST_CASE("a point measured in rounds pools its samples and re-estimates its epoch") {
+  MeasuredPoint first = sample_file().points[0];
+  first.rounds = 1;
+  first.iteration_samples_s = {0.010, 0.011};
+  first.iteration_s = spread_of(first.iteration_samples_s);
+  first.samples_per_s = 32 / first.iteration_s.median;
+  first.loader_sample_cpu_s = 1e-4;
+  first.peak_memory_bytes = 100;
+  first.layers = {{0, "conv1", "conv2d", 1e-4, 2e-4}};
+  MeasuredPoint second = first;
+  second.iteration_samples_s = {0.020, 0.021};
+  second.iteration_s = spread_of(second.iteration_samples_s);
+  second.loader_sample_cpu_s = 3e-4;
+  second.peak_memory_bytes = 300;
+  second.partial_iteration_s = 0.5;
+  second.layers = {{0, "conv1", "conv2d", 3e-4, 4e-4}};
+  MeasuredPoint third = first;
+  third.iteration_samples_s = {0.012, 0.013};
+  third.iteration_s = spread_of(third.iteration_samples_s);
+  third.layers = {{0, "conv1", "conv2d", 2e-4, 9e-4}};
+
+  MeasuredPoint all = combine_rounds({first, second, third});
+  CHECK(all.rounds == 3);
+  CHECK(all.iteration_s.count == 6);
+  CHECK(all.iteration_s.median == Approx(0.0125));  // of 10, 11, 12, 13, 20, 21 ms
+  CHECK(all.samples_per_s == Approx(32 / 0.0125));
+  // The partial batch's time is averaged over rounds; the epoch re-estimated from the pooled
+  // median: 8 full batches and the partial one.
+  const double partial = (2 * (0.1 / 3) + 0.5) / 3;
+  CHECK(*all.partial_iteration_s == Approx(partial));
+  CHECK(all.epoch_s_estimated == Approx(8 * 0.0125 + partial));
+  CHECK(all.loader_sample_cpu_s == Approx((1e-4 + 3e-4 + 1e-4) / 3));
+  CHECK(all.peak_memory_bytes == 300);
+  REQUIRE(all.layers.size() == 1);
+  CHECK(all.layers[0].forward_s == Approx(2e-4));  // the median over rounds, layer by layer
+  CHECK(all.layers[0].backward_s == Approx(4e-4));
+
+  // A round that ran out of memory decides the point.
+  MeasuredPoint oom = sample_file().points[1];
+  oom.global_batch = first.global_batch;
+  CHECK(combine_rounds({first, oom}).status == PointStatus::oom);
 }
 
 TEST_CASE("bad measurement files are refused with file:line:col and the key") {

@@ -217,6 +217,12 @@ TEST_CASE("resuming measures only the points without a finished record") {
   REQUIRE(todo.size() == 2);
   CHECK(todo[0].global_batch == 64);
   CHECK(todo[1].gpus == 2);
+
+  // Asked for more rounds than an ok point combines: measured again; an OOM stays finished.
+  existing[1].status = PointStatus::ok;
+  existing[1].rounds = 2;
+  CHECK(points_to_measure(sweep, existing, 2).size() == 1);
+  CHECK(points_to_measure(sweep, existing, 3).size() == 2);
 }
 
 TEST_CASE("parameter hashes differ as soon as one value does") {

@@ -61,6 +61,22 @@ MeasuredScenario synthetic_measurements(const ScenarioSpec& scenario,
   return m;
 }
 
+// The sum of the simulated forward and backward times of every layer at `batch`.
+double simulated_layer_seconds(const ScenarioSpec& scenario, const HardwareProfile& profile,
+                               std::int64_t batch) {
+  sim::DeviceModel device(scenario.machine.gpu, profile, scenario.training.precision);
+  ModelAnalysis analysis =
+      analyze_model(scenario.model, sim::cost_options(scenario.training.precision));
+  double total = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    for (const auto* kernels : {&layer.forward, &layer.backward_input, &layer.backward_weight}) {
+      for (const KernelWork& k : *kernels)
+        total += device.kernel_time(k, batch).seconds();
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 TEST_CASE("non-negative least squares solves exact systems and keeps coefficients >= 0") {
@@ -125,6 +141,57 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   ValidationReport report = validate::validate(calibrated, measured.measurements);
   CHECK(report.all.mape_pct < 2.0);
   CHECK(report.all.best_matches);
+}
+
+TEST_CASE(
+    "calibration finds op classes bound by their arithmetic where the prior has them "
+    "memory-bound") {
+  // On CPUs, max-pooling with indices runs at a few hundred MFLOP/s: bound by its arithmetic,
+  // where the prior (a GPU's) has it streaming memory.
+  ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::pooling)] = 0.003;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.5;
+  truth.gpu.memory = 0.6;
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  CHECK(c.profile.gpu.compute[static_cast<std::size_t>(OpClass::pooling)] ==
+        Approx(0.003).epsilon(0.02));
+  CHECK(c.profile.gpu.compute[static_cast<std::size_t>(OpClass::conv)] ==
+        Approx(0.5).epsilon(0.02));
+  ScenarioSpec calibrated = scenario;
+  apply_profile(calibrated, c.profile);
+  CHECK(validate::validate(calibrated, measured.measurements).all.mape_pct < 2.0);
+}
+
+TEST_CASE("the fitted layer times add up to the measured ones") {
+  // The long layers run half as fast again as their op class's short ones (as on CPUs, where
+  // one memory efficiency serves very different kernels): no set of per-class efficiencies
+  // reproduces both, and the fit, weighing each layer's relative error, would favour the many
+  // short ones and come out short of the sum.
+  ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  MeasuredScenario measured = synthetic_measurements(scenario, scenario.profile);
+  for (MeasuredPoint& p : measured.measurements.points) {
+    for (LayerTiming& t : p.layers) {
+      double slowdown = t.forward_s + t.backward_s > 1e-3 ? 1.5 : 1.0;
+      t.forward_s *= slowdown;
+      t.backward_s *= slowdown;
+    }
+  }
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  // The scale minimises the squared relative errors of the sums, sum((r - 1)^2) over points with
+  // r = simulated / measured: at the minimum, sum(r^2) = sum(r).
+  double ratio_sum = 0, ratio_squares = 0;
+  for (const MeasuredPoint& p : measured.measurements.points) {
+    double measured_seconds = 0;
+    for (const LayerTiming& t : p.layers)
+      measured_seconds += t.forward_s + t.backward_s;
+    double ratio = simulated_layer_seconds(scenario, c.profile, p.global_batch) / measured_seconds;
+    WARN("batch " << p.global_batch << ": simulated/measured layer time " << ratio);
+    ratio_sum += ratio;
+    ratio_squares += ratio * ratio;
+  }
+  CHECK(ratio_squares / ratio_sum == Approx(1).epsilon(0.002));
 }
 
 TEST_CASE("the step time beyond the layers goes to the loop's overhead or to the optimizer") {

@@ -291,7 +291,6 @@ MeasuredEnvironment read_environment(const Node& node) {
   e.ranks = small_count(m, "ranks", 1);
   e.cpu_threads = small_count(m, "cpu_threads");
   e.host_allocator = str_or(m, "host_allocator");
-
   e.epochcast_version = str_or(m, "epochcast_version");
   e.started_at = str_or(m, "started_at");
   return e;
@@ -360,7 +359,6 @@ MeasuredPoint read_point(const Node& node) {
   p.last_loss = num(m, "last_loss");
   if (auto same = m.optional("parameters_identical")) p.parameters_identical = same->as_bool();
   p.rounds = small_count_or(m, "rounds", 1, 1);
-
   if (auto layers = m.optional("layers")) {
     for (const Node& item : layers->items()) {
       MapReader l(item, {"index", "name", "type", "forward_s", "backward_s"});
@@ -462,7 +460,6 @@ MeasurementFile read_file(const yaml::Document& document) {
   f.settings.profile_layers = s.required("profile_layers").as_bool();
   f.settings.seed = static_cast<std::uint64_t>(count(s, "seed"));
   f.settings.rounds = small_count_or(s, "rounds", 1, 1);
-
   f.environment = read_environment(m.required("environment"));
   if (auto points = m.optional("points")) {
     for (const Node& item : points->items())

@@ -50,7 +50,6 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
   e.ranks = world.size();
   e.cpu_threads = torch::get_num_threads();
   e.host_allocator = host_allocator_description();
-
   e.epochcast_version = EPOCHCAST_VERSION;
   e.started_at = utc_now();
   if (devices.cuda) {

@@ -134,3 +134,22 @@ TEST_CASE("seed 004: memory grows with the batch, throughput until the GPU is fu
   CHECK(predict_point(s, SweepPoint{1, largest, largest}).memory.fits);
   CHECK_FALSE(predict_point(s, SweepPoint{1, largest + 1, largest + 1}).memory.fits);
 }
+
+TEST_CASE("the GPU calibration scenarios run on one H100 or one H200, the H200 no slower") {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(test::source_dir() / "scenarios" / "calibration")) {
+    INFO(entry.path().string());
+    ScenarioSpec h100 = load_scenario(entry.path());
+    // Odd, so that every other batch size starts and ends the calibrated half (header).
+    CHECK(h100.sweep.batch.size() % 2 == 1);
+    std::filesystem::path relative = entry.path().lexically_relative(test::source_dir());
+    std::vector<PointResult> on_h100 = predict_file(relative.string());
+    std::vector<PointResult> on_h200 = predict_file(relative.string(), {"hardware=h200-sxm-1gpu"});
+    REQUIRE(on_h100.size() == on_h200.size());
+    for (std::size_t i = 0; i < on_h100.size(); ++i) {
+      REQUIRE(on_h100[i].simulated);
+      // Same compute, more memory bandwidth: never slower.
+      CHECK(on_h200[i].epoch_seconds <= on_h100[i].epoch_seconds);
+    }
+  }
+}

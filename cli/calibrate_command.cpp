@@ -56,7 +56,7 @@ Command add_calibrate_command(CLI::App& app) {
     write_file_atomically(
         args->output,
         profile_yaml(c.profile,
-                     fmt::format("Calibrated by epochcast calibrate on {} ({}).",
+                     fmt::format("Calibrated by epochcast calibrate on {} (measured {}).",
                                  c.profile.calibration.device, c.profile.calibration.date)),
         "-o");
     fmt::print("profile written to {}\n", args->output);

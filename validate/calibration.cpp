@@ -2,9 +2,7 @@
 #include "validate/calibration.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
 
 #include <fmt/format.h>
 
@@ -464,13 +462,12 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
   }
 }
 
-std::string utc_today() {
-  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+// The newest measurement's start, not the clock: the same files give the same profile.
+std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
+  std::string newest;
+  for (const MeasuredScenario& m : inputs)
+    newest = std::max(newest, m.measurements.environment.started_at);
+  return newest.empty() ? "unknown" : newest;
 }
 
 }  // namespace
@@ -566,7 +563,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   // The catalogue device the measurements stand for (a profile applied to another one is a
   // cross-device prediction); the device's own name goes into the sources.
   out.profile.calibration.device = machine.gpu.name;
-  out.profile.calibration.date = utc_today();
+  out.profile.calibration.date = newest_measurement(inputs);
   out.profile.calibration.measurements = file_names;
   std::string provenance = fmt::format("epochcast calibrate on {} ({}), LibTorch {}{}, from {}",
                                        env.device_name, env.host, env.torch_version,

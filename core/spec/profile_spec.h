@@ -68,7 +68,7 @@ struct LinkCosts {
 // Where a calibrated profile comes from (empty for hand-made ones).
 struct CalibrationOrigin {
   std::string device;  // the catalogue device measured, e.g. "NVIDIA H100 80GB HBM3"
-  std::string date;    // UTC, ISO 8601
+  std::string date;    // the newest measurement's start, UTC, ISO 8601
   std::vector<std::string> measurements;  // the measurement files it was fitted to
 };
 

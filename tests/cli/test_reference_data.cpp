@@ -1,0 +1,57 @@
+// The loop's committed measurements (validate/data/): calibrating and validating them is
+// deterministic, so the figures their README reports hold on any machine, whatever its speed
+// today, and the committed reports must be what this build computes.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/paths.h"
+#include "support/run_command.h"
+
+using namespace epochcast::test;
+
+namespace {
+
+std::string out_path(const std::string& name) {
+  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+}
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return nlohmann::json::parse(s.str());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the committed CPU measurements: calibrated on half the batch sizes, the rest within "
+    "15%, as their reports say") {
+  const std::filesystem::path data = source_dir() / "validate/data/host-cpu";
+  for (std::string model : {"spoken-digits-linear", "spoken-digits-conv1d", "mnist-cnn"}) {
+    const std::string name = "cpu-" + model;
+    const std::string report = out_path("reference-" + name + ".json");
+    CommandResult validate = run_command(
+        epochcast_binary() + " validate " +
+        (source_dir() / "tests/validate/scenarios" / (name + ".yaml")).string() + " " +
+        (data / (name + ".json")).string() + " --holdout every-other-batch --json " + report);
+    INFO(validate.output);
+    REQUIRE(validate.exit_code == 0);
+    nlohmann::json now = read_json(report);
+    double held_out = now["held_out"]["mape_pct"].get<double>();
+    double uncalibrated = now["uncalibrated_held_out"]["mape_pct"].get<double>();
+    INFO(model << ": held-out MAPE " << held_out << "%, uncalibrated " << uncalibrated << "%");
+    CHECK(held_out <= 15.0);
+    CHECK(held_out < uncalibrated / 2);
+    // After a change to the simulator or the calibration, regenerate the reports without
+    // measuring again: tools/calibration_loop.sh --no-measure --device cpu
+    // tests/validate/scenarios/cpu-*.yaml (validate/data/README.md).
+    nlohmann::json committed = read_json(data / (name + ".holdout.json"));
+    CHECK(held_out == Approx(committed["held_out"]["mape_pct"].get<double>()).margin(0.01));
+    CHECK(uncalibrated ==
+          Approx(committed["uncalibrated_held_out"]["mape_pct"].get<double>()).margin(0.01));
+  }
+}

@@ -55,3 +55,24 @@ TEST_CASE(
           Approx(committed["uncalibrated_held_out"]["mape_pct"].get<double>()).margin(0.01));
   }
 }
+
+TEST_CASE("calibrating the committed CPU measurements gives the committed profile, byte for byte") {
+  // Run from the source tree: the files record their scenarios relative to it, and the profile
+  // names its measurement files as given.
+  const std::string profile = out_path("reference-profile.yaml");
+  std::string files;
+  for (std::string model : {"spoken-digits-linear", "spoken-digits-conv1d", "mnist-cnn"})
+    files += " validate/data/host-cpu/cpu-" + model + ".json";
+  CommandResult calibrate =
+      run_command("cd " + source_dir().string() + " && " + epochcast_binary() + " calibrate" +
+                  files + " -o " + profile);
+  INFO(calibrate.output);
+  REQUIRE(calibrate.exit_code == 0);
+  auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  CHECK(read(profile) == read(source_dir() / "validate/data/host-cpu/profile.yaml"));
+}

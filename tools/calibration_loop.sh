@@ -63,7 +63,9 @@ while (($#)); do
     --no-measure) measure=0; run_tests=0; shift ;;
     --fetch-deps)
       mkdir -p "$2"
-      (cd "$2" && apt-get download "${DEB_PACKAGES[@]}")
+      # A fresh Debian has no package lists yet: fetch them (as root) when the download fails.
+      (cd "$2" && { apt-get download "${DEB_PACKAGES[@]}" 2> /dev/null \
+        || { apt-get update -qq && apt-get download "${DEB_PACKAGES[@]}"; }; })
       echo "fetched into $2: carry it to the GPU machine and pass --deps $2"
       exit 0 ;;
     -h|--help) usage; exit 0 ;;
@@ -99,7 +101,9 @@ if [[ ! -e /usr/local/cuda/include/nccl.h ]] && nccl_dir=$(python3 -c \
   cmake_args+=("-DEPOCHCAST_NCCL_INCLUDE=$nccl_dir/include"
                "-DEPOCHCAST_NCCL_LIBRARY=$(ls "$nccl_dir"/lib/libnccl.so* | head -1)")
 fi
-if [[ ! -x $build/cli/epochcast-run ]]; then
+needed=$build/cli/epochcast-run
+((measure)) || needed=$build/cli/epochcast  # reports alone need no runtime
+if [[ ! -x $needed ]]; then
   echo "== building epochcast with the runtime in $build/"
   cmake -S . -B "$build" "${cmake_args[@]}" > "$build.configure.log" 2>&1 \
     || { cat "$build.configure.log"; exit 1; }

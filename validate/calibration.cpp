@@ -338,6 +338,26 @@ double rms(const std::vector<double>& values) {
   return values.empty() ? 0 : std::sqrt(sum / static_cast<double>(values.size()));
 }
 
+// Fit quality of a latency-bandwidth line: each measurement's relative error against it.
+double latency_bandwidth_rms(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                             double alpha, double inverse_bandwidth) {
+  std::vector<double> relative;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (seconds[i] > 0)
+      relative.push_back((alpha + bytes[i] * inverse_bandwidth - seconds[i]) / seconds[i]);
+  }
+  return rms(relative);
+}
+
+// Fit quality of one value standing for several measurements (a median): their spread around it.
+double spread_rms(const std::vector<double>& values, double value) {
+  std::vector<double> relative;
+  for (double v : values) {
+    if (v > 0) relative.push_back((value - v) / v);
+  }
+  return rms(relative);
+}
+
 // What a step costs beyond the profiled layers and the loader: the optimizer's kernels and the
 // loop's own overhead. Both are constant per step, so one model's epochs cannot tell them apart;
 // the fit takes the simulated optimizer (at the layers' memory efficiency) as the prior and
@@ -428,15 +448,16 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
     bool nvlink = machine.topology.nvlink.shape != NvlinkShape::none;
     std::size_t kind = nvlink ? 2 : 0;  // kLinkKindKeys: pcie, socket, nvlink, ...
     out.profile.links.step_latency[kind] = Seconds(alpha / steps);
+    const double residual = latency_bandwidth_rms(bytes, seconds, alpha, inverse_bandwidth);
     out.fitted.push_back(
         {fmt::format("links.step_latency_us.{}", kLinkKindKeys[kind]), alpha / steps * 1e6,
-         static_cast<int>(bytes.size()), 0,
+         static_cast<int>(bytes.size()), residual,
          fmt::format("all-reduce over {} ranks, 1 KiB to {} bytes", ranks, bytes.back())});
     if (kind == 0 && link_gbps > 0) {
       double efficiency = std::min(1.0, link_gbps * 1e9 / machine.gpu.pcie_bandwidth().value());
       out.profile.links.efficiency[kind] = efficiency;
-      out.fitted.push_back({"links.efficiency.pcie", efficiency, static_cast<int>(bytes.size()), 0,
-                            fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
+      out.fitted.push_back({"links.efficiency.pcie", efficiency, static_cast<int>(bytes.size()),
+                            residual, fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
     }
   } else {
     out.notes.push_back("links: kept: no all-reduce microbenchmark over 2 or more ranks");
@@ -451,12 +472,14 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
         std::min(1.0, 1.0 / inverse_bandwidth / machine.gpu.pcie_bandwidth().value());
     (pinned == 0 ? out.profile.transfer.pcie_efficiency
                  : out.profile.transfer.pageable_efficiency) = efficiency;
-    out.fitted.push_back({keys[pinned], efficiency, static_cast<int>(copy_bytes[pinned].size()), 0,
-                          "host-to-device copy microbenchmark"});
+    const double residual =
+        latency_bandwidth_rms(copy_bytes[pinned], copy_seconds[pinned], alpha, inverse_bandwidth);
+    out.fitted.push_back({keys[pinned], efficiency, static_cast<int>(copy_bytes[pinned].size()),
+                          residual, "host-to-device copy microbenchmark"});
     if (pinned == 0) {
       out.profile.transfer.copy_latency = Seconds(alpha);
       out.fitted.push_back({"transfer.copy_latency_us", alpha * 1e6,
-                            static_cast<int>(copy_bytes[0].size()), 0,
+                            static_cast<int>(copy_bytes[0].size()), residual,
                             "host-to-device copy microbenchmark (pinned)"});
     }
   }
@@ -544,7 +567,8 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     out.profile.host.forward_op = out.profile.host.backward_op = out.profile.host.optimizer_op =
         per_op;
     out.fitted.push_back({"host.forward_op_us, backward_op_us, optimizer_op_us",
-                          per_op.value() * 1e6, static_cast<int>(dispatch.size()), 0,
+                          per_op.value() * 1e6, static_cast<int>(dispatch.size()),
+                          spread_rms(dispatch, per_op.value()),
                           "dispatch microbenchmark (tiny eager ops)"});
   } else {
     out.notes.push_back("host.*_op_us: kept: no dispatch microbenchmark (epochcast bench)");
@@ -552,7 +576,8 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   if (!sample_cpu.empty()) {
     out.profile.sample_cpu = Seconds(median(sample_cpu));
     out.fitted.push_back({"input.sample_cpu_us", median(sample_cpu) * 1e6,
-                          static_cast<int>(sample_cpu.size()), 0,
+                          static_cast<int>(sample_cpu.size()),
+                          spread_rms(sample_cpu, median(sample_cpu)),
                           "the loaders' CPU clocks (median over points)"});
   }
   fit_links(inputs, out);

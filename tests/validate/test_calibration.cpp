@@ -222,6 +222,56 @@ TEST_CASE("the step time beyond the layers goes to the loop's overhead or to the
   }
 }
 
+TEST_CASE("link and copy fits recover latency and bandwidth, with the residuals of their lines") {
+  // Seed 001's box: four GPUs behind a PCIe host bridge, no NVLink.
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/conv1d.yaml"),
+                                        {{"sweep.gpus", "[1]", ""},
+                                         {"sweep.batch", "[50]", ""},
+                                         {"training.strategy", "single", ""}});
+  const double pcie = scenario.machine.gpu.pcie_bandwidth().value();
+  const int ranks = 4;
+  const double alpha = 60e-6, link = 0.5 * pcie;  // a ring of 6 steps, links at half the datasheet
+  const double copy_latency = 10e-6, copy_bandwidth = 0.8 * pcie;
+  auto measure = [&](double noise) {
+    MeasuredScenario m = synthetic_measurements(scenario, scenario.profile);
+    Benchmarks& b = m.measurements.benchmarks;
+    int i = 0;
+    for (std::int64_t bytes = 1024; bytes <= (64 << 20); bytes *= 4, ++i) {
+      double wobble = 1 + (i % 2 == 0 ? noise : -noise);
+      double ring = alpha + static_cast<double>(bytes) * 2.0 * (ranks - 1) / ranks / link;
+      b.collectives.push_back({"all_reduce", ranks, bytes, ring * wobble, 0, 0, true});
+      double copy = copy_latency + static_cast<double>(bytes) / copy_bandwidth;
+      b.copies.push_back({"host_to_device", true, 0, 0, bytes, copy * wobble, 0});
+    }
+    return calibrate({m}, {}, {"synthetic.json"});
+  };
+  auto fitted = [](const Calibration& c, const std::string& key) {
+    for (const FittedParameter& f : c.fitted) {
+      if (f.key == key) return f;
+    }
+    FAIL("no fitted " << key);
+    return FittedParameter{};
+  };
+
+  Calibration exact = measure(0);
+  const std::size_t pcie_kind = 0;
+  CHECK(exact.profile.links.step_latency[pcie_kind].value() == Approx(alpha / 6).epsilon(1e-3));
+  CHECK(exact.profile.links.efficiency[pcie_kind] == Approx(0.5).epsilon(1e-3));
+  CHECK(exact.profile.transfer.pcie_efficiency == Approx(0.8).epsilon(1e-3));
+  CHECK(exact.profile.transfer.copy_latency.value() == Approx(copy_latency).epsilon(1e-3));
+  for (const char* key : {"links.step_latency_us.pcie", "links.efficiency.pcie",
+                          "transfer.pcie_efficiency", "transfer.copy_latency_us"}) {
+    INFO(key);
+    CHECK(fitted(exact, key).rms_relative_residual < 1e-6);
+  }
+  // Measurements 5 % off the line on alternate sizes: the fit quality says so.
+  Calibration noisy = measure(0.05);
+  for (const char* key : {"links.efficiency.pcie", "transfer.pcie_efficiency"}) {
+    INFO(key);
+    CHECK(fitted(noisy, key).rms_relative_residual == Approx(0.05).margin(0.01));
+  }
+}
+
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {
   ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"));
   HardwareProfile p = scenario.profile;

@@ -18,11 +18,14 @@ namespace {
 std::string out_path(const std::string& name) {
   return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
 }
-nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
-  return nlohmann::json::parse(s.str());
+  return s.str();
+}
+nlohmann::json read_json(const std::filesystem::path& path) {
+  return nlohmann::json::parse(read_text(path));
 }
 
 }  // namespace
@@ -68,11 +71,26 @@ TEST_CASE("calibrating the committed CPU measurements gives the committed profil
                   files + " -o " + profile);
   INFO(calibrate.output);
   REQUIRE(calibrate.exit_code == 0);
-  auto read = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  CHECK(read(profile) == read(source_dir() / "validate/data/host-cpu/profile.yaml"));
+  CHECK(read_text(profile) == read_text(source_dir() / "validate/data/host-cpu/profile.yaml"));
+}
+
+TEST_CASE(
+    "a calibrated profile overrides a machine's the same way from the scenario and --profile") {
+  const std::string scenario =
+      (source_dir() / "tests/validate/scenarios/cpu-mnist-cnn.yaml").string();
+  const std::string profile = (source_dir() / "validate/data/host-cpu/profile.yaml").string();
+  const std::string by_option = out_path("profile-by-option.csv");
+  const std::string in_scenario = out_path("profile-in-scenario.csv");
+  const std::string uncalibrated = out_path("profile-none.csv");
+  REQUIRE(run_command(epochcast_binary() + " predict " + scenario + " --profile " + profile +
+                      " --csv " + by_option)
+              .exit_code == 0);
+  REQUIRE(run_command(epochcast_binary() + " predict " + scenario +
+                      " --set 'hardware={base: host-cpu, profile: " + profile + "}' --csv " +
+                      in_scenario)
+              .exit_code == 0);
+  REQUIRE(run_command(epochcast_binary() + " predict " + scenario + " --csv " + uncalibrated)
+              .exit_code == 0);
+  CHECK(read_text(by_option) == read_text(in_scenario));
+  CHECK(read_text(by_option) != read_text(uncalibrated));
 }

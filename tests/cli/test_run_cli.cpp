@@ -159,6 +159,23 @@ TEST_CASE("two ddp ranks under mpirun end with bit-identical parameters") {
     CHECK(c["correct"] == true);
     CHECK(c["busbw_gbps"].get<double>() == Approx(c["algbw_gbps"].get<double>()));  // n = 2
   }
+
+  // The all-reduce sizes give the links' latency and bandwidth (α and β), with the fit's
+  // residual, and the profile loads as an override on the scenario's machine.
+  std::string profile = out_path("ddp-profile.yaml");
+  CommandResult calibrate =
+      run_command(epochcast_binary() + " calibrate " + out + " -o " + profile);
+  INFO(calibrate.output);
+  REQUIRE(calibrate.exit_code == 0);
+  CHECK_THAT(calibrate.output, Catch::Contains("links.step_latency_us.pcie"));
+  CHECK_THAT(calibrate.output, Catch::Contains("links.efficiency.pcie"));
+  CHECK_THAT(calibrate.output, Catch::Contains("all-reduce over 2 ranks"));
+  CommandResult predict =
+      run_command(epochcast_binary() + " predict " + scenario("ddp-2rank-cpu") +
+                  " --set 'hardware={base: " + "seed001-box, profile: " + profile + "}'");
+  INFO(predict.output);
+  CHECK(predict.exit_code == 0);
+  CHECK_THAT(predict.output, Catch::Contains("seed001-box"));
 }
 
 TEST_CASE("a point that runs out of memory is recorded as OOM and the run goes on") {

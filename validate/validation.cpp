@@ -97,14 +97,7 @@ ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& m
     report.calibration_points = summarise(in);
     report.held_out = summarise(out);
   }
-  const CalibrationOrigin& origin = scenario.profile.calibration;
-  if (!origin.device.empty() && origin.device != scenario.machine.gpu.name) {
-    report.cross_device = fmt::format(
-        "cross-device prediction: the profile was calibrated on {} and is applied to {} "
-        "(compute-bound work scaled by peak FLOP/s, memory-bound work by bandwidth, host costs "
-        "kept)",
-        origin.device, scenario.machine.gpu.name);
-  }
+  report.cross_device = cross_device_note(scenario);
   return report;
 }
 

@@ -244,4 +244,14 @@ void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
   scenario.profile = std::move(profile);
 }
 
+std::string cross_device_note(const ScenarioSpec& scenario) {
+  const CalibrationOrigin& origin = scenario.profile.calibration;
+  if (origin.device.empty() || origin.device == scenario.machine.gpu.name) return "";
+  return fmt::format(
+      "cross-device prediction: the profile was calibrated on {} and is applied to {} "
+      "(compute-bound work scaled by peak FLOP/s, memory-bound work by bandwidth, host costs "
+      "kept)",
+      origin.device, scenario.machine.gpu.name);
+}
+
 }  // namespace epochcast

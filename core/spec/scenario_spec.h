@@ -125,6 +125,10 @@ std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
 
+// A sentence for every output when the scenario's profile was calibrated on another device than
+// its machine's GPU (a prediction for a GPU one does not have); empty otherwise.
+std::string cross_device_note(const ScenarioSpec& scenario);
+
 // `overrides` (from --set PATH=VALUE) replace values in the file before it is checked, so they
 // get the same checks and errors that name them.
 ScenarioSpec load_scenario(const std::filesystem::path& file,

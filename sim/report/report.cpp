@@ -46,6 +46,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                   s.dataset.validation_samples > 0
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
                       : "");
+  if (std::string note = cross_device_note(s); !note.empty()) {
+    out.insert(out.size() - 1, fmt::format("{}.\n", note));
+  }
   if (s.contention.shared()) {
     out.insert(out.size() - 1,
                fmt::format("Shared system: this job gets {:.0f}% of each GPU's SMs and bandwidth "
@@ -220,6 +223,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       {"optimizer", kOptimizerNames[static_cast<int>(s.training.optimizer)]},
       {"precision", precision_name(s)},
       {"profile", s.profile.name},
+      {"cross_device", cross_device_note(s)},
       {"epochs", s.training.epochs},
       {"gpu_share", s.contention.gpu_share},
       {"cpu_share", s.contention.cpu_share},

@@ -94,3 +94,25 @@ TEST_CASE(
   CHECK(read_text(by_option) == read_text(in_scenario));
   CHECK(read_text(by_option) != read_text(uncalibrated));
 }
+
+TEST_CASE("predicting a GPU from a profile calibrated on another device says so, table and JSON") {
+  const std::string gpu = (source_dir() / "scenarios/calibration/gpu-mnist-cnn.yaml").string();
+  const std::string profile = (source_dir() / "validate/data/host-cpu/profile.yaml").string();
+  const std::string json = out_path("cross-device.json");
+  CommandResult cross = run_command(epochcast_binary() + " predict " + gpu + " --profile " +
+                                    profile + " --batch 64 --json " + json);
+  INFO(cross.output);
+  REQUIRE(cross.exit_code == 0);
+  CHECK_THAT(cross.output, Catch::Contains("cross-device prediction: the profile was calibrated "
+                                           "on Host CPU"));
+  CHECK_THAT(read_json(json)["cross_device"].get<std::string>(),
+             Catch::Contains("applied to NVIDIA H100 SXM5 80GB"));
+  // Its own device, or the uncalibrated default: no label.
+  CommandResult own =
+      run_command(epochcast_binary() + " predict " +
+                  (source_dir() / "tests/validate/scenarios/cpu-mnist-cnn.yaml").string() +
+                  " --profile " + profile + " --batch 64 --json " + json);
+  REQUIRE(own.exit_code == 0);
+  CHECK_THAT(own.output, !Catch::Contains("cross-device"));
+  CHECK(read_json(json)["cross_device"] == "");
+}

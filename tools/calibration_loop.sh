@@ -95,9 +95,10 @@ if torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)'
 fi
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DEPOCHCAST_BUILD_RUNTIME=ON)
 if [[ -n $prefix_path ]]; then cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix_path"); fi
-if [[ ! -e /usr/local/cuda/include/nccl.h ]] && nccl_dir=$(python3 -c \
-    'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2> /dev/null); then
-  # No NCCL beside the CUDA Toolkit: PyTorch's own (the nvidia-nccl wheel), as LibTorch uses.
+if nccl_dir=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' \
+    2> /dev/null); then
+  # PyTorch's own NCCL (the nvidia-nccl wheel) rather than the CUDA Toolkit's: LibTorch and
+  # epochcast load one libnccl.so.2 between them, and it must be the one LibTorch was built with.
   cmake_args+=("-DEPOCHCAST_NCCL_INCLUDE=$nccl_dir/include"
                "-DEPOCHCAST_NCCL_LIBRARY=$(ls "$nccl_dir"/lib/libnccl.so* | head -1)")
 fi

@@ -81,7 +81,8 @@ class EventTimer {
   void* stop_ = nullptr;
 };
 
-enum class ElementType { float32, float16, bfloat16 };
+// bytes: raw bytes, for copies of tensors of any dtype (broadcasts), never for reductions.
+enum class ElementType { float32, float16, bfloat16, bytes };
 
 // An NCCL communicator. The unique id is created by rank 0 and handed to the others by the
 // launcher (MPI broadcast), as nccl-tests bootstraps NCCL.

@@ -21,6 +21,8 @@ ncclDataType_t nccl_type(ElementType type) {
       return ncclFloat16;
     case ElementType::bfloat16:
       return ncclBfloat16;
+    case ElementType::bytes:
+      return ncclUint8;
   }
   throw std::logic_error("nccl_type: unknown ElementType " +
                          std::to_string(static_cast<int>(type)));

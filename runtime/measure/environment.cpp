@@ -1,6 +1,7 @@
 // Reads the environment from the CUDA runtime, LibTorch, MPI and /proc.
 #include "runtime/measure/environment.h"
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -27,6 +28,24 @@ std::string proc_field(const char* file, const std::string& key) {
     std::string value = line.substr(colon + 1);
     value.erase(0, value.find_first_not_of(" \t"));
     return value;
+  }
+  return "";
+}
+
+// The NVIDIA kernel driver's version ("580.159.04"), from the first line of
+// /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX [Open Kernel Module for] x86_64 Kernel
+// Module  580.159.04  Release Build ...". Empty where there is no such file.
+std::string nvidia_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  std::getline(in, line);
+  std::size_t module = line.find("Module");
+  if (module == std::string::npos) return "";
+  std::istringstream tokens(line.substr(module));
+  for (std::string token; tokens >> token;) {
+    if (std::isdigit(static_cast<unsigned char>(token.front())) &&
+        token.find('.') != std::string::npos)
+      return token;
   }
   return "";
 }
@@ -58,7 +77,11 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
     e.device_name = info.name;
     e.device_count = devices.device_count;
     e.device_memory_bytes = info.memory_bytes;
-    e.driver_version = info.driver_version;
+    // The driver's own version where the kernel module says it, with the CUDA API level it
+    // supports (all the CUDA runtime can tell).
+    std::string driver = nvidia_driver_version();
+    e.driver_version = driver.empty() ? "CUDA " + info.driver_version
+                                      : fmt::format("{} (CUDA {})", driver, info.driver_version);
     e.cuda_version = info.runtime_version;
     e.nccl_version = info.nccl_version;
   } else {

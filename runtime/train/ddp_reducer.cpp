@@ -50,13 +50,17 @@ DdpReducer::DdpReducer(std::vector<torch::Tensor> parameters, const Group& group
     buckets_.push_back(std::move(bucket));
   }
   for (std::size_t p = 0; p < parameters_.size(); ++p) {
-    parameters_[p].register_hook(
-        [this, p](const torch::Tensor& gradient) { on_gradient(p, gradient); });
+    hooks_.push_back(parameters_[p].register_hook(
+        [this, p](const torch::Tensor& gradient) { on_gradient(p, gradient); }));
   }
   if (!on_cuda_ && group_.size() > 1) thread_ = std::thread([this] { communication_loop(); });
 }
 
 DdpReducer::~DdpReducer() {
+  // The hooks call into this object; a backward pass after it is gone (per-layer profiling)
+  // must not reach them.
+  for (std::size_t p = 0; p < hooks_.size(); ++p)
+    parameters_[p].remove_hook(hooks_[p]);
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -68,11 +72,16 @@ DdpReducer::~DdpReducer() {
 void DdpReducer::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
   if (group_.size() < 2) return;
   torch::NoGradGuard no_grad;
+  // The communication stream does not follow LibTorch's: it waits for the work queued so far
+  // (the trial step's optimizer) before reading or overwriting the tensors.
+  if (on_cuda_) stream_->wait_for(nullptr);
   for (const torch::Tensor& t : tensors) {
     if (on_cuda_) {
+      // As bytes: buffers include integers (batch norm's num_batches_tracked).
       torch::Tensor contiguous = t.contiguous();
-      nccl_->broadcast(contiguous.data_ptr(), static_cast<std::size_t>(contiguous.numel()),
-                       cuda::ElementType::float32, 0, *stream_);
+      nccl_->broadcast(contiguous.data_ptr(),
+                       static_cast<std::size_t>(contiguous.numel() * contiguous.element_size()),
+                       cuda::ElementType::bytes, 0, *stream_);
       stream_->synchronize();
       if (!contiguous.is_same(t)) t.copy_(contiguous);
     } else {

@@ -36,7 +36,7 @@ class DdpReducer {
   DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
              std::int64_t first_cap_bytes, std::int64_t cap_bytes,
              cuda::NcclCommunicator* nccl = nullptr, cuda::Stream* stream = nullptr);
-  ~DdpReducer();
+  ~DdpReducer();  // removes its gradient hooks: the model trains on without it
   DdpReducer(const DdpReducer&) = delete;
   DdpReducer& operator=(const DdpReducer&) = delete;
 
@@ -64,6 +64,7 @@ class DdpReducer {
   void all_reduce(Bucket& bucket);
 
   std::vector<torch::Tensor> parameters_;
+  std::vector<unsigned> hooks_;  // one per parameter, removed with the reducer
   const Group& group_;
   cuda::NcclCommunicator* nccl_;
   cuda::Stream* stream_;

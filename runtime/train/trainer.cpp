@@ -37,9 +37,12 @@ double seconds_since(Clock::time_point start) {
 bool is_out_of_memory(const std::exception& error) {
   if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
   std::string text = error.what();
+  // cuBLAS and cuDNN report their own allocation failures (CUBLAS_STATUS_ALLOC_FAILED,
+  // CUDNN_STATUS_ALLOC_FAILED) rather than LibTorch's "CUDA out of memory".
   return text.find("out of memory") != std::string::npos ||
          text.find("can't allocate memory") != std::string::npos ||
-         text.find("not enough memory") != std::string::npos;
+         text.find("not enough memory") != std::string::npos ||
+         text.find("ALLOC_FAILED") != std::string::npos;
 }
 
 // --- memory -------------------------------------------------------------------------------------
@@ -49,6 +52,9 @@ bool is_out_of_memory(const std::exception& error) {
 void reset_peak_memory(const torch::Device& device) {
 #ifdef EPOCHCAST_TORCH_CUDA
   if (device.is_cuda()) {
+    // The allocator has no per-device state until LibTorch has started CUDA on the device
+    // ("Invalid device argument: did you call init?"); a first allocation starts it.
+    torch::empty({1}, torch::TensorOptions().device(device));
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
     return;
@@ -146,12 +152,18 @@ class LossScaler {
   bool unscale(const std::vector<torch::Tensor>& parameters) {
     if (!enabled_) return true;
     torch::NoGradGuard no_grad;
-    bool finite = true;
+    std::vector<torch::Tensor> gradients;
     for (const torch::Tensor& p : parameters) {
-      if (!p.grad().defined()) continue;
-      p.grad().div_(scale_);
-      if (finite && !torch::isfinite(p.grad()).all().item<bool>()) finite = false;
+      if (p.grad().defined()) gradients.push_back(p.grad());
     }
+    if (gradients.empty()) return true;
+    // One fused unscale-and-check over all gradients and one host sync, as GradScaler does (a
+    // check per tensor would stall the GPU once per parameter).
+    auto options = torch::TensorOptions().dtype(torch::kFloat).device(gradients.front().device());
+    torch::Tensor found_infinite = torch::zeros({1}, options);
+    torch::Tensor inverse_scale = torch::full({1}, 1.0 / scale_, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(gradients, found_infinite, inverse_scale);
+    const bool finite = found_infinite.item<float>() == 0.0F;
     if (!finite) {
       scale_ /= 2;
       good_steps_ = 0;
@@ -508,6 +520,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     result.warmup_iterations = options.warmup_iterations;
 
     rig.loader->reset_counters();
+    // Nothing of the warm-up may still be queued when the first timed step starts.
+    synchronize(device);
     std::vector<double> samples;
     torch::Tensor first_loss;
     for (int i = 0; i < options.timed_iterations && !timed_out; ++i) {
@@ -579,6 +593,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       SyntheticLoader validation(sample_shape_of(scenario, rig.model->analysis()), v, device);
       rig.model->eval();
       rig.evaluate(validation.next());  // warm-up
+      synchronize(device);
       std::vector<double> times;
       for (int i = 0; i < options.validation_iterations; ++i) {
         times.push_back(timed(device, [&] { rig.evaluate(validation.next()); }));
@@ -615,6 +630,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
           std::all_of(hashes.begin(), hashes.end(), [&](auto h) { return h == hashes.front(); });
     }
 
+    // Layers are profiled with local gradients: the reducer's hooks would copy every gradient
+    // into its buckets, adding their time to each layer's backward.
+    rig.reducer.reset();
     if (options.profile_layers && group.rank() == 0) {
       rig.loader->seek(0);
       Batch batch = rig.loader->next();

@@ -176,6 +176,41 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
   return {std::move(theta), std::move(active_count), rms};
 }
 
+// The bound fit (solve_active_bounds) weighs each layer's relative error, so that small layers
+// count; the epoch is their sum, and on CPUs the sum comes out biased (some 15% short on mnist-cnn:
+// its large layers run slower per FLOP than its small ones). Scaling every bound by one factor
+// keeps the layers' proportions and makes each point's simulated sum match the measured one on
+// average (least squares on the relative error of each point's sum).
+void scale_to_point_sums(const std::vector<Observation>& observations, std::vector<double>& theta,
+                         Calibration& out) {
+  std::vector<double> measured_sum, simulated_sum;
+  for (const Observation& o : observations) {
+    if (o.point >= measured_sum.size()) {
+      measured_sum.resize(o.point + 1, 0.0);
+      simulated_sum.resize(o.point + 1, 0.0);
+    }
+    measured_sum[o.point] += o.seconds;
+    for (const UnitKernel& k : o.kernels)
+      simulated_sum[o.point] += kernel_time(k, theta);
+  }
+  double ratio_sum = 0, ratio_squares = 0;
+  for (std::size_t i = 0; i < measured_sum.size(); ++i) {
+    if (measured_sum[i] <= 0) continue;
+    double r = simulated_sum[i] / measured_sum[i];
+    ratio_sum += r;
+    ratio_squares += r * r;
+  }
+  if (ratio_squares > 0) {
+    const double scale = ratio_sum / ratio_squares;
+    for (std::size_t j = 0; j < kColumns; ++j)
+      theta[j] = j == kMinKernelColumn ? theta[j] * scale : std::max(1.0, theta[j] * scale);
+    out.notes.push_back(fmt::format(
+        "gpu.*: every fitted bound scaled by {:.3g} so that the simulated layer times of each "
+        "measured point add up to the measured ones on average",
+        scale));
+  }
+}
+
 // Which bound a kernel sits at is itself fitted, and the iterated solve only moves between
 // neighbouring active sets: from the prior, where pooling and elementwise kernels are
 // memory-bound, it never finds that a CPU's max-pooling or dropout (random numbers) is bound by
@@ -220,37 +255,7 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
     active_count[kMinKernelColumn] = static_cast<int>(floors.size());
   }
 
-  // The fit above weighs each layer's relative error, so that small layers count; the epoch is
-  // their sum, and on CPUs the sum comes out biased (some 15% short on mnist-cnn: its large
-  // layers run slower per FLOP than its small ones). Scaling every bound by one factor keeps
-  // the layers' proportions and makes each point's simulated sum match the measured one on
-  // average (least squares on the relative error of each point's sum).
-  std::vector<double> measured_sum, simulated_sum;
-  for (const Observation& o : observations) {
-    if (o.point >= measured_sum.size()) {
-      measured_sum.resize(o.point + 1, 0.0);
-      simulated_sum.resize(o.point + 1, 0.0);
-    }
-    measured_sum[o.point] += o.seconds;
-    for (const UnitKernel& k : o.kernels)
-      simulated_sum[o.point] += kernel_time(k, theta);
-  }
-  double ratio_sum = 0, ratio_squares = 0;
-  for (std::size_t i = 0; i < measured_sum.size(); ++i) {
-    if (measured_sum[i] <= 0) continue;
-    double r = simulated_sum[i] / measured_sum[i];
-    ratio_sum += r;
-    ratio_squares += r * r;
-  }
-  if (ratio_squares > 0) {
-    const double scale = ratio_sum / ratio_squares;
-    for (std::size_t j = 0; j < kColumns; ++j)
-      theta[j] = j == kMinKernelColumn ? theta[j] * scale : std::max(1.0, theta[j] * scale);
-    out.notes.push_back(fmt::format(
-        "gpu.*: every fitted bound scaled by {:.3g} so that the simulated layer times of each "
-        "measured point add up to the measured ones on average",
-        scale));
-  }
+  scale_to_point_sums(observations, theta, out);
 
   auto add = [&](std::string key, double value, std::size_t column) {
     double rms = rms_relative(observations, theta, [&](const Observation& o) {
@@ -544,7 +549,6 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     const std::size_t first_point = observations.empty() ? 0 : observations.back().point + 1;
     for (Observation& each : o)
       each.point += first_point;
-
     observations.insert(observations.end(), o.begin(), o.end());
   }
   if (observations.empty()) {
@@ -574,10 +578,10 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     out.notes.push_back("host.*_op_us: kept: no dispatch microbenchmark (epochcast bench)");
   }
   if (!sample_cpu.empty()) {
-    out.profile.sample_cpu = Seconds(median(sample_cpu));
-    out.fitted.push_back({"input.sample_cpu_us", median(sample_cpu) * 1e6,
-                          static_cast<int>(sample_cpu.size()),
-                          spread_rms(sample_cpu, median(sample_cpu)),
+    const double per_sample = median(sample_cpu);
+    out.profile.sample_cpu = Seconds(per_sample);
+    out.fitted.push_back({"input.sample_cpu_us", per_sample * 1e6,
+                          static_cast<int>(sample_cpu.size()), spread_rms(sample_cpu, per_sample),
                           "the loaders' CPU clocks (median over points)"});
   }
   fit_links(inputs, out);

@@ -503,7 +503,6 @@ std::string to_json(const MeasurementFile& file) {
                           {"ranks", e.ranks},
                           {"cpu_threads", e.cpu_threads},
                           {"host_allocator", e.host_allocator},
-
                           {"epochcast_version", e.epochcast_version},
                           {"started_at", e.started_at}};
   Json points = Json::array();

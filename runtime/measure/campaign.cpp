@@ -129,16 +129,16 @@ void save_measurements(const MeasurementFile& file, const std::filesystem::path&
 
 std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
                                           const std::vector<MeasuredPoint>& existing, int rounds) {
-  std::vector<SweepPoint> todo;
+  std::vector<SweepPoint> to_measure;
   for (const SweepPoint& p : sweep) {
     bool done = std::any_of(existing.begin(), existing.end(), [&](const MeasuredPoint& m) {
       // A point that did not end ok (OOM, skipped, timeout) is as finished after one round.
       return same_point(m, p) && finished(m.status) &&
              (m.status != PointStatus::ok || m.rounds >= rounds);
     });
-    if (!done) todo.push_back(p);
+    if (!done) to_measure.push_back(p);
   }
-  return todo;
+  return to_measure;
 }
 
 int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
@@ -162,15 +162,16 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   if (benchmarks) file.benchmarks = *benchmarks;
 
   std::vector<SweepPoint> sweep = expand_sweep(scenario);
-  std::vector<SweepPoint> todo = points_to_measure(sweep, file.points, options.rounds);
+  std::vector<SweepPoint> to_measure = points_to_measure(sweep, file.points, options.rounds);
   if (writer && !options.quiet) {
-    std::cerr << fmt::format("{}: {} point{} to measure on {} ({}{}){}\n", scenario.name,
-                             todo.size(), todo.size() == 1 ? "" : "s", file.environment.device_name,
-                             file.environment.device_kind,
-                             world.size() > 1 ? fmt::format(", {} ranks", world.size()) : "",
-                             sweep.size() > todo.size()
-                                 ? fmt::format("; {} already measured", sweep.size() - todo.size())
-                                 : "");
+    std::cerr << fmt::format(
+        "{}: {} point{} to measure on {} ({}{}){}\n", scenario.name, to_measure.size(),
+        to_measure.size() == 1 ? "" : "s", file.environment.device_name,
+        file.environment.device_kind,
+        world.size() > 1 ? fmt::format(", {} ranks", world.size()) : "",
+        sweep.size() > to_measure.size()
+            ? fmt::format("; {} already measured", sweep.size() - to_measure.size())
+            : "");
   }
   if (writer) save_measurements(file, options.output);
 
@@ -180,20 +181,20 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   // The soft timeout plus as much again (at least a minute) for the work after timing.
   const double hard_limit = options.run.timeout_s + std::max(60.0, options.run.timeout_s);
   const int rounds = std::max(1, options.rounds);
-  std::vector<std::vector<MeasuredPoint>> measured_rounds(todo.size());
-  const std::size_t total = todo.size() * static_cast<std::size_t>(rounds);
+  std::vector<std::vector<MeasuredPoint>> measured_rounds(to_measure.size());
+  const std::size_t total = to_measure.size() * static_cast<std::size_t>(rounds);
   std::size_t done = 0;
   for (std::size_t step = 0; step < total; ++step) {
-    const std::size_t i = step % todo.size();
-    const int round = static_cast<int>(step / todo.size());
-    const SweepPoint& p = todo[i];
+    const std::size_t i = step % to_measure.size();
+    const int round = static_cast<int>(step / to_measure.size());
+    const SweepPoint& p = to_measure[i];
     // A point that ran out of memory or was skipped in one round is not tried again.
     if (round > 0 && measured_rounds[i].back().status != PointStatus::ok) continue;
     if (writer && !options.quiet) {
       std::cerr << fmt::format("[{}{}/{}] {} GPU{}, batch {} ({} per GPU) ... ",
                                rounds > 1 ? fmt::format("round {}/{}, ", round + 1, rounds) : "",
-                               i + 1, todo.size(), p.gpus, p.gpus == 1 ? "" : "s", p.global_batch,
-                               p.per_gpu_batch)
+                               i + 1, to_measure.size(), p.gpus, p.gpus == 1 ? "" : "s",
+                               p.global_batch, p.per_gpu_batch)
                 << std::flush;
     }
     watchdog.arm(hard_limit, [&, p] {

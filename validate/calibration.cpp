@@ -500,6 +500,22 @@ std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
 
 }  // namespace
 
+void check_measured_points(const MeasuredScenario& measured) {
+  for (std::size_t i = 0; i < measured.measurements.points.size(); ++i) {
+    const MeasuredPoint& p = measured.measurements.points[i];
+    if (p.status != PointStatus::ok) continue;
+    std::string problem =
+        point_problem(measured.scenario, SweepPoint{p.gpus, p.global_batch, p.per_gpu_batch});
+    if (!problem.empty()) {
+      throw InputError(SourceMark{measured.file, 0, 0}, fmt::format("points[{}]", i),
+                       fmt::format("the point {} GPU{}, global batch {} cannot run in scenario "
+                                   "'{}': {}",
+                                   p.gpus, p.gpus == 1 ? "" : "s", p.global_batch,
+                                   measured.scenario.name, problem));
+    }
+  }
+}
+
 MeasuredScenario load_measured_scenario(const std::string& measurement_file,
                                         const std::string& scenario_override) {
   MeasuredScenario m;
@@ -524,6 +540,7 @@ MeasuredScenario load_measured_scenario(const std::string& measurement_file,
     }
   }
   m.scenario = load_scenario(scenario_file, overrides);
+  check_measured_points(m);
   return m;
 }
 

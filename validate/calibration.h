@@ -55,8 +55,13 @@ struct Calibration {
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
                       const std::vector<std::string>& file_names);
 
+// Raises InputError naming the file and the point when a point that ended ok could not have
+// run in the scenario (more GPUs than its machine, a batch larger than its data set, ...):
+// predicting it would compare against something else.
+void check_measured_points(const MeasuredScenario& measured);
+
 // Loads a measurement file and the scenario it ran (from the recorded scenario_file, or
-// `scenario_override`), re-applying the recorded --set/--gpus/--batch.
+// `scenario_override`), re-applying the recorded --set/--gpus/--batch; checks its points.
 MeasuredScenario load_measured_scenario(const std::string& measurement_file,
                                         const std::string& scenario_override = "");
 

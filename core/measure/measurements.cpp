@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/input_error.h"
+#include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast {
@@ -236,9 +237,24 @@ double nonnegative(const MapReader& m, std::string_view key) {
   if (value < 0) n.fail(fmt::format("expected a number >= 0, got {}", value));
   return value;
 }
-std::optional<double> optional_nonnegative(const MapReader& m, std::string_view key) {
+// A time in seconds: from 0 to a billion (about 32 years; no measurement runs longer).
+constexpr double kMaxSeconds = 1e9;
+double seconds(const MapReader& m, std::string_view key) {
+  return m.required(key).as_number_in(0, kMaxSeconds);
+}
+std::optional<double> optional_seconds(const MapReader& m, std::string_view key) {
   if (!m.has(key)) return std::nullopt;
-  return nonnegative(m, key);
+  return seconds(m, key);
+}
+// An epoch that was measured: it took some time, and less than a billion seconds.
+double epoch_seconds(const MapReader& m, std::string_view key) {
+  Node n = m.required(key);
+  double value = n.as_number();
+  if (!(value > 0 && value <= kMaxSeconds)) {
+    n.fail(fmt::format("expected an epoch time above 0 and at most {:g} s (32 years), got {}",
+                       kMaxSeconds, n.raw().Scalar()));
+  }
+  return value;
 }
 std::int64_t count(const MapReader& m, std::string_view key, std::int64_t minimum = 0) {
   return m.required(key).as_int_at_least(minimum);
@@ -258,12 +274,12 @@ int small_count_or(const MapReader& m, std::string_view key, int fallback,
 Spread read_spread(const Node& node) {
   MapReader m(node, {"median", "p10", "p90", "mean", "min", "max", "count"});
   Spread s;
-  s.median = nonnegative(m, "median");
-  s.p10 = nonnegative(m, "p10");
-  s.p90 = nonnegative(m, "p90");
-  s.mean = nonnegative(m, "mean");
-  s.min = nonnegative(m, "min");
-  s.max = nonnegative(m, "max");
+  s.median = seconds(m, "median");
+  s.p10 = seconds(m, "p10");
+  s.p90 = seconds(m, "p90");
+  s.mean = seconds(m, "mean");
+  s.min = seconds(m, "min");
+  s.max = seconds(m, "max");
   s.count = small_count(m, "count", 1);
   if (!(s.min <= s.p10 && s.p10 <= s.median && s.median <= s.p90 && s.p90 <= s.max)) {
     node.fail("expected min <= p10 <= median <= p90 <= max");
@@ -327,8 +343,8 @@ MeasuredPoint read_point(const Node& node) {
   MapReader m(node, keys);
   MeasuredPoint p;
   p.gpus = small_count(m, "gpus", 1);
-  p.global_batch = count(m, "global_batch", 1);
-  p.per_gpu_batch = count(m, "per_gpu_batch", 1);
+  p.global_batch = m.required("global_batch").as_int_in(1, limits::kMaxSamples);
+  p.per_gpu_batch = m.required("per_gpu_batch").as_int_in(1, limits::kMaxSamples);
   p.status = static_cast<PointStatus>(m.required("status").as_choice(kPointStatusNames));
   p.reason = str_or(m, "reason");
   p.device = str(m, "device");
@@ -338,21 +354,19 @@ MeasuredPoint read_point(const Node& node) {
   p.iteration_s = read_spread(m.required("iteration_s"));
   if (auto samples = m.optional("iteration_samples_s")) {
     for (const Node& item : samples->items()) {
-      double value = item.as_number();
-      if (value < 0) item.fail("expected a time >= 0");
-      p.iteration_samples_s.push_back(value);
+      p.iteration_samples_s.push_back(item.as_number_in(0, kMaxSeconds));
     }
   }
   p.iterations_per_epoch = count(m, "iterations_per_epoch");
   p.partial_batch = count(m, "partial_batch");
-  p.partial_iteration_s = optional_nonnegative(m, "partial_iteration_s");
+  p.partial_iteration_s = optional_seconds(m, "partial_iteration_s");
   p.validation_iterations = count(m, "validation_iterations");
-  p.validation_iteration_s = optional_nonnegative(m, "validation_iteration_s");
-  p.epoch_s_estimated = nonnegative(m, "epoch_s_estimated");
-  p.epoch_s_measured = optional_nonnegative(m, "epoch_s_measured");
+  p.validation_iteration_s = optional_seconds(m, "validation_iteration_s");
+  p.epoch_s_estimated = epoch_seconds(m, "epoch_s_estimated");
+  if (m.has("epoch_s_measured")) p.epoch_s_measured = epoch_seconds(m, "epoch_s_measured");
   p.samples_per_s = nonnegative(m, "samples_per_s");
-  p.loader_wait_s = nonnegative(m, "loader_wait_s");
-  p.loader_sample_cpu_s = nonnegative(m, "loader_sample_cpu_s");
+  p.loader_wait_s = seconds(m, "loader_wait_s");
+  p.loader_sample_cpu_s = seconds(m, "loader_sample_cpu_s");
   p.peak_memory_bytes = count(m, "peak_memory_bytes");
   p.memory_source = str_or(m, "memory_source");
   p.first_loss = num(m, "first_loss");
@@ -366,8 +380,8 @@ MeasuredPoint read_point(const Node& node) {
       t.index = small_count(l, "index");
       t.name = str(l, "name");
       t.type = str(l, "type");
-      t.forward_s = nonnegative(l, "forward_s");
-      t.backward_s = nonnegative(l, "backward_s");
+      t.forward_s = seconds(l, "forward_s");
+      t.backward_s = seconds(l, "backward_s");
       p.layers.push_back(std::move(t));
     }
   }
@@ -422,6 +436,32 @@ Benchmarks read_benchmarks(const Node& node) {
   return b;
 }
 
+// The files are JSON: syntax errors are reported as JSON errors (the YAML reader that gives
+// the values their positions would call them YAML errors, or accept YAML that is not JSON).
+void check_json_syntax(const std::string& text, const std::string& name) {
+  try {
+    Json parsed = Json::parse(text);
+    static_cast<void>(parsed);
+  } catch (const Json::parse_error& error) {
+    // error.byte is the 1-based offset of the character that broke the parse.
+    int line = 1, column = 1;
+    std::size_t end = std::min<std::size_t>(error.byte > 0 ? error.byte - 1 : 0, text.size());
+    for (std::size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = error.what();
+    std::size_t detail = what.find("syntax error");
+    throw InputError(
+        SourceMark{name, line, column}, "",
+        "not valid JSON: " + (detail == std::string::npos ? what : what.substr(detail)));
+  }
+}
+
 MeasurementFile read_file(const yaml::Document& document) {
   Node root = document.root();
   static constexpr std::string_view keys[] = {
@@ -462,8 +502,21 @@ MeasurementFile read_file(const yaml::Document& document) {
   f.settings.rounds = small_count_or(s, "rounds", 1, 1);
   f.environment = read_environment(m.required("environment"));
   if (auto points = m.optional("points")) {
-    for (const Node& item : points->items())
-      f.points.push_back(read_point(item));
+    std::vector<Node> items = points->items();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      MeasuredPoint point = read_point(items[i]);
+      // One record per point: run merges rounds and resumptions into one, so a second record
+      // is a hand edit or two files pasted together, and which one counts would be a guess.
+      for (std::size_t j = 0; j < f.points.size(); ++j) {
+        if (f.points[j].gpus == point.gpus && f.points[j].global_batch == point.global_batch) {
+          items[i].fail(
+              fmt::format("the point {} GPU{}, global batch {} is already measured "
+                          "in points[{}]; keep one record per point",
+                          point.gpus, point.gpus == 1 ? "" : "s", point.global_batch, j));
+        }
+      }
+      f.points.push_back(std::move(point));
+    }
   }
   if (auto benchmarks = m.optional("benchmarks")) f.benchmarks = read_benchmarks(*benchmarks);
   return f;
@@ -515,10 +568,11 @@ std::string to_json(const MeasurementFile& file) {
 }
 
 MeasurementFile load_measurements(const std::filesystem::path& path) {
-  return read_file(yaml::Document::load_file(path));
+  return load_measurements_from_string(yaml::read_input_file(path), path.string());
 }
 
 MeasurementFile load_measurements_from_string(const std::string& text, const std::string& name) {
+  check_json_syntax(text, name);
   return read_file(yaml::Document::load_string(text, name));
 }
 

@@ -9,6 +9,7 @@
 #include "core/spec/data_paths.h"
 #include "core/spec/file_kind.h"
 #include "core/spec/hardware_spec.h"
+#include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast {
@@ -55,17 +56,17 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id) {
   gpu.mark = node.mark();
   gpu.name = map.required("name").as_string();
   gpu.architecture = map.required("architecture").as_string();
-  gpu.sm_count = static_cast<int>(map.required("sm_count").as_int_at_least(1));
-  gpu.memory = Bytes(static_cast<std::int64_t>(map.required("memory_gib").as_positive_number() *
+  gpu.sm_count = map.required("sm_count").as_int32_in(1, 100'000);
+  gpu.memory = Bytes(static_cast<std::int64_t>(map.required("memory_gib").as_number_in(1e-3, 1e6) *
                                                static_cast<double>(kGiB)));
   gpu.memory_bandwidth =
-      gigabytes_per_second(map.required("memory_bandwidth_gb_per_s").as_positive_number());
+      gigabytes_per_second(map.required("memory_bandwidth_gb_per_s").as_number_in(1e-3, 1e6));
 
   yaml::Node peak_node = map.required("peak_tflops");
   yaml::MapReader peaks(peak_node, kPrecisionNames);
   for (std::size_t i = 0; i < std::size(kPrecisionNames); ++i) {
     if (auto value = peaks.optional(kPrecisionNames[i])) {
-      gpu.peak[static_cast<Precision>(i)] = teraflops(value->as_positive_number());
+      gpu.peak[static_cast<Precision>(i)] = teraflops(value->as_number_in(1e-6, 1e6));
     }
   }
   if (!gpu.peak.contains(Precision::fp32)) {
@@ -73,19 +74,17 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id) {
   }
 
   yaml::MapReader pcie(map.required("pcie"), {"generation", "lanes"});
-  gpu.pcie_generation = static_cast<int>(pcie.required("generation").as_int_at_least(1));
-  if (gpu.pcie_generation > 6) pcie.required("generation").fail("PCIe generations run 1 to 6");
-  gpu.pcie_lanes = static_cast<int>(pcie.required("lanes").as_int_at_least(1));
-  if (gpu.pcie_lanes > 32) pcie.required("lanes").fail("a PCIe link has at most 32 lanes");
+  gpu.pcie_generation = pcie.required("generation").as_int32_in(1, 6);
+  gpu.pcie_lanes = pcie.required("lanes").as_int32_in(1, 32);
 
   if (auto nvlink_node = map.optional("nvlink")) {
     yaml::MapReader nvlink(*nvlink_node,
                            {"generation", "links", "per_link_gb_per_s_per_direction"});
     NvlinkSpec spec;
-    spec.generation = static_cast<int>(nvlink.required("generation").as_int_at_least(1));
-    spec.links = static_cast<int>(nvlink.required("links").as_int_at_least(1));
+    spec.generation = nvlink.required("generation").as_int32_in(1, 100);
+    spec.links = nvlink.required("links").as_int32_in(1, 1024);
     spec.per_link_per_direction = gigabytes_per_second(
-        nvlink.required("per_link_gb_per_s_per_direction").as_positive_number());
+        nvlink.required("per_link_gb_per_s_per_direction").as_number_in(1e-3, 1e6));
     gpu.nvlink = spec;
   }
   if (auto notes = map.optional("notes")) notes->as_string();
@@ -153,23 +152,18 @@ GpuCatalogue read_catalogue(const yaml::Document& document) {
 
 std::pair<int, int> read_pcie_link(const yaml::Node& node) {
   yaml::MapReader link(node, {"generation", "lanes"});
-  int generation = static_cast<int>(link.required("generation").as_int_at_least(1));
-  if (generation > 6) link.required("generation").fail("PCIe generations run 1 to 6");
-  int lanes = static_cast<int>(link.required("lanes").as_int_at_least(1));
-  if (lanes > 32) link.required("lanes").fail("a PCIe link has at most 32 lanes");
+  int generation = link.required("generation").as_int32_in(1, 6);
+  int lanes = link.required("lanes").as_int32_in(1, 32);
   return {generation, lanes};
 }
 
 double read_gb_per_s(const yaml::Node& node) {
-  double value = node.as_positive_number();
-  if (value > 1e6) node.fail("more than a petabyte per second is not a link");
-  return value;
+  // From a thousandth of a GB/s (slower is not a link) to a petabyte per second.
+  return node.as_number_in(1e-3, 1e6);
 }
 
 Seconds read_latency(const yaml::Node& node) {
-  double us = node.as_number();
-  if (us < 0 || us > 1e6) node.fail(fmt::format("expected 0 to 1e6 microseconds, got {}", us));
-  return microseconds(us);
+  return microseconds(node.as_number_in(0, 1e6));
 }
 
 MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
@@ -180,8 +174,16 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
     yaml::MapReader pcie(
         *pcie_node, {"switches_per_socket", "peer_to_peer", "link", "uplink", "hop_latency_us"});
     if (auto s = pcie.optional("switches_per_socket")) {
-      t.pcie.switches_per_socket = static_cast<int>(s->as_int_at_least(0));
-      if (t.pcie.switches_per_socket > 64) s->fail("at most 64 PCIe switches per socket");
+      t.pcie.switches_per_socket = s->as_int32_in(0, 64);
+      // A switch joins GPUs to the root complex; one with no GPU behind it carries nothing,
+      // and the GPUs are spread over the switches of every socket.
+      const int switches = t.pcie.switches_per_socket * m.host.sockets;
+      if (switches > gpus) {
+        s->fail(fmt::format(
+            "{} PCIe switches per socket on {} socket{} is more switches than "
+            "the node's {} GPUs; each switch needs a GPU behind it",
+            t.pcie.switches_per_socket, m.host.sockets, m.host.sockets == 1 ? "" : "s", gpus));
+      }
     }
     if (auto p2p = pcie.optional("peer_to_peer")) t.pcie.peer_to_peer = p2p->as_bool();
     if (auto link = pcie.optional("link")) {
@@ -226,7 +228,7 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
     if (links) {
       std::vector<int> per_gpu(static_cast<std::size_t>(gpus), 0);
       for (const yaml::Node& item : links->items(1)) {
-        std::vector<std::int64_t> v = item.as_int_list(0, 3);
+        std::vector<std::int64_t> v = item.as_int_list_in(0, 1024, 3);
         if (v.size() != 3) item.fail("expected [gpu, gpu, links]");
         if (v[0] >= gpus || v[1] >= gpus || v[0] == v[1] || v[2] < 1) {
           item.fail(
@@ -234,6 +236,14 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
         }
         NvlinkTopology::Pair pair{static_cast<int>(v[0]), static_cast<int>(v[1]),
                                   static_cast<int>(v[2])};
+        for (const NvlinkTopology::Pair& earlier : t.nvlink.pairs) {
+          if (std::minmax(earlier.a, earlier.b) == std::minmax(pair.a, pair.b)) {
+            item.fail(
+                fmt::format("GPUs {} and {} are already joined by an earlier entry; give "
+                            "all the NVLinks of a pair in one entry",
+                            pair.a, pair.b));
+          }
+        }
         per_gpu[static_cast<std::size_t>(pair.a)] += pair.links;
         per_gpu[static_cast<std::size_t>(pair.b)] += pair.links;
         if (per_gpu[static_cast<std::size_t>(pair.a)] > m.gpu.nvlink->links ||
@@ -250,7 +260,7 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
                                             "nodes_per_leaf", "oversubscription"});
     NetworkTopology n;
     yaml::Node nics = network.required("nics_per_node");
-    n.nics_per_node = static_cast<int>(nics.as_int_at_least(1));
+    n.nics_per_node = nics.as_int32_in(1, limits::kMaxGpusPerNode);
     if (gpus % n.nics_per_node != 0) {
       nics.fail(fmt::format("{} GPUs do not share {} NICs evenly", gpus, n.nics_per_node));
     }
@@ -258,11 +268,11 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
     n.nic_bandwidth = gigabytes_per_second(read_gb_per_s(network.required("nic_gbit_per_s")) / 8);
     n.latency = read_latency(network.required("latency_us"));
     if (auto leaf = network.optional("nodes_per_leaf")) {
-      n.nodes_per_leaf = static_cast<int>(leaf->as_int_at_least(1));
+      n.nodes_per_leaf = leaf->as_int32_in(1, limits::kMaxNodes);
     }
     if (auto o = network.optional("oversubscription")) {
-      n.oversubscription = o->as_positive_number();
-      if (n.oversubscription < 1) o->fail("oversubscription is at least 1 (1 = non-blocking)");
+      // 1 is non-blocking; beyond a thousand to one nothing is left of a fabric.
+      n.oversubscription = o->as_number_in(1, 1000);
     }
     t.network = n;
   }
@@ -302,19 +312,13 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
                               catalogue.source_file, did_you_mean(gpu_id, ids)));
   }
   machine.gpu = *gpu;
-  machine.gpus_per_node = static_cast<int>(top.required("gpus_per_node").as_int_at_least(1));
-  if (machine.gpus_per_node > 64) {
-    top.required("gpus_per_node").fail("at most 64 GPUs per node are supported");
-  }
-  if (auto nodes = top.optional("nodes")) {
-    machine.nodes = static_cast<int>(nodes->as_int_at_least(1));
-    if (machine.nodes > 65536) nodes->fail("at most 65536 nodes are supported");
-  }
+  machine.gpus_per_node = top.required("gpus_per_node").as_int32_in(1, limits::kMaxGpusPerNode);
+  if (auto nodes = top.optional("nodes")) machine.nodes = nodes->as_int32_in(1, limits::kMaxNodes);
 
   if (auto price = top.optional("price")) {
     yaml::MapReader p(*price, {"per_gpu_hour", "source"});
     machine.price.emplace();
-    machine.price->per_gpu_hour = p.required("per_gpu_hour").as_positive_number();
+    machine.price->per_gpu_hour = p.required("per_gpu_hour").as_number_in(1e-6, 1e6);
     machine.price->source = p.required("source").as_string();
   }
 
@@ -326,17 +330,15 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
 
   yaml::MapReader host(top.required("host"), {"cpu", "sockets", "cores", "memory_gib"});
   machine.host.cpu = host.required("cpu").as_string();
-  if (auto s = host.optional("sockets"))
-    machine.host.sockets = static_cast<int>(s->as_int_at_least(1));
-  machine.host.cores = static_cast<int>(host.required("cores").as_int_at_least(1));
+  if (auto s = host.optional("sockets")) machine.host.sockets = s->as_int32_in(1, 8);
+  machine.host.cores = host.required("cores").as_int32_in(1, 1'000'000);
   if (machine.host.cores < machine.host.sockets) {
     host.required("cores").fail("fewer cores than sockets");
   }
   if (auto m = host.optional("memory_gib")) {
     machine.host.memory =
-        Bytes(static_cast<std::int64_t>(m->as_positive_number() * static_cast<double>(kGiB)));
+        Bytes(static_cast<std::int64_t>(m->as_number_in(1e-3, 1e6) * static_cast<double>(kGiB)));
   }
-  if (machine.host.sockets > 8) host.required("sockets").fail("at most 8 sockets are supported");
   if (auto topology = top.optional("topology")) {
     machine.topology = read_topology(*topology, machine);
   } else if (machine.host.sockets > 1 || machine.nodes > 1) {

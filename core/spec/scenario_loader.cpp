@@ -5,6 +5,7 @@
 
 #include "core/spec/data_paths.h"
 #include "core/spec/file_kind.h"
+#include "core/spec/limits.h"
 #include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 
@@ -27,6 +28,31 @@ std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario) {
     }
   }
   return points;
+}
+
+namespace {
+
+std::string gpu_count_problem(const ScenarioSpec& s, int gpus);
+std::string batch_problem(const ScenarioSpec& s, int gpus, std::int64_t global);
+
+}  // namespace
+
+std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point) {
+  if (std::string problem = gpu_count_problem(scenario, point.gpus); !problem.empty())
+    return problem;
+  if (point.global_batch < 1 || point.global_batch > limits::kMaxSamples) {
+    return fmt::format("expected a global batch from 1 to {}, got {}", limits::kMaxSamples,
+                       point.global_batch);
+  }
+  if (std::string problem = batch_problem(scenario, point.gpus, point.global_batch);
+      !problem.empty())
+    return problem;
+  const std::int64_t share = (point.global_batch + point.gpus - 1) / point.gpus;
+  if (point.per_gpu_batch != share) {
+    return fmt::format("a global batch of {} over {} GPUs gives {} per GPU, not {}",
+                       point.global_batch, point.gpus, share, point.per_gpu_batch);
+  }
+  return "";
 }
 
 namespace {
@@ -56,8 +82,7 @@ void read_hardware(const yaml::Node& node, const std::filesystem::path& relative
   s.machine = load_machine(file, bundled_gpu_catalogue());
   if (map) {
     if (auto nodes = map->optional("nodes")) {
-      s.machine.nodes = static_cast<int>(nodes->as_int_at_least(1));
-      if (s.machine.nodes > 65536) nodes->fail("at most 65536 nodes are supported");
+      s.machine.nodes = nodes->as_int32_in(1, limits::kMaxNodes);
       if (s.machine.nodes > 1 && !s.machine.topology.network) {
         nodes->fail(fmt::format("the machine '{}' has no network section to join several nodes",
                                 s.machine.name));
@@ -77,18 +102,23 @@ LoaderSpec read_loader(const yaml::Node& node) {
   yaml::MapReader map(node, {"workers", "prefetch_factor", "pin_memory", "sample_cpu_us"});
   LoaderSpec loader;
   if (auto w = map.optional("workers")) {
-    loader.workers = static_cast<int>(w->as_int_at_least(0));
-    if (loader.workers > 1024) w->fail("at most 1024 loader workers");
+    loader.workers = w->as_int32_in(0, limits::kMaxLoaderWorkers);
   }
   if (auto p = map.optional("prefetch_factor")) {
-    loader.prefetch_factor = static_cast<int>(p->as_int_at_least(1));
-    if (loader.prefetch_factor > 1024) p->fail("at most 1024 batches prefetched per worker");
+    loader.prefetch_factor = p->as_int32_in(1, limits::kMaxPrefetchFactor);
+  }
+  if (loader.workers * loader.prefetch_factor > limits::kMaxBatchesInFlight) {
+    (map.has("prefetch_factor") ? map.required("prefetch_factor") : map.required("workers"))
+        .fail(fmt::format(
+            "{} workers x prefetch factor {} keep {} batches in flight; epochcast "
+            "models at most {} (PyTorch's default is 2 per worker)",
+            loader.workers, loader.prefetch_factor,
+            yaml::readable_integer(std::int64_t{loader.workers} * loader.prefetch_factor),
+            yaml::readable_integer(limits::kMaxBatchesInFlight)));
   }
   if (auto pin = map.optional("pin_memory")) loader.pin_memory = pin->as_bool();
   if (auto cost = map.optional("sample_cpu_us")) {
-    double us = cost->as_number();
-    if (us < 0 || us > 1e9) cost->fail(fmt::format("expected 0 to 1e9 microseconds, got {}", us));
-    loader.sample_cpu = microseconds(us);
+    loader.sample_cpu = microseconds(cost->as_number_in(0, 1e9));
   }
   return loader;
 }
@@ -98,8 +128,9 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
                       {"name", "train_samples", "validation_samples", "sample_shape", "classes"});
   DatasetSpec data;
   data.name = map.required("name").as_string();
-  data.train_samples = map.required("train_samples").as_int_at_least(1);
-  if (auto v = map.optional("validation_samples")) data.validation_samples = v->as_int_at_least(0);
+  data.train_samples = map.required("train_samples").as_int_in(1, limits::kMaxSamples);
+  if (auto v = map.optional("validation_samples"))
+    data.validation_samples = v->as_int_in(0, limits::kMaxSamples);
   data.sample_shape = model.input_shape;
   if (auto shape = map.optional("sample_shape")) {
     data.sample_shape.dims = shape->as_int_list(1);
@@ -115,13 +146,7 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
 ContentionSpec read_contention(const yaml::Node& node) {
   yaml::MapReader map(node, {"gpu_share", "cpu_share"});
   ContentionSpec contention;
-  auto share = [](const yaml::Node& n) {
-    double value = n.as_number();
-    if (!(value > 0 && value <= 1)) {
-      n.fail(fmt::format("expected a share above 0 and at most 1, got {}", value));
-    }
-    return value;
-  };
+  auto share = [](const yaml::Node& n) { return n.as_number_in(limits::kMinShare, 1); };
   if (auto g = map.optional("gpu_share")) contention.gpu_share = share(*g);
   if (auto c = map.optional("cpu_share")) contention.cpu_share = share(*c);
   return contention;
@@ -139,24 +164,20 @@ TrainingSpec read_training(const yaml::Node& node) {
     training.precision = read_enum<TrainingPrecision>(*p, kTrainingPrecisionNames);
   }
   if (auto e = map.optional("epochs")) {
-    training.epochs = static_cast<int>(e->as_int_at_least(1));
-    if (training.epochs > 100000) e->fail("at most 100000 epochs");
+    training.epochs = e->as_int32_in(1, limits::kMaxEpochs);
   }
   if (auto d = map.optional("drop_last")) training.drop_last = d->as_bool();
   if (auto f = map.optional("framework"))
     training.framework = read_enum<Framework>(*f, kFrameworkNames);
   if (auto sync = map.optional("sync_every_step")) training.sync_every_step = sync->as_bool();
   if (auto accumulate = map.optional("gradient_accumulation")) {
-    training.gradient_accumulation = static_cast<int>(accumulate->as_int_at_least(1));
-    if (training.gradient_accumulation > 1024)
-      accumulate->fail("at most 1024 micro-batches per step");
+    training.gradient_accumulation = accumulate->as_int32_in(1, limits::kMaxGradientAccumulation);
     if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp) {
       accumulate->fail("gradient accumulation is modelled for the ddp strategy");
     }
   }
   auto mebibytes = [](const yaml::Node& n) {
-    double mib = n.as_positive_number();
-    if (mib > 1e6) n.fail("at most 1e6 MiB");
+    double mib = n.as_number_in(1.0 / kMiB, 1e6);
     return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
   };
   if (auto cap = map.optional("bucket_cap_mib")) training.bucket_cap = mebibytes(*cap);
@@ -175,14 +196,48 @@ SweepSpec read_sweep(const yaml::Node& node) {
   yaml::MapReader map(node, {"gpus", "batch", "batch_is"});
   SweepSpec sweep;
   yaml::Node gpus = map.required("gpus");
-  for (std::int64_t g : gpus.as_int_list(1)) {
-    if (g > 1'000'000) gpus.fail(fmt::format("{} GPUs is beyond what epochcast models", g));
+  for (std::int64_t g : gpus.as_int_list_in(1, limits::kMaxGpus))
     sweep.gpus.push_back(static_cast<int>(g));
-  }
-  sweep.batch = map.required("batch").as_int_list(1);
+  sweep.batch = map.required("batch").as_int_list_in(1, limits::kMaxSamples);
   // Mandatory: the two readings differ by a factor of the GPU count.
   sweep.batch_is = read_enum<BatchMeaning>(map.required("batch_is"), kBatchMeaningNames);
   return sweep;
+}
+
+std::string gpu_count_problem(const ScenarioSpec& s, int gpus) {
+  if (gpus < 1) return fmt::format("expected at least 1 GPU, got {}", gpus);
+  if (gpus > s.machine.total_gpus()) {
+    return fmt::format("{} GPUs asked for, but the machine '{}' has {} ({} per node x {} nodes)",
+                       gpus, s.machine.name, s.machine.total_gpus(), s.machine.gpus_per_node,
+                       s.machine.nodes);
+  }
+  if (gpus > 1 && s.training.strategy == Strategy::single) {
+    return fmt::format("strategy 'single' runs on one GPU; use dp or ddp for {} GPUs", gpus);
+  }
+  if (s.training.strategy == Strategy::dp && gpus > s.machine.gpus_per_node) {
+    return fmt::format(
+        "dp (nn.DataParallel) runs in one process on one node: at most {} GPUs here; use ddp "
+        "across nodes",
+        s.machine.gpus_per_node);
+  }
+  if (s.training.strategy == Strategy::ddp && gpus > s.machine.gpus_per_node &&
+      gpus % s.machine.gpus_per_node != 0) {
+    return fmt::format("across nodes ddp uses whole nodes: a multiple of {} GPUs",
+                       s.machine.gpus_per_node);
+  }
+  return "";
+}
+
+std::string batch_problem(const ScenarioSpec& s, int gpus, std::int64_t global) {
+  if (global > s.dataset.train_samples) {
+    return fmt::format(
+        "a global batch of {} ({} GPUs) is larger than the data set ({} training samples)", global,
+        gpus, s.dataset.train_samples);
+  }
+  if (global < gpus) {
+    return fmt::format("a global batch of {} cannot be split over {} GPUs", global, gpus);
+  }
+  return "";
 }
 
 // Cross-checks between the parts, each reported at the key a user would change.
@@ -198,38 +253,12 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
   std::vector<yaml::Node> gpu_nodes = sweep.required("gpus").items();
   std::vector<yaml::Node> batch_nodes = sweep.required("batch").items();
   for (const yaml::Node& g : gpu_nodes) {
-    int gpus = static_cast<int>(g.as_int());
-    if (gpus > s.machine.total_gpus()) {
-      g.fail(fmt::format("{} GPUs asked for, but the machine '{}' has {} ({} per node x {} nodes)",
-                         gpus, s.machine.name, s.machine.total_gpus(), s.machine.gpus_per_node,
-                         s.machine.nodes));
-    }
-    if (gpus > 1 && s.training.strategy == Strategy::single) {
-      g.fail(fmt::format("strategy 'single' runs on one GPU; use dp or ddp for {} GPUs", gpus));
-    }
-    if (s.training.strategy == Strategy::dp && gpus > s.machine.gpus_per_node) {
-      g.fail(
-          fmt::format("dp (nn.DataParallel) runs in one process on one node: at most {} GPUs "
-                      "here; use ddp across nodes",
-                      s.machine.gpus_per_node));
-    }
-    if (s.training.strategy == Strategy::ddp && gpus > s.machine.gpus_per_node &&
-        gpus % s.machine.gpus_per_node != 0) {
-      g.fail(fmt::format("across nodes ddp uses whole nodes: a multiple of {} GPUs",
-                         s.machine.gpus_per_node));
-    }
+    const int gpus = static_cast<int>(g.as_int());
+    if (std::string problem = gpu_count_problem(s, gpus); !problem.empty()) g.fail(problem);
     for (const yaml::Node& b : batch_nodes) {
       std::int64_t batch = b.as_int();
       std::int64_t global = s.sweep.batch_is == BatchMeaning::global ? batch : batch * gpus;
-      if (global > s.dataset.train_samples) {
-        b.fail(
-            fmt::format("a global batch of {} ({} GPUs) is larger than the data set ({} "
-                        "training samples)",
-                        global, gpus, s.dataset.train_samples));
-      }
-      if (global < gpus) {
-        b.fail(fmt::format("a global batch of {} cannot be split over {} GPUs", global, gpus));
-      }
+      if (std::string problem = batch_problem(s, gpus, global); !problem.empty()) b.fail(problem);
     }
   }
 }

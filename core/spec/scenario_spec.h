@@ -121,6 +121,12 @@ struct SweepPoint {
 
 std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
 
+// Why `point` cannot run in `scenario` (more GPUs than the machine has, dp across nodes, a batch
+// larger than the data set or smaller than the GPU count, a per-GPU batch that is not the global
+// batch's largest share, ...), in words; empty when it can. The loader applies the same rules to
+// the sweep; a point that comes from elsewhere (a measurement file) is checked with this.
+std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point);
+
 // Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);

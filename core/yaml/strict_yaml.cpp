@@ -123,6 +123,37 @@ std::int64_t Node::as_int_at_least(std::int64_t minimum) const {
   return value;
 }
 
+std::int64_t Node::as_int_in(std::int64_t minimum, std::int64_t maximum) const {
+  std::string text = plain_scalar("an integer");
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  bool whole = end == text.data() + text.size();
+  if (error == std::errc::result_out_of_range ||
+      (error == std::errc() && whole && (value < minimum || value > maximum))) {
+    fail(fmt::format("expected an integer from {} to {}, got {}", readable_integer(minimum),
+                     readable_integer(maximum),
+                     error == std::errc() ? readable_integer(value) : text));
+  }
+  if (error != std::errc() || !whole) {
+    fail(fmt::format("expected an integer from {} to {}, got {}", readable_integer(minimum),
+                     readable_integer(maximum), describe()));
+  }
+  return value;
+}
+
+int Node::as_int32_in(int minimum, int maximum) const {
+  return static_cast<int>(as_int_in(minimum, maximum));
+}
+
+double Node::as_number_in(double minimum, double maximum) const {
+  double value = as_number();
+  if (value < minimum || value > maximum) {
+    fail(fmt::format("expected a number from {:g} to {:g}, got {}", minimum, maximum,
+                     node_.Scalar()));
+  }
+  return value;
+}
+
 double Node::as_number() const {
   std::string text = plain_scalar("a number");
   double value = 0;
@@ -186,6 +217,22 @@ std::vector<std::int64_t> Node::as_int_list(std::int64_t minimum, std::size_t mi
   for (const Node& item : items(min_size))
     out.push_back(item.as_int_at_least(minimum));
   return out;
+}
+
+std::vector<std::int64_t> Node::as_int_list_in(std::int64_t minimum, std::int64_t maximum,
+                                               std::size_t min_size) const {
+  std::vector<std::int64_t> out;
+  for (const Node& item : items(min_size))
+    out.push_back(item.as_int_in(minimum, maximum));
+  return out;
+}
+
+std::string readable_integer(std::int64_t value) {
+  std::string digits = std::to_string(value);
+  std::size_t first = value < 0 ? 1 : 0;
+  for (std::size_t i = digits.size(); i > first + 3; i -= 3)
+    digits.insert(i - 3, ",");
+  return digits;
 }
 
 MapReader::MapReader(const Node& map, std::initializer_list<std::string_view> allowed)
@@ -347,11 +394,11 @@ Document Document::load_string(const std::string& text, const std::string& name)
   });
 }
 
-Document Document::load_file(const std::filesystem::path& path) {
+std::string read_input_file(const std::filesystem::path& path) {
   std::string name = path.string();
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
-    throw InputError(SourceMark{name, 0, 0}, "", "is a directory, not a YAML file");
+    throw InputError(SourceMark{name, 0, 0}, "", "is a directory, not a file to read");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -359,10 +406,22 @@ Document Document::load_file(const std::filesystem::path& path) {
                      std::filesystem::exists(path, error) ? "cannot be read (permission denied?)"
                                                           : "no such file");
   }
-  std::ostringstream content;
-  content << in.rdbuf();
+  // Read at most one byte past the limit, so an endless input (/dev/zero, a FIFO that never
+  // closes its data) is refused instead of filling memory.
+  std::string content(kMaxDocumentBytes + 1, '\0');
+  in.read(content.data(), static_cast<std::streamsize>(content.size()));
   if (in.bad()) throw InputError(SourceMark{name, 0, 0}, "", "read error");
-  return load_string(content.str(), name);
+  content.resize(static_cast<std::size_t>(in.gcount()));
+  if (content.size() > kMaxDocumentBytes) {
+    throw InputError(SourceMark{name, 0, 0}, "",
+                     fmt::format("the file is larger than the limit of {} bytes",
+                                 readable_integer(static_cast<std::int64_t>(kMaxDocumentBytes))));
+  }
+  return content;
+}
+
+Document Document::load_file(const std::filesystem::path& path) {
+  return load_string(read_input_file(path), path.string());
 }
 
 namespace {

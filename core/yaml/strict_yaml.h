@@ -82,7 +82,14 @@ class Node {
   std::string as_string() const;
   std::int64_t as_int() const;
   std::int64_t as_int_at_least(std::int64_t minimum) const;
-  double as_number() const;           // any finite number
+  // An integer in [minimum, maximum], checked in 64 bits before any narrowing; the message
+  // names the range ("expected an integer from 1 to 1,024, got 4,294,967,296").
+  std::int64_t as_int_in(std::int64_t minimum, std::int64_t maximum) const;
+  // as_int_in for values stored in an int (maximum must fit one).
+  int as_int32_in(int minimum, int maximum) const;
+  double as_number() const;  // any finite number
+  // A finite number in [minimum, maximum].
+  double as_number_in(double minimum, double maximum) const;
   double as_positive_number() const;  // finite and > 0
   double as_fraction() const;         // in [0, 1]
   bool as_bool() const;
@@ -91,6 +98,9 @@ class Node {
   // A sequence of at least `min_size` elements.
   std::vector<Node> items(std::size_t min_size = 0) const;
   std::vector<std::int64_t> as_int_list(std::int64_t minimum, std::size_t min_size = 1) const;
+  // A list whose every element is in [minimum, maximum].
+  std::vector<std::int64_t> as_int_list_in(std::int64_t minimum, std::int64_t maximum,
+                                           std::size_t min_size = 1) const;
 
   // Raises InputError at this node with the given problem.
   [[noreturn]] void fail(const std::string& problem) const;
@@ -167,6 +177,13 @@ class Document {
   YAML::Node root_;
   std::shared_ptr<Source> source_;
 };
+
+// The whole of an input file (at most kMaxDocumentBytes). Raises InputError naming the file
+// when it is missing, a folder, unreadable or too large.
+std::string read_input_file(const std::filesystem::path& path);
+
+// An integer with thousands separators ("4,294,967,296"), for messages about ranges.
+std::string readable_integer(std::int64_t value);
 
 // Files larger than this are refused before parsing: no spec comes near it, and it bounds the
 // memory a hostile input can make the parser take.

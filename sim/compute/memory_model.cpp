@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/spec/limits.h"
+
 namespace epochcast::sim {
 
 namespace {
@@ -43,47 +45,55 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
                                Bytes strategy_buffers) {
   const std::int64_t param_bytes = element_bytes(analysis.options.parameter_dtype);
   const std::int64_t activation_bytes = element_bytes(analysis.options.activation_dtype);
+  // Reported sizes are clamped far above any GPU, so absurd models and batches cannot overflow;
+  // sums are formed in doubles for the same reason.
+  auto bytes = [](double value) {
+    return Bytes(static_cast<std::int64_t>(std::min(std::ceil(value), 0x1p62)));
+  };
+  const double params = static_cast<double>(analysis.params);
   MemoryEstimate m;
   m.capacity = capacity;
   m.context = profile.memory.context;
-  m.weights = Bytes(analysis.params * param_bytes);
-  m.gradients = Bytes(analysis.params * param_bytes);
-  m.optimizer_state = Bytes(analysis.params * optimizer_state_per_param(optimizer));
+  m.weights = bytes(params * static_cast<double>(param_bytes));
+  m.gradients = m.weights;
+  m.optimizer_state = bytes(params * static_cast<double>(optimizer_state_per_param(optimizer)));
   bool mixed = precision == TrainingPrecision::amp_fp16 || precision == TrainingPrecision::amp_bf16;
-  m.weight_copies = Bytes(mixed ? matrix_params(analysis) * 2 : 0);
+  m.weight_copies = bytes(mixed ? static_cast<double>(matrix_params(analysis)) * 2 : 0);
   m.workspace = profile.memory.workspace;
   m.strategy_buffers = strategy_buffers;
 
   // During backward, a layer's output gradient and input gradient are alive together.
-  std::int64_t transient_per_sample = 0;
+  double transient_per_sample = 0;
   for (const LayerCosts& layer : analysis.layers) {
     transient_per_sample =
-        std::max(transient_per_sample,
-                 (layer.input_shape.elements() + layer.output_shape.elements()) * activation_bytes);
+        std::max(transient_per_sample, static_cast<double>(layer.input_shape.elements()) *
+                                               static_cast<double>(activation_bytes) +
+                                           static_cast<double>(layer.output_shape.elements()) *
+                                               static_cast<double>(activation_bytes));
   }
   const double overhead = 1.0 + profile.memory.allocator_overhead;
-  const double fixed =
-      static_cast<double>(m.context.value()) +
-      overhead *
-          static_cast<double>((m.weights + m.gradients + m.optimizer_state + m.weight_copies +
-                               m.workspace + m.strategy_buffers + analysis.saved_activations.fixed)
-                                  .value());
+  double held = 0;
+  for (Bytes part : {m.weights, m.gradients, m.optimizer_state, m.weight_copies, m.workspace,
+                     m.strategy_buffers, analysis.saved_activations.fixed}) {
+    held += static_cast<double>(part.value());
+  }
+  const double fixed = static_cast<double>(m.context.value()) + overhead * held;
   const double per_sample =
       overhead *
-      static_cast<double>(analysis.saved_activations.per_sample.value() + transient_per_sample);
+      (static_cast<double>(analysis.saved_activations.per_sample.value()) + transient_per_sample);
 
-  // Reported sizes are clamped far above any GPU, so absurd batches cannot overflow.
-  auto bytes = [](double value) {
-    return Bytes(static_cast<std::int64_t>(std::min(std::ceil(value), 0x1p62)));
-  };
   double b = static_cast<double>(batch);
   m.activations = bytes(scaled(analysis.saved_activations, batch));
-  m.transient = bytes(static_cast<double>(transient_per_sample) * b);
+  m.transient = bytes(transient_per_sample * b);
   double peak = fixed + per_sample * b;
   m.peak = bytes(peak);
   m.fits = peak <= static_cast<double>(capacity.value());
   double room = static_cast<double>(capacity.value()) - fixed;
-  m.largest_batch = room <= 0 ? 0 : static_cast<std::int64_t>(std::floor(room / per_sample));
+  // A model with nothing per sample fits any batch: the largest is then the largest accepted.
+  m.largest_batch =
+      room <= 0 ? 0
+                : static_cast<std::int64_t>(std::min(std::floor(room / per_sample),
+                                                     static_cast<double>(limits::kMaxSamples)));
   return m;
 }
 

@@ -175,7 +175,14 @@ class VectorWriter final : public SnapshotWriter {
 }  // namespace
 
 std::vector<std::int64_t> Engine::snapshot(
-    const std::function<std::int64_t(std::uint64_t)>& relative_tag) const {
+    const std::function<std::int64_t(std::uint64_t)>& relative_tag,
+    std::span<const ResourceId> order) const {
+  if (!order.empty() && order.size() != resources_.size()) {
+    throw std::logic_error("a snapshot order must list every resource");
+  }
+  std::vector<std::int64_t> label(resources_.size());
+  for (ResourceId r = 0; r < resources_.size(); ++r)
+    label[order.empty() ? r : order[r]] = static_cast<std::int64_t>(r);
   // A task is described by its relative identity, its pending dependencies and its
   // successors' identities; the graph ahead is then fixed by the state.
   auto describe = [&](TaskHandle task, std::vector<std::int64_t>& out) {
@@ -191,9 +198,9 @@ std::vector<std::int64_t> Engine::snapshot(
     out.push_back(-2);  // end of successors
   };
   VectorWriter writer(describe);
-  for (ResourceId r = 0; r < resources_.size(); ++r) {
-    writer.write(static_cast<std::int64_t>(r));
-    resources_[r]->snapshot(now_, writer);
+  for (ResourceId position = 0; position < resources_.size(); ++position) {
+    writer.write(static_cast<std::int64_t>(position));
+    resources_[order.empty() ? position : order[position]]->snapshot(now_, writer);
   }
   // Tasks still waiting for dependencies, in a canonical order.
   std::vector<std::pair<std::int64_t, std::uint32_t>> waiting;
@@ -213,7 +220,7 @@ std::vector<std::int64_t> Engine::snapshot(
   std::sort(pending.begin(), pending.end());
   for (const auto& [key, r] : pending) {
     writer.write((key.first - now_).ns());
-    writer.write(static_cast<std::int64_t>(r));
+    writer.write(label[r]);
   }
   return std::move(writer.out);
 }

@@ -59,9 +59,13 @@ class Engine final : private StartListener {
 
   // Steady-state support. `relative_tag` maps a live task's tag to its identity relative to
   // the driver's current iteration. The snapshot covers every resource, every live task and
-  // the order of pending events, relative to now().
-  std::vector<std::int64_t> snapshot(
-      const std::function<std::int64_t(std::uint64_t)>& relative_tag) const;
+  // the order of pending events, relative to now(). `order`, when given, lists every resource
+  // once, in the order (and so under the label, its position) the snapshot writes them: a
+  // driver whose resources are interchangeable (a pool of identical workers served in turn)
+  // lists them by role rather than by id, so states that differ only by which worker plays
+  // which role compare equal.
+  std::vector<std::int64_t> snapshot(const std::function<std::int64_t(std::uint64_t)>& relative_tag,
+                                     std::span<const ResourceId> order = {}) const;
   // Moves every instant forward by `delta` and rewrites the tags of live tasks, as if the
   // skipped span had been simulated.
   void shift(SimTime delta, const std::function<std::uint64_t(std::uint64_t)>& retag);

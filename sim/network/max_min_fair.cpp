@@ -148,7 +148,7 @@ void MaxMinFairNetwork::recompute_rates(SimTime now) {
     for (std::uint32_t l : routes_[f.route].links)
       links_[l].rate += f.rate;
     double seconds = f.remaining / f.rate;
-    f.finish = now + SimTime::from_ns(static_cast<std::int64_t>(std::ceil(seconds * 1e9)));
+    f.finish = now + SimTime::from_ns_rounded_up(seconds * 1e9);
   }
   if (rate_listener_) {
     for (std::uint32_t l = 0; l < links_.size(); ++l)
@@ -165,7 +165,10 @@ void MaxMinFairNetwork::shift(SimTime delta) {
 }
 
 void MaxMinFairNetwork::snapshot(SimTime now, SnapshotWriter& out) const {
-  out.write((last_update_ - now).ns());
+  // Without flows, when the network last progressed decides nothing (progress() only moves
+  // that mark forward), so an idle network is the same state at any time: a validation pass,
+  // which has no collectives, then repeats and is skipped like training.
+  out.write(flows_.empty() ? 0 : (last_update_ - now).ns());
   out.write(static_cast<std::int64_t>(flows_.size()));
   for (const Flow& f : flows_) {
     out.write_task(f.task);

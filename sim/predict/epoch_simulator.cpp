@@ -35,12 +35,12 @@ EpochStats& EpochStats::operator+=(const EpochStats& other) {
   }
   gpu_idle_other += other.gpu_idle_other;
   communication += other.communication;
-  collective_bytes += other.collective_bytes;
-  collectives += other.collectives;
-  kernels += other.kernels;
-  iterations += other.iterations;
-  simulated_iterations += other.simulated_iterations;
-  simulated_tasks += other.simulated_tasks;
+  collective_bytes = checked_sum(collective_bytes, other.collective_bytes);
+  collectives = checked_sum(collectives, other.collectives);
+  kernels = checked_sum(kernels, other.kernels);
+  iterations = checked_sum(iterations, other.iterations);
+  simulated_iterations = checked_sum(simulated_iterations, other.simulated_iterations);
+  simulated_tasks = checked_sum(simulated_tasks, other.simulated_tasks);
   return *this;
 }
 
@@ -56,9 +56,9 @@ EpochStats period_times(const EpochStats& now, const EpochStats& then, std::int6
   }
   d.gpu_idle_other = (now.gpu_idle_other - then.gpu_idle_other) * periods;
   d.communication = (now.communication - then.communication) * periods;
-  d.collective_bytes = (now.collective_bytes - then.collective_bytes) * periods;
-  d.collectives = (now.collectives - then.collectives) * periods;
-  d.kernels = (now.kernels - then.kernels) * periods;
+  d.collective_bytes = checked_product(now.collective_bytes - then.collective_bytes, periods);
+  d.collectives = checked_product(now.collectives - then.collectives, periods);
+  d.kernels = checked_product(now.kernels - then.kernels, periods);
   return d;
 }
 
@@ -166,6 +166,10 @@ struct EpochSimulator::Impl {
   std::map<Lane, ResourceId> lanes;
   std::vector<ResourceInfo> resources;
   std::map<std::pair<bool, int>, std::vector<ResourceId>> workers;  // (validation, loader)
+  // Which worker of a pool takes a phase's batch b: (b - phase start + rotation) mod workers.
+  // The workers of a pool are interchangeable, so a skipped span need not be a multiple of
+  // their number: skipping rotates the assignment instead (see shift_driver).
+  std::array<std::int64_t, 2> rotation{0, 0};  // training, validation
   MaxMinFairNetwork* network = nullptr;
   std::unique_ptr<NetworkMap> routes;
   ResourceId network_id = 0;
@@ -273,7 +277,13 @@ struct EpochSimulator::Impl {
       }
     }
     // A DataLoader hands batches to its workers round-robin, starting with worker 0.
-    return pool[static_cast<std::size_t>((batch - phase_start(batch)) % input.loader.workers)];
+    return pool[static_cast<std::size_t>(worker_index(batch - phase_start(batch), validation))];
+  }
+
+  // The pool position that takes the phase's batch `relative_batch`.
+  std::int64_t worker_index(std::int64_t relative_batch, bool validation) const {
+    const std::int64_t n = input.loader.workers;
+    return ((relative_batch + rotation[validation ? 1 : 0]) % n + n) % n;
   }
 
   void create_loader_task(int loader, std::int64_t batch, std::span<const TaskHandle> deps) {
@@ -477,11 +487,9 @@ struct EpochSimulator::Impl {
     auto handle = [&](TaskHandle h) -> std::int64_t {
       return engine.finished(h) ? -1 : relative(engine.tag(h));
     };
-    std::vector<std::int64_t> s = engine.snapshot(relative);
+    std::vector<std::int64_t> s = engine.snapshot(relative, canonical_resource_order());
     SimTime now = engine.now();
     s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
-    if (input.loader.workers > 0)
-      s.push_back((boundary - phase_start(boundary)) % input.loader.workers);
     for (const auto& [lane, h] : lane_last)
       s.push_back(handle(h));
     // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
@@ -522,6 +530,24 @@ struct EpochSimulator::Impl {
     return s;
   }
 
+  // Every resource once, with each loader pool listed from the worker that takes the next batch
+  // of its phase: two boundaries whose pools differ only by a rotation then snapshot equally.
+  std::vector<ResourceId> canonical_resource_order() const {
+    std::vector<ResourceId> order(engine.resource_count());
+    for (ResourceId r = 0; r < order.size(); ++r)
+      order[r] = r;
+    for (const auto& [key, pool] : workers) {
+      const bool validation = key.first;
+      const std::int64_t start = validation ? input.train.iterations : 0;
+      const std::int64_t next = worker_index(boundary - start, validation);
+      const std::size_t n = pool.size();
+      // The pool's ids are consecutive (created together), so its positions are too.
+      for (std::size_t k = 0; k < n; ++k)
+        order[pool[0] + k] = pool[(k + static_cast<std::size_t>(next)) % n];
+    }
+    return order;
+  }
+
   // The last iteration (exclusive) up to which iteration g's phase instantiates plain, cyclic
   // iterations: the last batch differs, and the end of training also starts the validation
   // loaders.
@@ -545,6 +571,12 @@ struct EpochSimulator::Impl {
     cpu_last_end += delta;
     gpu_busy_until += delta;
     comm_covered_until += delta;
+    // The state kept is that of `iterations` earlier with its workers' roles rotated by as
+    // many batches; assigning the next batches with the opposite rotation continues it exactly.
+    if (input.loader.workers > 0) {
+      std::int64_t& r = rotation[in_validation(boundary) ? 1 : 0];
+      r = ((r - iterations) % input.loader.workers + input.loader.workers) % input.loader.workers;
+    }
     boundary += iterations;
   }
 
@@ -555,6 +587,9 @@ struct EpochSimulator::Impl {
       seen.clear();
       return;
     }
+    // Periods are whole cycles of micro-batch plans: comparing only at the start of a cycle
+    // lets the remembered snapshots span up to that many cycles, whatever the cycle's length.
+    if (cycle_position(boundary) != 0) return;
     std::vector<std::int64_t> key = snapshot();
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values
     for (std::int64_t v : key)

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/input_error.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/strategy/multi_gpu.h"
@@ -158,12 +159,8 @@ ScenarioSpec under_contention(const ScenarioSpec& scenario) {
   return s;
 }
 
-}  // namespace
-
-PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
-                          const PredictOptions& options) {
-  if (scenario.contention.shared())
-    return predict_point(under_contention(scenario), point, options);
+PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point,
+                           const PredictOptions& options) {
   PointResult r;
   r.point = point;
   const TrainingSpec& training = scenario.training;
@@ -178,13 +175,15 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
 
   // What each strategy holds beside the model's own memory.
   Bytes buffers(0);
-  if (ddp) buffers = Bytes(analysis.params * element);  // the gradient buckets
+  if (ddp) buffers = Bytes(checked_product(analysis.params, element));  // the gradient buckets
   if (dp) {
     // GPU 0 holds the whole batch, everyone's outputs and two coalescing buffers.
-    buffers = Bytes(point.global_batch * (sample_transfer_bytes(analysis) +
-                                          analysis.output_shape.elements() *
-                                              element_bytes(analysis.options.activation_dtype)) +
-                    2 * kDataParallelBucketBytes);
+    const std::int64_t per_sample =
+        checked_sum(sample_transfer_bytes(analysis),
+                    checked_product(analysis.output_shape.elements(),
+                                    element_bytes(analysis.options.activation_dtype)));
+    buffers = Bytes(
+        checked_sum(checked_product(point.global_batch, per_sample), 2 * kDataParallelBucketBytes));
   }
   r.memory = estimate_memory(analysis, point.per_gpu_batch, training.optimizer, training.precision,
                              scenario.profile, machine.gpu.memory, buffers);
@@ -295,6 +294,32 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
   explain(r, scenario,
           Explanation{multi ? path_words(topology, point.gpus) : "", &input.train.cycle.back()});
   return r;
+}
+
+}  // namespace
+
+PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
+                          const PredictOptions& options) {
+  if (std::string problem = point_problem(scenario, point); !problem.empty()) {
+    throw InputError(SourceMark{scenario.source_file, 0, 0}, "sweep",
+                     fmt::format("the point {} GPU{}, global batch {} cannot run: {}", point.gpus,
+                                 point.gpus == 1 ? "" : "s", point.global_batch, problem));
+  }
+  try {
+    if (scenario.contention.shared())
+      return simulate_point(under_contention(scenario), point, options);
+    return simulate_point(scenario, point, options);
+  } catch (const SimulationOverflow&) {
+    // Nothing is wrapped: the point is refused with what to look at.
+    throw InputError(
+        SourceMark{scenario.source_file, 0, 0}, "sweep",
+        fmt::format("the point {} GPU{}, global batch {} does not fit the simulator: its epoch "
+                    "would last longer than the clock holds (292 years of simulated time) or "
+                    "count more than 2^63 of something; check the sizes and rates that make it "
+                    "long (dataset.train_samples, contention shares, the GPU's and links' "
+                    "figures)",
+                    point.gpus, point.gpus == 1 ? "" : "s", point.global_batch));
+  }
 }
 
 void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,

@@ -105,7 +105,8 @@ std::vector<std::int64_t> data_parallel_forward(const MultiGpuContext& c, Iterat
   for (int r = 1; r < replicas; ++r) {
     chunk_arrived[static_cast<std::size_t>(r)] =
         peer_copy(plan, fmt::format("scatter inputs 0->{}", r), 0, r,
-                  sample_bytes * sizes[static_cast<std::size_t>(r)], {batch_on_gpu0, scatter});
+                  checked_product(sample_bytes, sizes[static_cast<std::size_t>(r)]),
+                  {batch_on_gpu0, scatter});
   }
 
   // replicate(): new module objects per replica (a module call's host cost each), then the

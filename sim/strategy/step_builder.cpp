@@ -320,7 +320,7 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
 }
 
 std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
-  std::int64_t bytes = sample_transfer_bytes(context_.analysis) * batch;
+  std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis), batch);
   bool pinned = context_.scenario.loader.pin_memory;
   PlanOp dispatch;
   dispatch.name = "launch copy batch to device";

@@ -54,6 +54,17 @@ gpus:
     peak_tflops: {fp32: 10}
     pcie: {generation: 4, lanes: 16}
     sources: {sm_count: a, memory_gib: b, memory_bandwidth_gb_per_s: c, peak_tflops: d, pcie: e}
+  nvlink-gpu:
+    name: NVLink GPU
+    architecture: ampere
+    sm_count: 10
+    memory_gib: 8
+    memory_bandwidth_gb_per_s: 500
+    peak_tflops: {fp32: 10}
+    pcie: {generation: 4, lanes: 16}
+    nvlink: {generation: 3, links: 12, per_link_gb_per_s_per_direction: 25}
+    sources: {sm_count: a, memory_gib: b, memory_bandwidth_gb_per_s: c, peak_tflops: d, pcie: e,
+              nvlink: f}
 )";
 
 // A valid scenario; each scenario test breaks one line of it.
@@ -305,8 +316,9 @@ TEST_CASE("bad input: a model name that is not in the zoo") {
 }
 
 TEST_CASE("bad input: a fractional number of epochs") {
-  scenario_error(scenario("epochs: 20", "epochs: 1.5"),
-                 {"bad.yaml:6:68", "training.epochs", "expected an integer, got '1.5'"});
+  scenario_error(
+      scenario("epochs: 20", "epochs: 1.5"),
+      {"bad.yaml:6:68", "training.epochs", "expected an integer from 1 to 100,000, got '1.5'"});
 }
 
 TEST_CASE("bad input: yes is not a boolean here") {
@@ -334,10 +346,11 @@ TEST_CASE("bad input: a directory where a file belongs") {
 namespace {
 
 void machine_error(const std::string& topology, const Expected& expected,
-                   const std::string& host = "{cpu: c, cores: 4}") {
+                   const std::string& host = "{cpu: c, cores: 4}",
+                   const std::string& gpu = "test-gpu") {
   GpuCatalogue catalogue = load_gpu_catalogue_from_string(kCatalogue, "gpus.yaml");
   std::string text =
-      "kind: machine\nname: x\ngpu: test-gpu\ngpus_per_node: 4\nhost: " + host + "\n" + topology;
+      "kind: machine\nname: x\ngpu: " + gpu + "\ngpus_per_node: 4\nhost: " + host + "\n" + topology;
   expect_error([&] { load_machine_from_string(text, "bad.yaml", catalogue); }, expected);
 }
 
@@ -411,5 +424,66 @@ TEST_CASE("bad input: a network oversubscribed below 1") {
   machine_error(
       "topology:\n  network: {nics_per_node: 4, nic_gbit_per_s: 100, latency_us: 1, "
       "oversubscription: 0.5}\n  sources: {network: x}\n",
-      {"bad.yaml:7:85", "topology.network.oversubscription", "at least 1"});
+      {"bad.yaml:7:85", "topology.network.oversubscription",
+       "expected a number from 1 to 1000, got 0.5"});
+}
+
+TEST_CASE("bad input: an NVLink pair listed twice") {
+  machine_error(
+      "topology:\n  nvlink: {shape: explicit, links: [[0, 1, 2], [2, 3, 2], [1, 0, 1]]}\n"
+      "  sources: {nvlink: x}\n",
+      {"bad.yaml:7:59", "topology.nvlink.links[2]",
+       "GPUs 1 and 0 are already joined by an earlier entry"},
+      "{cpu: c, cores: 4}", "nvlink-gpu");
+}
+
+TEST_CASE("bad input: more PCIe switches than GPUs") {
+  machine_error("topology:\n  pcie: {switches_per_socket: 9}\n  sources: {pcie: x}\n",
+                {"bad.yaml:7:31", "topology.pcie.switches_per_socket",
+                 "9 PCIe switches per socket on 1 socket is more switches than the node's 4 GPUs"});
+}
+
+// Integers are checked in 64 bits before they are narrowed: 2^31 and 2^32 + 1 once wrapped to
+// a negative epoch count and to one loader worker.
+TEST_CASE("bad input: counts beyond their range are refused and never wrapped") {
+  struct Case {
+    std::string from, to, where, key, phrase;
+  };
+  const std::vector<Case> cases = {
+      {"epochs: 20}", "epochs: 2147483648}", "bad.yaml:6:68", "training.epochs",
+       "expected an integer from 1 to 100,000, got 2,147,483,648"},
+      {"epochs: 20}", "epochs: 20, gradient_accumulation: 9007199254740992}", "bad.yaml:6:95",
+       "training.gradient_accumulation",
+       "expected an integer from 1 to 1,024, got 9,007,199,254,740,992"},
+      {"train_samples: 2000", "train_samples: 9007199254740992", "bad.yaml:5:38",
+       "dataset.train_samples", "expected an integer from 1 to 1,000,000,000,000"},
+      {"batch: [10, 600]", "batch: [10, 99999999999999999999]", "bad.yaml:9:15", "sweep.batch[1]",
+       "expected an integer from 1 to 1,000,000,000,000, got 99999999999999999999"},
+      {"gpus: [1, 2, 4]", "gpus: [1, 2, 4294967297]", "bad.yaml:8:16", "sweep.gpus[2]",
+       "expected an integer from 1 to 1,000,000, got 4,294,967,297"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.to);
+    scenario_error(scenario(c.from, c.to), {c.where, c.key, c.phrase});
+  }
+}
+
+TEST_CASE("bad input: loader figures beyond their range") {
+  const std::string head = "dataset: {name: fsdd, train_samples: 2000, classes: 10}\n";
+  scenario_error(scenario(head, head + "loader: {workers: 4294967296}\n"),
+                 {"bad.yaml:6:19", "loader.workers",
+                  "expected an integer from 0 to 1,024, got 4,294,967,296"});
+  scenario_error(scenario(head, head + "loader: {workers: 2, prefetch_factor: 2147483648}\n"),
+                 {"bad.yaml:6:39", "loader.prefetch_factor",
+                  "expected an integer from 1 to 1,024, got 2,147,483,648"});
+  scenario_error(scenario(head, head + "loader: {workers: 1024, prefetch_factor: 1024}\n"),
+                 {"bad.yaml:6:42", "loader.prefetch_factor",
+                  "keep 1,048,576 batches in flight; epochcast models at most 4,096"});
+}
+
+TEST_CASE("bad input: a share of a GPU too small to model") {
+  const std::string head = "dataset: {name: fsdd, train_samples: 2000, classes: 10}\n";
+  scenario_error(
+      scenario(head, head + "contention: {gpu_share: 1e-9}\n"),
+      {"bad.yaml:6:25", "contention.gpu_share", "expected a number from 0.001 to 1, got 1e-9"});
 }

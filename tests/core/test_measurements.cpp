@@ -1,4 +1,6 @@
 // Measurement files: percentiles, JSON round trip, strict reading of bad files.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "core/input_error.h"
@@ -150,4 +152,50 @@ TEST_CASE("bad measurement files are refused with file:line:col and the key") {
              "iterations_per_epoch");
   fails_with("[1, 2]", "expected a measurement file");
   fails_with(replaced("\"time_s\": 1e-05", "\"time_s\": -1.0"), "time_s");
+}
+
+TEST_CASE("measured times that are zero or absurd, and points measured twice, are refused") {
+  MeasurementFile file = sample_file();
+  auto error_of = [](const MeasurementFile& f) -> std::string {
+    try {
+      load_measurements_from_string(to_json(f), "m.json");
+    } catch (const InputError& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  MeasurementFile zero = file;
+  zero.points[0].epoch_s_estimated = 0;
+  CHECK_THAT(error_of(zero), Catch::Contains("points[0].epoch_s_estimated: expected an epoch "
+                                             "time above 0 and at most 1e+09 s"));
+  MeasurementFile huge = file;
+  huge.points[0].epoch_s_estimated = 1e308;
+  CHECK_THAT(error_of(huge), Catch::Contains("got 1e+308"));
+  MeasurementFile slow_layer = file;
+  slow_layer.points[0].layers[0].forward_s = 1e12;
+  CHECK_THAT(error_of(slow_layer), Catch::Contains("points[0].layers[0].forward_s: expected a "
+                                                   "number from 0 to 1e+09"));
+  MeasurementFile twice = file;
+  twice.points.push_back(file.points[0]);
+  CHECK_THAT(error_of(twice), Catch::Contains("points[2]: the point 2 GPUs, global batch 32 is "
+                                              "already measured in points[0]"));
+  // An OOM record keeps no times; a time of 0 there is no measurement at all.
+  MeasurementFile oom_only = file;
+  oom_only.points.erase(oom_only.points.begin());
+  CHECK(error_of(oom_only) == "no error");
+}
+
+TEST_CASE("a truncated measurement file is reported as bad JSON where it ends") {
+  std::string text = to_json(sample_file());
+  std::string cut = text.substr(0, text.find("\"points\"") + 12);
+  int lines = static_cast<int>(std::count(cut.begin(), cut.end(), '\n')) + 1;
+  try {
+    load_measurements_from_string(cut, "m.json");
+    FAIL("a truncated file loaded");
+  } catch (const InputError& error) {
+    INFO(error.what());
+    CHECK(error.mark().line == lines);
+    CHECK_THAT(error.problem(), Catch::StartsWith("not valid JSON: syntax error"));
+    CHECK_THAT(error.problem(), Catch::Contains("unexpected end of input"));
+  }
 }

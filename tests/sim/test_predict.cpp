@@ -209,6 +209,66 @@ sweep: {gpus: [1], batch: [10], batch_is: global}
   }
 }
 
+namespace {
+
+void check_same_epoch(const PointResult& fast, const PointResult& full) {
+  CHECK(fast.stats.epoch == full.stats.epoch);
+  CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
+  CHECK(fast.stats.gpu_idle == full.stats.gpu_idle);
+  CHECK(fast.stats.gpu_idle_other == full.stats.gpu_idle_other);
+  CHECK(fast.stats.cpu_busy == full.stats.cpu_busy);
+  CHECK(fast.stats.communication == full.stats.communication);
+  CHECK(fast.stats.collective_bytes == full.stats.collective_bytes);
+  CHECK(fast.stats.kernels == full.stats.kernels);
+}
+
+}  // namespace
+
+TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the loader workers") {
+  // An input-bound DDP loop on two GPUs: 7 workers per rank, batches handed out in turn, and
+  // micro-batch cycles of 3 — the state repeats only up to which worker plays which role.
+  ScenarioSpec s = scenario(R"(model: spoken-digits-linear
+hardware: seed001-box
+dataset: {name: fsdd, train_samples: 9000, validation_samples: 1001, classes: 10}
+loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 5000}
+training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
+sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
+)");
+  PredictOptions exact;
+  exact.steady_state_shortcut = false;
+  for (int workers : {1, 5, 7}) {
+    s.loader.workers = workers;
+    PointResult fast = predict_point(s, SweepPoint{2, 16, 8});
+    PointResult full = predict_point(s, SweepPoint{2, 16, 8}, exact);
+    INFO("workers " << workers);
+    CHECK(fast.bottleneck == "input");
+    CHECK(fast.stats.simulated_iterations < full.stats.simulated_iterations / 4);
+    check_same_epoch(fast, full);
+  }
+}
+
+TEST_CASE("a long validation pass costs no more to simulate than a short one") {
+  // DDP on eight PCIe GPUs with flows: the network sits idle during validation, which must not
+  // keep its state from repeating.
+  const std::string body = R"(model: mobilenet-v2
+hardware: pcie-2socket-8gpu
+dataset: {name: imagenet, train_samples: 4000, validation_samples: 2000, classes: 1000}
+loader: {workers: 4, sample_cpu_us: 10}
+training: {strategy: ddp, optimizer: momentum, precision: amp_fp16}
+sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
+)";
+  ScenarioSpec short_pass = scenario(body);
+  ScenarioSpec long_pass = scenario(body);
+  long_pass.dataset.validation_samples = 2'000'000'000;
+  PointResult a = predict_point(short_pass, SweepPoint{2, 16, 8});
+  PointResult b = predict_point(long_pass, SweepPoint{2, 16, 8});
+  CHECK(b.validation_iterations == 1'000'000'000 / 8);
+  CHECK(b.stats.simulated_iterations <= a.stats.simulated_iterations + 20);
+  PredictOptions exact;
+  exact.steady_state_shortcut = false;
+  check_same_epoch(a, predict_point(short_pass, SweepPoint{2, 16, 8}, exact));
+}
+
 TEST_CASE("the breakdown adds up to the epoch") {
   ScenarioSpec s = scenario(kMnist);
   for (std::int64_t batch : {8, 512}) {
@@ -265,4 +325,40 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   // V100: 112 tensor TFLOP/s against 14.1 FP32: compute-bound work speeds up several times.
   CHECK(b.epoch_seconds < 0.5 * a.epoch_seconds);
   CHECK(to_mib(b.memory.activations) < 0.6 * to_mib(a.memory.activations));
+}
+
+TEST_CASE("a point whose epoch outlasts the simulator's clock is refused, never wrapped") {
+  // 10^12 samples one at a time on a thousandth of a GPU: about 10^10 s per epoch at least, more
+  // than the 2^63 ns (292 years) the clock holds.
+  ScenarioSpec s = scenario(R"(model: spoken-digits-linear
+hardware: seed001-box
+dataset: {name: fsdd, train_samples: 1000000000000, classes: 10}
+contention: {gpu_share: 0.001}
+training: {strategy: single, optimizer: adam, precision: fp32}
+sweep: {gpus: [1], batch: [1], batch_is: global}
+)");
+  try {
+    predict_point(s, point(1));
+    FAIL("the point was predicted");
+  } catch (const InputError& error) {
+    INFO(error.what());
+    CHECK(error.key() == "sweep");
+    CHECK_THAT(error.problem(), Catch::Contains("the point 1 GPU, global batch 1 does not fit the "
+                                                "simulator"));
+  }
+  // The same data set at a batch that keeps the epoch within the clock is simulated exactly.
+  PointResult r = predict_point(s, point(100000));
+  CHECK(r.epoch_seconds > 0);
+  CHECK(r.train_iterations == 10'000'000);
+}
+
+TEST_CASE("a point that cannot run in its scenario is refused by name") {
+  ScenarioSpec s = scenario(kMnist);
+  try {
+    predict_point(s, SweepPoint{4, 64, 16});
+    FAIL("the point was predicted");
+  } catch (const InputError& error) {
+    CHECK_THAT(error.problem(), Catch::Contains("the point 4 GPUs, global batch 64 cannot run: 4 "
+                                                "GPUs asked for, but the machine"));
+  }
 }

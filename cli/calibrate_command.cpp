@@ -1,11 +1,13 @@
 // `epochcast calibrate MEASUREMENTS... -o PROFILE`: fit the simulator to measurements.
+#include <cstdio>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/holdout.h"
-#include "core/io/atomic_file.h"
+#include "core/input_error.h"
+#include "core/io/output_file.h"
 #include "validate/calibration.h"
 
 namespace epochcast::cli {
@@ -21,15 +23,15 @@ struct CalibrateArgs {
 
 }  // namespace
 
-void print_calibration(const validate::Calibration& c) {
-  fmt::print("{:<52} {:>12} {:>6} {:>10}  {}\n", "parameter", "value", "points", "rms resid",
+void print_calibration(std::FILE* out, const validate::Calibration& c) {
+  fmt::print(out, "{:<52} {:>12} {:>6} {:>10}  {}\n", "parameter", "value", "points", "rms resid",
              "fitted to");
   for (const validate::FittedParameter& f : c.fitted) {
-    fmt::print("{:<52} {:>12.4g} {:>6} {:>9.1f}%  {}\n", f.key, f.value, f.observations,
+    fmt::print(out, "{:<52} {:>12.4g} {:>6} {:>9.1f}%  {}\n", f.key, f.value, f.observations,
                f.rms_relative_residual * 100, f.from);
   }
   for (const std::string& note : c.notes)
-    fmt::print("  {}\n", note);
+    fmt::print(out, "  {}\n", note);
 }
 
 Command add_calibrate_command(CLI::App& app) {
@@ -45,6 +47,16 @@ Command add_calibrate_command(CLI::App& app) {
                       "Scenario the measurements ran (default: the one each file records)");
   add_holdout_option(*command, args->holdout);
   return [args] {
+    OutputFile output = OutputFile::resolve(args->output, "-o");
+    for (const std::string& file : args->measurements) {
+      if (file != "-" && OutputFile::resolve(file, "measurements").same_as(output)) {
+        throw InputError(SourceMark{"<command line>", 0, 0}, "-o",
+                         fmt::format("'{}' is one of the measurement files read; write the "
+                                     "profile to another file",
+                                     args->output));
+      }
+    }
+    std::FILE* out = output.kind() == OutputFile::Kind::standard_output ? stderr : stdout;
     std::vector<validate::MeasuredScenario> inputs;
     for (const std::string& file : args->measurements)
       inputs.push_back(validate::load_measured_scenario(file, args->scenario));
@@ -52,14 +64,17 @@ Command add_calibrate_command(CLI::App& app) {
     validate::PointFilter use;
     if (held_out) use = [held_out](const MeasuredPoint& p) { return !held_out(p); };
     validate::Calibration c = validate::calibrate(inputs, use, args->measurements);
-    print_calibration(c);
-    write_file_atomically(
-        args->output,
-        profile_yaml(c.profile,
-                     fmt::format("Calibrated by epochcast calibrate on {} (measured {}).",
-                                 c.profile.calibration.device, c.profile.calibration.date)),
-        "-o");
-    fmt::print("profile written to {}\n", args->output);
+    print_calibration(out, c);
+    if (c.fitted.empty()) {
+      throw InputError(SourceMark{args->measurements.front(), 0, 0}, "",
+                       "nothing to calibrate: no measured point or microbenchmark determines any "
+                       "figure of the profile (points that ran out of memory, were skipped or "
+                       "failed, and held-out points, are not used); no profile written");
+    }
+    output.write(profile_yaml(
+        c.profile, fmt::format("Calibrated by epochcast calibrate on {} (measured {}).",
+                               c.profile.calibration.device, c.profile.calibration.date)));
+    fmt::print(out, "profile written to {}\n", args->output);
     return 0;
   };
 }

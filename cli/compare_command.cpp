@@ -2,6 +2,7 @@
 // per machine its fastest point, the time and (with a price) the cost of an epoch and of the
 // whole training, and a recommendation in one sentence.
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -13,9 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/scenario_options.h"
 #include "core/format/text_table.h"
-#include "core/io/atomic_file.h"
+#include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
@@ -282,6 +284,11 @@ Command add_compare_command(CLI::App& app) {
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_flag("--details", args->details, "Also print each machine's full predict table");
   return [args] {
+    OutputFiles outputs;
+    std::optional<OutputFile> csv, json;
+    if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");
+    if (!args->json.empty()) json = outputs.add(args->json, "--json");
+    std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
     ScenarioSpec base = args->options.load(args->scenario);
     std::vector<MachineResult> all;
     all.reserve(args->hardware.size());
@@ -302,14 +309,21 @@ Command add_compare_command(CLI::App& app) {
       overrides.push_back({"hardware", file.string(), origin});
       overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
       ScenarioSpec scenario = load_scenario(args->scenario, overrides);
-      m.points = sim::predict(scenario);
+      std::vector<SweepPoint> points = expand_sweep(scenario);
+      SweepProgress progress("compare: " + m.machine.name, points.size());
+      for (const SweepPoint& point : points) {
+        m.points.push_back(sim::predict_point(scenario, point));
+        progress.point_done();
+      }
+      sim::compare_with_one_gpu(scenario, m.points);
       if (!m.fastest()) m.why_not = "no point fits in memory";
-      if (args->details) std::cout << sim::render_table(scenario, m.points) << "\n";
+      if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points));
       all.push_back(std::move(m));
     }
-    std::cout << render_comparison(base, all);
-    if (!args->csv.empty()) write_file_atomically(args->csv, render_csv(all), "--csv");
-    if (!args->json.empty()) write_file_atomically(args->json, render_json(base, all), "--json");
+    fmt::print(table, "{}", render_comparison(base, all));
+    std::fflush(table);
+    if (csv) csv->write(render_csv(all));
+    if (json) json->write(render_json(base, all));
     return 0;
   };
 }

@@ -1,13 +1,13 @@
 #include "cli/gnuplot_figure.h"
 
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/input_error.h"
-#include "core/io/atomic_file.h"
+#include "core/io/output_file.h"
 
 namespace epochcast::cli {
 
@@ -29,6 +29,12 @@ std::string checked_image_name(const std::string& image, const std::string& opti
 std::string sibling_image(const std::string& image, const std::string& suffix) {
   std::filesystem::path path(image);
   return ((path.parent_path() / path.stem()).string() + suffix) + path.extension().string();
+}
+
+std::vector<std::string> figure_files(const std::string& image) {
+  std::filesystem::path path(image);
+  std::filesystem::path stem = path.parent_path() / path.stem();
+  return {image, stem.string() + ".dat", stem.string() + ".gp"};
 }
 
 std::string gnuplot_string(const std::string& text) {
@@ -67,19 +73,22 @@ void draw_with_gnuplot(const std::string& image, const std::string& option, cons
       "{4}",
       stem, extension == ".png" ? "pngcairo noenhanced" : "svg noenhanced",
       extension == ".png" ? "" : " dynamic", name, commands);
-  write_file_atomically((directory / (stem + ".dat")).string(), data, option);
-  write_file_atomically((directory / (stem + ".gp")).string(), script, option);
-  // gnuplot draws into a temporary name, renamed once it has finished, so that a failed run
-  // leaves no half-drawn image behind.
-  std::string partial = image + ".partial";
-  std::string command = fmt::format("cd '{}' && gnuplot -e \"output='{}.partial'\" '{}.gp' 2>&1",
-                                    directory.string(), name, stem);
-  if (std::system(command.c_str()) != 0) {
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
+  write_output((directory / (stem + ".dat")).string(), data, option);
+  write_output((directory / (stem + ".gp")).string(), script, option);
+  // gnuplot draws to its standard output, which becomes the image only once it has finished,
+  // so a failed run leaves no half-drawn image behind. Its messages go to our standard error.
+  std::string command = fmt::format("cd '{}' && gnuplot -e \"output='/dev/stdout'\" '{}.gp'",
+                                    directory.string(), stem);
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run gnuplot (is it installed?)");
+  std::string drawn;
+  char buffer[65536];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+    drawn.append(buffer, n);
+  if (::pclose(pipe) != 0 || drawn.empty()) {
     throw std::runtime_error("gnuplot failed on " + stem + ".gp (is gnuplot installed?)");
   }
-  std::filesystem::rename(partial, image);
+  write_output(image, drawn, option);
 }
 
 }  // namespace epochcast::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace epochcast::cli {
 
@@ -14,6 +15,10 @@ std::string checked_image_name(const std::string& image, const std::string& opti
 // "a/epoch-scaling.png".
 std::string sibling_image(const std::string& image, const std::string& suffix);
 
+// The files a figure writes: the image, <stem>.dat and <stem>.gp beside it (for registering
+// outputs before any work).
+std::vector<std::string> figure_files(const std::string& image);
+
 // `text` as a gnuplot double-quoted string.
 std::string gnuplot_string(const std::string& text);
 
@@ -22,7 +27,9 @@ std::string gnuplot_string(const std::string& text);
 std::string epoch_against_batch_commands(const std::string& title, const std::string& plots);
 
 // Writes the data and a script (a terminal and output for the image's type, `data = '<stem>.dat'`
-// and then `commands`), and runs gnuplot on it. Throws if gnuplot is missing or fails.
+// and then `commands`), runs gnuplot on it and writes the image it draws, each file as
+// core/io's OutputFile writes (whole, through symlinks, streamed to FIFOs). Throws if gnuplot is
+// missing or fails.
 void draw_with_gnuplot(const std::string& image, const std::string& option, const std::string& data,
                        const std::string& commands);
 

@@ -2,7 +2,10 @@
 #include "cli/holdout.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "core/input_error.h"
 
@@ -14,9 +17,10 @@ void add_holdout_option(CLI::App& command, std::string& mode) {
                      "every-other-batch, or gpus=N (calibrate on N GPUs)");
 }
 
-validate::PointFilter holdout_filter(const std::string& mode,
-                                     const std::vector<validate::MeasuredScenario>& inputs) {
-  if (mode.empty()) return {};
+namespace {
+
+validate::PointFilter parse_mode(const std::string& mode,
+                                 const std::vector<validate::MeasuredScenario>& inputs) {
   if (mode == "every-other-batch") {
     std::set<std::int64_t> batches;
     for (const auto& input : inputs)
@@ -29,14 +33,42 @@ validate::PointFilter holdout_filter(const std::string& mode,
     return [held](const MeasuredPoint& p) { return held.count(p.global_batch) > 0; };
   }
   if (mode.rfind("gpus=", 0) == 0) {
-    try {
-      int gpus = std::stoi(mode.substr(5));
+    const std::string number = mode.substr(5);
+    int gpus = 0;
+    auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), gpus);
+    if (error == std::errc() && end == number.data() + number.size() && gpus >= 1) {
       return [gpus](const MeasuredPoint& p) { return p.gpus != gpus; };
-    } catch (const std::exception&) {
     }
   }
+  static constexpr std::string_view kModes[] = {"every-other-batch"};
   throw InputError(SourceMark{"<command line>", 0, 0}, "--holdout",
-                   "expected every-other-batch or gpus=N, got '" + mode + "'");
+                   "expected every-other-batch or gpus=N (N >= 1), got '" + mode + "'" +
+                       did_you_mean(mode, kModes));
+}
+
+}  // namespace
+
+validate::PointFilter holdout_filter(const std::string& mode,
+                                     const std::vector<validate::MeasuredScenario>& inputs) {
+  if (mode.empty()) return {};
+  validate::PointFilter held_out = parse_mode(mode, inputs);
+  // Both sides must hold a measured point, or there is nothing to fit or nothing to test.
+  int held = 0, used = 0;
+  for (const auto& input : inputs) {
+    for (const MeasuredPoint& p : input.measurements.points) {
+      if (p.status != PointStatus::ok) continue;
+      (held_out(p) ? held : used) += 1;
+    }
+  }
+  if (held == 0 || used == 0) {
+    throw InputError(
+        SourceMark{"<command line>", 0, 0}, "--holdout",
+        fmt::format("'{}' leaves {} of the {} measured points that ended ok: "
+                    "{}; measure more batch sizes or GPU counts, or drop --holdout",
+                    mode, held == 0 ? "none to hold out" : "none to calibrate on", held + used,
+                    held == 0 ? "every point is used for calibration" : "every point is held out"));
+  }
+  return held_out;
 }
 
 }  // namespace epochcast::cli

@@ -1,6 +1,7 @@
 // --holdout: which measured points calibration leaves out so validation can test on them.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,6 @@ void add_holdout_option(CLI::App& command, std::string& mode);
 validate::PointFilter holdout_filter(const std::string& mode,
                                      const std::vector<validate::MeasuredScenario>& inputs);
 
-void print_calibration(const validate::Calibration& calibration);
+void print_calibration(std::FILE* out, const validate::Calibration& calibration);
 
 }  // namespace epochcast::cli

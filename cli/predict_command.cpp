@@ -1,15 +1,18 @@
 // `epochcast predict SCENARIO`: simulate every sweep point and print what it costs.
-#include <filesystem>
+#include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/gnuplot_figure.h"
 #include "cli/prediction_plots.h"
+#include "cli/progress.h"
 #include "cli/scenario_options.h"
-#include "core/io/atomic_file.h"
+#include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
@@ -25,7 +28,7 @@ struct PredictArgs {
   std::string json;
   std::string trace;
   std::string plot;
-  int trace_point = 1;
+  std::int64_t trace_point = 1;
   int trace_iterations = 3;
   bool exact = false;
 };
@@ -50,22 +53,42 @@ Command add_predict_command(CLI::App& app) {
   command->add_option("--trace", args->trace,
                       "Write a Chrome trace (Perfetto, chrome://tracing) of the first iterations "
                       "of one point to this file");
-  command
-      ->add_option("--trace-point", args->trace_point,
-                   "Which point (row of the table, from 1) to trace")
-      ->check(CLI::PositiveNumber);
-  command
-      ->add_option("--trace-iterations", args->trace_iterations,
-                   "How many training iterations to trace")
-      ->check(CLI::Range(1, 1000));
+  CLI::Option* trace_point =
+      command
+          ->add_option("--trace-point", args->trace_point,
+                       "Which point (row of the table, from 1) to trace; with --trace")
+          ->check(integer_within(1, 1'000'000'000));
+  CLI::Option* trace_iterations = command
+                                      ->add_option("--trace-iterations", args->trace_iterations,
+                                                   "How many training iterations to trace")
+                                      ->check(integer_within(1, 1000));
   command->add_flag("--exact", args->exact,
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
-  return [args] {
+  return [args, trace_point, trace_iterations] {
+    for (const CLI::Option* option : {trace_point, trace_iterations}) {
+      if (option->count() > 0 && args->trace.empty()) {
+        throw InputError(SourceMark{"<command line>", 0, 0}, option->get_name(),
+                         "goes with --trace FILE (what to write there)");
+      }
+    }
+    // Every output is checked before any work: a bad path fails now, not after the sweep.
+    OutputFiles outputs;
+    std::optional<OutputFile> csv, json, trace;
+    if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");
+    if (!args->json.empty()) json = outputs.add(args->json, "--json");
+    if (!args->trace.empty()) trace = outputs.add(args->trace, "--trace");
+    if (!args->plot.empty()) {
+      checked_image_name(args->plot, "--plot");
+      for (const std::string& file : prediction_plot_files(args->plot))
+        outputs.add(file, "--plot");
+    }
+    // With an output on standard output, the table goes to standard error.
+    std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
+
     ScenarioSpec scenario = args->options.load(args->scenario);
     std::vector<SweepPoint> points = expand_sweep(scenario);
-    if (!args->plot.empty()) checked_image_name(args->plot, "--plot");
-    if (!args->trace.empty() && args->trace_point > static_cast<int>(points.size())) {
+    if (trace && args->trace_point > static_cast<std::int64_t>(points.size())) {
       throw InputError(
           SourceMark{"<command line>", 0, 0}, "--trace-point",
           fmt::format("the sweep has {} points; expected 1 to {}", points.size(), points.size()));
@@ -73,26 +96,27 @@ Command add_predict_command(CLI::App& app) {
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
     std::vector<sim::PointResult> results;
+    SweepProgress progress("predict", points.size());
     for (std::size_t i = 0; i < points.size(); ++i) {
       sim::PredictOptions point_options = options;
-      if (!args->trace.empty() && static_cast<int>(i) + 1 == args->trace_point) {
+      if (trace && static_cast<std::int64_t>(i) + 1 == args->trace_point) {
         point_options.trace_iterations = args->trace_iterations;
       }
       results.push_back(sim::predict_point(scenario, points[i], point_options));
+      progress.point_done();
     }
     sim::compare_with_one_gpu(scenario, results, options);
-    std::cout << sim::render_table(scenario, results);
-    if (!args->csv.empty()) write_file_atomically(args->csv, sim::render_csv(results), "--csv");
-    if (!args->json.empty()) {
-      write_file_atomically(args->json, sim::render_json(scenario, results), "--json");
-    }
-    if (!args->trace.empty()) {
+    fmt::print(table, "{}", sim::render_table(scenario, results));
+    std::fflush(table);
+    if (csv) csv->write(sim::render_csv(results));
+    if (json) json->write(sim::render_json(scenario, results));
+    if (trace) {
       const sim::PointResult& traced = results[static_cast<std::size_t>(args->trace_point - 1)];
       if (!traced.simulated) {
         throw InputError(SourceMark{"<command line>", 0, 0}, "--trace-point",
                          "that point does not fit in memory, so there is nothing to trace");
       }
-      write_file_atomically(args->trace, sim::render_chrome_trace(scenario, traced), "--trace");
+      trace->write(sim::render_chrome_trace(scenario, traced));
     }
     if (!args->plot.empty()) {
       for (const std::string& image : plot_predictions(scenario, results, args->plot))

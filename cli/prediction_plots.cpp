@@ -130,6 +130,15 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
 
 }  // namespace
 
+std::vector<std::string> prediction_plot_files(const std::string& image) {
+  std::vector<std::string> files;
+  for (const char* suffix : {"", "-breakdown", "-scaling"}) {
+    for (std::string& file : figure_files(sibling_image(image, suffix)))
+      files.push_back(std::move(file));
+  }
+  return files;
+}
+
 std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
                                           const std::vector<sim::PointResult>& results,
                                           const std::string& image) {

@@ -13,6 +13,9 @@ namespace epochcast::cli {
 // (`image`), the epoch's breakdown stacked per point (<stem>-breakdown), and, when the sweep
 // has several GPU counts, scaling efficiency against GPU count with a line per batch
 // (<stem>-scaling). Returns the images written.
+// Every file plot_predictions may write for `image` (images, data and scripts).
+std::vector<std::string> prediction_plot_files(const std::string& image);
+
 std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
                                           const std::vector<sim::PointResult>& results,
                                           const std::string& image);

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/format/text_table.h"
 #include "core/spec/data_paths.h"
@@ -118,7 +119,8 @@ Command add_topo_command(CLI::App& app) {
   command->add_option("machine", args->machine, "A bundled machine name (e.g. dgx-a100) or a path")
       ->required();
   command->add_option("--nodes", args->nodes, "Number of nodes, for clusters")
-      ->check(CLI::Range(1, 65536));
+      ->check(integer_within(1, 65536))
+      ->default_str("the machine's");
   return [args] {
     std::filesystem::path file =
         resolve_data_file(args->machine, std::filesystem::current_path(), "topologies",

@@ -1,4 +1,6 @@
 // `epochcast validate SCENARIO MEASUREMENTS`: measured against predicted, point by point.
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -12,7 +14,7 @@
 #include "cli/holdout.h"
 #include "cli/scenario_options.h"
 #include "core/input_error.h"
-#include "core/io/atomic_file.h"
+#include "core/io/output_file.h"
 #include "validate/calibration.h"
 #include "validate/validation.h"
 
@@ -29,12 +31,12 @@ struct ValidateArgs {
   std::string plot;
 };
 
-void print_summary(const std::string& title, const validate::ValidationSummary& s) {
-  fmt::print(
-      "{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best configuration: "
-      "{} (measured {}, predicted {})\n",
-      title, s.points, s.mape_pct, s.worst_pct, s.spearman, s.best_matches ? "found" : "missed",
-      s.measured_best, s.predicted_best);
+void print_summary(std::FILE* out, const std::string& title, const validate::ValidationSummary& s) {
+  fmt::print(out,
+             "{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best configuration: "
+             "{} (measured {}, predicted {})\n",
+             title, s.points, s.mape_pct, s.worst_pct, s.spearman,
+             s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best);
 }
 
 nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
@@ -88,9 +90,20 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--plot", args->plot,
                       "Draw measured and predicted epoch time against batch (.png or .svg)");
   return [args] {
+    OutputFiles outputs;
+    std::optional<OutputFile> json;
+    if (!args->json.empty()) json = outputs.add(args->json, "--json");
+    if (!args->plot.empty()) {
+      checked_image_name(args->plot, "--plot");
+      for (const std::string& file : figure_files(args->plot))
+        outputs.add(file, "--plot");
+    }
+    // With the JSON on standard output, the report goes to standard error.
+    std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
     ScenarioSpec scenario = args->options.load(args->scenario);
     validate::MeasuredScenario input{args->measurements, load_measurements(args->measurements),
                                      scenario};
+    validate::check_measured_points(input);
     validate::PointFilter held_out = holdout_filter(args->holdout, {input});
     std::optional<validate::ValidationReport> uncalibrated;
     if (held_out) {
@@ -99,29 +112,40 @@ Command add_validate_command(CLI::App& app) {
       validate::Calibration c =
           validate::calibrate({input}, [held_out](const MeasuredPoint& p) { return !held_out(p); },
                               {args->measurements});
-      fmt::print("Calibrated on the points not held out ({}):\n", args->holdout);
-      print_calibration(c);
-      fmt::print("\n");
+      fmt::print(out, "Calibrated on the points not held out ({}):\n", args->holdout);
+      print_calibration(out, c);
+      fmt::print(out, "\n");
       apply_profile(scenario, c.profile);
     }
     validate::ValidationReport report = validate::validate(scenario, input.measurements, held_out);
-    fmt::print("Scenario {} on {} — measured on {} ({}), profile {}\n", scenario.name,
+    if (report.points.empty()) {
+      const auto& points = input.measurements.points;
+      auto ok = std::count_if(points.begin(), points.end(),
+                              [](const MeasuredPoint& p) { return p.status == PointStatus::ok; });
+      throw InputError(SourceMark{args->measurements, 0, 0}, "points",
+                       fmt::format("no point to compare: the file holds {} point{}, {} ended ok{}",
+                                   points.size(), points.size() == 1 ? "" : "s", ok,
+                                   ok > 0 ? " and the scenario predicts each of them out of memory"
+                                          : " (the others ran out of memory, timed out, failed "
+                                            "or were skipped)"));
+    }
+    fmt::print(out, "Scenario {} on {} — measured on {} ({}), profile {}\n", scenario.name,
                scenario.machine.gpu.name, input.measurements.environment.device_name,
                input.measurements.environment.device_kind, scenario.profile.name);
-    if (!report.cross_device.empty()) fmt::print("{}\n", report.cross_device);
-    fmt::print("\n{:>4} {:>7} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "measured (s)",
+    if (!report.cross_device.empty()) fmt::print(out, "{}\n", report.cross_device);
+    fmt::print(out, "\n{:>4} {:>7} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "measured (s)",
                "predicted (s)", "error", held_out ? "  held out" : "");
     for (const auto& p : report.points) {
-      fmt::print("{:>4} {:>7} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
+      fmt::print(out, "{:>4} {:>7} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
                  p.measured_s, p.predicted_s, p.error_pct,
                  held_out ? (p.held_out ? "  yes" : "  no") : "");
     }
-    fmt::print("\n");
-    print_summary("all points", report.all);
+    fmt::print(out, "\n");
+    print_summary(out, "all points", report.all);
     if (held_out) {
-      print_summary("calibration points", *report.calibration_points);
-      print_summary("held-out points", *report.held_out);
-      fmt::print("uncalibrated (profile '{}'): held-out MAPE {:.1f}%, all points {:.1f}%\n",
+      print_summary(out, "calibration points", *report.calibration_points);
+      print_summary(out, "held-out points", *report.held_out);
+      fmt::print(out, "uncalibrated (profile '{}'): held-out MAPE {:.1f}%, all points {:.1f}%\n",
                  input.scenario.profile.name, uncalibrated->held_out->mape_pct,
                  uncalibrated->all.mape_pct);
     }
@@ -147,7 +171,7 @@ Command add_validate_command(CLI::App& app) {
         j["held_out"] = summary_json(*report.held_out);
         j["uncalibrated_held_out"] = summary_json(*uncalibrated->held_out);
       }
-      write_file_atomically(args->json, j.dump(2) + "\n", "--json");
+      json->write(j.dump(2) + "\n");
     }
     if (!args->plot.empty()) {
       plot(report, args->plot,

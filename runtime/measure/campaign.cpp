@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/input_error.h"
-#include "core/io/atomic_file.h"
+#include "core/io/output_file.h"
 #include "runtime/measure/environment.h"
 
 namespace epochcast::runtime {
@@ -124,7 +124,7 @@ class Watchdog {
 }  // namespace
 
 void save_measurements(const MeasurementFile& file, const std::filesystem::path& path) {
-  write_file_atomically(path, to_json(file), "-o");
+  write_output(path.string(), to_json(file), "-o");
 }
 
 std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,

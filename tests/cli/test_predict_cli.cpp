@@ -3,9 +3,11 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -135,4 +137,121 @@ TEST_CASE("a model file given to predict exits 2 with a clear message") {
   CommandResult r = run_command(epochcast_binary() + " predict " + zoo_model("mnist-cnn").string());
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("this is a model file, but a scenario file is expected"));
+}
+
+TEST_CASE("an unwritable output is refused before any point is simulated") {
+  // Nothing was printed: the table comes after the simulation, the refusal before it.
+  CommandResult r = run_command(epochcast_binary() + " predict " + seed("linear") +
+                                " --gpus 1 --csv /nonexistent-dir/out.csv");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("the folder '/nonexistent-dir' does not exist"));
+  CHECK_THAT(r.output, !Catch::Contains("epoch (s)"));
+}
+
+TEST_CASE("--json - writes the JSON alone to standard output and the table to standard error") {
+  CommandResult r = run_command("( " + epochcast_binary() + " predict " + seed("linear") +
+                                " --gpus 1 --batch 20,50 --json - 2>/dev/null )");
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  CHECK(j["points"].size() == 2);
+  CommandResult table = run_command("( " + epochcast_binary() + " predict " + seed("linear") +
+                                    " --gpus 1 --batch 20 --json - >/dev/null )");
+  CHECK_THAT(table.output, Catch::Contains("epoch (s)"));
+  CHECK(std::filesystem::exists("-") == false);
+}
+
+TEST_CASE("predict writes through a symlink and streams to a FIFO") {
+  const std::string folder = out_path("outputs-links");
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder + "/data");
+  std::filesystem::create_symlink("data/result.csv", folder + "/link.csv");
+  REQUIRE(::mkfifo((folder + "/pipe.json").c_str(), 0600) == 0);
+  std::string streamed;
+  std::thread reader([&] { streamed = read(folder + "/pipe.json"); });
+  CommandResult r = run_command(epochcast_binary() + " predict " + seed("linear") +
+                                " --gpus 1 --batch 20 --csv " + folder + "/link.csv --json " +
+                                folder + "/pipe.json");
+  reader.join();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::filesystem::is_symlink(folder + "/link.csv"));
+  CHECK_THAT(read(folder + "/data/result.csv"), Catch::StartsWith("gpus,global_batch"));
+  CHECK(nlohmann::json::parse(streamed)["points"].size() == 1);
+  CHECK(std::filesystem::is_fifo(folder + "/pipe.json"));
+}
+
+TEST_CASE("two outputs naming the same file are refused before any work") {
+  const std::string folder = out_path("outputs-clash");
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  CommandResult r = run_command(epochcast_binary() + " predict " + seed("linear") +
+                                " --gpus 1 --csv " + folder + "/same --json " + folder + "/./same");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--json: '" + folder +
+                                       "/./same' is already the output of "
+                                       "--csv: give each output its own file"));
+  CHECK(std::filesystem::is_empty(folder));
+}
+
+TEST_CASE("a terminated predict leaves no temporary file, whenever the signal lands") {
+  // A long trace takes a while to write. SIGTERM lands once early (while simulating) and once as
+  // soon as the temporary file appears (while writing); either way the folder ends with the
+  // whole file or nothing, never a temporary.
+  const std::string folder = out_path("outputs-terminated");
+  const std::string predict = epochcast_binary() + " predict " + seed("conv1d") +
+                              " --gpus 4 --batch 20 --set dataset.train_samples=6000 --trace " +
+                              folder + "/trace.json --trace-iterations 300 >/dev/null & pid=$!; ";
+  const std::string early = "sleep 0.1; kill -TERM $pid; ";
+  const std::string mid_write = "while kill -0 $pid 2>/dev/null; do if ls " + folder +
+                                "/.trace.json.epochcast-* >/dev/null 2>&1; then kill -TERM "
+                                "$pid; break; fi; sleep 0.002; done; ";
+  for (const std::string& when : {early, mid_write}) {
+    std::filesystem::remove_all(folder);
+    std::filesystem::create_directories(folder);
+    CommandResult r =
+        run_command("sh -c '" + predict + when + "wait $pid; echo status=$?' 2>/dev/null");
+    INFO(when << ": " << r.output);
+    bool ended = r.output.find("status=143") != std::string::npos ||
+                 r.output.find("status=0") != std::string::npos;
+    CHECK(ended);
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      CHECK(entry.path().filename() == "trace.json");
+      CHECK(nlohmann::json::accept(read(entry.path().string())));
+    }
+  }
+}
+
+TEST_CASE("--trace-point and --trace-iterations without --trace are refused") {
+  for (const char* option : {"--trace-point 2", "--trace-iterations 5"}) {
+    CommandResult r =
+        run_command(epochcast_binary() + " predict " + seed("linear") + " --gpus 1 " + option);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("goes with --trace FILE"));
+  }
+}
+
+TEST_CASE("absurd --set values exit 2 naming the key and its range") {
+  const std::string ddp = (source_dir() / "scenarios/what-if/dp-vs-ddp-seed001-box.yaml").string() +
+                          " --set training.strategy=ddp --gpus 1 --batch 64";
+  struct Case {
+    std::string set, message;
+  };
+  for (const Case& c : {
+           Case{"training.gradient_accumulation=2147483648",
+                "training.gradient_accumulation: expected an integer from 1 to 1,024"},
+           Case{"training.epochs=2147483648",
+                "training.epochs: expected an integer from 1 to "
+                "100,000, got 2,147,483,648"},
+           Case{"loader.workers=4294967297", "loader.workers: expected an integer from 0 to 1,024"},
+           Case{"dataset.train_samples=9007199254740992",
+                "dataset.train_samples: expected an integer from 1 to 1,000,000,000,000"},
+           Case{"contention.gpu_share=1e-9",
+                "contention.gpu_share: expected a number from 0.001 "
+                "to 1, got 1e-9"},
+       }) {
+    CommandResult r = run_command(epochcast_binary() + " predict " + ddp + " --set " + c.set);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::StartsWith("--set " + c.set + ": error: " + c.message));
+  }
 }

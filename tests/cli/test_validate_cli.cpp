@@ -1,0 +1,120 @@
+// validate and calibrate refuse measurement files they cannot honestly use — nothing to
+// compare, a point measured twice, a point its scenario cannot run, broken JSON — with exit 2
+// and the file and point named, and write no profile then.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/paths.h"
+#include "support/run_command.h"
+
+using namespace epochcast::test;
+
+namespace {
+
+std::string out_path(const std::string& name) {
+  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+}
+std::string scenario() {
+  return (source_dir() / "tests/validate/scenarios/cpu-mnist-cnn.yaml").string();
+}
+// The committed CPU measurements of mnist-cnn, changed by `edit` and saved as `name`.
+std::string edited_measurements(const std::string& name,
+                                const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(source_dir() / "validate/data/host-cpu/cpu-mnist-cnn.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  edit(j);
+  std::string path = out_path(name);
+  std::ofstream(path) << j.dump(1);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("validate refuses a file with no point to compare") {
+  std::string all_oom = edited_measurements("all-oom.json", [](nlohmann::json& j) {
+    for (auto& p : j["points"])
+      p["status"] = "oom";
+  });
+  CommandResult r = run_command(epochcast_binary() + " validate " + scenario() + " " + all_oom);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(all_oom + ": error: points: no point to compare: the file "
+                                                 "holds 7 points, 0 ended ok"));
+  CHECK_THAT(r.output, !Catch::Contains("MAPE"));
+}
+
+TEST_CASE("validate and calibrate refuse a point measured twice") {
+  std::string twice = edited_measurements(
+      "twice.json", [](nlohmann::json& j) { j["points"].push_back(j["points"][0]); });
+  for (const std::string& command : {" validate " + scenario() + " " + twice,
+                                     " calibrate " + twice + " -o " + out_path("never.yaml")}) {
+    CommandResult r = run_command(epochcast_binary() + command);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("points[7]: the point 1 GPU, global batch 2 is already "
+                                         "measured in points[0]"));
+  }
+  CHECK_FALSE(std::filesystem::exists(out_path("never.yaml")));
+}
+
+TEST_CASE("validate refuses a measured point that its scenario cannot run") {
+  std::string too_many = edited_measurements("too-many-gpus.json",
+                                             [](nlohmann::json& j) { j["points"][2]["gpus"] = 3; });
+  CommandResult r = run_command(epochcast_binary() + " validate " + scenario() + " " + too_many);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("points[2]: the point 3 GPUs, global batch 8 cannot run in "
+                                       "scenario 'cpu-mnist-cnn': 3 GPUs asked for"));
+}
+
+TEST_CASE("a truncated measurement file is a JSON error at the place it ends") {
+  std::ifstream in(source_dir() / "validate/data/host-cpu/cpu-mnist-cnn.json");
+  std::stringstream whole;
+  whole << in.rdbuf();
+  std::string path = out_path("truncated.json");
+  std::ofstream(path) << whole.str().substr(0, 5000);
+  CommandResult r = run_command(epochcast_binary() + " validate " + scenario() + " " + path);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(path + ":"));
+  CHECK_THAT(r.output, Catch::Contains("error: not valid JSON: syntax error"));
+}
+
+TEST_CASE("a hold-out rule that leaves one side empty is refused") {
+  std::string one_batch = edited_measurements("one-batch.json", [](nlohmann::json& j) {
+    nlohmann::json first = j["points"][0];
+    j["points"] = nlohmann::json::array({first});
+  });
+  CommandResult r = run_command(epochcast_binary() + " validate " + scenario() + " " + one_batch +
+                                " --holdout every-other-batch");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("'every-other-batch' leaves none to hold out of the 1 "
+                                       "measured points"));
+  CommandResult misspelt = run_command(epochcast_binary() + " validate " + scenario() + " " +
+                                       one_batch + " --holdout every-other-bach");
+  CHECK_THAT(misspelt.output, Catch::Contains("did you mean 'every-other-batch'?"));
+}
+
+TEST_CASE("calibrate writes no profile when nothing determines a figure") {
+  std::string nothing = edited_measurements("nothing-to-fit.json", [](nlohmann::json& j) {
+    for (auto& p : j["points"])
+      p["status"] = "skipped";
+    j.erase("benchmarks");
+  });
+  std::string profile = out_path("nothing-profile.yaml");
+  std::filesystem::remove(profile);
+  CommandResult r = run_command(epochcast_binary() + " calibrate " + nothing + " -o " + profile);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("nothing to calibrate"));
+  CHECK_FALSE(std::filesystem::exists(profile));
+}
+
+TEST_CASE("calibrate refuses to write its profile over a measurement file it reads") {
+  std::string measured = edited_measurements("kept.json", [](nlohmann::json&) {});
+  std::string before = nlohmann::json::parse(std::ifstream(measured)).dump();
+  CommandResult r = run_command(epochcast_binary() + " calibrate " + measured + " -o " + measured);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("is one of the measurement files read"));
+  CHECK(nlohmann::json::parse(std::ifstream(measured)).dump() == before);
+}

@@ -148,7 +148,7 @@ TEST_CASE("an unwritable output is refused before any point is simulated") {
   CHECK_THAT(r.output, !Catch::Contains("epoch (s)"));
 }
 
-TEST_CASE("--json - writes the JSON alone to standard output and the table to standard error") {
+TEST_CASE("a JSON output of - goes alone to standard output and the table to standard error") {
   CommandResult r = run_command("( " + epochcast_binary() + " predict " + seed("linear") +
                                 " --gpus 1 --batch 20,50 --json - 2>/dev/null )");
   REQUIRE(r.exit_code == 0);
@@ -221,7 +221,7 @@ TEST_CASE("a terminated predict leaves no temporary file, whenever the signal la
   }
 }
 
-TEST_CASE("--trace-point and --trace-iterations without --trace are refused") {
+TEST_CASE("the trace point and iteration options without --trace are refused") {
   for (const char* option : {"--trace-point 2", "--trace-iterations 5"}) {
     CommandResult r =
         run_command(epochcast_binary() + " predict " + seed("linear") + " --gpus 1 " + option);

@@ -104,7 +104,8 @@ TEST_CASE("calibrate writes no profile when nothing determines a figure") {
   });
   std::string profile = out_path("nothing-profile.yaml");
   std::filesystem::remove(profile);
-  CommandResult r = run_command(epochcast_binary() + " calibrate " + nothing + " -o " + profile);
+  CommandResult r = run_command(epochcast_binary() + " calibrate " + nothing + " --scenario " +
+                                scenario() + " -o " + profile);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("nothing to calibrate"));
   CHECK_FALSE(std::filesystem::exists(profile));

@@ -6,8 +6,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -193,13 +193,20 @@ struct EpochSimulator::Impl {
   std::map<Lane, std::deque<SimTime>> trace_open;          // traced collective begins per lane
 
   std::int64_t boundary = -1;
-  struct Seen {
+  // Period detection after Brent: one remembered boundary, moved to the current one after 1,
+  // 2, 4, ... further boundaries, so a period of any length is found once the checkpoint lies
+  // in the repeating part, with a single snapshot held (a loop whose input pipeline hands out
+  // batches in bursts repeats only after a whole round of workers).
+  struct Checkpoint {
     std::vector<std::int64_t> snapshot;
-    std::int64_t iteration;
+    std::uint64_t hash = 0;
+    std::int64_t iteration = 0;
     SimTime time;
     EpochStats stats;
   };
-  std::unordered_map<std::uint64_t, Seen> seen;  // by snapshot hash; compared in full on a hit
+  std::optional<Checkpoint> checkpoint;
+  std::int64_t checkpoint_span = 1;   // boundaries until the checkpoint moves on
+  std::int64_t since_checkpoint = 0;  // boundaries compared against it so far
 
   bool in_validation(std::int64_t g) const { return g >= input.train.iterations; }
   const Phase& phase(std::int64_t g) const {
@@ -584,7 +591,7 @@ struct EpochSimulator::Impl {
     if (!opt.steady_state_shortcut || boundary < opt.trace_iterations) return;
     std::int64_t margin = loader_depth() + 2;
     if (boundary + margin >= uniform_end(boundary)) {
-      seen.clear();
+      forget_checkpoint();
       return;
     }
     // Periods are whole cycles of micro-batch plans: comparing only at the start of a cycle
@@ -594,14 +601,15 @@ struct EpochSimulator::Impl {
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values
     for (std::int64_t v : key)
       hash = (hash ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;
-    auto found = seen.find(hash);
-    if (found == seen.end() || found->second.snapshot != key) {
-      constexpr std::size_t kMaxRemembered = 512;
-      if (seen.size() >= kMaxRemembered) seen.clear();
-      seen[hash] = Seen{std::move(key), boundary, engine.now(), stats};
+    if (!checkpoint || checkpoint->hash != hash || checkpoint->snapshot != key) {
+      if (!checkpoint || ++since_checkpoint >= checkpoint_span) {
+        if (checkpoint) checkpoint_span *= 2;
+        since_checkpoint = 0;
+        checkpoint = Checkpoint{std::move(key), hash, boundary, engine.now(), stats};
+      }
       return;
     }
-    const Seen& then = found->second;
+    const Checkpoint& then = *checkpoint;
     std::int64_t period = boundary - then.iteration;
     std::int64_t periods = (uniform_end(boundary) - margin - boundary) / period;
     if (periods < 1) return;
@@ -612,7 +620,13 @@ struct EpochSimulator::Impl {
       return tag + (static_cast<std::uint64_t>(skipped) << kOpBits);
     });
     shift_driver(delta, skipped);
-    seen.clear();
+    forget_checkpoint();
+  }
+
+  void forget_checkpoint() {
+    checkpoint.reset();
+    checkpoint_span = 1;
+    since_checkpoint = 0;
   }
 
   EpochStats run() {

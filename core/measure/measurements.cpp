@@ -459,6 +459,9 @@ void check_json_syntax(const std::string& text, const std::string& name) {
     throw InputError(
         SourceMark{name, line, column}, "",
         "not valid JSON: " + (detail == std::string::npos ? what : what.substr(detail)));
+  } catch (const Json::out_of_range&) {
+    // A number beyond a double's range (1e999) is valid JSON syntax: the strict reader below
+    // refuses it where a number is expected, naming its line, column and key.
   }
 }
 

@@ -19,7 +19,7 @@ inline constexpr int kMaxLoaderWorkers = 1024;
 inline constexpr int kMaxPrefetchFactor = 1024;
 // Batches a loader keeps in flight (workers x prefetch_factor): each is a task the simulator
 // carries, so the bound keeps a point's cost bounded too.
-inline constexpr int kMaxBatchesInFlight = 1024;
+inline constexpr int kMaxBatchesInFlight = 512;
 // GPUs in a sweep point, GPUs per node, nodes per machine.
 inline constexpr int kMaxGpus = 1'000'000;
 inline constexpr int kMaxGpusPerNode = 64;

@@ -148,8 +148,50 @@ namespace epochcast {
 
 namespace {
 
-// Block scalars keep any text safe in YAML.
+// Text written so that it reads back exactly.
+std::string quoted(const std::string& text) {
+  // YAML double-quoted style: every control character escaped, so any text reads back as it
+  // was (a raw newline inside quotes would fold into a space).
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Long text as a literal block (`|-`, lines as they are) where that reads back exactly: the
+// first line decides the block's indentation and `-` strips trailing newlines, so text that
+// starts with a space or an empty line, ends with a newline, or holds other control characters
+// than newlines is quoted instead.
 std::string folded(const std::string& text, int indent) {
+  bool literal = !text.empty() && text.front() != ' ' && text.front() != '\n' &&
+                 text.back() != '\n' && text.back() != ' ';
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) literal = false;
+  }
+  if (!literal) return quoted(text);
   std::string pad(static_cast<std::size_t>(indent), ' ');
   std::string out = "|-\n";
   std::size_t start = 0;
@@ -161,15 +203,6 @@ std::string folded(const std::string& text, int indent) {
   }
   out.pop_back();
   return out;
-}
-
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 // Shortest text that reads back to the same double.

@@ -139,11 +139,11 @@ struct EpochSimulator::Impl {
        std::vector<TraceCounter>& link_counters)
       : input(in), opt(options), trace(events), counters(link_counters) {
     total_iterations = in.train.iterations + in.validation.iterations;
-    for (const IterationPlan& p : in.train.cycle)
+    for (const IterationPlan& p : in.train.plans)
       train_cycle.push_back(index_plan(p));
     train_last = index_plan(in.train.last);
     if (in.validation.iterations > 0) {
-      for (const IterationPlan& p : in.validation.cycle)
+      for (const IterationPlan& p : in.validation.plans)
         validation_cycle.push_back(index_plan(p));
       validation_last = index_plan(in.validation.last);
     }
@@ -156,7 +156,7 @@ struct EpochSimulator::Impl {
   std::vector<TraceCounter>& counters;
   Engine engine;
   std::int64_t total_iterations = 0;
-  std::vector<PlanIndex> train_cycle, validation_cycle;
+  std::vector<PlanIndex> train_cycle, validation_cycle;  // per distinct plan of each phase
   PlanIndex train_last, validation_last;
 
   struct ResourceInfo {
@@ -224,11 +224,14 @@ struct EpochSimulator::Impl {
                                     static_cast<std::int64_t>(phase(g).cycle.size()));
   }
   const IterationPlan& plan(std::int64_t g) const {
-    return is_last(g) ? phase(g).last : phase(g).cycle[cycle_position(g)];
+    return is_last(g) ? phase(g).last : phase(g).plans[phase(g).cycle[cycle_position(g)]];
   }
   const PlanIndex& index(std::int64_t g) const {
-    if (in_validation(g)) return is_last(g) ? validation_last : validation_cycle[cycle_position(g)];
-    return is_last(g) ? train_last : train_cycle[cycle_position(g)];
+    if (in_validation(g)) {
+      return is_last(g) ? validation_last
+                        : validation_cycle[input.validation.cycle[cycle_position(g)]];
+    }
+    return is_last(g) ? train_last : train_cycle[input.train.cycle[cycle_position(g)]];
   }
   std::int64_t loader_depth() const {
     return static_cast<std::int64_t>(input.loader.workers) * input.loader.prefetch_factor;

@@ -26,9 +26,12 @@ namespace epochcast::sim {
 
 // Iterations of one loop over a data set (training or validation).
 struct Phase {
-  // Plans of full batches, used in turn (several with gradient accumulation: micro-batches
-  // that only accumulate, then one that also communicates and steps).
-  std::vector<IterationPlan> cycle;
+  // The distinct plans of full batches, and which one each position of the cycle uses, in
+  // turn: with gradient accumulation a cycle of k micro-batches has at most three plans (the
+  // first also zeroes gradients, the last also communicates and steps, those between only
+  // accumulate), however long it is.
+  std::vector<IterationPlan> plans;
+  std::vector<std::size_t> cycle;
   IterationPlan last;  // the last iteration (its batch may be smaller)
   std::int64_t iterations = 0;
   std::int64_t full_batch = 0;  // samples each loader batch holds

@@ -243,8 +243,14 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     return single_device_validation_step(context, batch);
   };
   const int cycle = ddp ? training.gradient_accumulation : 1;
+  // Micro-batches between the first and the last of a cycle have one plan: at most three are
+  // built, whatever the cycle's length.
   for (int micro = 0; micro < cycle; ++micro) {
-    input.train.cycle.push_back(train_step(input.train.full_batch, micro));
+    const bool between = micro > 0 && micro < cycle - 1;
+    if (!between || micro == 1) {
+      input.train.plans.push_back(train_step(input.train.full_batch, micro));
+    }
+    input.train.cycle.push_back(between ? 1 : input.train.plans.size() - 1);
   }
   // The epoch's last micro-batch always completes its step.
   int last_micro = ddp ? static_cast<int>((input.train.iterations - 1) % cycle) : 0;
@@ -253,7 +259,8 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     input.train.last = ddp_training_step(multi_context, input.train.last_batch, true, true);
   }
   if (input.validation.iterations > 0) {
-    input.validation.cycle = {validation_step(input.validation.full_batch)};
+    input.validation.plans = {validation_step(input.validation.full_batch)};
+    input.validation.cycle = {0};
     input.validation.last = validation_step(input.validation.last_batch);
   }
   input.loaders = ddp ? static_cast<int>(multi_context.ranks().size()) : 1;
@@ -292,7 +299,7 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
       static_cast<double>(std::min(trained, scenario.dataset.train_samples)) / r.epoch_seconds;
   r.iteration_seconds = r.epoch_seconds / static_cast<double>(r.train_iterations);
   explain(r, scenario,
-          Explanation{multi ? path_words(topology, point.gpus) : "", &input.train.cycle.back()});
+          Explanation{multi ? path_words(topology, point.gpus) : "", &input.train.plans.back()});
   return r;
 }
 

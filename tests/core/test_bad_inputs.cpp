@@ -478,7 +478,7 @@ TEST_CASE("bad input: loader figures beyond their range") {
                   "expected an integer from 1 to 1,024, got 2,147,483,648"});
   scenario_error(scenario(head, head + "loader: {workers: 1024, prefetch_factor: 1024}\n"),
                  {"bad.yaml:6:42", "loader.prefetch_factor",
-                  "keep 1,048,576 batches in flight; epochcast models at most 1,024"});
+                  "keep 1,048,576 batches in flight; epochcast models at most 512"});
 }
 
 TEST_CASE("bad input: a share of a GPU too small to model") {

@@ -152,6 +152,8 @@ TEST_CASE("bad measurement files are refused with file:line:col and the key") {
              "iterations_per_epoch");
   fails_with("[1, 2]", "expected a measurement file");
   fails_with(replaced("\"time_s\": 1e-05", "\"time_s\": -1.0"), "time_s");
+  // Valid JSON, but no double holds it.
+  fails_with(replaced("\"version\": 1", "\"version\": 1e999"), "version: expected an integer");
 }
 
 TEST_CASE("measured times that are zero or absurd, and points measured twice, are refused") {

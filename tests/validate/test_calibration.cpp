@@ -294,6 +294,21 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   CHECK(back.sample_cpu->value() == Approx(1.5e-4));
   CHECK(back.calibration.measurements.size() == 2);
   CHECK(back.sources["gpu.efficiency"] == p.sources["gpu.efficiency"]);
+  // Any text reads back as it was: newlines in a name, indented or trailing-newline sources,
+  // control characters.
+  HardwareProfile odd = p;
+  odd.name = "a\nb";
+  odd.calibration.device = "tab\there";
+  odd.sources["host.sync_us"] = "  indented\nthen not";
+  odd.sources["host.batch_fetch_us"] = "text\n";
+  odd.sources["memory.context_mib"] = "bell\a and \x7f";
+  HardwareProfile odd_back = load_profile_from_string(profile_yaml(odd, "odd"), "odd.yaml");
+  CHECK(odd_back.name == odd.name);
+  CHECK(odd_back.calibration.device == odd.calibration.device);
+  for (const char* key : {"host.sync_us", "host.batch_fetch_us", "memory.context_mib"}) {
+    INFO(key);
+    CHECK(odd_back.sources[key] == odd.sources[key]);
+  }
   // The measured loader cost replaces the scenario's when the profile is applied.
   apply_profile(scenario, back);
   CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4));

@@ -2,16 +2,25 @@
 // and NCCL when present, else the CPU), one process per rank under mpirun.
 //
 // Exit codes: 0 success; 1 a point failed or an internal error; 2 bad input; 124 a point hit the
-// hard timeout; 130 interrupted (Ctrl-C).
+// hard timeout; 130 / 143 a campaign stopped by SIGINT (Ctrl-C) / SIGTERM after its current
+// iteration, with the finished points saved. Before the campaign (start-up, benchmarks), and on a
+// second signal, the signal ends the process itself (130 / 143 to a shell too).
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
 
+#include "cli/command_line.h"
 #include "cli/scenario_options.h"
 #include "core/input_error.h"
+#include "core/io/output_file.h"
+#include "core/spec/limits.h"
 #include "core/spec/scenario_spec.h"
 #include "runtime/bench/microbench.h"
 #include "runtime/comm/communicator.h"
@@ -22,11 +31,55 @@
 
 namespace {
 
-std::atomic<bool> interrupted{false};
+// Set by the handler; the campaign reads it between iterations and between points and does
+// everything else there.
+epochcast::runtime::StopRequest stop;
 
-extern "C" void on_interrupt(int) {
-  interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+// What a second signal runs: core/io's handler (remove_partial_outputs_on_signals), which removes
+// the temporary of a write in progress and ends the process by the signal.
+void (*end_by_signal)(int) = nullptr;
+
+// Async-signal-safe: a compare-exchange on a lock-free atomic, else an async-signal-safe ending.
+// It may interrupt any thread anywhere (a malloc inside oneDNN, the write of the file), so it
+// allocates nothing, prints nothing and calls nothing of LibTorch, MPI or the C++ library.
+extern "C" void remember_stop_signal(int signal_number) {
+  int none = 0;
+  if (stop.signal_number.compare_exchange_strong(none, signal_number)) {
+    stop.requested.store(true);
+    return;
+  }
+  // A second signal (Ctrl-C again, or a scheduler's SIGTERM after it) ends the process now.
+  if (end_by_signal != nullptr) {
+    end_by_signal(signal_number);  // raises the signal again, at its default action
+    return;                        // which ends the process as this handler returns
+  }
+  ::_exit(128 + signal_number);
+}
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// From here on the first SIGINT or SIGTERM stops the campaign after its current iteration. Called
+// after remove_partial_outputs_on_signals(), whose handler then ends the process on a second.
+void stop_campaign_on_signals() {
+  struct sigaction ending {};
+  sigaction(SIGINT, nullptr, &ending);
+  if ((ending.sa_flags & SA_SIGINFO) == 0 && ending.sa_handler != SIG_DFL &&
+      ending.sa_handler != SIG_IGN) {
+    end_by_signal = ending.sa_handler;
+  }
+  struct sigaction action {};
+  action.sa_handler = remember_stop_signal;
+  action.sa_mask = stop_signal_set();  // one handler at a time
+  // SA_RESTART: a read or write the signal lands in resumes rather than failing with EINTR.
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 }
 
 struct Arguments {
@@ -57,11 +110,11 @@ void add_bench_options(CLI::App& command, Arguments& a) {
   command
       .add_option("--max-bytes", a.max_collective_bytes,
                   "Largest collective message (default 1 GiB on GPUs, 64 MiB on the CPU)")
-      ->check(CLI::Range(std::int64_t{1024}, std::int64_t{1} << 34));
+      ->check(epochcast::cli::integer_within(1024, std::int64_t{1} << 34));
   command
       .add_option("--fit-cap", a.fit_cap,
                   "Largest batch the fit search tries (default: the data set's size)")
-      ->check(CLI::PositiveNumber);
+      ->check(epochcast::cli::integer_within(1, epochcast::limits::kMaxSamples));
 }
 
 epochcast::runtime::BenchOptions bench_options(const Arguments& a,
@@ -91,27 +144,27 @@ int main(int argc, char** argv) {
   epochcast::cli::add_scenario_options(*run_command, a.scenario_options, false);
   run_command->add_option("--warmup", run.warmup_iterations, "Warm-up iterations, not timed")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(epochcast::cli::integer_within(1, 1000));
   run_command->add_option("--iterations", run.timed_iterations, "Timed iterations per point")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(epochcast::cli::integer_within(1, 100000));
   run_command
       ->add_option("--rounds", a.campaign.rounds,
                    "Passes over the sweep, each measuring every point; a point's record pools "
                    "its rounds, so a shared machine's slow drifts reach all points alike")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(epochcast::cli::integer_within(1, 100));
   run_command
       ->add_option("--validation-iterations", run.validation_iterations,
                    "Timed forward-only iterations when the data set has validation samples")
       ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
+      ->check(epochcast::cli::integer_within(0, 100000));
   run_command->add_flag("--full-epoch", run.full_epoch, "Also run and time one whole epoch");
   run_command->add_flag("--profile-layers", run.profile_layers,
                         "Time every layer's forward and backward in a separate pass");
   run_command->add_option("--timeout", run.timeout_s, "Seconds allowed per point")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(epochcast::cli::number_within(1e-6, 1e7));
   run_command->add_option("--seed", run.seed, "Seed of weights and synthetic data")
       ->capture_default_str();
   run_command->add_flag("--resume", a.campaign.resume,
@@ -134,26 +187,51 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_bench_options(*bench_command, a);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    int code = app.exit(error);
-    return code == 0 ? 0 : 2;
-  }
+  epochcast::cli::show_defaults_in_help(app);
+  if (auto code = epochcast::cli::parse_command_line(app, argc, argv)) return *code;
 
   // Every way out of main() ends MPI, so mpirun sees the ranks finish cleanly.
   struct FinalizeOnExit {
     ~FinalizeOnExit() { epochcast::runtime::World::finalize(); }
   } finalize_on_exit;
   try {
+    // MPI and CUDA start threads of their own while they initialise. Started with SIGINT and
+    // SIGTERM blocked, those threads inherit the block: the signals never interrupt their system
+    // calls, and one that arrives meanwhile waits until the handler below is in place.
+    const sigset_t blocked = stop_signal_set();
+    sigset_t unblocked;
+    pthread_sigmask(SIG_BLOCK, &blocked, &unblocked);
     epochcast::runtime::World& world = epochcast::runtime::World::initialize(&argc, &argv);
     epochcast::cuda::set_error_context(world.rank(), world.host());
-    std::signal(SIGINT, on_interrupt);
     run.device = device_choice(a.device);
     a.campaign.output = a.output;
     a.campaign.arguments = a.scenario_options.as_arguments();
     epochcast::runtime::DevicePlan devices = epochcast::runtime::plan_devices(run.device);
+    // Installed after MPI_Init, so that nothing MPI installs replaces it. Benchmarks cannot stop
+    // half-way and have nothing to save before they end, so until the campaign starts a signal
+    // ends the process (removing the temporary of a write in progress).
+    epochcast::remove_partial_outputs_on_signals();
+    pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
     if (!devices.cuda) epochcast::runtime::retain_freed_host_memory();
+
+    // -o is decided before anything runs, so a bad path fails at once. Only rank 0 writes; every
+    // rank learns of a bad path, so that none waits in a collective for a rank 0 that has left.
+    std::optional<epochcast::OutputFile> output;
+    std::string output_error;
+    if (world.rank() == 0) {
+      try {
+        output = bench_command->parsed()
+                     ? epochcast::OutputFile::resolve(a.output, "-o")
+                     : epochcast::runtime::resolve_measurement_output(a.output, a.campaign.resume);
+      } catch (const epochcast::InputError& error) {
+        output_error = error.what();
+      }
+    }
+    if (!world.all(output_error.empty())) {
+      if (world.rank() == 0) std::cerr << output_error << "\n";
+      return 2;
+    }
+    a.campaign.output_file = output;
 
     std::optional<epochcast::ScenarioSpec> scenario;
     if (!a.scenario.empty()) {
@@ -170,8 +248,12 @@ int main(int argc, char** argv) {
       file.benchmarks = epochcast::runtime::run_benchmarks(
           bench_options(a, scenario ? &*scenario : nullptr), devices, world);
       if (world.rank() == 0) {
-        epochcast::runtime::save_measurements(file, a.output);
-        std::cerr << "benchmarks written to " << a.output << "\n";
+        epochcast::runtime::save_measurements(file, *output);
+        std::cerr << "benchmarks written to "
+                  << (output->kind() == epochcast::OutputFile::Kind::standard_output
+                          ? std::string("standard output")
+                          : a.output)
+                  << "\n";
       }
       return 0;
     }
@@ -179,7 +261,8 @@ int main(int argc, char** argv) {
     if (a.bench) {
       benchmarks = epochcast::runtime::run_benchmarks(bench_options(a, &*scenario), devices, world);
     }
-    return epochcast::runtime::run_campaign(*scenario, a.campaign, devices, world, interrupted,
+    stop_campaign_on_signals();
+    return epochcast::runtime::run_campaign(*scenario, a.campaign, devices, world, stop,
                                             benchmarks);
   } catch (const epochcast::InputError& error) {
     std::cerr << error.what() << "\n";

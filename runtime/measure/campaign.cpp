@@ -1,15 +1,19 @@
-// The campaign loop: resume, measure, save, report progress.
+// The campaign loop: resume, measure, save, report progress, stop on request.
 #include "runtime/measure/campaign.h"
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include "core/input_error.h"
 #include "core/io/output_file.h"
@@ -65,12 +69,28 @@ MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& 
   return file;
 }
 
+// A thread that never runs the SIGINT/SIGTERM handler: the signal is left to the main thread,
+// whose loop acts on it, and the thread's own waits are never interrupted by it.
+std::thread thread_deaf_to_stop_signals(std::function<void()> body) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);  // inherited by the new thread
+  struct Restore {
+    const sigset_t& mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+  return std::thread(std::move(body));
+}
+
 // The hard bound on a point: the soft timeout is checked between iterations, so one iteration
 // that never returns (a hung collective, a deadlocked driver) is caught here instead. On expiry
 // it runs `on_expiry` (which saves what is known) and ends the process with exit code 124.
 class Watchdog {
  public:
-  Watchdog() : thread_([this] { loop(); }) {}
+  Watchdog() : thread_(thread_deaf_to_stop_signals([this] { loop(); })) {}
   ~Watchdog() {
     {
       std::lock_guard lock(mutex_);
@@ -121,10 +141,43 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Where the file went, for messages.
+std::string described(const OutputFile& output) {
+  return output.kind() == OutputFile::Kind::standard_output ? "standard output" : output.given();
+}
+
+// Whether the ranks stop here: every rank calls it at the same places, so all stop at the same
+// point even when the signal reached only some of them, or reached them at different moments.
+bool stop_agreed(const World& world, const StopRequest& stop) {
+  return !world.all(!stop.requested.load());
+}
+
+void put_in_sweep_order(std::vector<MeasuredPoint>& points, const std::vector<SweepPoint>& sweep) {
+  std::vector<MeasuredPoint> ordered;
+  for (const SweepPoint& p : sweep) {
+    for (MeasuredPoint& m : points) {
+      if (same_point(m, p)) ordered.push_back(std::move(m));
+    }
+  }
+  points = std::move(ordered);
+}
+
 }  // namespace
 
-void save_measurements(const MeasurementFile& file, const std::filesystem::path& path) {
-  write_output(path.string(), to_json(file), "-o");
+void save_measurements(const MeasurementFile& file, const OutputFile& output) {
+  output.write(to_json(file));
+}
+
+OutputFile resolve_measurement_output(const std::string& path, bool resume) {
+  OutputFile output = OutputFile::resolve(path, "-o");
+  if (resume && output.kind() != OutputFile::Kind::replace) {
+    throw InputError(SourceMark{"<command line>", 0, 0}, "--resume",
+                     fmt::format("needs -o to name a file it can read back; '{}' is {}", path,
+                                 output.kind() == OutputFile::Kind::standard_output
+                                     ? "standard output"
+                                     : "a stream (a FIFO or a device)"));
+  }
+  return output;
 }
 
 std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
@@ -142,14 +195,19 @@ std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
 }
 
 int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
-                 const DevicePlan& devices, World& world, const std::atomic<bool>& interrupted,
+                 const DevicePlan& devices, World& world, const StopRequest& stop,
                  const std::optional<Benchmarks>& benchmarks) {
   const bool writer = world.rank() == 0;
+  if (writer && !options.output_file) {
+    throw std::logic_error("run_campaign: rank 0 needs its resolved output file");
+  }
+  // A stream cannot be rewritten: it gets the file once, at the end (or on a stop or a timeout).
+  const bool rewritable = writer && options.output_file->kind() == OutputFile::Kind::replace;
   MeasurementFile file = start_file(scenario, options, devices, world);
   if (options.resume && std::filesystem::exists(options.output)) {
     MeasurementFile previous = load_measurements(options.output);
     if (previous.scenario_name != scenario.name) {
-      throw InputError(SourceMark{options.output.string(), 0, 0}, "--resume",
+      throw InputError(SourceMark{options.output, 0, 0}, "--resume",
                        fmt::format("the file holds measurements of scenario '{}', not '{}': "
                                    "choose another -o, or drop --resume to start afresh",
                                    previous.scenario_name, scenario.name));
@@ -173,7 +231,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
             ? fmt::format("; {} already measured", sweep.size() - to_measure.size())
             : "");
   }
-  if (writer) save_measurements(file, options.output);
+  if (rewritable) save_measurements(file, *options.output_file);
 
   auto start = std::chrono::steady_clock::now();
   bool any_failed = false;
@@ -184,7 +242,10 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   std::vector<std::vector<MeasuredPoint>> measured_rounds(to_measure.size());
   const std::size_t total = to_measure.size() * static_cast<std::size_t>(rounds);
   std::size_t done = 0;
-  for (std::size_t step = 0; step < total; ++step) {
+  bool progress_line_open = false;  // "[k/n] ... " printed, its result not yet
+  // A signal that came while the run started up (or ran its benchmarks) stops it before a point.
+  bool stopping = stop_agreed(world, stop);
+  for (std::size_t step = 0; step < total && !stopping; ++step) {
     const std::size_t i = step % to_measure.size();
     const int round = static_cast<int>(step / to_measure.size());
     const SweepPoint& p = to_measure[i];
@@ -196,6 +257,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
                                i + 1, to_measure.size(), p.gpus, p.gpus == 1 ? "" : "s",
                                p.global_batch, p.per_gpu_batch)
                 << std::flush;
+      progress_line_open = true;
     }
     watchdog.arm(hard_limit, [&, p] {
       MeasuredPoint killed;
@@ -209,18 +271,15 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
       if (writer) {
         std::erase_if(file.points, [&](const MeasuredPoint& m) { return same_point(m, p); });
         file.points.push_back(killed);
-        save_measurements(file, options.output);
+        save_measurements(file, *options.output_file);
       }
     });
-    MeasuredPoint measured = measure_point(scenario, p, options.run, devices, world, interrupted);
+    MeasuredPoint measured =
+        measure_point(scenario, p, options.run, devices, world, stop.requested);
     watchdog.disarm();
-    if (interrupted.load()) {
-      if (writer) {
-        std::cerr << "interrupted; the points measured so far are in " << options.output.string()
-                  << " (--resume continues)\n";
-      }
-      return 130;
-    }
+    stopping = stop_agreed(world, stop);
+    // A point the stop cut short is no measurement; one that finished before it is kept.
+    if (stopping && measured.status == PointStatus::failed) break;
     any_failed = any_failed || measured.status == PointStatus::failed;
     ++done;
     double elapsed =
@@ -230,24 +289,34 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
       std::cerr << summary(measured)
                 << fmt::format(" | elapsed {}, about {} left\n", clock_text(elapsed),
                                clock_text(left));
+      progress_line_open = false;
     }
     // Replace an earlier failed record of the same point.
     std::erase_if(file.points, [&](const MeasuredPoint& m) { return same_point(m, p); });
     measured_rounds[i].push_back(std::move(measured));
     file.points.push_back(combine_rounds(measured_rounds[i]));
-    if (writer) save_measurements(file, options.output);
+    if (rewritable) save_measurements(file, *options.output_file);
   }
   // Keep the file in sweep order, whatever order resumption produced.
-  std::vector<MeasuredPoint> ordered;
-  for (const SweepPoint& p : sweep) {
-    for (MeasuredPoint& m : file.points) {
-      if (same_point(m, p)) ordered.push_back(std::move(m));
+  put_in_sweep_order(file.points, sweep);
+  if (writer) {
+    save_measurements(file, *options.output_file);
+    if (stopping) {
+      // Said even with --quiet: it answers the user's Ctrl-C (or the scheduler's SIGTERM).
+      if (progress_line_open) std::cerr << "\n";
+      std::cerr << (rewritable ? fmt::format("interrupted; the points measured so far are in {} "
+                                             "(--resume continues)\n",
+                                             described(*options.output_file))
+                               : fmt::format("interrupted; the points measured so far were "
+                                             "written to {}\n",
+                                             described(*options.output_file)));
+    } else if (!options.quiet) {
+      std::cerr << "measurements written to " << described(*options.output_file) << "\n";
     }
   }
-  file.points = std::move(ordered);
-  if (writer) {
-    save_measurements(file, options.output);
-    if (!options.quiet) std::cerr << "measurements written to " << options.output.string() << "\n";
+  if (stopping) {
+    int signal_number = stop.signal_number.load();
+    return 128 + (signal_number != 0 ? signal_number : SIGINT);
   }
   return any_failed ? 1 : 0;
 }

@@ -1,14 +1,14 @@
 // A measurement campaign: every point of a scenario's sweep, measured in turn, each result
-// written to the output file as soon as it exists (a crash or Ctrl-C keeps what was measured),
-// with progress on the terminal, and --resume skipping points already measured.
+// written to the output file as soon as it exists (a crash, Ctrl-C or SIGTERM keeps what was
+// measured), with progress on standard error, and --resume skipping points already measured.
 #pragma once
 
 #include <atomic>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/io/output_file.h"
 #include "core/measure/measurements.h"
 #include "core/spec/scenario_spec.h"
 #include "runtime/comm/communicator.h"
@@ -17,7 +17,12 @@
 namespace epochcast::runtime {
 
 struct CampaignOptions {
-  std::filesystem::path output = "measurements.json";
+  // -o as given: every rank reads it back for --resume (ranks share the writer's folder).
+  std::string output = "measurements.json";
+  // Where rank 0 writes, resolved before anything runs (resolve_measurement_output); empty on the
+  // other ranks. A file is rewritten after every point; a stream ("-", a FIFO, /dev/null) cannot
+  // be rewritten and receives the file once, when the campaign ends, is stopped or times out.
+  std::optional<OutputFile> output_file;
   bool resume = false;
   bool quiet = false;
   // Passes over the sweep: each measures every point once, and a point's record combines its
@@ -27,11 +32,26 @@ struct CampaignOptions {
   std::vector<std::string> arguments;  // --set/--gpus/--batch as given, recorded in the file
 };
 
-// Runs the campaign on every rank (collective); rank 0 writes the file. Returns the process exit
-// code: 0 when every point ended (ok, oom, skipped or timeout), 1 when one failed, 130 when
-// interrupted. `benchmarks`, when given, are stored in the same file.
+// A request to stop, made by a signal handler (so both members are lock-free atomics, stored in
+// this order): whether one came, for the training loop, and which signal, for the exit status.
+struct StopRequest {
+  std::atomic<int> signal_number{0};
+  std::atomic<bool> requested{false};
+};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "a signal handler stores them");
+
+// Resolves -o for a campaign (OutputFile::resolve); --resume must read the file back, so it
+// refuses a stream or standard output. Raises InputError.
+OutputFile resolve_measurement_output(const std::string& path, bool resume);
+
+// Runs the campaign on every rank (collective); rank 0 writes the file. Once `stop` is requested
+// the ranks agree to stop after the current iteration, drop the point it cut short, write what is
+// finished and return 128 + the signal (130 on a rank that was not signalled itself). Otherwise
+// returns 0 when every point ended (ok, oom, skipped or timeout), 1 when one failed.
+// `benchmarks`, when given, are stored in the same file.
 int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
-                 const DevicePlan& devices, World& world, const std::atomic<bool>& interrupted,
+                 const DevicePlan& devices, World& world, const StopRequest& stop,
                  const std::optional<Benchmarks>& benchmarks = std::nullopt);
 
 // The points still to measure: those of `sweep` without a finished record in `existing` that
@@ -40,7 +60,7 @@ std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
                                           const std::vector<MeasuredPoint>& existing,
                                           int rounds = 1);
 
-// Writes `file` whole (temporary file, then rename).
-void save_measurements(const MeasurementFile& file, const std::filesystem::path& path);
+// Writes `file` whole, the way `output` says (a file is replaced, never left half-written).
+void save_measurements(const MeasurementFile& file, const OutputFile& output);
 
 }  // namespace epochcast::runtime

@@ -1,6 +1,7 @@
 // One sweep point, trained for real and timed (see trainer.h).
 #include "runtime/train/trainer.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -393,7 +394,7 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
 
 MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& point,
                             const RunOptions& options, const DevicePlan& devices, World& world,
-                            const std::atomic<bool>& interrupted) {
+                            const std::atomic<bool>& stop_requested) {
   MeasuredPoint result;
   result.gpus = point.gpus;
   result.global_batch = point.global_batch;
@@ -509,9 +510,20 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
     auto start = Clock::now();
     bool timed_out = false;
+    // A stop is agreed over the group like the timeout (one all-reduce for both): a rank that
+    // stopped alone would leave the others waiting in the next step's all-reduce.
+    bool stop_agreed = false;
     auto out_of_time = [&] {
-      bool late = seconds_since(start) > options.timeout_s || interrupted.load();
-      return !group.all(!late);
+      std::array<double, 2> stop_or_late{stop_requested.load() ? 1.0 : 0.0,
+                                         seconds_since(start) > options.timeout_s ? 1.0 : 0.0};
+      group.all_reduce_max(stop_or_late.data(), stop_or_late.size());
+      stop_agreed = stop_or_late[0] > 0;
+      return stop_agreed || stop_or_late[1] > 0;
+    };
+    auto interrupted = [&](MeasuredPoint&& r) {
+      r.status = PointStatus::failed;
+      r.reason = "interrupted";
+      return finish(std::move(r));
     };
     for (int i = 1; i < options.warmup_iterations && !timed_out; ++i) {
       rig.step();
@@ -529,12 +541,11 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       if (i == 0) first_loss = rig.last_loss;
       timed_out = out_of_time();
     }
+    if (stop_agreed) return interrupted(std::move(result));
     if (samples.empty()) {
       result.status = PointStatus::timeout;
       result.reason =
-          interrupted.load()
-              ? "interrupted"
-              : fmt::format("warm-up took longer than the timeout ({:g} s)", options.timeout_s);
+          fmt::format("warm-up took longer than the timeout ({:g} s)", options.timeout_s);
       return finish(std::move(result));
     }
     group.all_reduce_max(samples.data(), samples.size());
@@ -547,12 +558,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     result.last_loss = rig.last_loss.item<double>();
     if (timed_out) {
       result.status = PointStatus::timeout;
-      result.reason = interrupted.load()
-                          ? "interrupted"
-                          : fmt::format(
-                                "stopped after {} timed iterations: the point exceeded "
-                                "its timeout ({:g} s)",
-                                samples.size(), options.timeout_s);
+      result.reason =
+          fmt::format("stopped after {} timed iterations: the point exceeded its timeout ({:g} s)",
+                      samples.size(), options.timeout_s);
       return finish(std::move(result));
     }
 
@@ -613,9 +621,16 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       synchronize(device);
       auto epoch_start = Clock::now();
       std::int64_t steps = rig.loader->batches_per_epoch() / accumulation;
-      for (std::int64_t s = 0; s < steps && !interrupted.load(); ++s)
+      // A stop is agreed like the timed loop's, but only every kStopCheckSteps steps: on several
+      // ranks the agreement is an all-reduce inside the timed epoch, and a part of an epoch is
+      // no epoch anyway.
+      constexpr std::int64_t kStopCheckSteps = 8;
+      for (std::int64_t s = 0; s < steps && !stop_agreed; ++s) {
         rig.step();
+        if ((s + 1) % kStopCheckSteps == 0) stop_agreed = !group.all(!stop_requested.load());
+      }
       synchronize(device);
+      if (stop_agreed) return interrupted(std::move(result));
       result.epoch_s_measured = group.max(seconds_since(epoch_start));
     }
 

@@ -43,11 +43,13 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
                              const DevicePlan& devices, const World& world);
 
 // Collective over the world: every rank calls it for every point. Ranks outside the point's
-// group return after the others have finished. `interrupted` (Ctrl-C) stops timing early; the
-// point then reports `failed` with reason "interrupted".
+// group return after the others have finished. `stop_requested` becomes true when a signal asks
+// the run to stop (SIGINT, SIGTERM; it is set asynchronously): the group agrees on it after each
+// warm-up, timed and full-epoch step, and a point cut short reports `failed` with reason
+// "interrupted" (not a measurement: --resume measures it again).
 MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& point,
                             const RunOptions& options, const DevicePlan& devices, World& world,
-                            const std::atomic<bool>& interrupted);
+                            const std::atomic<bool>& stop_requested);
 
 // An FNV-1a hash of every parameter's bytes: equal hashes on all ranks mean ddp kept the
 // replicas identical.

@@ -97,8 +97,12 @@ std::string misspelling(CLI::App& app, int argc, char** argv) {
 
 void show_defaults_in_help(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
-    // Flags have no value to show, and an empty list or text is no default worth printing.
-    if (option->get_type_size() == 0 || option->get_required()) continue;
+    // Flags have no value to show, an empty list or text is no default worth printing, and a
+    // description may already say what its default means ("default: the data set's size").
+    if (option->get_type_size() == 0 || option->get_required() ||
+        option->get_description().find("default") != std::string::npos) {
+      continue;
+    }
     std::string shown = option->get_default_str();
     if (shown.empty()) {
       option->capture_default_str();

@@ -205,6 +205,7 @@ struct EpochSimulator::Impl {
     EpochStats stats;
   };
   std::optional<Checkpoint> checkpoint;
+  std::int64_t spent = 0;             // snapshot values written, for the simulation budget
   std::int64_t checkpoint_span = 1;   // boundaries until the checkpoint moves on
   std::int64_t since_checkpoint = 0;  // boundaries compared against it so far
 
@@ -599,8 +600,14 @@ struct EpochSimulator::Impl {
     }
     // Periods are whole cycles of micro-batch plans: comparing only at the start of a cycle
     // lets the remembered snapshots span up to that many cycles, whatever the cycle's length.
+    // What detection costs is the tasks run and the snapshots written; a loop that has not
+    // repeated within the budget is given up rather than left to run for minutes.
+    if (checked_sum(spent, engine.tasks_finished()) > opt.simulation_budget) {
+      throw SimulationTooLong(stats.simulated_iterations, total_iterations);
+    }
     if (cycle_position(boundary) != 0) return;
     std::vector<std::int64_t> key = snapshot();
+    spent = checked_sum(spent, static_cast<std::int64_t>(key.size()));
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values
     for (std::int64_t v : key)
       hash = (hash ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;

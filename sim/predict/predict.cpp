@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/input_error.h"
+#include "core/yaml/strict_yaml.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/strategy/multi_gpu.h"
@@ -270,6 +271,7 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   EpochOptions epoch_options;
   epoch_options.steady_state_shortcut = options.steady_state_shortcut;
   epoch_options.trace_iterations = options.trace_iterations;
+  epoch_options.simulation_budget = options.simulation_budget;
   EpochSimulator simulator(input, epoch_options);
   r.stats = simulator.run();
   r.trace = simulator.trace();
@@ -316,6 +318,18 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
     if (scenario.contention.shared())
       return simulate_point(under_contention(scenario), point, options);
     return simulate_point(scenario, point, options);
+  } catch (const SimulationTooLong& slow) {
+    throw InputError(
+        SourceMark{scenario.source_file, 0, 0}, "sweep",
+        fmt::format("the point {} GPU{}, global batch {} did not settle into a repeating state "
+                    "within the simulation budget ({} of its {} iterations simulated): its loop "
+                    "is too irregular to predict quickly. Input pipelines that deliver in bursts "
+                    "settle slowly, more so with many loader workers ({}) and long gradient "
+                    "accumulation cycles ({}); fewer workers or a shorter cycle settle sooner",
+                    point.gpus, point.gpus == 1 ? "" : "s", point.global_batch,
+                    yaml::readable_integer(slow.simulated_iterations()),
+                    yaml::readable_integer(slow.iterations()), scenario.loader.workers,
+                    scenario.training.gradient_accumulation));
   } catch (const SimulationOverflow&) {
     // Nothing is wrapped: the point is refused with what to look at.
     throw InputError(

@@ -16,6 +16,9 @@ struct PredictOptions {
   // Across nodes, simulate node 0 and let its links stand for every node's (exact for identical
   // nodes on a non-blocking fabric); false simulates every node (for checking that claim).
   bool symmetric_clusters = true;
+  // The work one epoch's simulation may take with the shortcut on (EpochOptions); beyond it the
+  // point is refused as an InputError that says why.
+  std::int64_t simulation_budget = kDefaultSimulationBudget;
 };
 
 // The time breakdown of an epoch from GPU 0's point of view; the parts add up to the epoch.

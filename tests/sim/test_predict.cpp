@@ -362,3 +362,36 @@ TEST_CASE("a point that cannot run in its scenario is refused by name") {
                                                 "GPUs asked for, but the machine"));
   }
 }
+
+TEST_CASE("a point that does not settle within its simulation budget is refused by name") {
+  // An input-bound ddp loop with 64 workers and a 3-step accumulation cycle settles only after
+  // some 12,000 iterations (a burst of batches evens out one position per round of workers).
+  ScenarioSpec s = scenario(R"(model: mnist-cnn
+hardware: seed003-desktop
+dataset: {name: mnist, train_samples: 10000000, classes: 10}
+loader: {workers: 64, prefetch_factor: 1, sample_cpu_us: 1000000}
+training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
+sweep: {gpus: [1], batch: [1], batch_is: global}
+)");
+  PredictOptions generous;
+  PointResult settled = predict_point(s, point(1), generous);
+  CHECK(settled.stats.simulated_iterations > 10'000);
+  CHECK(settled.stats.simulated_iterations < 20'000);
+  PredictOptions tight;
+  tight.simulation_budget = 100'000;
+  try {
+    predict_point(s, point(1), tight);
+    FAIL("the point was predicted");
+  } catch (const InputError& error) {
+    INFO(error.what());
+    CHECK_THAT(error.problem(), Catch::Contains("the point 1 GPU, global batch 1 did not settle "
+                                                "into a repeating state within the simulation "
+                                                "budget"));
+    CHECK_THAT(error.problem(), Catch::Contains("many loader workers (64)"));
+  }
+  // --exact simulates every iteration however long that takes: no budget applies.
+  ScenarioSpec small = s;
+  small.dataset.train_samples = 30'000;
+  tight.steady_state_shortcut = false;
+  CHECK(predict_point(small, point(1), tight).stats.simulated_iterations == 30'000);
+}

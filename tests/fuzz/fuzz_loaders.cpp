@@ -8,21 +8,15 @@
 #include "core/spec/hardware_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/network/topology.h"
+#include "tests/fuzz/fuzz_common.h"
 
 namespace {
+
+using epochcast::fuzz::expect_input_error_at_most;
 
 const epochcast::GpuCatalogue& catalogue() {
   static const epochcast::GpuCatalogue bundled = epochcast::bundled_gpu_catalogue();
   return bundled;
-}
-
-template <typename Load>
-void expect_input_error_at_most(Load load) {
-  try {
-    load();
-  } catch (const epochcast::InputError&) {
-    // The one way a loader may refuse input.
-  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Calibration and validation: the least-squares pieces, recovery of known parameters from
 // measurements the simulator itself generated, the summary figures, and profile round trips.
 #include <cmath>
+#include <cstdint>
 
 #include <catch2/catch.hpp>
 
@@ -141,6 +142,53 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   ValidationReport report = validate::validate(calibrated, measured.measurements);
   CHECK(report.all.mape_pct < 2.0);
   CHECK(report.all.best_matches);
+}
+
+TEST_CASE("calibrated on every other batch size, noisy measurements predict the others") {
+  // The CPU loop test's claim (held-out MAPE <= 15%, better than the uncalibrated profile) on
+  // measurements whose truth and noise are known, so that the figure cannot depend on how busy
+  // the machine was: a CPU-like truth (pooling bound by its arithmetic, a 3 ms step overhead) and
+  // every layer time and epoch off by up to +-8%, the spread of the iterations of a CPU point.
+  ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::pooling)] = 0.004;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.35;
+  truth.gpu.memory = 0.45;
+  truth.host.step_overhead = Seconds(3e-3);
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  // A fixed sequence in [-1, 1) (a 32-bit linear congruential generator): the same noise on
+  // every platform.
+  std::uint32_t state = 12345;
+  auto noise = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return 1.0 + 0.08 * (static_cast<double>(state >> 8) / double(1u << 23) - 1.0);
+  };
+  for (MeasuredPoint& p : measured.measurements.points) {
+    p.epoch_s_estimated *= noise();
+    for (LayerTiming& t : p.layers) {
+      t.forward_s *= noise();
+      t.backward_s *= noise();
+    }
+  }
+  // Every other batch size held out, as `validate --holdout every-other-batch` does.
+  PointFilter held_out = [](const MeasuredPoint& p) {
+    for (std::int64_t batch : {4, 16, 64})
+      if (p.global_batch == batch) return true;
+    return false;
+  };
+  ValidationReport uncalibrated = validate::validate(scenario, measured.measurements, held_out);
+  Calibration c = calibrate(
+      {measured}, [&held_out](const MeasuredPoint& p) { return !held_out(p); }, {"synthetic.json"});
+  ScenarioSpec calibrated = scenario;
+  apply_profile(calibrated, c.profile);
+  ValidationReport report = validate::validate(calibrated, measured.measurements, held_out);
+  REQUIRE(report.held_out);
+  CHECK(report.held_out->points == 3);
+  WARN("held-out MAPE " << report.held_out->mape_pct << "% calibrated, "
+                        << uncalibrated.held_out->mape_pct << "% uncalibrated");
+  CHECK(report.held_out->mape_pct <= 15.0);
+  CHECK(report.held_out->mape_pct < uncalibrated.held_out->mape_pct);
+  CHECK(c.profile.host.step_overhead.value() == Approx(3e-3).epsilon(0.25));
 }
 
 TEST_CASE(

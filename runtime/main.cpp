@@ -208,9 +208,13 @@ int main(int argc, char** argv) {
     a.campaign.arguments = a.scenario_options.as_arguments();
     epochcast::runtime::DevicePlan devices = epochcast::runtime::plan_devices(run.device);
     // Installed after MPI_Init, so that nothing MPI installs replaces it. Benchmarks cannot stop
-    // half-way and have nothing to save before they end, so until the campaign starts a signal
-    // ends the process (removing the temporary of a write in progress).
+    // half-way and have nothing to save before they end, so while they run a signal ends the
+    // process (removing the temporary of a write in progress); a campaign without them stops
+    // cleanly from here on, a signal during its start-up before its first point. (One before
+    // main, while LibTorch loads for about half a second, ends the process by its default.)
     epochcast::remove_partial_outputs_on_signals();
+    const bool benchmarks_first = bench_command->parsed() || a.bench;
+    if (!benchmarks_first) stop_campaign_on_signals();
     pthread_sigmask(SIG_SETMASK, &unblocked, nullptr);
     if (!devices.cuda) epochcast::runtime::retain_freed_host_memory();
 
@@ -261,7 +265,7 @@ int main(int argc, char** argv) {
     if (a.bench) {
       benchmarks = epochcast::runtime::run_benchmarks(bench_options(a, &*scenario), devices, world);
     }
-    stop_campaign_on_signals();
+    if (benchmarks_first) stop_campaign_on_signals();
     return epochcast::runtime::run_campaign(*scenario, a.campaign, devices, world, stop,
                                             benchmarks);
   } catch (const epochcast::InputError& error) {

@@ -243,7 +243,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   const std::size_t total = to_measure.size() * static_cast<std::size_t>(rounds);
   std::size_t done = 0;
   bool progress_line_open = false;  // "[k/n] ... " printed, its result not yet
-  // A signal that came while the run started up (or ran its benchmarks) stops it before a point.
+  // A signal that came while the run started up stops it before a point.
   bool stopping = stop_agreed(world, stop);
   for (std::size_t step = 0; step < total && !stopping; ++step) {
     const std::size_t i = step % to_measure.size();

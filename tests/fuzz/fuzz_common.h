@@ -47,6 +47,13 @@ inline void finding(const std::string& what) {
   std::abort();
 }
 
+// EPOCHCAST_FUZZ_VERBOSE=1 (not empty, not 0): a target says what became of each input, for
+// replaying a reproducer.
+inline bool verbose_requested() {
+  const char* v = std::getenv("EPOCHCAST_FUZZ_VERBOSE");
+  return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+}
+
 inline std::string type_name(const std::type_info& type) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> name(

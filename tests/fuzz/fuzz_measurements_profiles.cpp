@@ -175,8 +175,7 @@ void check_profile(const std::string& text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* v = std::getenv("EPOCHCAST_FUZZ_VERBOSE");
-  verbose = v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  verbose = epochcast::fuzz::verbose_requested();
   return 0;
 }
 

@@ -285,8 +285,7 @@ bool verbose = false;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* v = std::getenv("EPOCHCAST_FUZZ_VERBOSE");
-  verbose = v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  verbose = epochcast::fuzz::verbose_requested();
   return 0;
 }
 

@@ -174,6 +174,21 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   }
 }
 
+namespace {
+
+void check_same_epoch(const PointResult& fast, const PointResult& full) {
+  CHECK(fast.stats.epoch == full.stats.epoch);
+  CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
+  CHECK(fast.stats.gpu_idle == full.stats.gpu_idle);
+  CHECK(fast.stats.gpu_idle_other == full.stats.gpu_idle_other);
+  CHECK(fast.stats.cpu_busy == full.stats.cpu_busy);
+  CHECK(fast.stats.communication == full.stats.communication);
+  CHECK(fast.stats.collective_bytes == full.stats.collective_bytes);
+  CHECK(fast.stats.kernels == full.stats.kernels);
+}
+
+}  // namespace
+
 TEST_CASE("the steady-state shortcut gives exactly the full simulation's result") {
   std::vector<std::string> bodies = {std::string(kMnist),
                                      R"(model: mobilenet-v2
@@ -199,30 +214,10 @@ sweep: {gpus: [1], batch: [10], batch_is: global}
       PointResult full = predict_point(s, point(batch), exact);
       INFO(s.model.name << " batch " << batch);
       CHECK(fast.stats.simulated_iterations < full.stats.simulated_iterations);
-      CHECK(fast.stats.epoch == full.stats.epoch);
-      CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
-      CHECK(fast.stats.gpu_idle == full.stats.gpu_idle);
-      CHECK(fast.stats.gpu_idle_other == full.stats.gpu_idle_other);
-      CHECK(fast.stats.cpu_busy == full.stats.cpu_busy);
-      CHECK(fast.stats.kernels == full.stats.kernels);
+      check_same_epoch(fast, full);
     }
   }
 }
-
-namespace {
-
-void check_same_epoch(const PointResult& fast, const PointResult& full) {
-  CHECK(fast.stats.epoch == full.stats.epoch);
-  CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
-  CHECK(fast.stats.gpu_idle == full.stats.gpu_idle);
-  CHECK(fast.stats.gpu_idle_other == full.stats.gpu_idle_other);
-  CHECK(fast.stats.cpu_busy == full.stats.cpu_busy);
-  CHECK(fast.stats.communication == full.stats.communication);
-  CHECK(fast.stats.collective_bytes == full.stats.collective_bytes);
-  CHECK(fast.stats.kernels == full.stats.kernels);
-}
-
-}  // namespace
 
 TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the loader workers") {
   // An input-bound DDP loop on two GPUs: 7 workers per rank, batches handed out in turn, and

@@ -177,7 +177,7 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
     double all_epochs = f.epoch_seconds * epochs;
     row.push_back(point_words(f));
     row.push_back(fmt::format("{:.4g}", f.epoch_seconds));
-    row.push_back(fmt::format("{:.0f}", f.samples_per_second));
+    row.push_back(sim::throughput_text(f.samples_per_second));
     if (m.machine.price) {
       row.push_back(fmt::format("{:.2f}", m.machine.price->per_gpu_hour));
       row.push_back(money(m.cost_per_epoch(f)));

@@ -27,6 +27,12 @@ struct Column {
 
 }  // namespace
 
+std::string throughput_text(double samples_per_second) {
+  if (samples_per_second > 0 && samples_per_second < 0.9995)
+    return fmt::format("{:.3g}", samples_per_second);
+  return fmt::format("{:.0f}", samples_per_second);
+}
+
 const PointResult* fastest_point(const std::vector<PointResult>& results) {
   const PointResult* best = nullptr;
   for (const PointResult& r : results) {
@@ -88,7 +94,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       const Breakdown& b = r.breakdown;
       for (double v : {r.epoch_seconds})
         row.push_back(fixed(v, 4));
-      row.push_back(fixed(r.samples_per_second, 0));
+      row.push_back(throughput_text(r.samples_per_second));
       for (double v :
            {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
         row.push_back(fixed(v, 4));
@@ -112,9 +118,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   out += table.render();
   if (const PointResult* best = fastest_point(results)) {
     out += fmt::format(
-        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {:.0f} samples/s.\n",
+        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {} samples/s.\n",
         best->point.gpus, best->point.gpus == 1 ? "" : "s", best->point.global_batch,
-        fixed(best->epoch_seconds, 4), best->samples_per_second);
+        fixed(best->epoch_seconds, 4), throughput_text(best->samples_per_second));
   }
   out += fmt::format(
       "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm are\n"

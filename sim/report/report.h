@@ -14,6 +14,10 @@ namespace epochcast::sim {
 // none fits.
 const PointResult* fastest_point(const std::vector<PointResult>& results);
 
+// Samples per second for tables: whole numbers, and three significant digits below one, so
+// that a very slow point never reads as 0.
+std::string throughput_text(double samples_per_second);
+
 std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 std::string render_csv(const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);

@@ -390,3 +390,11 @@ sweep: {gpus: [1], batch: [1], batch_is: global}
   tight.steady_state_shortcut = false;
   CHECK(predict_point(small, point(1), tight).stats.simulated_iterations == 30'000);
 }
+
+TEST_CASE("throughput in tables never reads as 0 for a slow point") {
+  CHECK(throughput_text(8027.4) == "8027");
+  CHECK(throughput_text(1.0) == "1");
+  CHECK(throughput_text(0.00238) == "0.00238");
+  CHECK(throughput_text(0.9999) == "1");
+  CHECK(throughput_text(0) == "0");
+}

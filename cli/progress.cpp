@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "core/yaml/strict_yaml.h"
+
 namespace epochcast::cli {
 
 namespace {
@@ -18,6 +20,10 @@ constexpr double kLongRun = 60;
 constexpr double kReportEvery = 5;
 // A sweep this large is announced before the first point: its size alone makes it slow.
 constexpr std::size_t kManyPoints = 100'000;
+
+std::string points(std::size_t count) {
+  return yaml::readable_integer(static_cast<std::int64_t>(count));
+}
 
 }  // namespace
 
@@ -38,7 +44,7 @@ SweepProgress::SweepProgress(std::string what, std::size_t total)
       terminal_(::isatty(STDERR_FILENO) != 0) {
   if (total_ >= kManyPoints) {
     fmt::print(stderr, "{}: the sweep has {} points; this may take a long time (Ctrl-C stops)\n",
-               what_, total_);
+               what_, points(total_));
     warned_ = true;
   }
 }
@@ -58,7 +64,7 @@ void SweepProgress::point_done() {
   double left = elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_);
   if (!warned_ && elapsed + left > kLongRun) {
     fmt::print(stderr, "{}: {} points will take about {} at this pace (Ctrl-C stops)\n", what_,
-               total_, duration_words(elapsed + left));
+               points(total_), duration_words(elapsed + left));
     warned_ = true;
   }
   if (!reported_ || std::chrono::duration<double>(now - last_report_).count() >= kReportEvery) {
@@ -71,8 +77,8 @@ void SweepProgress::report(bool last) {
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   double left =
       done_ > 0 ? elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0;
-  std::string line = fmt::format("{}: {} of {} points, {} elapsed{}", what_, done_, total_,
-                                 duration_words(elapsed),
+  std::string line = fmt::format("{}: {} of {} points, {} elapsed{}", what_, points(done_),
+                                 points(total_), duration_words(elapsed),
                                  last ? "" : fmt::format(", about {} left", duration_words(left)));
   // On a terminal the line is rewritten in place; in a log, each report is a line of its own.
   if (terminal_) {

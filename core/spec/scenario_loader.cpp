@@ -231,8 +231,8 @@ std::string gpu_count_problem(const ScenarioSpec& s, int gpus) {
 std::string batch_problem(const ScenarioSpec& s, int gpus, std::int64_t global) {
   if (global > s.dataset.train_samples) {
     return fmt::format(
-        "a global batch of {} ({} GPUs) is larger than the data set ({} training samples)", global,
-        gpus, s.dataset.train_samples);
+        "a global batch of {} ({} GPU{}) is larger than the data set ({} training samples)", global,
+        gpus, gpus == 1 ? "" : "s", s.dataset.train_samples);
   }
   if (global < gpus) {
     return fmt::format("a global batch of {} cannot be split over {} GPUs", global, gpus);

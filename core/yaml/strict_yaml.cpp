@@ -538,6 +538,22 @@ void record(Source& source, const std::string& path, const SourceMark& mark) {
 
 }  // namespace
 
+std::string Override::where() const {
+  const std::string written = origin.empty() ? "--set " + text() : origin;
+  constexpr std::size_t kHead = 60, kTail = 16;
+  if (written.size() <= kHead + kTail + 5) return written;
+  // Cut between UTF-8 characters, never inside one.
+  auto continuation = [&](std::size_t i) {
+    return (static_cast<unsigned char>(written[i]) & 0xC0) == 0x80;
+  };
+  std::size_t head = kHead, tail = written.size() - kTail;
+  while (head > 0 && continuation(head))
+    --head;
+  while (tail < written.size() && continuation(tail))
+    ++tail;
+  return written.substr(0, head) + " ... " + written.substr(tail);
+}
+
 Override parse_override(std::string_view text) {
   const std::string where = "--set " + std::string(text);
   std::size_t equals = text.find('=');

@@ -37,8 +37,9 @@ struct Override {
 
   // "PATH=VALUE".
   std::string text() const { return path + "=" + value; }
-  // Where errors about this override point: `origin`, or "--set PATH=VALUE".
-  std::string where() const { return origin.empty() ? "--set " + text() : origin; }
+  // Where errors about this override point: `origin`, or "--set PATH=VALUE", its middle left
+  // out when long (a --batch list of 20,000 sizes would otherwise fill the terminal).
+  std::string where() const;
 };
 
 // Splits "PATH=VALUE" at the first '='. Raises InputError (at "--set TEXT") when there is no '=',

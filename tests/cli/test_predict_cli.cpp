@@ -255,3 +255,28 @@ TEST_CASE("absurd --set values exit 2 naming the key and its range") {
     CHECK_THAT(r.output, Catch::StartsWith("--set " + c.set + ": error: " + c.message));
   }
 }
+
+TEST_CASE("a sweep of a hundred thousand points is announced before its first point") {
+  // Seed 001's linear model with one GPU and every batch size from 1 to 100,000.
+  std::string text = read(seed("linear"));
+  auto replace = [&text](const std::string& from, const std::string& to) {
+    std::size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  };
+  replace("train_samples: 2000", "train_samples: 100000");
+  replace("gpus: [1, 2, 3, 4]", "gpus: [1]");
+  std::string batches;
+  for (int b = 1; b <= 100'000; ++b)
+    batches += (b > 1 ? ", " : "") + std::to_string(b);
+  replace("batch: [10, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 600]",
+          "batch: [" + batches + "]");
+  std::string scenario = out_path("hundred-thousand-points.yaml");
+  std::ofstream(scenario) << text;
+  // Only the first line is read: the announcement comes before any point is simulated (the
+  // sweep then ends at its next progress line, on a closed pipe).
+  CommandResult r =
+      run_command(epochcast_binary() + " predict " + scenario + " 2>&1 >/dev/null | head -n 1");
+  CHECK(r.output ==
+        "predict: the sweep has 100,000 points; this may take a long time (Ctrl-C stops)\n");
+}

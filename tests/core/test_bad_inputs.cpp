@@ -9,6 +9,7 @@
 #include "core/model/analysis.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/scenario_spec.h"
+#include "core/yaml/strict_yaml.h"
 #include "support/paths.h"
 
 using namespace epochcast;
@@ -279,7 +280,7 @@ TEST_CASE("bad input: a catalogue figure without its source") {
 TEST_CASE("bad input: a batch larger than the data set") {
   scenario_error(scenario("batch: [10, 600]", "batch: [10, 2400]"),
                  {"bad.yaml:9:15", "sweep.batch[1]",
-                  "a global batch of 2400 (1 GPUs) is larger than the data set (2000 training "
+                  "a global batch of 2400 (1 GPU) is larger than the data set (2000 training "
                   "samples)"});
 }
 
@@ -486,4 +487,29 @@ TEST_CASE("bad input: a share of a GPU too small to model") {
   scenario_error(
       scenario(head, head + "contention: {gpu_share: 1e-9}\n"),
       {"bad.yaml:6:25", "contention.gpu_share", "expected a number from 0.001 to 1, got 1e-9"});
+}
+
+TEST_CASE("an error about a long command-line value leaves out its middle") {
+  std::string batches;
+  for (int b = 1; b <= 3000; ++b)
+    batches += (b > 1 ? "," : "") + std::to_string(b);
+  yaml::Override batch{"sweep.batch", "[" + batches + "]", "--batch " + batches};
+  std::string where = batch.where();
+  CHECK(where.size() < 90);
+  CHECK(where.rfind("--batch 1,2,3,", 0) == 0);
+  CHECK_THAT(where, Catch::EndsWith(",2999,3000"));
+  // Never inside a UTF-8 character: 'é' is two bytes, and 40 of them straddle every cut.
+  std::string accents;
+  for (int i = 0; i < 40; ++i)
+    accents += "\xc3\xa9";
+  std::string cut = yaml::Override{"dataset.name", accents, ""}.where();
+  CHECK_THAT(cut, Catch::StartsWith("--set dataset.name="));
+  CHECK_THAT(cut, Catch::Contains(" ... "));
+  for (std::size_t i = 0; i + 1 < cut.size(); ++i) {
+    if (cut[i] == ' ') {
+      CHECK((static_cast<unsigned char>(cut[i + 1]) & 0xC0) != 0x80);
+      CHECK((static_cast<unsigned char>(cut[i - 1]) & 0xE0) != 0xC0);
+    }
+  }
+  CHECK(yaml::Override{"training.epochs", "3", ""}.where() == "--set training.epochs=3");
 }

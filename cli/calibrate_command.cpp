@@ -9,6 +9,7 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "validate/calibration.h"
+#include "validate/measurement_input.h"
 
 namespace epochcast::cli {
 
@@ -40,7 +41,9 @@ Command add_calibrate_command(CLI::App& app) {
       "calibrate",
       "Fit the simulator's free parameters (efficiencies, host and input costs, links) to "
       "measurements by least squares and write a hardware profile");
-  command->add_option("measurements", args->measurements, "Measurement files (epochcast run/bench)")
+  command
+      ->add_option("measurements", args->measurements,
+                   "Measurement files (epochcast run/bench) or results tables (.csv)")
       ->required();
   command->add_option("-o,--output", args->output, "Profile to write (YAML)")->required();
   command->add_option("--scenario", args->scenario,
@@ -58,8 +61,10 @@ Command add_calibrate_command(CLI::App& app) {
     }
     std::FILE* out = output.kind() == OutputFile::Kind::standard_output ? stderr : stdout;
     std::vector<validate::MeasuredScenario> inputs;
-    for (const std::string& file : args->measurements)
-      inputs.push_back(validate::load_measured_scenario(file, args->scenario));
+    for (const std::string& file : args->measurements) {
+      for (validate::MeasuredScenario& m : validate::load_measurement_input(file, args->scenario))
+        inputs.push_back(std::move(m));
+    }
     validate::PointFilter held_out = holdout_filter(args->holdout, inputs);
     validate::PointFilter use;
     if (held_out) use = [held_out](const MeasuredPoint& p) { return !held_out(p); };

@@ -42,12 +42,15 @@ std::vector<std::string> ScenarioOptions::as_arguments() const {
 
 ScenarioSpec ScenarioOptions::load(const std::string& file) const {
   ScenarioSpec scenario = load_scenario(file, overrides());
-  if (!profile.empty()) {
-    apply_profile(scenario,
-                  load_profile(resolve_data_file(profile, ".", "topologies/profiles",
-                                                 SourceMark{"<command line>", 0, 0}, "--profile")));
-  }
+  apply_profile_option(scenario);
   return scenario;
+}
+
+void ScenarioOptions::apply_profile_option(ScenarioSpec& scenario) const {
+  if (profile.empty()) return;
+  apply_profile(scenario,
+                load_profile(resolve_data_file(profile, ".", "topologies/profiles",
+                                               SourceMark{"<command line>", 0, 0}, "--profile")));
 }
 
 void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with_profile) {

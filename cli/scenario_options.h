@@ -20,6 +20,8 @@ struct ScenarioOptions {
 
   // Loads the scenario with the overrides, then applies --profile.
   ScenarioSpec load(const std::string& file) const;
+  // Applies --profile, when given, to a scenario loaded otherwise.
+  void apply_profile_option(ScenarioSpec& scenario) const;
 
   // The overrides in the order given, each naming the option it came from.
   std::vector<yaml::Override> overrides() const;

@@ -15,7 +15,9 @@
 #include "cli/scenario_options.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "core/measure/results_csv.h"
 #include "validate/calibration.h"
+#include "validate/measurement_input.h"
 #include "validate/validation.h"
 
 namespace epochcast::cli {
@@ -82,7 +84,9 @@ Command add_validate_command(CLI::App& app) {
       "Compare measured epoch times with predictions, point by point: error, MAPE, rank "
       "correlation, and whether the predicted best configuration is the measured one");
   command->add_option("scenario", args->scenario, "Scenario the measurements ran")->required();
-  command->add_option("measurements", args->measurements, "Measurement file (epochcast run)")
+  command
+      ->add_option("measurements", args->measurements,
+                   "Measurement file (epochcast run) or results table (.csv)")
       ->required();
   add_scenario_options(*command, args->options);
   add_holdout_option(*command, args->holdout);
@@ -100,10 +104,25 @@ Command add_validate_command(CLI::App& app) {
     }
     // With the JSON on standard output, the report goes to standard error.
     std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
-    ScenarioSpec scenario = args->options.load(args->scenario);
-    validate::MeasuredScenario input{args->measurements, load_measurements(args->measurements),
-                                     scenario};
-    validate::check_measured_points(input);
+    validate::MeasuredScenario input;
+    if (is_results_table(args->measurements)) {
+      std::vector<validate::MeasuredScenario> groups = validate::load_measurement_input(
+          args->measurements, args->scenario, args->options.overrides());
+      if (groups.size() != 1) {
+        throw InputError(SourceMark{args->measurements, 0, 0}, "",
+                         fmt::format("validate compares one scenario at a time, and the rows' "
+                                     "precision, strategy and set columns make {}: split the "
+                                     "table, or calibrate on all of it",
+                                     groups.size()));
+      }
+      input = std::move(groups.front());
+      args->options.apply_profile_option(input.scenario);
+    } else {
+      input = {args->measurements, load_measurements(args->measurements),
+               args->options.load(args->scenario)};
+      validate::check_measured_points(input);
+    }
+    ScenarioSpec scenario = input.scenario;
     validate::PointFilter held_out = holdout_filter(args->holdout, {input});
     std::optional<validate::ValidationReport> uncalibrated;
     if (held_out) {
@@ -129,15 +148,19 @@ Command add_validate_command(CLI::App& app) {
                                           : " (the others ran out of memory, timed out, failed "
                                             "or were skipped)"));
     }
-    fmt::print(out, "Scenario {} on {} — measured on {} ({}), profile {}\n", scenario.name,
-               scenario.machine.gpu.name, input.measurements.environment.device_name,
-               input.measurements.environment.device_kind, scenario.profile.name);
+    const MeasuredEnvironment& environment = input.measurements.environment;
+    const std::string measured_on =
+        environment.device_name.empty()
+            ? "figures of a results table"
+            : fmt::format("{} ({})", environment.device_name, environment.device_kind);
+    fmt::print(out, "Scenario {} on {} — measured on {}, profile {}\n", scenario.name,
+               scenario.machine.gpu.name, measured_on, scenario.profile.name);
     if (!report.cross_device.empty()) fmt::print(out, "{}\n", report.cross_device);
-    fmt::print(out, "\n{:>4} {:>7} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "measured (s)",
-               "predicted (s)", "error", held_out ? "  held out" : "");
+    fmt::print(out, "\n{:>4} {:>7} {:>9} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "of",
+               "measured (s)", "predicted (s)", "error", held_out ? "  held out" : "");
     for (const auto& p : report.points) {
-      fmt::print(out, "{:>4} {:>7} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
-                 p.measured_s, p.predicted_s, p.error_pct,
+      fmt::print(out, "{:>4} {:>7} {:>9} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
+                 figure_name(p.figure), p.measured_s, p.predicted_s, p.error_pct,
                  held_out ? (p.held_out ? "  yes" : "  no") : "");
     }
     fmt::print(out, "\n");
@@ -153,12 +176,13 @@ Command add_validate_command(CLI::App& app) {
       nlohmann::ordered_json j{{"schema", "epochcast.validation/1"},
                                {"scenario", scenario.name},
                                {"profile", scenario.profile.name},
-                               {"measured_on", input.measurements.environment.device_name}};
+                               {"measured_on", environment.device_name}};
       if (!report.cross_device.empty()) j["cross_device"] = report.cross_device;
       nlohmann::ordered_json points = nlohmann::ordered_json::array();
       for (const auto& p : report.points) {
         points.push_back({{"gpus", p.gpus},
                           {"global_batch", p.global_batch},
+                          {"figure", figure_name(p.figure)},
                           {"measured_s", p.measured_s},
                           {"predicted_s", p.predicted_s},
                           {"error_pct", p.error_pct},

@@ -10,6 +10,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/predict/predict.h"
 #include "validate/least_squares.h"
+#include "validate/validation.h"
 
 namespace epochcast::validate {
 
@@ -300,13 +301,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double measured_epoch(const MeasuredPoint& p) {
-  return p.epoch_s_measured ? *p.epoch_s_measured : p.epoch_s_estimated;
-}
-
-// Measured against simulated epochs: the time per training step that, added to every step,
-// best closes the gap in relative terms (least squares on each point's relative error, as MAPE
-// counts them: large batches' long steps do not outweigh small ones), and each point's
+// Measured against simulated epochs (or iterations): the time per training step that, added to
+// every step, best closes the gap in relative terms (least squares on each point's relative error,
+// as MAPE counts them: large batches' long steps do not outweigh small ones), and each point's
 // relative residual.
 struct StepResiduals {
   double mean_per_step = 0;
@@ -322,13 +319,14 @@ StepResiduals step_residuals(const std::vector<MeasuredScenario>& inputs, const 
     apply_profile(s, profile);
     for (const MeasuredPoint& p : input.measurements.points) {
       if (p.status != PointStatus::ok || (use && !use(p))) continue;
-      sim::PointResult r = sim::predict_point(s, {p.gpus, p.global_batch, p.per_gpu_batch});
-      if (!r.simulated || r.train_iterations == 0) continue;
-      double measured = measured_epoch(p);
-      out.relative.push_back(r.epoch_seconds / measured - 1);
+      const MeasuredFigure figure = measured_figure(p);
+      const PredictedFigure r = predict_figure(s, p, figure.figure);
+      if (!r.simulated) continue;
+      const double measured = figure.seconds;
+      out.relative.push_back(r.seconds / measured - 1);
       // Minimises the sum over points of ((simulated + steps x c - measured) / measured)^2.
-      const double steps = static_cast<double>(r.train_iterations);
-      numerator += (measured - r.epoch_seconds) * steps / (measured * measured);
+      const double steps = static_cast<double>(r.steps);
+      numerator += (measured - r.seconds) * steps / (measured * measured);
       denominator += steps * steps / (measured * measured);
     }
   }
@@ -611,9 +609,13 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   out.profile.calibration.device = machine.gpu.name;
   out.profile.calibration.date = newest_measurement(inputs);
   out.profile.calibration.measurements = file_names;
-  std::string provenance = fmt::format("epochcast calibrate on {} ({}), LibTorch {}{}, from {}",
-                                       env.device_name, env.host, env.torch_version,
-                                       env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version,
+  // A results table records no device: its figures stand for the scenario's machine.
+  std::string measured_on =
+      env.device_name.empty()
+          ? fmt::format("figures given for {}", machine.gpu.name)
+          : fmt::format("{} ({}), LibTorch {}{}", env.device_name, env.host, env.torch_version,
+                        env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version);
+  std::string provenance = fmt::format("epochcast calibrate on {}, from {}", measured_on,
                                        fmt::format("{}", fmt::join(file_names, ", ")));
   for (const FittedParameter& f : out.fitted) {
     std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));

@@ -58,8 +58,8 @@ ValidationSummary summarise(const std::vector<ValidatedPoint>& points) {
   for (const ValidatedPoint& p : points) {
     sum += std::abs(p.error_pct);
     if (std::abs(p.error_pct) > std::abs(s.worst_pct)) s.worst_pct = p.error_pct;
-    measured.push_back(p.measured_s);
-    predicted.push_back(p.predicted_s);
+    measured.push_back(p.measured_s / p.samples);
+    predicted.push_back(p.predicted_s / p.samples);
   }
   s.mape_pct = sum / static_cast<double>(points.size());
   s.spearman = spearman(measured, predicted);
@@ -73,18 +73,52 @@ ValidationSummary summarise(const std::vector<ValidatedPoint>& points) {
   return s;
 }
 
+MeasuredFigure measured_figure(const MeasuredPoint& point) {
+  if (point.epoch_s_measured) return {Figure::epoch, *point.epoch_s_measured};
+  if (point.epoch_s_estimated > 0) return {Figure::epoch, point.epoch_s_estimated};
+  if (point.iteration_s.median > 0) return {Figure::iteration, point.iteration_s.median};
+  return {Figure::iteration, point.samples_per_s > 0
+                                 ? static_cast<double>(point.global_batch) / point.samples_per_s
+                                 : 0};
+}
+
+PredictedFigure predict_figure(const ScenarioSpec& scenario, const MeasuredPoint& point,
+                               Figure figure) {
+  const SweepPoint p{point.gpus, point.global_batch, point.per_gpu_batch};
+  PredictedFigure out;
+  if (figure == Figure::epoch) {
+    sim::PointResult r = sim::predict_point(scenario, p);
+    out.simulated = r.simulated && r.train_iterations > 0;
+    out.seconds = r.epoch_seconds;
+    out.steps = r.train_iterations;
+    return out;
+  }
+  ScenarioSpec training_only = scenario;
+  training_only.dataset.validation_samples = 0;
+  sim::PointResult r = sim::predict_point(training_only, p);
+  out.simulated = r.simulated && r.train_iterations > 0;
+  out.seconds = r.iteration_seconds;
+  out.steps = 1;
+  return out;
+}
+
 ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& measured,
                           const PointFilter& held_out) {
   ValidationReport report;
   for (const MeasuredPoint& m : measured.points) {
     if (m.status != PointStatus::ok) continue;
-    sim::PointResult r = sim::predict_point(scenario, {m.gpus, m.global_batch, m.per_gpu_batch});
-    if (!r.simulated) continue;  // predicted OOM where it ran: shown by predict, not comparable
+    MeasuredFigure measured_point = measured_figure(m);
+    PredictedFigure predicted = predict_figure(scenario, m, measured_point.figure);
+    // Predicted OOM where it ran: shown by predict, not comparable.
+    if (!predicted.simulated) continue;
     ValidatedPoint v;
     v.gpus = m.gpus;
     v.global_batch = m.global_batch;
-    v.measured_s = m.epoch_s_measured ? *m.epoch_s_measured : m.epoch_s_estimated;
-    v.predicted_s = r.epoch_seconds;
+    v.figure = measured_point.figure;
+    v.measured_s = measured_point.seconds;
+    v.predicted_s = predicted.seconds;
+    v.samples = static_cast<double>(
+        measured_point.figure == Figure::epoch ? scenario.dataset.train_samples : m.global_batch);
     v.error_pct = (v.predicted_s - v.measured_s) / v.measured_s * 100;
     v.held_out = held_out && held_out(m);
     report.points.push_back(v);

@@ -11,13 +11,26 @@
 
 namespace epochcast::validate {
 
+// What a measured point is compared on. The runtime's points, and results tables with an
+// epoch_s, give an epoch; a results table with only iteration_s or samples_per_s gives a
+// training iteration (the global batch over the throughput).
+enum class Figure { epoch, iteration };
+inline const char* figure_name(Figure figure) {
+  return figure == Figure::epoch ? "epoch" : "iteration";
+}
+
 struct ValidatedPoint {
   int gpus = 1;
   std::int64_t global_batch = 0;
-  double measured_s = 0;  // epoch time
+  double measured_s = 0;  // seconds of an epoch or an iteration (`figure`)
   double predicted_s = 0;
   double error_pct = 0;   // (predicted - measured) / measured x 100
   bool held_out = false;  // not used for calibration
+  Figure figure = Figure::epoch;
+  // Training samples the figure covers (the data set, or the global batch): rankings and the
+  // fastest configuration compare time per sample, so that iterations of different batches and
+  // epochs compare alike.
+  double samples = 1;
 };
 
 struct ValidationSummary {
@@ -37,6 +50,23 @@ struct ValidationReport {
   std::optional<ValidationSummary> held_out;            // --holdout: the others
   std::string cross_device;  // non-empty when the profile was calibrated on another device
 };
+
+struct MeasuredFigure {
+  Figure figure = Figure::epoch;
+  double seconds = 0;
+};
+MeasuredFigure measured_figure(const MeasuredPoint& point);
+
+struct PredictedFigure {
+  bool simulated = false;  // false when the point is predicted not to fit in memory
+  double seconds = 0;
+  // Training steps in the figure: an epoch's iterations, or 1 for an iteration.
+  std::int64_t steps = 0;
+};
+// The simulated counterpart of `figure`: the epoch, or the mean training iteration of the epoch
+// without its validation pass (what a user's iteration clock or throughput counter sees).
+PredictedFigure predict_figure(const ScenarioSpec& scenario, const MeasuredPoint& point,
+                               Figure figure);
 
 // Predicts every ok point of `measured` with `scenario` (its profile as given) and compares.
 ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& measured,

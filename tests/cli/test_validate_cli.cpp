@@ -119,3 +119,42 @@ TEST_CASE("calibrate refuses to write its profile over a measurement file it rea
   CHECK_THAT(r.output, Catch::Contains("is one of the measurement files read"));
   CHECK(nlohmann::json::parse(std::ifstream(measured)).dump() == before);
 }
+
+TEST_CASE("validate and calibrate read a results table of published epochs") {
+  // Seed 001's linear model on one GPU; the epochs are made up, the route is what is tested.
+  std::string linear = (source_dir() / "scenarios/seed-001/linear.yaml").string();
+  std::string table = out_path("published.csv");
+  std::ofstream(table) << "# epochs as a paper would give them\n"
+                          "gpus,global_batch,epoch_s,note\n"
+                          "1,10,9.5,Table 2\n1,50,2.4,\n1,200,1.1,\n1,600,0.8,\n";
+  CommandResult validate =
+      run_command(epochcast_binary() + " validate " + linear + " " + table +
+                  " --set training.strategy=single --holdout every-other-batch");
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  CHECK_THAT(validate.output, Catch::Contains("measured on figures of a results table"));
+  CHECK_THAT(validate.output, Catch::Contains("   1      50     epoch"));
+  CHECK_THAT(validate.output, Catch::Contains("held-out points: 2 points"));
+
+  std::string with_scenario = out_path("published-with-scenario.csv");
+  std::ofstream(with_scenario) << "scenario,gpus,global_batch,epoch_s,strategy\n"
+                                  "scenarios/seed-001/linear.yaml,1,10,9.5,single\n"
+                                  "scenarios/seed-001/linear.yaml,1,600,0.8,single\n";
+  std::string profile = out_path("published-profile.yaml");
+  std::filesystem::remove(profile);
+  CommandResult calibrate =
+      run_command(epochcast_binary() + " calibrate " + with_scenario + " -o " + profile);
+  INFO(calibrate.output);
+  CHECK(calibrate.exit_code == 0);
+  CHECK_THAT(calibrate.output, Catch::Contains("host.step_overhead_us"));
+  CHECK(std::filesystem::exists(profile));
+
+  std::string bad = out_path("published-bad.csv");
+  std::ofstream(bad) << "gpus,global_batch,epoch_s\n1,10,9.5\n1,50,-2\n";
+  CommandResult refused = run_command(epochcast_binary() + " validate " + linear + " " + bad +
+                                      " --set training.strategy=single");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output,
+             Catch::Contains("published-bad.csv:3:6: error: epoch_s: expected an epoch time in "
+                             "seconds above 0"));
+}

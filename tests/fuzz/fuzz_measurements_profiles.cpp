@@ -19,6 +19,7 @@
 
 #include "core/input_error.h"
 #include "core/measure/measurements.h"
+#include "core/measure/results_csv.h"
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
@@ -43,6 +44,22 @@ void load_and_tell(const char* what, Load load) {
       throw;
     }
   });
+}
+
+// A results table: rows that read have the figures and batches the format promises.
+void check_results_table(const std::string& text) {
+  std::optional<epochcast::ResultsTable> table;
+  load_and_tell("results table", [&] { table = epochcast::parse_results_csv(text, "fuzz.csv"); });
+  if (!table) return;
+  for (const epochcast::ResultRow& row : table->rows) {
+    if (row.gpus < 1 || (!row.global_batch && !row.per_gpu_batch) ||
+        (!row.epoch_s && !row.iteration_s && !row.samples_per_s)) {
+      finding(
+          fmt::format("a results table row read without a GPU count, batch or figure "
+                      "(line {})",
+                      row.mark.line));
+    }
+  }
 }
 
 void check_measurements(const std::string& text) {
@@ -183,5 +200,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   check_measurements(text);
   check_profile(text);
+  check_results_table(text);
   return 0;
 }

@@ -1,0 +1,236 @@
+// Results tables (CSV): split into cells with their positions, then each cell checked against
+// its column.
+#include "core/measure/results_csv.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/spec/limits.h"
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast {
+
+namespace {
+
+constexpr std::string_view kColumns[] = {
+    "scenario",      "gpus",      "global_batch", "per_gpu_batch", "epoch_s", "iteration_s",
+    "samples_per_s", "precision", "strategy",     "set",           "note"};
+constexpr std::string_view kFigures[] = {"epoch_s", "iteration_s", "samples_per_s"};
+
+// The same limits as measurement files: a time above 0 and at most 1e9 s (32 years).
+constexpr double kMaxSeconds = 1e9;
+constexpr double kMaxSamplesPerSecond = 1e12;
+
+// Cells of one line, each with the 1-based column where it starts. Quoted cells may hold
+// commas and doubled quotes; a quote must close on its line.
+std::vector<ResultCell> split_line(std::string_view line, const std::string& file, int number) {
+  std::vector<ResultCell> cells;
+  std::size_t i = 0;
+  while (true) {
+    std::size_t start = i;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+      ++i;
+    ResultCell cell;
+    cell.mark = SourceMark{file, number, static_cast<int>(i) + 1};
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      while (true) {
+        if (i >= line.size()) {
+          throw InputError(SourceMark{file, number, static_cast<int>(start) + 1}, "",
+                           "a quoted field does not end on its line (a '\"' is missing)");
+        }
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            cell.text += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        cell.text += line[i++];
+      }
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+        ++i;
+      if (i < line.size() && line[i] != ',') {
+        throw InputError(SourceMark{file, number, static_cast<int>(i) + 1}, "",
+                         "expected ',' after a quoted field");
+      }
+    } else {
+      std::size_t end = line.find(',', i);
+      if (end == std::string_view::npos) end = line.size();
+      std::string_view text = line.substr(i, end - i);
+      while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+        text.remove_suffix(1);
+      cell.text = std::string(text);
+      i = end;
+    }
+    cells.push_back(std::move(cell));
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
+  return cells;
+}
+
+std::int64_t integer_cell(const ResultCell& cell, std::string_view column, std::int64_t low,
+                          std::int64_t high) {
+  std::int64_t value = 0;
+  const char* end = cell.text.data() + cell.text.size();
+  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
+  if (error == std::errc::result_out_of_range ||
+      (error == std::errc() && stop == end && (value < low || value > high))) {
+    throw InputError(
+        cell.mark, std::string(column),
+        fmt::format("expected an integer from {} to {}, got {}", yaml::readable_integer(low),
+                    yaml::readable_integer(high), cell.text));
+  }
+  if (error != std::errc() || stop != end) {
+    throw InputError(
+        cell.mark, std::string(column),
+        fmt::format("expected an integer from {} to {}, got '{}'", yaml::readable_integer(low),
+                    yaml::readable_integer(high), cell.text));
+  }
+  return value;
+}
+
+double positive_cell(const ResultCell& cell, std::string_view column, double high,
+                     std::string_view what) {
+  double value = 0;
+  const char* end = cell.text.data() + cell.text.size();
+  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
+  if (error != std::errc() || stop != end || !std::isfinite(value) || !(value > 0) ||
+      value > high) {
+    throw InputError(
+        cell.mark, std::string(column),
+        fmt::format("expected {} above 0 and at most {:g}, got '{}'", what, high, cell.text));
+  }
+  return value;
+}
+
+}  // namespace
+
+bool is_results_table(const std::string& path) {
+  std::string extension = std::filesystem::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".csv";
+}
+
+ResultsTable parse_results_csv(const std::string& text, const std::string& file) {
+  ResultsTable table;
+  table.file = file;
+  std::vector<std::string> header;  // column name per position
+  SourceMark header_mark{file, 0, 0};
+  int number = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    std::vector<ResultCell> cells = split_line(line, file, number);
+
+    if (header.empty()) {
+      header_mark = SourceMark{file, number, 1};
+      for (const ResultCell& cell : cells) {
+        if (std::find(std::begin(kColumns), std::end(kColumns), cell.text) == std::end(kColumns)) {
+          throw InputError(
+              cell.mark, cell.text,
+              fmt::format("unknown column '{}'{}; the columns are {}", cell.text,
+                          did_you_mean(cell.text, kColumns), join_alternatives(kColumns)));
+        }
+        if (std::find(header.begin(), header.end(), cell.text) != header.end()) {
+          throw InputError(cell.mark, cell.text, "this column is named twice in the header");
+        }
+        header.push_back(cell.text);
+      }
+      auto has = [&](std::string_view name) {
+        return std::find(header.begin(), header.end(), name) != header.end();
+      };
+      if (!has("gpus")) throw InputError(header_mark, "gpus", "the header has no column 'gpus'");
+      if (!has("global_batch") && !has("per_gpu_batch")) {
+        throw InputError(header_mark, "global_batch",
+                         "the header needs a column 'global_batch' or 'per_gpu_batch'");
+      }
+      if (std::none_of(std::begin(kFigures), std::end(kFigures), has)) {
+        throw InputError(header_mark, "epoch_s",
+                         "the header needs a measured figure: a column 'epoch_s', "
+                         "'iteration_s' or 'samples_per_s'");
+      }
+      table.has_scenario_column = has("scenario");
+      continue;
+    }
+
+    if (cells.size() != header.size()) {
+      throw InputError(SourceMark{file, number, 1}, "",
+                       fmt::format("expected {} cells as in the header (line {}), got {}",
+                                   header.size(), header_mark.line, cells.size()));
+    }
+    ResultRow row;
+    row.mark = SourceMark{file, number, 1};
+    std::optional<ResultCell> gpus_cell;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const ResultCell& cell = cells[c];
+      const std::string& column = header[c];
+      if (cell.text.empty() || column == "note") continue;  // unknown, or not read
+      if (column == "gpus") {
+        row.gpus = static_cast<int>(integer_cell(cell, column, 1, limits::kMaxGpus));
+        gpus_cell = cell;
+      } else if (column == "global_batch") {
+        row.global_batch = integer_cell(cell, column, 1, limits::kMaxSamples);
+      } else if (column == "per_gpu_batch") {
+        row.per_gpu_batch = integer_cell(cell, column, 1, limits::kMaxSamples);
+      } else if (column == "epoch_s") {
+        row.epoch_s = positive_cell(cell, column, kMaxSeconds, "an epoch time in seconds");
+      } else if (column == "iteration_s") {
+        row.iteration_s = positive_cell(cell, column, kMaxSeconds, "an iteration time in seconds");
+      } else if (column == "samples_per_s") {
+        row.samples_per_s =
+            positive_cell(cell, column, kMaxSamplesPerSecond, "a throughput in samples/s");
+      } else if (column == "scenario") {
+        row.scenario = cell;
+      } else if (column == "precision") {
+        row.precision = cell;
+      } else if (column == "strategy") {
+        row.strategy = cell;
+      } else if (column == "set") {
+        row.set = cell;
+      }
+    }
+    if (!gpus_cell) throw InputError(row.mark, "gpus", "this row gives no GPU count");
+    if (!row.global_batch && !row.per_gpu_batch) {
+      throw InputError(row.mark, "global_batch", "this row gives no batch size");
+    }
+    if (row.global_batch && row.per_gpu_batch &&
+        *row.global_batch != *row.per_gpu_batch * row.gpus) {
+      throw InputError(row.mark, "per_gpu_batch",
+                       fmt::format("global_batch {} is not per_gpu_batch {} x gpus {}",
+                                   *row.global_batch, *row.per_gpu_batch, row.gpus));
+    }
+    if (!row.epoch_s && !row.iteration_s && !row.samples_per_s) {
+      throw InputError(row.mark, "epoch_s",
+                       "this row gives no measured figure (epoch_s, iteration_s or "
+                       "samples_per_s)");
+    }
+    table.rows.push_back(std::move(row));
+  }
+  if (header.empty()) throw InputError(SourceMark{file, 0, 0}, "", "no header line and no rows");
+  if (table.rows.empty()) throw InputError(header_mark, "", "the table has a header but no rows");
+  return table;
+}
+
+ResultsTable read_results_csv(const std::string& path) {
+  return parse_results_csv(yaml::read_input_file(path), path);
+}
+
+}  // namespace epochcast

@@ -1,0 +1,147 @@
+// Results tables as calibration and validation input: the same numbers fit the same way whether
+// they come from the runtime's files or a CSV, and bad rows are refused where they are.
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "core/spec/scenario_spec.h"
+#include "sim/predict/predict.h"
+#include "validate/calibration.h"
+#include "validate/measurement_input.h"
+#include "validate/validation.h"
+
+using namespace epochcast;
+using namespace epochcast::validate;
+
+namespace {
+
+const std::string kScenario =
+    std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/scenarios/seed-001/linear.yaml";
+const std::vector<yaml::Override> kSingleGpu = {{"training.strategy", "single", ""},
+                                                {"sweep.gpus", "[1]", ""}};
+const std::int64_t kBatches[] = {10, 50, 200, 600};
+
+std::string write_table(const std::string& name, const std::string& text) {
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("epochcast-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// The scenario under a known truth: a 700 us step overhead the prior does not have.
+ScenarioSpec truth() {
+  ScenarioSpec s = load_scenario(kScenario, kSingleGpu);
+  s.profile.host.step_overhead = Seconds(700e-6);
+  return s;
+}
+
+std::string error_of(const std::string& file) {
+  try {
+    load_measurement_input(file);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a results table and a measurement file with the same epochs give the same fit") {
+  ScenarioSpec true_scenario = truth();
+  MeasuredScenario from_runtime;
+  from_runtime.file = "runtime.json";
+  from_runtime.scenario = load_scenario(kScenario, kSingleGpu);
+  from_runtime.measurements.environment.device_name = "a device";
+  std::string csv = "scenario,gpus,global_batch,epoch_s,set\n";
+  for (std::int64_t batch : kBatches) {
+    double epoch = sim::predict_point(true_scenario, {1, batch, batch}).epoch_seconds;
+    MeasuredPoint p;
+    p.global_batch = p.per_gpu_batch = batch;
+    p.epoch_s_estimated = epoch;
+    from_runtime.measurements.points.push_back(p);
+    csv += fmt::format("{},1,{},{:.17g},training.strategy=single\n", kScenario, batch, epoch);
+  }
+  std::vector<MeasuredScenario> from_table =
+      load_measurement_input(write_table("same-fit.csv", csv));
+  REQUIRE(from_table.size() == 1);
+  REQUIRE(from_table[0].measurements.points.size() == 4);
+  Calibration a = calibrate({from_runtime}, {}, {"runtime.json"});
+  Calibration b = calibrate(from_table, {}, {"table.csv"});
+  CHECK(a.profile.host.step_overhead.value() == b.profile.host.step_overhead.value());
+  CHECK(b.profile.host.step_overhead.value() == Approx(700e-6).epsilon(0.02));
+  CHECK_THAT(b.profile.sources["host.step_overhead_us"],
+             Catch::Contains("figures given for NVIDIA GeForce GTX 1080 Ti"));
+}
+
+TEST_CASE("iteration times and throughputs are compared as training iterations") {
+  ScenarioSpec true_scenario = truth();
+  std::string iterations = "gpus,per_gpu_batch,iteration_s\n";
+  std::string throughputs = "gpus,global_batch,samples_per_s\n";
+  for (std::int64_t batch : kBatches) {
+    ScenarioSpec training_only = true_scenario;
+    training_only.dataset.validation_samples = 0;
+    double iteration = sim::predict_point(training_only, {1, batch, batch}).iteration_seconds;
+    iterations += fmt::format("1,{},{:.17g}\n", batch, iteration);
+    throughputs += fmt::format("1,{},{:.17g}\n", batch, static_cast<double>(batch) / iteration);
+  }
+  std::vector<MeasuredScenario> by_iteration =
+      load_measurement_input(write_table("iterations.csv", iterations), kScenario, kSingleGpu);
+  std::vector<MeasuredScenario> by_throughput =
+      load_measurement_input(write_table("throughputs.csv", throughputs), kScenario, kSingleGpu);
+  REQUIRE(by_iteration.size() == 1);
+  const MeasuredPoint& first = by_iteration[0].measurements.points[0];
+  CHECK(measured_figure(first).figure == Figure::iteration);
+  CHECK_FALSE(first.epoch_s_measured);
+  Calibration a = calibrate(by_iteration, {}, {"iterations.csv"});
+  Calibration b = calibrate(by_throughput, {}, {"throughputs.csv"});
+  CHECK(a.profile.host.step_overhead.value() == Approx(700e-6).epsilon(0.02));
+  CHECK(b.profile.host.step_overhead.value() == Approx(a.profile.host.step_overhead.value()));
+  // The fitted profile predicts the iterations it was given.
+  ScenarioSpec fitted = by_iteration[0].scenario;
+  apply_profile(fitted, a.profile);
+  ValidationReport report = validate::validate(fitted, by_iteration[0].measurements);
+  CHECK(report.all.mape_pct < 1.0);
+  CHECK(report.points[0].figure == Figure::iteration);
+}
+
+TEST_CASE("rows of one table with other overrides make scenarios of their own") {
+  std::string csv = fmt::format(
+      "scenario,gpus,global_batch,epoch_s,precision,set\n"
+      "{0},1,50,10,,training.strategy=single\n"
+      "{0},1,200,5,,training.strategy=single\n"
+      "{0},1,50,8,amp_fp16,training.strategy=single\n",
+      kScenario);
+  std::vector<MeasuredScenario> groups = load_measurement_input(write_table("groups.csv", csv));
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].measurements.points.size() == 2);
+  CHECK(groups[1].measurements.points.size() == 1);
+  CHECK(groups[1].scenario.training.precision == TrainingPrecision::amp_fp16);
+}
+
+TEST_CASE("a results table's bad rows are refused at the row") {
+  const std::string header = "scenario,gpus,global_batch,epoch_s,set\n";
+  std::string twice =
+      write_table("twice.csv", header + fmt::format("{0},1,50,10,training.strategy=single\n"
+                                                    "{0},1,50,11,training.strategy=single\n",
+                                                    kScenario));
+  CHECK_THAT(error_of(twice), Catch::Contains("twice.csv:3:1: error: gpus: the point 1 GPU, "
+                                              "global batch 50 is already given on line 2"));
+  std::string too_big = write_table(
+      "too-big.csv", header + fmt::format("{},1,5000,10,training.strategy=single\n", kScenario));
+  CHECK_THAT(error_of(too_big), Catch::Contains("too-big.csv:2:1: error: gpus: the point 1 GPU, "
+                                                "global batch 5000 cannot run"));
+  std::string bad_set = write_table(
+      "bad-set.csv", header + fmt::format("{},1,50,10,training.precision=fp33\n", kScenario));
+  CHECK_THAT(error_of(bad_set), Catch::Contains("bad-set.csv:2:") &&
+                                    Catch::Contains("training.precision") &&
+                                    Catch::Contains("did you mean 'fp32'"));
+  std::string no_equals =
+      write_table("no-equals.csv", header + fmt::format("{},1,50,10,fp16\n", kScenario));
+  CHECK_THAT(error_of(no_equals), Catch::Contains("no-equals.csv:2:") &&
+                                      Catch::Contains("(expected key=value;key=value)"));
+  std::string missing = write_table("missing.csv", header + "no-such-scenario,1,50,10,\n");
+  CHECK_THAT(error_of(missing), Catch::Contains("missing.csv:2:1: error: scenario"));
+  std::string nameless = write_table("nameless.csv", "gpus,global_batch,epoch_s\n1,50,10\n");
+  CHECK_THAT(error_of(nameless), Catch::Contains("the table names no scenario"));
+}

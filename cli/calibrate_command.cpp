@@ -62,8 +62,11 @@ Command add_calibrate_command(CLI::App& app) {
     std::FILE* out = output.kind() == OutputFile::Kind::standard_output ? stderr : stdout;
     std::vector<validate::MeasuredScenario> inputs;
     for (const std::string& file : args->measurements) {
-      for (validate::MeasuredScenario& m : validate::load_measurement_input(file, args->scenario))
+      for (validate::MeasuredScenario& m : validate::load_measurement_input(file, args->scenario)) {
+        std::string note = validate::measured_device_note(m.scenario, m.measurements.environment);
+        if (!note.empty()) fmt::print(stderr, "warning: {}: {}\n", file, note);
         inputs.push_back(std::move(m));
+      }
     }
     validate::PointFilter held_out = holdout_filter(args->holdout, inputs);
     validate::PointFilter use;

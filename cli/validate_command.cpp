@@ -36,9 +36,10 @@ struct ValidateArgs {
 void print_summary(std::FILE* out, const std::string& title, const validate::ValidationSummary& s) {
   fmt::print(out,
              "{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best configuration: "
-             "{} (measured {}, predicted {})\n",
+             "{} (measured {}, predicted {}{})\n",
              title, s.points, s.mape_pct, s.worst_pct, s.spearman,
-             s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best);
+             s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best,
+             s.best_within_spread ? ": within the measured spread" : "");
 }
 
 nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
@@ -47,6 +48,7 @@ nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
           {"worst_pct", s.worst_pct},
           {"spearman", s.spearman},
           {"best_matches", s.best_matches},
+          {"best_within_spread", s.best_within_spread},
           {"measured_best", s.measured_best},
           {"predicted_best", s.predicted_best}};
 }
@@ -118,10 +120,14 @@ Command add_validate_command(CLI::App& app) {
       input = std::move(groups.front());
       args->options.apply_profile_option(input.scenario);
     } else {
-      input = {args->measurements, load_measurements(args->measurements),
-               args->options.load(args->scenario)};
-      validate::check_measured_points(input);
+      // The file's recorded --set, --gpus and --batch first, then the command's own.
+      input = validate::load_measured_scenario(args->measurements, args->scenario,
+                                               args->options.overrides());
+      args->options.apply_profile_option(input.scenario);
     }
+    const std::string device_note =
+        validate::measured_device_note(input.scenario, input.measurements.environment);
+    if (!device_note.empty()) fmt::print(stderr, "warning: {}\n", device_note);
     ScenarioSpec scenario = input.scenario;
     validate::PointFilter held_out = holdout_filter(args->holdout, {input});
     std::optional<validate::ValidationReport> uncalibrated;
@@ -178,6 +184,7 @@ Command add_validate_command(CLI::App& app) {
                                {"profile", scenario.profile.name},
                                {"measured_on", environment.device_name}};
       if (!report.cross_device.empty()) j["cross_device"] = report.cross_device;
+      if (!device_note.empty()) j["measured_device"] = device_note;
       nlohmann::ordered_json points = nlohmann::ordered_json::array();
       for (const auto& p : report.points) {
         points.push_back({{"gpus", p.gpus},

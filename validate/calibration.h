@@ -21,6 +21,7 @@
 
 #include "core/measure/measurements.h"
 #include "core/spec/scenario_spec.h"
+#include "core/yaml/strict_yaml.h"
 
 namespace epochcast::validate {
 
@@ -60,9 +61,17 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
 // predicting it would compare against something else.
 void check_measured_points(const MeasuredScenario& measured);
 
-// Loads a measurement file and the scenario it ran (from the recorded scenario_file, or
-// `scenario_override`), re-applying the recorded --set/--gpus/--batch; checks its points.
+// Loads a measurement file and the scenario it ran (`scenario_override`, or the recorded
+// scenario_file: as recorded from here, else relative to the measurement file, else a bundled
+// one), re-applying the recorded --set/--gpus/--batch and then `extra` (the command's own);
+// checks its points.
 MeasuredScenario load_measured_scenario(const std::string& measurement_file,
-                                        const std::string& scenario_override = "");
+                                        const std::string& scenario_override = "",
+                                        const std::vector<yaml::Override>& extra = {});
+
+// "" when the measurements' device is the scenario's, else a sentence saying they differ: the
+// CPU against a GPU, or a GPU whose model (H100, 1080, ...) is not in the measured name.
+std::string measured_device_note(const ScenarioSpec& scenario,
+                                 const MeasuredEnvironment& environment);
 
 }  // namespace epochcast::validate

@@ -70,6 +70,11 @@ ValidationSummary summarise(const std::vector<ValidatedPoint>& points) {
   s.measured_best = label(points[mb]);
   s.predicted_best = label(points[pb]);
   s.best_matches = mb == pb;
+  if (!s.best_matches) {
+    const double gap = measured[pb] / measured[mb] - 1;
+    s.best_within_spread = gap <= std::max(points[mb].relative_spread, points[pb].relative_spread);
+    s.best_matches = s.best_within_spread;
+  }
   return s;
 }
 
@@ -117,6 +122,8 @@ ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& m
     v.figure = measured_point.figure;
     v.measured_s = measured_point.seconds;
     v.predicted_s = predicted.seconds;
+    if (m.iteration_s.median > 0 && m.iteration_s.count > 1)
+      v.relative_spread = (m.iteration_s.p90 - m.iteration_s.p10) / m.iteration_s.median;
     v.samples = static_cast<double>(
         measured_point.figure == Figure::epoch ? scenario.dataset.train_samples : m.global_batch);
     v.error_pct = (v.predicted_s - v.measured_s) / v.measured_s * 100;

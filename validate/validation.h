@@ -31,14 +31,20 @@ struct ValidatedPoint {
   // fastest configuration compare time per sample, so that iterations of different batches and
   // epochs compare alike.
   double samples = 1;
+  // The measurement's own spread relative to it: (p90 - p10) / median of its iteration times
+  // (0 when it has none, as a results table's figure).
+  double relative_spread = 0;
 };
 
 struct ValidationSummary {
   int points = 0;
-  double mape_pct = 0;        // mean absolute percentage error
-  double worst_pct = 0;       // largest absolute error, signed
-  double spearman = 0;        // rank correlation of predicted and measured epoch times
-  bool best_matches = false;  // the predicted fastest point is the measured fastest
+  double mape_pct = 0;   // mean absolute percentage error
+  double worst_pct = 0;  // largest absolute error, signed
+  double spearman = 0;   // rank correlation of predicted and measured epoch times
+  // The predicted fastest point is the measured fastest, or measured slower than it by no more
+  // than the two points' measured spread (a gap the measurements cannot tell from noise).
+  bool best_matches = false;
+  bool best_within_spread = false;  // matched only within the measured spread
   std::string measured_best;
   std::string predicted_best;
 };

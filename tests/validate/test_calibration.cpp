@@ -122,6 +122,25 @@ TEST_CASE("a validation summary gives MAPE, the signed worst error and the best 
   CHECK(s.measured_best == "1 GPU, batch 64");
 }
 
+TEST_CASE("a best configuration is missed only by more than the measured spread") {
+  // Batch 64 is measured fastest, batch 32 predicted fastest and measured 3% slower.
+  std::vector<ValidatedPoint> points = {{1, 32, 5.15, 4.0, -22, false},
+                                        {1, 64, 5.0, 4.5, -10, false}};
+  SECTION("the two points' iterations spread by 5%: a gap of 3% is noise") {
+    points[0].relative_spread = 0.05;
+    ValidationSummary s = summarise(points);
+    CHECK(s.best_matches);
+    CHECK(s.best_within_spread);
+  }
+  SECTION("spread by 1% (or unknown): a miss") {
+    points[1].relative_spread = 0.01;
+    ValidationSummary s = summarise(points);
+    CHECK_FALSE(s.best_matches);
+    CHECK_FALSE(s.best_within_spread);
+    CHECK(s.predicted_best == "1 GPU, batch 32");
+  }
+}
+
 TEST_CASE("calibration recovers the efficiencies that generated the measurements") {
   ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/conv1d.yaml"),
                                         {{"sweep.gpus", "[1]", ""},

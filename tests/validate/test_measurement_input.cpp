@@ -145,3 +145,57 @@ TEST_CASE("a results table's bad rows are refused at the row") {
   std::string nameless = write_table("nameless.csv", "gpus,global_batch,epoch_s\n1,50,10\n");
   CHECK_THAT(error_of(nameless), Catch::Contains("the table names no scenario"));
 }
+
+TEST_CASE("a measurement file finds its scenario beside it and re-applies its --set") {
+  // The committed CPU measurements record tests/validate/scenarios/cpu-mnist-cnn.yaml, relative
+  // to the source tree they ran in; a copy in a folder of its own, with the scenario beside it
+  // under that relative path, finds it from anywhere.
+  const std::filesystem::path source(EPOCHCAST_TEST_SOURCE_DIR);
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / "epochcast-measured-elsewhere";
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder / "tests/validate/scenarios");
+  {
+    // Renamed, to tell the copy from the source tree's own.
+    std::ifstream in(source / "tests/validate/scenarios/cpu-mnist-cnn.yaml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string name = "name: cpu-mnist-cnn\n";
+    REQUIRE(text.find(name) != std::string::npos);
+    text.replace(text.find(name), name.size(), "name: copied-beside\n");
+    std::ofstream(folder / "tests/validate/scenarios/cpu-mnist-cnn.yaml") << text;
+  }
+  std::filesystem::copy_file(source / "validate/data/host-cpu/cpu-mnist-cnn.json",
+                             folder / "measured.json");
+  const std::filesystem::path here = std::filesystem::current_path();
+  std::filesystem::current_path(std::filesystem::temp_directory_path());
+  MeasuredScenario m = load_measured_scenario((folder / "measured.json").string(), "",
+                                              {{"training.epochs", "3", ""}});
+  std::filesystem::current_path(here);
+  CHECK(m.scenario.name == "copied-beside");
+  CHECK(m.scenario.machine.gpu.id == "host-cpu-2core");  // its recorded --set hardware=host-cpu
+  CHECK(m.scenario.training.epochs == 3);  // the command's --set after the recorded ones
+}
+
+TEST_CASE("measurements from another device than the scenario's are pointed out") {
+  ScenarioSpec h100 =
+      load_scenario(kScenario, {{"hardware", "dgx-h100", ""}, {"sweep.gpus", "[1]", ""}});
+  MeasuredEnvironment e;
+  e.device_kind = "cuda";
+  e.device_name = "NVIDIA H100 80GB HBM3";
+  CHECK(measured_device_note(h100, e).empty());
+  e.device_name = "NVIDIA A100-SXM4-40GB";
+  CHECK_THAT(measured_device_note(h100, e),
+             Catch::StartsWith("measured on NVIDIA A100-SXM4-40GB (another device), but the "
+                               "scenario's machine has NVIDIA H100 SXM5 80GB"));
+  e.device_kind = "cpu";
+  e.device_name = "AMD EPYC";
+  CHECK_THAT(measured_device_note(h100, e), Catch::Contains("(the CPU)"));
+  ScenarioSpec gtx = load_scenario(kScenario, kSingleGpu);
+  e.device_kind = "cuda";
+  e.device_name = "NVIDIA GeForce GTX 1080 Ti";
+  CHECK(measured_device_note(gtx, e).empty());
+  e.device_name = "NVIDIA GeForce RTX 2080 Ti";
+  CHECK_FALSE(measured_device_note(gtx, e).empty());
+  e.device_name = "";  // a results table: nothing recorded, nothing to say
+  CHECK(measured_device_note(gtx, e).empty());
+}

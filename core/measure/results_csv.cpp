@@ -128,7 +128,8 @@ ResultsTable parse_results_csv(const std::string& text, const std::string& file)
   std::vector<std::string> header;  // column name per position
   SourceMark header_mark{file, 0, 0};
   int number = 0;
-  std::size_t at = 0;
+  // A byte-order mark, as spreadsheets write before the first cell, is not part of it.
+  std::size_t at = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   while (at < text.size()) {
     std::size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
@@ -144,10 +145,12 @@ ResultsTable parse_results_csv(const std::string& text, const std::string& file)
       header_mark = SourceMark{file, number, 1};
       for (const ResultCell& cell : cells) {
         if (std::find(std::begin(kColumns), std::end(kColumns), cell.text) == std::end(kColumns)) {
+          const bool other_separator = cell.text.find_first_of(";\t") != std::string::npos;
           throw InputError(
               cell.mark, cell.text,
-              fmt::format("unknown column '{}'{}; the columns are {}", cell.text,
-                          did_you_mean(cell.text, kColumns), join_alternatives(kColumns)));
+              fmt::format("unknown column '{}'{}; the columns are {}{}", cell.text,
+                          did_you_mean(cell.text, kColumns), join_alternatives(kColumns),
+                          other_separator ? " (cells are separated by commas)" : ""));
         }
         if (std::find(header.begin(), header.end(), cell.text) != header.end()) {
           throw InputError(cell.mark, cell.text, "this column is named twice in the header");

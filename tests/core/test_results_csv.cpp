@@ -64,6 +64,14 @@ TEST_CASE("a results table without the columns it needs is refused at its header
   CHECK_THAT(error_of("gpus,global_batch,epoch_s\n"), Catch::Contains("a header but no rows"));
 }
 
+TEST_CASE("a results table saved by a spreadsheet reads or says why not") {
+  // A UTF-8 byte-order mark before the header.
+  ResultsTable t = parse_results_csv("\xEF\xBB\xBFgpus,global_batch,epoch_s\n1,2,3\n", "x.csv");
+  CHECK(t.rows.size() == 1);
+  CHECK_THAT(error_of("gpus;global_batch;epoch_s\n1;2;3\n"),
+             Catch::Contains("(cells are separated by commas)"));
+}
+
 TEST_CASE("a bad cell is refused with its row, column and range") {
   const std::string header = "gpus,global_batch,per_gpu_batch,epoch_s,iteration_s\n";
   CHECK(error_of(header + "0,2,,3,\n") ==

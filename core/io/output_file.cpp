@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -137,10 +138,22 @@ void write_replacing(const OutputFile& out, std::string_view content) {
   const std::string& given = out.given();
   std::string pattern =
       (folder_of(target) / ("." + target.filename().string() + ".epochcast-XXXXXX")).string();
+  // The temporary is created and entered in the handler's table with SIGINT and SIGTERM held
+  // back: a signal between the two would end the process with a temporary the handler does not
+  // know of. Held back, it arrives once the entry is ready.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
   int fd = ::mkstemp(pattern.data());
-  if (fd < 0)
-    fail(given, out.option(), fmt::format("cannot write the file: {}", std::strerror(errno)));
-  int slot = remember_temporary(pattern);
+  const int create_error = errno;
+  int slot = fd >= 0 ? remember_temporary(pattern) : -1;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (fd < 0) {
+    fail(given, out.option(),
+         fmt::format("cannot write the file: {}", std::strerror(create_error)));
+  }
   auto abandon = [&](int error_number) {
     if (fd >= 0) ::close(fd);
     ::unlink(pattern.c_str());

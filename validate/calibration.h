@@ -21,7 +21,6 @@
 
 #include "core/measure/measurements.h"
 #include "core/spec/scenario_spec.h"
-#include "core/yaml/strict_yaml.h"
 
 namespace epochcast::validate {
 
@@ -55,23 +54,5 @@ struct Calibration {
 // measurements determine.
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
                       const std::vector<std::string>& file_names);
-
-// Raises InputError naming the file and the point when a point that ended ok could not have
-// run in the scenario (more GPUs than its machine, a batch larger than its data set, ...):
-// predicting it would compare against something else.
-void check_measured_points(const MeasuredScenario& measured);
-
-// Loads a measurement file and the scenario it ran (`scenario_override`, or the recorded
-// scenario_file: as recorded from here, else relative to the measurement file, else a bundled
-// one), re-applying the recorded --set/--gpus/--batch and then `extra` (the command's own);
-// checks its points.
-MeasuredScenario load_measured_scenario(const std::string& measurement_file,
-                                        const std::string& scenario_override = "",
-                                        const std::vector<yaml::Override>& extra = {});
-
-// "" when the measurements' device is the scenario's, else a sentence saying they differ: the
-// CPU against a GPU, or a GPU whose model (H100, 1080, ...) is not in the measured name.
-std::string measured_device_note(const ScenarioSpec& scenario,
-                                 const MeasuredEnvironment& environment);
 
 }  // namespace epochcast::validate

@@ -1,6 +1,8 @@
 // Measurement files and results tables as measured scenarios.
 #include "validate/measurement_input.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -16,6 +18,36 @@
 namespace epochcast::validate {
 
 namespace {
+
+// The letters-and-digits words of a device name, upper-cased ("A100-SXM4-40GB": A100, SXM4,
+// 40GB).
+std::vector<std::string> upper_words(const std::string& name) {
+  std::vector<std::string> out;
+  std::string word;
+  for (char c : name + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      word += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      out.push_back(std::move(word));
+      word.clear();
+    }
+  }
+  return out;
+}
+
+// A catalogue name's model: its first word with a digit that is not a memory size ("H100" of
+// "NVIDIA H100 SXM5 80GB"), else its first word past the brand ("TITAN" of "NVIDIA TITAN RTX").
+std::string model_word(const std::string& catalogue_name) {
+  const std::vector<std::string> words = upper_words(catalogue_name);
+  for (const std::string& w : words) {
+    const bool digit = std::any_of(w.begin(), w.end(), [](char c) { return std::isdigit(c) != 0; });
+    const bool size = w.size() > 2 && w.ends_with("GB");
+    if (digit && !size) return w;
+  }
+  for (const std::string& w : words)
+    if (w != "NVIDIA" && w != "GEFORCE" && w != "TESLA") return w;
+  return "";
+}
 
 // A row's scenario and overrides, as written: rows that agree on all four share a scenario.
 using GroupKey = std::tuple<std::string, std::string, std::string, std::string>;
@@ -158,6 +190,85 @@ std::vector<MeasuredScenario> load_results_table(const std::string& file,
 }
 
 }  // namespace
+
+void check_measured_points(const MeasuredScenario& measured) {
+  for (std::size_t i = 0; i < measured.measurements.points.size(); ++i) {
+    const MeasuredPoint& p = measured.measurements.points[i];
+    if (p.status != PointStatus::ok) continue;
+    std::string problem =
+        point_problem(measured.scenario, SweepPoint{p.gpus, p.global_batch, p.per_gpu_batch});
+    if (!problem.empty()) {
+      throw InputError(SourceMark{measured.file, 0, 0}, fmt::format("points[{}]", i),
+                       fmt::format("the point {} GPU{}, global batch {} cannot run in scenario "
+                                   "'{}': {}",
+                                   p.gpus, p.gpus == 1 ? "" : "s", p.global_batch,
+                                   measured.scenario.name, problem));
+    }
+  }
+}
+
+MeasuredScenario load_measured_scenario(const std::string& measurement_file,
+                                        const std::string& scenario_override,
+                                        const std::vector<yaml::Override>& extra) {
+  MeasuredScenario m;
+  m.file = measurement_file;
+  m.measurements = load_measurements(measurement_file);
+  std::string scenario_file = scenario_override;
+  if (scenario_file.empty()) {
+    const std::string& recorded = m.measurements.scenario_file;
+    if (recorded.empty()) {
+      throw InputError(SourceMark{measurement_file, 0, 0}, "scenario_file",
+                       "the file records no scenario (benchmarks alone?); pass the scenario");
+    }
+    // Recorded as given to `run`, relative to where it ran: found from here when this is the
+    // same folder, else beside the measurement file, else among the bundled scenarios.
+    std::error_code ignored;
+    scenario_file =
+        std::filesystem::is_regular_file(recorded, ignored)
+            ? recorded
+            : resolve_data_file(recorded, std::filesystem::path(measurement_file).parent_path(),
+                                "scenarios", SourceMark{measurement_file, 0, 0}, "scenario_file")
+                  .string();
+  }
+  std::vector<yaml::Override> overrides;
+  for (const std::string& argument : m.measurements.arguments) {
+    std::size_t space = argument.find(' ');
+    std::string option = argument.substr(0, space);
+    std::string value = space == std::string::npos ? "" : argument.substr(space + 1);
+    if (option == "--set") {
+      overrides.push_back(yaml::parse_override(value));
+    } else if (option == "--gpus" || option == "--batch") {
+      overrides.push_back(
+          {option == "--gpus" ? "sweep.gpus" : "sweep.batch", "[" + value + "]", argument});
+    }
+  }
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  m.scenario = load_scenario(scenario_file, overrides);
+  check_measured_points(m);
+  return m;
+}
+
+std::string measured_device_note(const ScenarioSpec& scenario,
+                                 const MeasuredEnvironment& environment) {
+  const GpuSpec& gpu = scenario.machine.gpu;
+  if (environment.device_kind.empty() || environment.device_name.empty()) return "";
+  const bool scenario_is_cpu = gpu.architecture == "x86-64" || gpu.architecture == "aarch64";
+  const bool measured_on_cpu = environment.device_kind == "cpu";
+  std::string mismatch;
+  if (scenario_is_cpu != measured_on_cpu) {
+    mismatch = measured_on_cpu ? "the CPU" : "a GPU";
+  } else if (!scenario_is_cpu) {
+    const std::string model = model_word(gpu.name);
+    std::vector<std::string> measured = upper_words(environment.device_name);
+    if (!model.empty() && std::find(measured.begin(), measured.end(), model) == measured.end())
+      mismatch = "another device";
+  }
+  if (mismatch.empty()) return "";
+  return fmt::format(
+      "measured on {} ({}), but the scenario's machine has {}: the comparison is "
+      "across devices",
+      environment.device_name, mismatch, gpu.name);
+}
 
 std::vector<MeasuredScenario> load_measurement_input(const std::string& file,
                                                      const std::string& scenario_override,

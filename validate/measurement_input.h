@@ -10,8 +10,8 @@
 
 namespace epochcast::validate {
 
-// A measurement file gives one measured scenario (load_measured_scenario). A results table gives
-// one per distinct scenario and overrides of its rows (scenario, precision, strategy and set
+// A measurement file gives one measured scenario (load_measured_scenario, below). A results table
+// gives one per distinct scenario and overrides of its rows (scenario, precision, strategy and set
 // columns), with each row's figure and nothing it does not give; `scenario_override` (the
 // command's scenario) replaces the scenario column and `extra` (the command's --set) applies
 // after the rows' own overrides. A point that cannot run in its scenario or appears twice is
@@ -19,5 +19,23 @@ namespace epochcast::validate {
 std::vector<MeasuredScenario> load_measurement_input(const std::string& file,
                                                      const std::string& scenario_override = "",
                                                      const std::vector<yaml::Override>& extra = {});
+
+// Raises InputError naming the file and the point when a point that ended ok could not have
+// run in the scenario (more GPUs than its machine, a batch larger than its data set, ...):
+// predicting it would compare against something else.
+void check_measured_points(const MeasuredScenario& measured);
+
+// Loads a measurement file and the scenario it ran (`scenario_override`, or the recorded
+// scenario_file: as recorded from here, else relative to the measurement file, else a bundled
+// one), re-applying the recorded --set/--gpus/--batch and then `extra` (the command's own);
+// checks its points.
+MeasuredScenario load_measured_scenario(const std::string& measurement_file,
+                                        const std::string& scenario_override = "",
+                                        const std::vector<yaml::Override>& extra = {});
+
+// "" when the measurements' device is the scenario's, else a sentence saying they differ: the
+// CPU against a GPU, or a GPU whose model (H100, 1080, ...) is not in the measured name.
+std::string measured_device_note(const ScenarioSpec& scenario,
+                                 const MeasuredEnvironment& environment);
 
 }  // namespace epochcast::validate

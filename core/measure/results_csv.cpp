@@ -25,7 +25,9 @@ constexpr std::string_view kFigures[] = {"epoch_s", "iteration_s", "samples_per_
 
 // The same limits as measurement files: a time above 0 and at most 1e9 s (32 years).
 constexpr double kMaxSeconds = 1e9;
-constexpr double kMaxSamplesPerSecond = 1e12;
+// A throughput of at most the largest data set a scenario may hold per second: a bound that
+// refuses only nonsense (a unit slip), not a figure of any machine.
+constexpr double kMaxSamplesPerSecond = static_cast<double>(limits::kMaxSamples);
 
 // Cells of one line, each with the 1-based column where it starts. Quoted cells may hold
 // commas and doubled quotes; a quote must close on its line.

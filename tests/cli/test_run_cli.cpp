@@ -54,7 +54,8 @@ std::string fresh_folder(const std::string& name) {
   return folder;
 }
 
-// The names in `folder` other than `expected`: temporaries (.NAME.epochcast-XXXXXX) left behind.
+// The names in `folder` other than `expected`: temporaries left behind (core/io names them
+// .NAME.epochcast- and six random characters).
 std::vector<std::string> strays(const std::string& folder, const std::string& expected) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {

@@ -108,7 +108,16 @@ HardwareProfile read_profile(const yaml::Document& document) {
                                   std::span<const std::string_view>(kLinkKindKeys));
   yaml::MapReader step_latency(links.required("step_latency_us"),
                                std::span<const std::string_view>(kLinkKindKeys));
-  for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i) {
+  // Profiles written before the host bridge had its own figures gave one PCIe figure for both.
+  constexpr std::size_t kHostBridge = kLinkKinds - 1;
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (i == kHostBridge) {
+      auto e = link_efficiency.optional(kLinkKindKeys[i]);
+      auto l = step_latency.optional(kLinkKindKeys[i]);
+      p.links.efficiency[i] = e ? fraction(*e) : p.links.efficiency[0];
+      p.links.step_latency[i] = l ? micros(*l) : p.links.step_latency[0];
+      continue;
+    }
     p.links.efficiency[i] = fraction(link_efficiency.required(kLinkKindKeys[i]));
     p.links.step_latency[i] = micros(step_latency.required(kLinkKindKeys[i]));
   }

@@ -52,16 +52,17 @@ struct TransferCosts {
   Seconds copy_latency;              // fixed cost of one copy
 };
 
-// Interconnect links as applications see them, per kind of link (LinkKind order: PCIe, socket,
-// NVLink, NVSwitch, network).
-inline constexpr std::string_view kLinkKindKeys[] = {"pcie", "socket", "nvlink", "nvswitch",
-                                                     "network"};
+// Interconnect links as applications see them, per kind of link (LinkKind order: PCIe through a
+// switch, socket, NVLink, NVSwitch, network, PCIe into a CPU's host bridge).
+inline constexpr std::string_view kLinkKindKeys[] = {"pcie",     "socket",  "nvlink",
+                                                     "nvswitch", "network", "host_bridge"};
+inline constexpr std::size_t kLinkKinds = std::size(kLinkKindKeys);
 struct LinkCosts {
   // Fraction of a link's datasheet bandwidth that transfers reach.
-  std::array<double, 5> efficiency{};
+  std::array<double, kLinkKinds> efficiency{};
   // Software latency of one step of a collective whose slowest hop is this kind of link (NCCL's
   // per-step latency), on top of the links' own latencies.
-  std::array<Seconds, 5> step_latency{};
+  std::array<Seconds, kLinkKinds> step_latency{};
   Seconds collective_launch;  // host cost of launching one collective (NCCL call, stream sync)
 };
 

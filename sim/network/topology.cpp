@@ -111,6 +111,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
     // Attachment points of the PCIe groups: switches, or the root complexes themselves.
     std::vector<int> group_vertex;
     std::vector<int> group_socket;
+    const LinkKind into_group = switches == 0 ? LinkKind::host_bridge : LinkKind::pcie;
     for (int g = 0; g < groups; ++g) {
       int socket = g / std::max(1, switches);
       group_socket.push_back(socket);
@@ -119,7 +120,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
         continue;
       }
       int sw = t.add_vertex(VertexKind::pcie_switch, fmt::format("{}pcie-switch{}", prefix, g), n);
-      t.add_link(sw, cpus[static_cast<std::size_t>(socket)], LinkKind::pcie,
+      t.add_link(sw, cpus[static_cast<std::size_t>(socket)], LinkKind::host_bridge,
                  pcie_link_bandwidth(up_gen, up_lanes), hop, up_lanes, pcie_label(up_gen, up_lanes),
                  pcie_source(up_gen, up_lanes) + "; layout: " + pcie_layout);
       group_vertex.push_back(sw);
@@ -128,7 +129,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
     for (int g = 0; g < m.gpus_per_node; ++g) {
       int v = t.add_vertex(VertexKind::gpu, fmt::format("{}gpu{}", prefix, g), n);
       int group = g * groups / m.gpus_per_node;
-      t.add_link(v, group_vertex[static_cast<std::size_t>(group)], LinkKind::pcie,
+      t.add_link(v, group_vertex[static_cast<std::size_t>(group)], into_group,
                  pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
                  pcie_source(gen, lanes) + "; layout: " + pcie_layout);
       gpus.push_back(v);
@@ -186,7 +187,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
         int nic = t.add_vertex(VertexKind::nic, fmt::format("{}nic{}", prefix, i), n);
         t.nics_.back().push_back(nic);
         int group = i * groups / network->nics_per_node;
-        t.add_link(nic, group_vertex[static_cast<std::size_t>(group)], LinkKind::pcie,
+        t.add_link(nic, group_vertex[static_cast<std::size_t>(group)], into_group,
                    pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
                    pcie_source(gen, lanes) + "; layout: " + pcie_layout);
         // The machine file gives NIC-to-NIC latency through the fabric: half on each side.

@@ -17,9 +17,11 @@
 namespace epochcast::sim {
 
 enum class VertexKind { gpu, cpu, pcie_switch, nvswitch, nic, leaf_switch, spine_switch };
-enum class LinkKind { pcie, socket, nvlink, nvswitch, network };
-inline constexpr std::string_view kLinkKindNames[] = {"PCIe", "socket", "NVLink", "NVSwitch",
-                                                      "network"};
+// PCIe links are two kinds: `pcie` ends at a PCIe switch, `host_bridge` at a CPU's root complex
+// (a GPU or switch attached to the CPU), where peer traffic runs far below the link rate.
+enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge };
+inline constexpr std::string_view kLinkKindNames[] = {"PCIe",     "socket",  "NVLink",
+                                                      "NVSwitch", "network", "host bridge"};
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;

@@ -259,3 +259,36 @@ TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double bi
     }
   }
 }
+
+TEST_CASE("PCIe into a CPU's host bridge is its own kind of link, with its own efficiency") {
+  HardwareProfile p = profile();
+  const double host_bridge = p.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)];
+  const double through_switch = p.links.efficiency[static_cast<std::size_t>(LinkKind::pcie)];
+  REQUIRE(host_bridge < through_switch);
+  // Seed 001's box: the cards hang off the root complex, so peers cross the host bridge.
+  Topology seed = Topology::build(machine("seed001-box"), 1);
+  TransferRoute r = transfer_route(seed, p, Transfer{0, 1, false, Bytes(0), {}});
+  CHECK(r.slowest == LinkKind::host_bridge);
+  CHECK(r.bandwidth.value() ==
+        Approx(seed.links()[static_cast<std::size_t>(r.hops.front().link)].bandwidth.value() *
+               host_bridge));
+  // Under one PCIe switch the same cards would not touch it: only the switches' uplinks do.
+  Topology boxes = Topology::build(machine("pcie-2socket-8gpu"), 1);
+  for (const TopologyLink& link : boxes.links()) {
+    const VertexKind a = boxes.vertices()[static_cast<std::size_t>(link.a)].kind;
+    const VertexKind b = boxes.vertices()[static_cast<std::size_t>(link.b)].kind;
+    if (a == VertexKind::gpu || b == VertexKind::gpu) CHECK(link.kind == LinkKind::pcie);
+    if (a == VertexKind::cpu && b == VertexKind::pcie_switch)
+      CHECK(link.kind == LinkKind::host_bridge);
+    if (b == VertexKind::cpu && a == VertexKind::pcie_switch)
+      CHECK(link.kind == LinkKind::host_bridge);
+  }
+  // A profile written before the split gives one PCIe figure for both kinds.
+  std::string text = profile_yaml(p, "test");
+  for (std::size_t at; (at = text.find(", host_bridge: ")) != std::string::npos;)
+    text.erase(at, text.find('}', at) - at);
+  HardwareProfile old = load_profile_from_string(text, "old.yaml");
+  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)] == through_switch);
+  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)] ==
+        old.links.step_latency[static_cast<std::size_t>(LinkKind::pcie)]);
+}

@@ -225,7 +225,7 @@ TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the 
   ScenarioSpec s = scenario(R"(model: spoken-digits-linear
 hardware: seed001-box
 dataset: {name: fsdd, train_samples: 9000, validation_samples: 1001, classes: 10}
-loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 5000}
+loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 20000}
 training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
 sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
 )");

@@ -1,14 +1,18 @@
 // `epochcast calibrate MEASUREMENTS... -o PROFILE`: fit the simulator to measurements.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/holdout.h"
+#include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "validate/calibration.h"
+#include "validate/end_to_end_fit.h"
 #include "validate/measurement_input.h"
 
 namespace epochcast::cli {
@@ -24,6 +28,61 @@ struct CalibrateArgs {
 
 }  // namespace
 
+// Every figure the end-to-end fit considered: prior, fitted value, spread before and after (as
+// a factor: x1.05 is about +-5%), and what the points say about it.
+void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
+  fmt::print(out,
+             "\nEnd-to-end fit of {} measured figures ({} start{}, {} simulations): MAPE {:.1f}% "
+             "with the prior, {:.1f}% fitted, {:.1f}% leave-one-out{}\n",
+             fit.points, fit.starts, fit.starts == 1 ? "" : "s", fit.simulations,
+             fit.prior_mape_pct, fit.fitted_mape_pct, fit.leave_one_out_mape_pct,
+             fit.noise_scale > 1 ? fmt::format(" (residuals {:.1f}x the assumed 2% noise: "
+                                               "spreads scaled up)",
+                                               fit.noise_scale)
+                                 : "");
+  TextTable table;
+  table.add_column("figure", TextTable::Align::left);
+  table.add_column("prior");
+  table.add_column("fitted");
+  table.add_column("x spread 1 sd");
+  table.add_column("prior x spread");
+  table.add_column("the points", TextTable::Align::left);
+  std::vector<std::string> fixed, unseen;
+  for (const validate::FigureEstimate& e : fit.figures) {
+    if (e.constraint == validate::Constraint::unseen) {
+      unseen.push_back(e.key);
+      continue;
+    }
+    if (e.constraint == validate::Constraint::fixed) fixed.push_back(e.key);
+    table.add_row({e.key, fmt::format("{:.4g}", e.prior), fmt::format("{:.4g}", e.value),
+                   fmt::format("x{:.3f}", std::exp(e.log_sd)),
+                   fmt::format("x{:.2f}", std::exp(e.prior_log_sd)),
+                   validate::constraint_name(e.constraint)});
+  }
+  if (fixed.size() + unseen.size() < fit.figures.size() || !fixed.empty())
+    fmt::print(out, "{}", table.render());
+  fmt::print(out, "  your {} points fix {}\n", fit.points,
+             fixed.empty() ? std::string("no figure to within half its prior spread")
+                           : fmt::format("{}", fmt::join(fixed, ", ")));
+  if (!unseen.empty()) {
+    fmt::print(out, "  not seen by these points, kept at their priors: {}\n",
+               fmt::join(unseen, ", "));
+  }
+  if (fit.kept_prior) {
+    fmt::print(out,
+               "  the fit is not kept: it predicts left-out points worse ({:.1f}%) than the "
+               "prior ({:.1f}%)\n",
+               fit.leave_one_out_mape_pct, fit.prior_mape_pct);
+  }
+  if (fit.next_point) {
+    fmt::print(out,
+               "  measure next: {} at {} GPU{}, batch {} (predicted +-{:.1f}% now, the most "
+               "uncertain point of the sweep)\n",
+               fit.next_point->scenario, fit.next_point->gpus, fit.next_point->gpus == 1 ? "" : "s",
+               fit.next_point->global_batch, fit.next_point->relative_sd * 100);
+  }
+}
+
 void print_calibration(std::FILE* out, const validate::Calibration& c) {
   fmt::print(out, "{:<52} {:>12} {:>6} {:>10}  {}\n", "parameter", "value", "points", "rms resid",
              "fitted to");
@@ -33,6 +92,7 @@ void print_calibration(std::FILE* out, const validate::Calibration& c) {
   }
   for (const std::string& note : c.notes)
     fmt::print(out, "  {}\n", note);
+  if (c.end_to_end && c.end_to_end->points > 0) print_identifiability(out, *c.end_to_end);
 }
 
 Command add_calibrate_command(CLI::App& app) {

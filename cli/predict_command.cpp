@@ -15,6 +15,7 @@
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
+#include "sim/predict/uncertainty.h"
 #include "sim/report/report.h"
 
 namespace epochcast::cli {
@@ -103,6 +104,7 @@ Command add_predict_command(CLI::App& app) {
         point_options.trace_iterations = args->trace_iterations;
       }
       results.push_back(sim::predict_point(scenario, points[i], point_options));
+      sim::add_epoch_interval(scenario, results.back(), options);
       progress.point_done();
     }
     sim::compare_with_one_gpu(scenario, results, options);

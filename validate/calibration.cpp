@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include "core/input_error.h"
+#include "core/spec/profile_figures.h"
 #include "sim/compute/device_model.h"
 #include "sim/predict/predict.h"
+#include "validate/end_to_end_fit.h"
 #include "validate/least_squares.h"
 #include "validate/validation.h"
 
@@ -301,39 +303,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Measured against simulated epochs (or iterations): the time per training step that, added to
-// every step, best closes the gap in relative terms (least squares on each point's relative error,
-// as MAPE counts them: large batches' long steps do not outweigh small ones), and each point's
-// relative residual.
-struct StepResiduals {
-  double mean_per_step = 0;
-  std::vector<double> relative;
-};
-
-StepResiduals step_residuals(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                             const HardwareProfile& profile) {
-  StepResiduals out;
-  double numerator = 0, denominator = 0;
-  for (const MeasuredScenario& input : inputs) {
-    ScenarioSpec s = input.scenario;
-    apply_profile(s, profile);
-    for (const MeasuredPoint& p : input.measurements.points) {
-      if (p.status != PointStatus::ok || (use && !use(p))) continue;
-      const MeasuredFigure figure = measured_figure(p);
-      const PredictedFigure r = predict_figure(s, p, figure.figure);
-      if (!r.simulated) continue;
-      const double measured = figure.seconds;
-      out.relative.push_back(r.seconds / measured - 1);
-      // Minimises the sum over points of ((simulated + steps x c - measured) / measured)^2.
-      const double steps = static_cast<double>(r.steps);
-      numerator += (measured - r.seconds) * steps / (measured * measured);
-      denominator += steps * steps / (measured * measured);
-    }
-  }
-  if (denominator > 0) out.mean_per_step = numerator / denominator;
-  return out;
-}
-
 double rms(const std::vector<double>& values) {
   double sum = 0;
   for (double v : values)
@@ -361,67 +330,60 @@ double spread_rms(const std::vector<double>& values, double value) {
   return rms(relative);
 }
 
-// What a step costs beyond the profiled layers and the loader: the optimizer's kernels and the
-// loop's own overhead. Both are constant per step, so one model's epochs cannot tell them apart;
-// the fit takes the simulated optimizer (at the layers' memory efficiency) as the prior and
-// moves only what the measurements demand. Steps that take longer than simulated get the
-// difference as the per-step overhead (the least-squares additive constant, re-simulated since
-// the host path is not purely additive when the device is the bottleneck). Steps that take less
-// even with no overhead mean the optimizer streams faster than the layers' kernels (as on CPUs):
-// its own memory efficiency is then raised until the epochs agree on average.
-void fit_step_time(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                   Calibration& out) {
-  const char* from_epochs = "measured epochs against simulated ones";
-  HardwareProfile& profile = out.profile;
-  const Seconds prior_overhead = profile.host.step_overhead;
-  profile.host.step_overhead = Seconds(0);
-  StepResiduals at_zero = step_residuals(inputs, use, profile);
-  if (at_zero.relative.empty()) {
-    profile.host.step_overhead = prior_overhead;
-    out.notes.push_back("host.step_overhead_us: kept: no measured point to fit it to");
-    return;
-  }
-  const int points = static_cast<int>(at_zero.relative.size());
-  if (at_zero.mean_per_step >= 0) {
-    double overhead = 0;
-    StepResiduals r = at_zero;
-    for (int round = 0; round < 3; ++round) {
-      overhead = std::max(0.0, overhead + r.mean_per_step);
-      profile.host.step_overhead = Seconds(overhead);
-      r = step_residuals(inputs, use, profile);
+// Figures fitted above enter the end-to-end fit with those fits as their priors: the fit's own
+// relative residual over the square root of its observations as the spread (at least 2%: the
+// model's own approximations), so that layer times and microbenchmarks keep their weight.
+std::vector<FigurePrior> measured_priors(const Calibration& c) {
+  std::vector<FigurePrior> priors;
+  for (const FittedParameter& f : c.fitted) {
+    const double spread =
+        std::max(0.02, f.rms_relative_residual / std::sqrt(std::max(1.0, double(f.observations))));
+    std::vector<std::string> keys{f.key};
+    if (f.key == "host.forward_op_us, backward_op_us, optimizer_op_us")
+      keys = {"host.forward_op_us", "host.backward_op_us", "host.optimizer_op_us"};
+    for (const std::string& key : keys) {
+      if (auto value = profile_figure_value(c.profile, key))
+        priors.push_back({key, *value, spread, f.from});
     }
-    out.fitted.push_back({"host.step_overhead_us", overhead * 1e6, points, rms(r.relative),
-                          fmt::format("{} (the additive constant per step)", from_epochs)});
+  }
+  return priors;
+}
+
+// The end-to-end fit (end_to_end_fit.h) over every figure the measured epochs and iterations
+// depend on; what it moves replaces or joins the fitted figures.
+void fit_end_to_end_figures(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
+                            Calibration& out) {
+  EndToEndFit fit = fit_end_to_end(inputs, use, out.profile, measured_priors(out));
+  if (fit.points == 0) {
+    out.notes.push_back("end-to-end: no measured epoch or iteration to fit");
+    out.end_to_end = std::make_shared<EndToEndFit>(std::move(fit));
     return;
   }
-  // Bisection on the optimizer's memory efficiency (in log space), between the layers' value,
-  // where the steps are too slow, and the datasheet bandwidth.
-  const double start = profile.gpu.optimizer_memory_or_default();
-  double low = start, high = 1.0;
-  profile.gpu.optimizer_memory = high;
-  StepResiduals r = step_residuals(inputs, use, profile);
-  if (r.mean_per_step < 0) {
+  if (fit.kept_prior) {
     out.notes.push_back(fmt::format(
-        "gpu.optimizer_memory_efficiency: at the datasheet bandwidth the simulated steps are still "
-        "{:.3g} us longer than measured: the layers' fit overestimates them",
-        -r.mean_per_step * 1e6));
-  } else {
-    for (int round = 0; round < 30 && high / low > 1.001; ++round) {
-      double middle = std::sqrt(low * high);
-      profile.gpu.optimizer_memory = middle;
-      r = step_residuals(inputs, use, profile);
-      (r.mean_per_step < 0 ? low : high) = middle;
-    }
-    profile.gpu.optimizer_memory = high;
-    r = step_residuals(inputs, use, profile);
+        "end-to-end: kept the prior: the fit predicts each left-out point {:.1f}% off on "
+        "average, the prior {:.1f}%",
+        fit.leave_one_out_mape_pct, fit.prior_mape_pct));
   }
-  out.fitted.push_back(
-      {"gpu.optimizer_memory_efficiency", *profile.gpu.optimizer_memory, points, rms(r.relative),
-       fmt::format("{}: steps shorter than the profiled layers and an optimizer at "
-                   "gpu.memory_efficiency ({:.3g}) allow",
-                   from_epochs, start)});
-  out.notes.push_back(
-      "host.step_overhead_us: 0: the measured steps leave no time beyond their kernels");
+  for (const FigureEstimate& e : fit.figures) {
+    if (fit.kept_prior || e.constraint == Constraint::unseen) continue;
+    if (std::abs(e.value / e.prior - 1) < 1e-9) continue;
+    FittedParameter f{
+        e.key, e.value, fit.points, fit.fitted_mape_pct / 100,
+        fmt::format("end-to-end fit of {} measured figures ({}; prior {:.4g} from "
+                    "{})",
+                    fit.points, constraint_name(e.constraint), e.prior, e.prior_from)};
+    auto same = std::find_if(out.fitted.begin(), out.fitted.end(),
+                             [&](const FittedParameter& g) { return g.key == e.key; });
+    if (same != out.fitted.end()) {
+      *same = f;
+    } else {
+      out.fitted.push_back(f);
+    }
+  }
+  out.profile = fit.profile;
+  out.profile.uncertainty = fit.uncertainty;
+  out.end_to_end = std::make_shared<EndToEndFit>(std::move(fit));
 }
 
 void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
@@ -556,7 +518,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
                           "the loaders' CPU clocks (median over points)"});
   }
   fit_links(inputs, out);
-  fit_step_time(inputs, use, out);
+  fit_end_to_end_figures(inputs, use, out);
 
   const MeasuredEnvironment& env = inputs.front().measurements.environment;
   out.profile.name = "calibrated-" + machine.gpu.id;

@@ -7,15 +7,15 @@
 //    relative residuals, with non-negative parameters);
 //  - per-op host cost, from the dispatch microbenchmark;
 //  - the input pipeline's CPU time per sample, from the loaders' own clocks;
-//  - the step time beyond the profiled layers, from measured against simulated epochs: the
-//    per-step overhead (what the loop costs beyond its kernels) as the least-squares additive
-//    constant when steps take longer than simulated, else the optimizer's own memory efficiency
-//    (its kernels stream whole tensors, faster than small layers' kernels on CPUs);
 //  - link and copy alpha and beta, from collective and copy microbenchmarks (t = alpha + bytes /
-//    beta).
+//    beta);
+//  - then every figure the measured epochs and iterations depend on, by nonlinear least squares
+//    with the simulator in the loop, the figures above entering with their fits as priors
+//    (end_to_end_fit.h).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,10 +44,15 @@ struct FittedParameter {
   std::string from;  // which measurements
 };
 
+struct EndToEndFit;
+
 struct Calibration {
   HardwareProfile profile;
   std::vector<FittedParameter> fitted;
   std::vector<std::string> notes;  // parameters left at their prior, and why
+  // The end-to-end fit's report: every figure's estimate and whether the points constrain it,
+  // leave-one-out error, the next point worth measuring.
+  std::shared_ptr<const EndToEndFit> end_to_end;
 };
 
 // Starts from each scenario's own profile (they must share a machine) and fits what the

@@ -101,7 +101,9 @@ MeasuredPoint point_of(const ResultRow& row) {
   MeasuredPoint p;
   p.gpus = row.gpus;
   p.global_batch = row.global_batch ? *row.global_batch : *row.per_gpu_batch * row.gpus;
-  p.per_gpu_batch = row.per_gpu_batch ? *row.per_gpu_batch : p.global_batch / row.gpus;
+  // The largest share when the batch does not divide evenly (as the sweep counts it).
+  p.per_gpu_batch =
+      row.per_gpu_batch ? *row.per_gpu_batch : (p.global_batch + row.gpus - 1) / row.gpus;
   p.status = PointStatus::ok;
   p.ranks = row.gpus;
   if (row.epoch_s) p.epoch_s_measured = *row.epoch_s;

@@ -1,10 +1,13 @@
 // Reads hardware profiles (kind: profile).
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/spec/file_kind.h"
+#include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
@@ -48,11 +51,55 @@ Bytes mebibytes(const yaml::Node& node) {
   return Bytes(static_cast<std::int64_t>(node.as_number_in(0, 1e9) * static_cast<double>(kMiB)));
 }
 
+// The covariance calibrate wrote: figures it fitted, and a symmetric matrix over them.
+ProfileUncertainty read_uncertainty(const yaml::Node& node) {
+  yaml::MapReader reader(node, {"figures", "log_covariance"});
+  ProfileUncertainty u;
+  std::vector<std::string_view> keys;
+  for (const ProfileFigure& f : profile_figures())
+    keys.push_back(f.key);
+  for (const yaml::Node& item : reader.required("figures").items(1)) {
+    std::string key = item.as_string();
+    if (!find_profile_figure(key))
+      item.fail(fmt::format("'{}' is not a figure of a profile{}", key, did_you_mean(key, keys)));
+    if (std::find(u.figures.begin(), u.figures.end(), key) != u.figures.end())
+      item.fail(fmt::format("'{}' is named twice", key));
+    u.figures.push_back(key);
+  }
+  const std::size_t n = u.figures.size();
+  yaml::Node rows_node = reader.required("log_covariance");
+  std::vector<yaml::Node> rows = rows_node.items();
+  if (rows.size() != n)
+    rows_node.fail(fmt::format("expected {} rows, one per figure, got {}", n, rows.size()));
+  std::vector<std::vector<yaml::Node>> cells;
+  for (const yaml::Node& row : rows) {
+    cells.push_back(row.items());
+    if (cells.back().size() != n)
+      row.fail(fmt::format("expected {} numbers, one per figure, got {}", n, cells.back().size()));
+    std::vector<double> values;
+    for (std::size_t j = 0; j < n; ++j)
+      values.push_back(cells.back()[j].as_number_in(cells.size() - 1 == j ? 0 : -100, 100));
+    u.log_covariance.push_back(std::move(values));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      const double a = u.log_covariance[i][j], b = u.log_covariance[j][i];
+      if (std::abs(a - b) > 1e-9 * std::max({1.0, std::abs(a), std::abs(b)}) ||
+          a * a > u.log_covariance[i][i] * u.log_covariance[j][j] * (1 + 1e-6)) {
+        cells[i][j].fail(
+            "expected a covariance: symmetric, and no entry larger than the product of its two "
+            "standard deviations");
+      }
+    }
+  }
+  return u;
+}
+
 HardwareProfile read_profile(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::profile);
   yaml::MapReader top(root, {"kind", "name", "description", "calibration", "input", "gpu", "host",
-                             "memory", "transfer", "links", "sources"});
+                             "memory", "transfer", "links", "uncertainty", "sources"});
   HardwareProfile p;
   p.source_file = document.file_name();
   p.name = top.required("name").as_string();
@@ -122,6 +169,8 @@ HardwareProfile read_profile(const yaml::Document& document) {
     p.links.step_latency[i] = micros(step_latency.required(kLinkKindKeys[i]));
   }
   p.links.collective_launch = micros(links.required("collective_launch_us"));
+
+  if (auto u = top.optional("uncertainty")) p.uncertainty = read_uncertainty(*u);
 
   yaml::Node sources_node = top.required("sources");
   std::vector<std::string_view> known(std::begin(kFigures), std::end(kFigures));
@@ -269,6 +318,19 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i)
     y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
   y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
+  if (!p.uncertainty.empty()) {
+    y += "uncertainty:\n  # covariance of the natural logarithms of the fitted figures\n";
+    y += "  figures: [";
+    for (std::size_t i = 0; i < p.uncertainty.figures.size(); ++i)
+      y += (i ? ", " : "") + p.uncertainty.figures[i];
+    y += "]\n  log_covariance:\n";
+    for (const std::vector<double>& row : p.uncertainty.log_covariance) {
+      y += "    - [";
+      for (std::size_t j = 0; j < row.size(); ++j)
+        y += (j ? ", " : "") + number(row[j]);
+      y += "]\n";
+    }
+  }
   y += "sources:\n";
   for (std::string_view figure : sourced_figures(p)) {
     auto found = p.sources.find(std::string(figure));

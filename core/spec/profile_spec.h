@@ -73,6 +73,15 @@ struct CalibrationOrigin {
   std::vector<std::string> measurements;  // the measurement files it was fitted to
 };
 
+// How uncertain calibration left its fitted figures: the covariance of their natural logarithms
+// (so a standard deviation of 0.05 is about 5%), from the fit's Jacobian at the solution.
+// `predict` turns it into an interval per point.
+struct ProfileUncertainty {
+  std::vector<std::string> figures;  // keys of profile_figures.h
+  std::vector<std::vector<double>> log_covariance;
+  bool empty() const { return figures.empty(); }
+};
+
 struct HardwareProfile {
   std::string name;
   std::string source_file;
@@ -85,6 +94,7 @@ struct HardwareProfile {
   DeviceMemoryCosts memory;
   TransferCosts transfer;
   LinkCosts links;
+  ProfileUncertainty uncertainty;
   std::map<std::string, std::string> sources;  // figure key -> where it comes from
 };
 

@@ -1,6 +1,7 @@
 // Predictions for the points of a scenario's sweep.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct PointResult {
   double scaling_efficiency = 0;
   std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
   std::string diagnosis;   // a sentence a user understands
+  // With a calibrated profile's uncertainty (sim/predict/uncertainty.h): the epoch's 95%
+  // interval and the standard deviation of its logarithm.
+  std::optional<std::pair<double, double>> epoch_interval;
+  double epoch_relative_sd = 0;
   std::vector<TraceEvent> trace;
   std::vector<TraceCounter> counters;
 };

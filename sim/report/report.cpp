@@ -79,7 +79,12 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   const Column scaling_columns[] = {{"comm total (s)", TextTable::Align::right},
                                     {"speedup", TextTable::Align::right},
                                     {"efficiency", TextTable::Align::right}};
+  bool intervals = false;
+  for (const PointResult& r : results)
+    intervals = intervals || r.epoch_interval.has_value();
   for (const Column& c : columns) {
+    if (intervals && std::string_view(c.header) == "samples/s")
+      table.add_column("95% interval (s)", TextTable::Align::right);
     if (multi && std::string_view(c.header) == "bottleneck") {
       for (const Column& scaling : scaling_columns)
         table.add_column(scaling.header, scaling.align);
@@ -94,6 +99,11 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       const Breakdown& b = r.breakdown;
       for (double v : {r.epoch_seconds})
         row.push_back(fixed(v, 4));
+      if (intervals) {
+        row.push_back(r.epoch_interval ? fmt::format("{}-{}", fixed(r.epoch_interval->first, 4),
+                                                     fixed(r.epoch_interval->second, 4))
+                                       : "-");
+      }
       row.push_back(throughput_text(r.samples_per_second));
       for (double v :
            {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
@@ -101,7 +111,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       }
       row.push_back(fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction));
     } else {
-      for (int i = 0; i < 10; ++i)
+      for (int i = 0; i < (intervals ? 11 : 10); ++i)
         row.push_back("-");
     }
     row.push_back(fixed(to_gib(r.memory.peak), 2));
@@ -127,6 +137,12 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       "what it ran or waited for; host is time it sat idle while the CPU dispatched work. They\n"
       "add up to the epoch. max batch is the largest per-GPU batch that fits in {:.1f} GiB.\n",
       to_gib(s.machine.gpu.memory));
+  if (intervals) {
+    out += fmt::format(
+        "The 95% interval comes from the uncertainty of the {} figures calibration fitted ({});\n"
+        "the figures it did not fit are taken as exact.\n",
+        s.profile.uncertainty.figures.size(), s.profile.name);
+  }
   if (multi) {
     out += fmt::format(
         "comm is communication GPU 0 waited for; comm total is all the time it had a collective\n"
@@ -198,6 +214,10 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
     };
     if (r.simulated) {
       point["epoch_s"] = r.epoch_seconds;
+      if (r.epoch_interval) {
+        point["epoch_interval_s"] = {r.epoch_interval->first, r.epoch_interval->second};
+        point["epoch_relative_sd"] = r.epoch_relative_sd;
+      }
       point["training_s"] = r.epoch_seconds * s.training.epochs;
       point["iteration_s"] = r.iteration_seconds;
       point["samples_per_s"] = r.samples_per_second;
@@ -230,6 +250,12 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       {"precision", precision_name(s)},
       {"profile", s.profile.name},
       {"cross_device", cross_device_note(s)},
+      {"uncertainty",
+       s.profile.uncertainty.empty()
+           ? std::string("none: the profile's figures are taken as exact")
+           : fmt::format("epoch_interval_s is a 95% interval from the covariance of the {} figures "
+                         "calibration fitted; the others are taken as exact",
+                         s.profile.uncertainty.figures.size())},
       {"epochs", s.training.epochs},
       {"gpu_share", s.contention.gpu_share},
       {"cpu_share", s.contention.cpu_share},

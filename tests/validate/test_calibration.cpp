@@ -9,6 +9,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/predict/predict.h"
 #include "validate/calibration.h"
+#include "validate/end_to_end_fit.h"
 #include "validate/least_squares.h"
 #include "validate/validation.h"
 
@@ -207,7 +208,6 @@ TEST_CASE("calibrated on every other batch size, noisy measurements predict the 
                         << uncalibrated.held_out->mape_pct << "% uncalibrated");
   CHECK(report.held_out->mape_pct <= 15.0);
   CHECK(report.held_out->mape_pct < uncalibrated.held_out->mape_pct);
-  CHECK(c.profile.host.step_overhead.value() == Approx(3e-3).epsilon(0.25));
 }
 
 TEST_CASE(
@@ -237,6 +237,8 @@ TEST_CASE("the fitted layer times add up to the measured ones") {
   // reproduces both, and the fit, weighing each layer's relative error, would favour the many
   // short ones and come out short of the sum.
   ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  // Layer times alone (no epoch or iteration figure for the end-to-end fit to weigh): the
+  // property is the layer fit's own.
   MeasuredScenario measured = synthetic_measurements(scenario, scenario.profile);
   for (MeasuredPoint& p : measured.measurements.points) {
     for (LayerTiming& t : p.layers) {
@@ -244,6 +246,10 @@ TEST_CASE("the fitted layer times add up to the measured ones") {
       t.forward_s *= slowdown;
       t.backward_s *= slowdown;
     }
+    p.epoch_s_estimated = 0;
+    p.epoch_s_measured.reset();
+    p.iteration_s = {};
+    p.samples_per_s = 0;
   }
   Calibration c = calibrate({measured}, {}, {"synthetic.json"});
   // The scale minimises the squared relative errors of the sums, sum((r - 1)^2) over points with
@@ -261,31 +267,34 @@ TEST_CASE("the fitted layer times add up to the measured ones") {
   CHECK(ratio_squares / ratio_sum == Approx(1).epsilon(0.002));
 }
 
-TEST_CASE("the step time beyond the layers goes to the loop's overhead or to the optimizer") {
-  // The linear model's Adam step streams 12 M parameters several times a step: at batch 10 the
-  // optimizer is a large share of the step, so its memory efficiency shows in the epochs.
+TEST_CASE("one model's epochs fix the step time beyond its layers, not how it splits") {
+  // The linear model's Adam step streams 12 M parameters several times a step, and the loop
+  // costs a constant per step too: one model's epochs cannot tell the two apart, whatever the
+  // batch. The fit reproduces the epochs and says that neither figure is fixed.
   ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"),
                                         {{"sweep.gpus", "[1]", ""},
                                          {"sweep.batch", "[10, 50, 200, 600]", ""},
                                          {"training.strategy", "single", ""}});
   HardwareProfile truth = scenario.profile;
   truth.gpu.memory = 0.5;
-  SECTION("steps longer than their kernels: a per-step overhead, the optimizer as the layers") {
+  SECTION("a per-step overhead") {
     truth.host.step_overhead = Seconds(400e-6);
-    Calibration c = calibrate({synthetic_measurements(scenario, truth)}, {}, {"synthetic.json"});
-    CHECK(c.profile.host.step_overhead.value() == Approx(400e-6).epsilon(0.05));
-    CHECK_FALSE(c.profile.gpu.optimizer_memory);
   }
-  SECTION("steps shorter than the layers' efficiency allows: the optimizer's own efficiency") {
+  SECTION("an optimizer streaming faster than the layers") {
     truth.host.step_overhead = Seconds(0);
     truth.gpu.optimizer_memory = 0.9;
-    Calibration c = calibrate({synthetic_measurements(scenario, truth)}, {}, {"synthetic.json"});
-    CHECK(c.profile.gpu.memory == Approx(0.5).epsilon(0.02));
-    REQUIRE(c.profile.gpu.optimizer_memory);
-    CHECK(*c.profile.gpu.optimizer_memory == Approx(0.9).epsilon(0.03));
-    CHECK(c.profile.host.step_overhead.value() == 0);
-    CHECK_THAT(c.profile.sources["gpu.optimizer_memory_efficiency"],
-               Catch::Contains("measured epochs"));
+  }
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  ScenarioSpec calibrated = scenario;
+  apply_profile(calibrated, c.profile);
+  CHECK(validate::validate(calibrated, measured.measurements).all.mape_pct < 1.0);
+  REQUIRE(c.end_to_end);
+  for (const FigureEstimate& e : c.end_to_end->figures) {
+    if (e.key == "host.step_overhead_us" || e.key == "gpu.optimizer_memory_efficiency") {
+      INFO(e.key << ": " << constraint_name(e.constraint));
+      CHECK(e.constraint != Constraint::unseen);
+    }
   }
 }
 

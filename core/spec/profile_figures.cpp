@@ -1,0 +1,116 @@
+// The key table of profile_figures.h.
+#include "core/spec/profile_figures.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace epochcast {
+
+namespace {
+
+constexpr double kFractionLow = 1e-4, kFractionHigh = 1;
+constexpr double kMicrosLow = 1e-3, kMicrosHigh = 1e9;
+
+std::vector<ProfileFigure> make_figures() {
+  std::vector<ProfileFigure> figures;
+  auto fraction = [&](std::string key) {
+    figures.push_back({std::move(key), FigureKind::fraction, kFractionLow, kFractionHigh});
+  };
+  auto micros = [&](std::string key) {
+    figures.push_back({std::move(key), FigureKind::microseconds, kMicrosLow, kMicrosHigh});
+  };
+  for (std::string_view op_class : kOpClassNames)
+    fraction(fmt::format("gpu.efficiency.{}", op_class));
+  fraction("gpu.memory_efficiency");
+  fraction("gpu.optimizer_memory_efficiency");
+  micros("gpu.min_kernel_us");
+  for (const char* key : {"forward_op_us", "backward_op_us", "optimizer_op_us", "step_overhead_us",
+                          "sync_us", "batch_fetch_us"})
+    micros(fmt::format("host.{}", key));
+  micros("input.sample_cpu_us");
+  fraction("transfer.pcie_efficiency");
+  fraction("transfer.pageable_efficiency");
+  micros("transfer.copy_latency_us");
+  for (std::string_view kind : kLinkKindKeys)
+    fraction(fmt::format("links.efficiency.{}", kind));
+  for (std::string_view kind : kLinkKindKeys)
+    micros(fmt::format("links.step_latency_us.{}", kind));
+  micros("links.collective_launch_us");
+  return figures;
+}
+
+// The storage behind a key: a fraction, or seconds shown as microseconds.
+struct Slot {
+  double* fraction = nullptr;
+  Seconds* time = nullptr;
+};
+
+Slot slot(HardwareProfile& p, std::string_view key) {
+  for (std::size_t i = 0; i < kOpClassCount; ++i) {
+    if (key == fmt::format("gpu.efficiency.{}", kOpClassNames[i])) return {&p.gpu.compute[i]};
+  }
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (key == fmt::format("links.efficiency.{}", kLinkKindKeys[i]))
+      return {&p.links.efficiency[i]};
+    if (key == fmt::format("links.step_latency_us.{}", kLinkKindKeys[i]))
+      return {nullptr, &p.links.step_latency[i]};
+  }
+  if (key == "gpu.memory_efficiency") return {&p.gpu.memory};
+  if (key == "gpu.min_kernel_us") return {nullptr, &p.gpu.min_kernel};
+  if (key == "host.forward_op_us") return {nullptr, &p.host.forward_op};
+  if (key == "host.backward_op_us") return {nullptr, &p.host.backward_op};
+  if (key == "host.optimizer_op_us") return {nullptr, &p.host.optimizer_op};
+  if (key == "host.step_overhead_us") return {nullptr, &p.host.step_overhead};
+  if (key == "host.sync_us") return {nullptr, &p.host.sync};
+  if (key == "host.batch_fetch_us") return {nullptr, &p.host.batch_fetch};
+  if (key == "transfer.pcie_efficiency") return {&p.transfer.pcie_efficiency};
+  if (key == "transfer.pageable_efficiency") return {&p.transfer.pageable_efficiency};
+  if (key == "transfer.copy_latency_us") return {nullptr, &p.transfer.copy_latency};
+  if (key == "links.collective_launch_us") return {nullptr, &p.links.collective_launch};
+  throw std::invalid_argument(fmt::format("no profile figure '{}'", key));
+}
+
+}  // namespace
+
+const std::vector<ProfileFigure>& profile_figures() {
+  static const std::vector<ProfileFigure> figures = make_figures();
+  return figures;
+}
+
+const ProfileFigure* find_profile_figure(std::string_view key) {
+  for (const ProfileFigure& f : profile_figures()) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+std::optional<double> profile_figure_value(const HardwareProfile& profile, std::string_view key) {
+  if (key == "input.sample_cpu_us") {
+    if (!profile.sample_cpu) return std::nullopt;
+    return profile.sample_cpu->value() * 1e6;
+  }
+  if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
+  HardwareProfile copy = profile;  // slot() hands out writable storage
+  Slot s = slot(copy, key);
+  return s.fraction ? *s.fraction : s.time->value() * 1e6;
+}
+
+void set_profile_figure(HardwareProfile& profile, std::string_view key, double value) {
+  if (key == "input.sample_cpu_us") {
+    profile.sample_cpu = Seconds(value * 1e-6);
+    return;
+  }
+  if (key == "gpu.optimizer_memory_efficiency") {
+    profile.gpu.optimizer_memory = value;
+    return;
+  }
+  Slot s = slot(profile, key);
+  if (s.fraction) {
+    *s.fraction = value;
+  } else {
+    *s.time = Seconds(value * 1e-6);
+  }
+}
+
+}  // namespace epochcast

@@ -1,0 +1,35 @@
+// Every free figure of a hardware profile by its key ("gpu.efficiency.conv",
+// "links.efficiency.host_bridge", "host.step_overhead_us", ...), read and written in the unit
+// its key names: what calibration fits, what a profile's uncertainty block names, and what
+// `predict` varies to turn that uncertainty into an interval.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/spec/profile_spec.h"
+
+namespace epochcast {
+
+enum class FigureKind {
+  fraction,      // an efficiency: of a peak, from 1e-4 to 1
+  microseconds,  // a time per operation, step or sample: from 1e-3 us to 1e9 us
+};
+
+struct ProfileFigure {
+  std::string key;
+  FigureKind kind = FigureKind::fraction;
+  double lower = 0, upper = 0;  // physical bounds, in the key's unit
+};
+
+// Every figure calibration may move, in a fixed order.
+const std::vector<ProfileFigure>& profile_figures();
+const ProfileFigure* find_profile_figure(std::string_view key);
+
+// The value in the key's unit; input.sample_cpu_us is absent unless the profile gives one.
+std::optional<double> profile_figure_value(const HardwareProfile& profile, std::string_view key);
+void set_profile_figure(HardwareProfile& profile, std::string_view key, double value);
+
+}  // namespace epochcast

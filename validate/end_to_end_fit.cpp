@@ -1,0 +1,504 @@
+// The end-to-end fit of end_to_end_fit.h: Ceres' Levenberg-Marquardt over whitened log figures,
+// the residuals computed by simulating every measured point.
+#include "validate/end_to_end_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <Eigen/Dense>
+#include <ceres/ceres.h>
+#include <fmt/format.h>
+
+#include "core/spec/profile_figures.h"
+#include "validate/validation.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+// Relative noise assumed of a measured figure without a spread of its own (run-to-run variation
+// of an epoch time; a published figure is rounded to a few digits).
+constexpr double kNoiseFloor = 0.02;
+// A p10-p90 range is 2.563 standard deviations of a normal distribution.
+constexpr double kSpreadToSd = 1 / 2.563;
+// Finite-difference step for the Jacobian, in prior spreads: large enough that the
+// discrete-event simulator's event reordering does not pass for a slope.
+constexpr double kStep = 0.01;
+// A figure is seen when moving it by its prior spread moves some point by a tenth of its noise.
+constexpr double kSeenThreshold = 0.1;
+// Solver iterations of a fit, and of each leave-one-out refit (which starts at the solution).
+constexpr int kMaxIterations = 50;
+constexpr int kMaxLeaveOneOutIterations = 8;
+// Candidates for the next measured point, at most, per fit.
+constexpr std::size_t kMaxCandidates = 64;
+
+struct FitPoint {
+  std::size_t input = 0;
+  MeasuredPoint point;
+  Figure figure = Figure::epoch;
+  double measured = 0;
+  double sigma = kNoiseFloor;
+};
+
+// A figure the fit moves, whitened: x = (log value - log prior) / log_sd.
+struct FreeFigure {
+  std::string key;
+  double prior = 0;
+  double log_sd = 1;
+  double lower = 0, upper = 0;  // bounds of x
+};
+
+// The simulator as a function of the free figures: relative error of every point.
+class PointModel {
+ public:
+  PointModel(const std::vector<MeasuredScenario>& inputs, const std::vector<FitPoint>& points,
+             const HardwareProfile& start)
+      : inputs_(inputs), points_(points), start_(start) {}
+
+  void set_free(std::vector<FreeFigure> free) { free_ = std::move(free); }
+  const std::vector<FreeFigure>& free() const { return free_; }
+
+  HardwareProfile profile_at(const double* x) const {
+    HardwareProfile p = start_;
+    for (std::size_t k = 0; k < free_.size(); ++k)
+      set_profile_figure(p, free_[k].key, free_[k].prior * std::exp(x[k] * free_[k].log_sd));
+    return p;
+  }
+
+  // Predicted over measured, minus one, for each point (NaN where it does not simulate).
+  std::vector<double> relative_errors(const HardwareProfile& profile) const {
+    std::vector<ScenarioSpec> scenarios;
+    for (const MeasuredScenario& input : inputs_) {
+      scenarios.push_back(input.scenario);
+      apply_profile(scenarios.back(), profile);
+    }
+    std::vector<double> errors;
+    for (const FitPoint& p : points_) {
+      PredictedFigure r = predict_figure(scenarios[p.input], p.point, p.figure);
+      ++simulations_;
+      errors.push_back(r.simulated ? r.seconds / p.measured - 1
+                                   : std::numeric_limits<double>::quiet_NaN());
+    }
+    return errors;
+  }
+
+  // Whitened data residuals (relative error over noise, times weight).
+  std::vector<double> residuals(const double* x, const std::vector<double>& weights) const {
+    std::vector<double> r = relative_errors(profile_at(x));
+    for (std::size_t i = 0; i < r.size(); ++i)
+      r[i] = r[i] / points_[i].sigma * weights[i];
+    return r;
+  }
+
+  const std::vector<FitPoint>& points() const { return points_; }
+  const std::vector<MeasuredScenario>& inputs() const { return inputs_; }
+  int simulations() const { return simulations_; }
+  void count(int n) const { simulations_ += n; }
+
+ private:
+  const std::vector<MeasuredScenario>& inputs_;
+  const std::vector<FitPoint>& points_;
+  const HardwareProfile& start_;
+  std::vector<FreeFigure> free_;
+  mutable int simulations_ = 0;
+};
+
+// Residuals: the points' whitened errors, then one prior term per free figure (x itself).
+// Jacobian by forward differences through the simulator.
+class EndToEndCost : public ceres::CostFunction {
+ public:
+  EndToEndCost(const PointModel& model, std::vector<double> weights)
+      : model_(model), weights_(std::move(weights)) {
+    set_num_residuals(static_cast<int>(model.points().size() + model.free().size()));
+    mutable_parameter_block_sizes()->push_back(static_cast<int>(model.free().size()));
+  }
+
+  bool Evaluate(double const* const* parameters, double* residuals,
+                double** jacobians) const override {
+    const double* x = parameters[0];
+    const std::size_t n = model_.free().size(), m = model_.points().size();
+    std::vector<double> r = model_.residuals(x, weights_);
+    for (double v : r) {
+      if (!std::isfinite(v)) return false;  // a point stopped simulating: reject the step
+    }
+    std::copy(r.begin(), r.end(), residuals);
+    for (std::size_t k = 0; k < n; ++k)
+      residuals[m + k] = x[k];
+    if (jacobians == nullptr || jacobians[0] == nullptr) return true;
+    double* J = jacobians[0];
+    std::fill(J, J + (m + n) * n, 0.0);
+    std::vector<double> moved(x, x + n);
+    for (std::size_t k = 0; k < n; ++k) {
+      const double step = x[k] + kStep <= model_.free()[k].upper ? kStep : -kStep;
+      moved[k] = x[k] + step;
+      std::vector<double> rk = model_.residuals(moved.data(), weights_);
+      moved[k] = x[k];
+      for (std::size_t i = 0; i < m; ++i)
+        J[i * n + k] = std::isfinite(rk[i]) ? (rk[i] - r[i]) / step : 0.0;
+      J[(m + k) * n + k] = 1.0;
+    }
+    return true;
+  }
+
+ private:
+  const PointModel& model_;
+  std::vector<double> weights_;
+};
+
+struct Solution {
+  std::vector<double> x;
+  double cost = std::numeric_limits<double>::infinity();
+};
+
+// Stops when an iteration improves the cost by less than 0.01%, or moves no figure by more than
+// 0.1% of its prior spread: finer than the measurements' noise, coarser than the simulator's
+// event-ordering ripple (which would otherwise keep the solver crawling).
+Solution solve(const PointModel& model, const std::vector<double>& weights, std::vector<double> x,
+               int max_iterations) {
+  EndToEndCost cost(model, weights);
+  ceres::Problem::Options problem_options;
+  problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
+  ceres::Problem problem(problem_options);
+  problem.AddResidualBlock(&cost, nullptr, x.data());
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const FreeFigure& f = model.free()[k];
+    x[k] = std::clamp(x[k], f.lower, f.upper);
+    problem.SetParameterLowerBound(x.data(), static_cast<int>(k), f.lower);
+    problem.SetParameterUpperBound(x.data(), static_cast<int>(k), f.upper);
+  }
+  ceres::Solver::Options options;
+  options.linear_solver_type = ceres::DENSE_QR;
+  options.max_num_iterations = max_iterations;
+  options.function_tolerance = 1e-4;
+  options.parameter_tolerance = 1e-3;
+  options.logging_type = ceres::SILENT;
+  options.num_threads = 1;
+  ceres::Solver::Summary summary;
+  ceres::Solve(options, &problem, &summary);
+  return {std::move(x), summary.final_cost};
+}
+
+// The Jacobian of the whitened residuals (points, then priors) at x.
+Eigen::MatrixXd jacobian(const PointModel& model, const std::vector<double>& weights,
+                         const std::vector<double>& x) {
+  EndToEndCost cost(model, weights);
+  const std::size_t rows = model.points().size() + x.size();
+  std::vector<double> residuals(rows), J(rows * x.size());
+  const double* parameters[] = {x.data()};
+  double* jacobians[] = {J.data()};
+  if (!cost.Evaluate(parameters, residuals.data(), jacobians))
+    throw std::logic_error("the fitted point no longer simulates");
+  Eigen::MatrixXd out(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(x.size()));
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t k = 0; k < x.size(); ++k)
+      out(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(k)) = J[i * x.size() + k];
+  return out;
+}
+
+double mape_pct(const std::vector<double>& relative_errors) {
+  double sum = 0;
+  for (double e : relative_errors)
+    sum += std::abs(e);
+  return relative_errors.empty() ? 0 : sum / static_cast<double>(relative_errors.size()) * 100;
+}
+
+std::vector<FitPoint> fit_points(const std::vector<MeasuredScenario>& inputs,
+                                 const PointFilter& use, const HardwareProfile& start) {
+  std::vector<FitPoint> points;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ScenarioSpec s = inputs[i].scenario;
+    apply_profile(s, start);
+    for (const MeasuredPoint& p : inputs[i].measurements.points) {
+      if (p.status != PointStatus::ok || (use && !use(p))) continue;
+      const MeasuredFigure figure = measured_figure(p);
+      if (figure.seconds <= 0) continue;
+      // A point the simulator says does not fit in memory is not comparable (as in validate).
+      if (!predict_figure(s, p, figure.figure).simulated) continue;
+      FitPoint f{i, p, figure.figure, figure.seconds, kNoiseFloor};
+      if (p.iteration_s.count > 1 && p.iteration_s.median > 0) {
+        const double spread = (p.iteration_s.p90 - p.iteration_s.p10) / p.iteration_s.median;
+        f.sigma = std::max(kNoiseFloor, spread * kSpreadToSd);
+      }
+      points.push_back(f);
+    }
+  }
+  return points;
+}
+
+// The candidates' priors: given ones, else the start profile's value and the default spread.
+// The loader's cost per sample is one figure of the profile: a candidate only when every
+// scenario reads the same data set (name and sample shape) at the same prior cost.
+std::vector<FreeFigure> candidates(const std::vector<MeasuredScenario>& inputs,
+                                   const HardwareProfile& start,
+                                   const std::vector<FigurePrior>& priors,
+                                   std::map<std::string, std::string>& prior_from) {
+  const ScenarioSpec& first = inputs.front().scenario;
+  bool one_pipeline = true;
+  for (const MeasuredScenario& m : inputs) {
+    one_pipeline = one_pipeline && m.scenario.dataset.name == first.dataset.name &&
+                   m.scenario.dataset.sample_shape == first.dataset.sample_shape &&
+                   m.scenario.loader.sample_cpu.value() == first.loader.sample_cpu.value();
+  }
+  std::vector<FreeFigure> out;
+  for (const ProfileFigure& figure : profile_figures()) {
+    std::optional<double> value = profile_figure_value(start, figure.key);
+    if (figure.key == "input.sample_cpu_us") {
+      if (!one_pipeline) continue;
+      if (!value) value = first.loader.sample_cpu.value() * 1e6;
+    }
+    if (!value || *value <= 0) continue;
+    FreeFigure f{figure.key, *value, default_log_sd(figure.key), 0, 0};
+    prior_from[figure.key] = "prior profile";
+    for (const FigurePrior& p : priors) {
+      if (p.key != figure.key) continue;
+      f.prior = p.value;
+      f.log_sd = p.log_sd;
+      prior_from[figure.key] = p.from;
+    }
+    f.prior = std::clamp(f.prior, figure.lower, figure.upper);
+    f.lower = std::log(figure.lower / f.prior) / f.log_sd;
+    f.upper = std::log(figure.upper / f.prior) / f.log_sd;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// Starts of the multi-start: the prior, then every free figure a prior spread up, down, and
+// alternately (the bottleneck a point sits at can switch, so the problem is not convex).
+std::vector<std::vector<double>> starts(std::size_t n) {
+  std::vector<std::vector<double>> out{std::vector<double>(n, 0.0)};
+  if (n == 0) return out;
+  out.emplace_back(n, 1.0);
+  out.emplace_back(n, -1.0);
+  std::vector<double> alternate(n);
+  for (std::size_t k = 0; k < n; ++k)
+    alternate[k] = k % 2 ? 1.0 : -1.0;
+  out.push_back(alternate);
+  return out;
+}
+
+struct Candidate {
+  std::size_t input = 0;
+  MeasuredPoint point;
+  Figure figure = Figure::epoch;
+};
+
+// Sweep points of the measured scenarios that were not measured.
+std::vector<Candidate> next_point_candidates(const std::vector<MeasuredScenario>& inputs,
+                                             const std::vector<FitPoint>& measured) {
+  std::vector<Candidate> out;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    Figure figure = Figure::iteration;
+    for (const FitPoint& p : measured) {
+      if (p.input == i && p.figure == Figure::epoch) figure = Figure::epoch;
+    }
+    std::set<std::pair<int, std::int64_t>> seen;
+    for (const MeasuredScenario& other : inputs) {
+      if (other.scenario.name != inputs[i].scenario.name) continue;
+      for (const MeasuredPoint& p : other.measurements.points)
+        seen.insert({p.gpus, p.global_batch});
+    }
+    for (const SweepPoint& s : expand_sweep(inputs[i].scenario)) {
+      if (seen.count({s.gpus, s.global_batch})) continue;
+      if (!point_problem(inputs[i].scenario, s).empty()) continue;
+      MeasuredPoint p;
+      p.gpus = s.gpus;
+      p.global_batch = s.global_batch;
+      p.per_gpu_batch = s.per_gpu_batch;
+      out.push_back({i, p, figure});
+    }
+  }
+  if (out.size() > kMaxCandidates) {  // evenly thinned, deterministically
+    std::vector<Candidate> thinned;
+    for (std::size_t k = 0; k < kMaxCandidates; ++k)
+      thinned.push_back(out[k * out.size() / kMaxCandidates]);
+    out = std::move(thinned);
+  }
+  return out;
+}
+
+// The candidate whose predicted figure is most uncertain: measuring it shrinks the predicted
+// uncertainty most (for one added point, the largest variance gains the most information).
+std::optional<NextPoint> suggest_next_point(const PointModel& model, const std::vector<double>& x,
+                                            const Eigen::MatrixXd& covariance) {
+  const std::vector<Candidate> candidates = next_point_candidates(model.inputs(), model.points());
+  if (candidates.empty() || x.empty()) return std::nullopt;
+  auto log_predictions = [&](const HardwareProfile& profile) {
+    std::vector<double> out;
+    std::vector<ScenarioSpec> scenarios;
+    for (const MeasuredScenario& input : model.inputs()) {
+      scenarios.push_back(input.scenario);
+      apply_profile(scenarios.back(), profile);
+    }
+    for (const Candidate& c : candidates) {
+      PredictedFigure r = predict_figure(scenarios[c.input], c.point, c.figure);
+      out.push_back(r.simulated && r.seconds > 0 ? std::log(r.seconds)
+                                                 : std::numeric_limits<double>::quiet_NaN());
+    }
+    model.count(static_cast<int>(candidates.size()));
+    return out;
+  };
+  const std::vector<double> base = log_predictions(model.profile_at(x.data()));
+  Eigen::MatrixXd G(static_cast<Eigen::Index>(candidates.size()),
+                    static_cast<Eigen::Index>(x.size()));
+  std::vector<double> moved = x;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const double step = x[k] + kStep <= model.free()[k].upper ? kStep : -kStep;
+    moved[k] = x[k] + step;
+    const std::vector<double> shifted = log_predictions(model.profile_at(moved.data()));
+    moved[k] = x[k];
+    for (std::size_t c = 0; c < candidates.size(); ++c)
+      G(static_cast<Eigen::Index>(c), static_cast<Eigen::Index>(k)) =
+          std::isfinite(base[c]) && std::isfinite(shifted[c]) ? (shifted[c] - base[c]) / step : 0.0;
+  }
+  std::optional<NextPoint> best;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (!std::isfinite(base[c])) continue;
+    Eigen::VectorXd g = G.row(static_cast<Eigen::Index>(c)).transpose();
+    const double sd = std::sqrt(std::max(0.0, g.dot(covariance * g)));
+    if (!best || sd > best->relative_sd * (1 + 1e-9)) {
+      const Candidate& k = candidates[c];
+      best =
+          NextPoint{model.inputs()[k.input].scenario.name, k.point.gpus, k.point.global_batch, sd};
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+const char* constraint_name(Constraint c) {
+  switch (c) {
+    case Constraint::fixed:
+      return "fixed by the points";
+    case Constraint::partly:
+      return "partly constrained";
+    case Constraint::unconstrained:
+      return "unconstrained, stays near its prior";
+    case Constraint::unseen:
+      return "not seen by the points, kept at its prior";
+  }
+  return "";
+}
+
+double default_log_sd(const std::string& key) {
+  const ProfileFigure* f = find_profile_figure(key);
+  return f && f->kind == FigureKind::fraction ? std::log(2.0) : std::log(3.0);
+}
+
+EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
+                           const HardwareProfile& start, const std::vector<FigurePrior>& priors) {
+  EndToEndFit out;
+  out.profile = start;
+  const std::vector<FitPoint> points = fit_points(inputs, use, start);
+  out.points = static_cast<int>(points.size());
+  std::map<std::string, std::string> prior_from;
+  std::vector<FreeFigure> all = candidates(inputs, start, priors, prior_from);
+  PointModel model(inputs, points, start);
+  if (points.empty()) return out;
+
+  // Which figures the points depend on at all: the rest are not fitted.
+  const std::vector<double> at_prior = model.relative_errors(start);
+  out.prior_mape_pct = mape_pct(at_prior);
+  std::vector<FreeFigure> free;
+  std::vector<FigureEstimate> unseen;
+  for (const FreeFigure& f : all) {
+    HardwareProfile moved = start;
+    const double direction = f.upper >= 1 ? 1.0 : -1.0;  // stay inside the bounds
+    set_profile_figure(moved, f.key, f.prior * std::exp(direction * f.log_sd));
+    const std::vector<double> errors = model.relative_errors(moved);
+    double largest = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (std::isfinite(errors[i]))
+        largest = std::max(largest, std::abs(errors[i] - at_prior[i]) / points[i].sigma);
+    }
+    if (largest >= kSeenThreshold) {
+      free.push_back(f);
+    } else {
+      unseen.push_back(
+          {f.key, f.prior, f.log_sd, f.prior, f.log_sd, Constraint::unseen, prior_from[f.key]});
+    }
+  }
+  model.set_free(free);
+  const std::vector<double> weights(points.size(), 1.0);
+
+  Solution best;
+  for (const std::vector<double>& x0 : starts(free.size())) {
+    ++out.starts;
+    Solution s = solve(model, weights, x0, kMaxIterations);
+    if (s.cost < best.cost * (1 - 1e-9)) best = std::move(s);
+  }
+  out.profile = model.profile_at(best.x.data());
+  const std::vector<double> fitted = model.relative_errors(out.profile);
+  out.fitted_mape_pct = mape_pct(fitted);
+
+  // Covariance of x from the Jacobian at the solution (the priors make it full rank), scaled up
+  // when the points scatter more than the assumed noise.
+  const std::size_t n = free.size(), m = points.size();
+  Eigen::MatrixXd covariance =
+      Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  if (n > 0) {
+    const Eigen::MatrixXd J = jacobian(model, weights, best.x);
+    const Eigen::MatrixXd H = J.transpose() * J;
+    covariance = H.ldlt().solve(
+        Eigen::MatrixXd::Identity(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n)));
+    const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
+    const double effective = (data.transpose() * data * covariance).trace();
+    double chi2 = 0;
+    for (std::size_t i = 0; i < m; ++i)
+      chi2 += std::pow(fitted[i] / points[i].sigma, 2);
+    const double dof = static_cast<double>(m) - effective;
+    if (dof > 0.5) out.noise_scale = std::max(1.0, std::sqrt(chi2 / dof));
+    covariance *= out.noise_scale * out.noise_scale;
+  }
+
+  // Leave-one-out: each point predicted by the fit to the others (from the solution).
+  std::vector<double> left_out;
+  for (std::size_t i = 0; i < m && m >= 2; ++i) {
+    std::vector<double> without = weights;
+    without[i] = 0;
+    Solution s = n > 0 ? solve(model, without, best.x, kMaxLeaveOneOutIterations) : best;
+    left_out.push_back(model.relative_errors(model.profile_at(s.x.data()))[i]);
+  }
+  out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
+  // Never worse: a fit that predicts unseen points worse than the prior does is not kept.
+  out.kept_prior = m >= 3 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
+
+  for (std::size_t k = 0; k < n; ++k) {
+    const FreeFigure& f = free[k];
+    const double sd_ratio = std::sqrt(
+        std::max(0.0, covariance(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(k))));
+    FigureEstimate e{f.key,
+                     f.prior,
+                     f.log_sd,
+                     *profile_figure_value(out.profile, f.key),
+                     sd_ratio * f.log_sd,
+                     Constraint::unconstrained,
+                     prior_from[f.key]};
+    e.constraint = sd_ratio < 0.5   ? Constraint::fixed
+                   : sd_ratio < 0.9 ? Constraint::partly
+                                    : Constraint::unconstrained;
+    out.figures.push_back(e);
+    out.uncertainty.figures.push_back(f.key);
+  }
+  for (std::size_t a = 0; a < n; ++a) {
+    std::vector<double> row;
+    for (std::size_t b = 0; b < n; ++b)
+      row.push_back(covariance(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) *
+                    free[a].log_sd * free[b].log_sd);
+    out.uncertainty.log_covariance.push_back(std::move(row));
+  }
+  out.figures.insert(out.figures.end(), unseen.begin(), unseen.end());
+  if (!out.kept_prior) out.next_point = suggest_next_point(model, best.x, covariance);
+  if (out.kept_prior) {
+    out.profile = start;
+    out.uncertainty = {};
+  }
+  out.simulations = model.simulations();
+  return out;
+}
+
+}  // namespace epochcast::validate

@@ -8,7 +8,9 @@
 
 #include "core/input_error.h"
 #include "core/spec/profile_figures.h"
+#include "sim/collectives/alpha_beta.h"
 #include "sim/compute/device_model.h"
+#include "sim/network/topology.h"
 #include "sim/predict/predict.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/least_squares.h"
@@ -410,19 +412,30 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
     // A ring all-reduce: 2(n-1) steps, each moving bytes/n over the slowest link.
     double steps = 2.0 * (ranks - 1);
     double link_gbps = inverse_bandwidth > 0 ? steps / ranks / inverse_bandwidth / 1e9 : 0;
-    bool nvlink = machine.topology.nvlink.shape != NvlinkShape::none;
-    std::size_t kind = nvlink ? 2 : 0;  // kLinkKindKeys: pcie, socket, nvlink, ...
+    // The ring's slowest hop is the route between neighbouring GPUs (NVLink, a PCIe switch or a
+    // CPU's host bridge): its kind gets the latency and efficiency.
+    const sim::Topology topology = sim::Topology::build(machine, 1);
+    const sim::TransferRoute route =
+        sim::transfer_route(topology, out.profile, sim::Transfer{0, 1, false, Bytes(0), {}});
+    const std::size_t kind = static_cast<std::size_t>(route.slowest);
+    double nominal = 0;
+    for (const sim::Hop& hop : route.hops) {
+      const sim::TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
+      if (link.kind == route.slowest && (nominal == 0 || link.bandwidth.value() < nominal))
+        nominal = link.bandwidth.value();
+    }
     out.profile.links.step_latency[kind] = Seconds(alpha / steps);
     const double residual = latency_bandwidth_rms(bytes, seconds, alpha, inverse_bandwidth);
     out.fitted.push_back(
         {fmt::format("links.step_latency_us.{}", kLinkKindKeys[kind]), alpha / steps * 1e6,
          static_cast<int>(bytes.size()), residual,
          fmt::format("all-reduce over {} ranks, 1 KiB to {} bytes", ranks, bytes.back())});
-    if (kind == 0 && link_gbps > 0) {
-      double efficiency = std::min(1.0, link_gbps * 1e9 / machine.gpu.pcie_bandwidth().value());
+    if (link_gbps > 0 && nominal > 0) {
+      double efficiency = std::min(1.0, link_gbps * 1e9 / nominal);
       out.profile.links.efficiency[kind] = efficiency;
-      out.fitted.push_back({"links.efficiency.pcie", efficiency, static_cast<int>(bytes.size()),
-                            residual, fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
+      out.fitted.push_back({fmt::format("links.efficiency.{}", kLinkKindKeys[kind]), efficiency,
+                            static_cast<int>(bytes.size()), residual,
+                            fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
     }
   } else {
     out.notes.push_back("links: kept: no all-reduce microbenchmark over 2 or more ranks");

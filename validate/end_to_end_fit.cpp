@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <Eigen/Dense>
 #include <ceres/ceres.h>
@@ -29,11 +32,42 @@ constexpr double kSpreadToSd = 1 / 2.563;
 constexpr double kStep = 0.01;
 // A figure is seen when moving it by its prior spread moves some point by a tenth of its noise.
 constexpr double kSeenThreshold = 0.1;
-// Solver iterations of a fit, and of each leave-one-out refit (which starts at the solution).
+// Solver iterations of a fit.
 constexpr int kMaxIterations = 50;
-constexpr int kMaxLeaveOneOutIterations = 8;
 // Candidates for the next measured point, at most, per fit.
 constexpr std::size_t kMaxCandidates = 64;
+
+// fn(i) for i in [0, count), spread over the machine's cores: the points of one evaluation are
+// independent simulations (each on its own copy of the scenario), and each result lands in its
+// own slot, so the outcome does not depend on the number of threads.
+std::vector<double> parallel_map(std::size_t count, const std::function<double(std::size_t)>& fn) {
+  std::vector<double> out(count);
+  const std::size_t threads =
+      std::min<std::size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = fn(i);
+    return out;
+  }
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        for (std::size_t i = t; i < count; i += threads)
+          out[i] = fn(i);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& w : workers)
+    w.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
+}
 
 struct FitPoint {
   std::size_t input = 0;
@@ -75,14 +109,12 @@ class PointModel {
       scenarios.push_back(input.scenario);
       apply_profile(scenarios.back(), profile);
     }
-    std::vector<double> errors;
-    for (const FitPoint& p : points_) {
+    simulations_ += static_cast<int>(points_.size());
+    return parallel_map(points_.size(), [&](std::size_t i) {
+      const FitPoint& p = points_[i];
       PredictedFigure r = predict_figure(scenarios[p.input], p.point, p.figure);
-      ++simulations_;
-      errors.push_back(r.simulated ? r.seconds / p.measured - 1
-                                   : std::numeric_limits<double>::quiet_NaN());
-    }
-    return errors;
+      return r.simulated ? r.seconds / p.measured - 1 : std::numeric_limits<double>::quiet_NaN();
+    });
   }
 
   // Whitened data residuals (relative error over noise, times weight).
@@ -156,8 +188,7 @@ struct Solution {
 // Stops when an iteration improves the cost by less than 0.01%, or moves no figure by more than
 // 0.1% of its prior spread: finer than the measurements' noise, coarser than the simulator's
 // event-ordering ripple (which would otherwise keep the solver crawling).
-Solution solve(const PointModel& model, const std::vector<double>& weights, std::vector<double> x,
-               int max_iterations) {
+Solution solve(const PointModel& model, const std::vector<double>& weights, std::vector<double> x) {
   EndToEndCost cost(model, weights);
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
@@ -171,7 +202,7 @@ Solution solve(const PointModel& model, const std::vector<double>& weights, std:
   }
   ceres::Solver::Options options;
   options.linear_solver_type = ceres::DENSE_QR;
-  options.max_num_iterations = max_iterations;
+  options.max_num_iterations = kMaxIterations;
   options.function_tolerance = 1e-4;
   options.parameter_tolerance = 1e-3;
   options.logging_type = ceres::SILENT;
@@ -327,19 +358,18 @@ std::optional<NextPoint> suggest_next_point(const PointModel& model, const std::
   const std::vector<Candidate> candidates = next_point_candidates(model.inputs(), model.points());
   if (candidates.empty() || x.empty()) return std::nullopt;
   auto log_predictions = [&](const HardwareProfile& profile) {
-    std::vector<double> out;
     std::vector<ScenarioSpec> scenarios;
     for (const MeasuredScenario& input : model.inputs()) {
       scenarios.push_back(input.scenario);
       apply_profile(scenarios.back(), profile);
     }
-    for (const Candidate& c : candidates) {
-      PredictedFigure r = predict_figure(scenarios[c.input], c.point, c.figure);
-      out.push_back(r.simulated && r.seconds > 0 ? std::log(r.seconds)
-                                                 : std::numeric_limits<double>::quiet_NaN());
-    }
     model.count(static_cast<int>(candidates.size()));
-    return out;
+    return parallel_map(candidates.size(), [&](std::size_t i) {
+      const Candidate& c = candidates[i];
+      PredictedFigure r = predict_figure(scenarios[c.input], c.point, c.figure);
+      return r.simulated && r.seconds > 0 ? std::log(r.seconds)
+                                          : std::numeric_limits<double>::quiet_NaN();
+    });
   };
   const std::vector<double> base = log_predictions(model.profile_at(x.data()));
   Eigen::MatrixXd G(static_cast<Eigen::Index>(candidates.size()),
@@ -428,7 +458,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   Solution best;
   for (const std::vector<double>& x0 : starts(free.size())) {
     ++out.starts;
-    Solution s = solve(model, weights, x0, kMaxIterations);
+    Solution s = solve(model, weights, x0);
     if (s.cost < best.cost * (1 - 1e-9)) best = std::move(s);
   }
   out.profile = model.profile_at(best.x.data());
@@ -438,13 +468,13 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   // Covariance of x from the Jacobian at the solution (the priors make it full rank), scaled up
   // when the points scatter more than the assumed noise.
   const std::size_t n = free.size(), m = points.size();
-  Eigen::MatrixXd covariance =
-      Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  const auto N = static_cast<Eigen::Index>(n);
+  Eigen::MatrixXd covariance = Eigen::MatrixXd::Zero(N, N);
+  Eigen::MatrixXd J;
   if (n > 0) {
-    const Eigen::MatrixXd J = jacobian(model, weights, best.x);
+    J = jacobian(model, weights, best.x);
     const Eigen::MatrixXd H = J.transpose() * J;
-    covariance = H.ldlt().solve(
-        Eigen::MatrixXd::Identity(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n)));
+    covariance = H.ldlt().solve(Eigen::MatrixXd::Identity(N, N));
     const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
     const double effective = (data.transpose() * data * covariance).trace();
     double chi2 = 0;
@@ -452,18 +482,26 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
       chi2 += std::pow(fitted[i] / points[i].sigma, 2);
     const double dof = static_cast<double>(m) - effective;
     if (dof > 0.5) out.noise_scale = std::max(1.0, std::sqrt(chi2 / dof));
-    covariance *= out.noise_scale * out.noise_scale;
   }
 
-  // Leave-one-out: each point predicted by the fit to the others (from the solution).
+  // Leave-one-out: each point predicted by the fit to the others. The refit is one Gauss-Newton
+  // step from the solution without the point (at the solution the gradient vanishes, so the step
+  // is (H - j j')^-1 j r, j and r the point's Jacobian row and residual); the left-out point is
+  // then simulated there, so the simulator's own nonlinearity is kept where it matters.
   std::vector<double> left_out;
   for (std::size_t i = 0; i < m && m >= 2; ++i) {
-    std::vector<double> without = weights;
-    without[i] = 0;
-    Solution s = n > 0 ? solve(model, without, best.x, kMaxLeaveOneOutIterations) : best;
-    left_out.push_back(model.relative_errors(model.profile_at(s.x.data()))[i]);
+    std::vector<double> x = best.x;
+    if (n > 0) {
+      const Eigen::VectorXd j = J.row(static_cast<Eigen::Index>(i)).transpose();
+      const Eigen::MatrixXd H = J.transpose() * J - j * j.transpose();
+      const Eigen::VectorXd step = H.ldlt().solve(j * (fitted[i] / points[i].sigma));
+      for (std::size_t k = 0; k < n; ++k)
+        x[k] = std::clamp(x[k] + step(static_cast<Eigen::Index>(k)), free[k].lower, free[k].upper);
+    }
+    left_out.push_back(model.relative_errors(model.profile_at(x.data()))[i]);
   }
   out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
+  covariance *= out.noise_scale * out.noise_scale;
   // Never worse: a fit that predicts unseen points worse than the prior does is not kept.
   out.kept_prior = m >= 3 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
 

@@ -158,3 +158,24 @@ TEST_CASE("validate and calibrate read a results table of published epochs") {
              Catch::Contains("published-bad.csv:3:6: error: epoch_s: expected an epoch time in "
                              "seconds above 0"));
 }
+
+TEST_CASE("the guide's worked example: six epochs fix four figures, and predict shows intervals") {
+  const std::string profile = out_path("six-epochs.yaml");
+  CommandResult c = run_command(epochcast_binary() + " calibrate " +
+                                (source_dir() / "docs/examples/seed-001-six-epochs.csv").string() +
+                                " -o " + profile + " 2>&1");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  CHECK_THAT(c.output, Catch::Contains("your 6 points fix gpu.efficiency.conv, "
+                                       "gpu.optimizer_memory_efficiency, input.sample_cpu_us, "
+                                       "links.efficiency.host_bridge"));
+  CHECK_THAT(c.output, Catch::Contains("not seen by these points, kept at their priors: "));
+  CHECK_THAT(c.output, Catch::Contains("measure next: "));
+  CommandResult p = run_command(epochcast_binary() + " predict " +
+                                (source_dir() / "scenarios/seed-001/linear.yaml").string() +
+                                " --profile " + profile + " --set sweep.batch=[20,200] 2>&1");
+  INFO(p.output);
+  REQUIRE(p.exit_code == 0);
+  CHECK_THAT(p.output, Catch::Contains("95% interval (s)"));
+  CHECK_THAT(p.output, Catch::Contains("0.6983     0.6715-0.7260"));
+}

@@ -37,7 +37,7 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
              fit.points, fit.starts, fit.starts == 1 ? "" : "s", fit.simulations,
              fit.prior_mape_pct, fit.fitted_mape_pct, fit.leave_one_out_mape_pct,
              fit.noise_scale > 1 ? fmt::format(" (residuals {:.1f}x the assumed 2% noise: "
-                                               "spreads scaled up)",
+                                               "the points weigh that much less)",
                                                fit.noise_scale)
                                  : "");
   TextTable table;

@@ -82,7 +82,8 @@ struct FreeFigure {
   std::string key;
   double prior = 0;
   double log_sd = 1;
-  double lower = 0, upper = 0;  // bounds of x
+  double lower = 0, upper = 0;     // bounds of x
+  double lowest = 0, highest = 0;  // the same bounds on the value, in the key's unit
 };
 
 // The simulator as a function of the free figures: relative error of every point.
@@ -98,7 +99,10 @@ class PointModel {
   HardwareProfile profile_at(const double* x) const {
     HardwareProfile p = start_;
     for (std::size_t k = 0; k < free_.size(); ++k)
-      set_profile_figure(p, free_[k].key, free_[k].prior * std::exp(x[k] * free_[k].log_sd));
+      // Clamped: exp(log) can land a rounding step outside a bound the loader checks.
+      set_profile_figure(p, free_[k].key,
+                         std::clamp(free_[k].prior * std::exp(x[k] * free_[k].log_sd),
+                                    free_[k].lowest, free_[k].highest));
     return p;
   }
 
@@ -281,7 +285,7 @@ std::vector<FreeFigure> candidates(const std::vector<MeasuredScenario>& inputs,
       if (!value) value = first.loader.sample_cpu.value() * 1e6;
     }
     if (!value || *value <= 0) continue;
-    FreeFigure f{figure.key, *value, default_log_sd(figure.key), 0, 0};
+    FreeFigure f{figure.key, *value, default_log_sd(figure.key), 0, 0, figure.lower, figure.upper};
     prior_from[figure.key] = "prior profile";
     for (const FigurePrior& p : priors) {
       if (p.key != figure.key) continue;
@@ -465,8 +469,8 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   const std::vector<double> fitted = model.relative_errors(out.profile);
   out.fitted_mape_pct = mape_pct(fitted);
 
-  // Covariance of x from the Jacobian at the solution (the priors make it full rank), scaled up
-  // when the points scatter more than the assumed noise.
+  // Covariance of x from the Jacobian at the solution (the priors make it full rank); below,
+  // the points' part is scaled down when they scatter more than the assumed noise.
   const std::size_t n = free.size(), m = points.size();
   const auto N = static_cast<Eigen::Index>(n);
   Eigen::MatrixXd covariance = Eigen::MatrixXd::Zero(N, N);
@@ -501,7 +505,14 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     left_out.push_back(model.relative_errors(model.profile_at(x.data()))[i]);
   }
   out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
-  covariance *= out.noise_scale * out.noise_scale;
+  // Points that scatter more than the assumed noise weigh less: their information is divided by
+  // the excess, the priors' is not, so no figure ends less certain than its prior.
+  if (n > 0 && out.noise_scale > 1) {
+    const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
+    const Eigen::MatrixXd H = data.transpose() * data / (out.noise_scale * out.noise_scale) +
+                              Eigen::MatrixXd::Identity(N, N);
+    covariance = H.ldlt().solve(Eigen::MatrixXd::Identity(N, N));
+  }
   // Never worse: a fit that predicts unseen points worse than the prior does is not kept.
   out.kept_prior = m >= 3 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
 

@@ -169,6 +169,22 @@ TEST_CASE("a fit that predicts left-out points no better than the prior is not k
   CHECK(c.profile.gpu.compute == inputs.front().scenario.profile.gpu.compute);
 }
 
+TEST_CASE("points that contradict each other leave no figure less certain than its prior") {
+  // Two epochs three times too slow and three times too fast: far beyond the assumed noise.
+  std::vector<MeasuredScenario> inputs = measure({{"linear", 1, 20}, {"conv1d", 1, 50}});
+  inputs[0].measurements.points[0].epoch_s_estimated *= 3;
+  inputs[1].measurements.points[0].epoch_s_estimated /= 3;
+  Calibration c = calibrate(inputs, {}, {"contradicting.csv"});
+  REQUIRE(c.end_to_end);
+  for (const FigureEstimate& e : c.end_to_end->figures) {
+    INFO(e.key);
+    CHECK(e.log_sd <= e.prior_log_sd * (1 + 1e-9));
+  }
+  // What calibrate writes, the loader reads.
+  HardwareProfile loaded = load_profile_from_string(profile_yaml(c.profile, "t"), "t.yaml");
+  CHECK(loaded.uncertainty.figures == c.profile.uncertainty.figures);
+}
+
 TEST_CASE("predictions carry the calibration's uncertainty as an interval") {
   const std::vector<MeasuredScenario> inputs = measure(kSixPoints);
   Calibration c = calibrate(inputs, {}, {"six.csv"});

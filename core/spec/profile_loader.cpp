@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/spec/file_kind.h"
 #include "core/spec/profile_figures.h"
@@ -27,12 +28,14 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "transfer.copy_latency_us", "links.efficiency",
                                          "links.step_latency_us",    "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
-constexpr std::string_view kOptionalFigures[] = {"gpu.optimizer_memory_efficiency"};
+constexpr std::string_view kOptionalFigures[] = {"gpu.optimizer_memory_efficiency",
+                                                 "gpu.efficiency_by_architecture"};
 
 // The figures of `p` that need a source: every required one, and the optional ones it gives.
 std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
+  if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
   return figures;
 }
 
@@ -95,6 +98,32 @@ ProfileUncertainty read_uncertainty(const yaml::Node& node) {
   return u;
 }
 
+// gpu.efficiency_by_architecture: {ARCH: {fp32: {CLASS: fraction, ...}, ..., memory: fraction}}.
+std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Node& node) {
+  if (!node.is_map()) node.fail("expected a map of GPU architectures (pascal, volta, ...)");
+  std::map<std::string, ArchitectureEfficiency> out;
+  for (const auto& entry : node.raw()) {
+    const std::string architecture = entry.first.as<std::string>();
+    yaml::Node arch_node(entry.second, node.source(), node.path() + "." + architecture);
+    std::vector<std::string_view> keys(std::begin(kEfficiencyPrecisions),
+                                       std::end(kEfficiencyPrecisions));
+    keys.push_back("memory");
+    yaml::MapReader arch(arch_node, std::span<const std::string_view>(keys));
+    ArchitectureEfficiency& e = out[architecture];
+    if (auto memory = arch.optional("memory")) e.memory = fraction(*memory);
+    for (std::string_view precision : kEfficiencyPrecisions) {
+      auto classes = arch.optional(precision);
+      if (!classes) continue;
+      yaml::MapReader reader(*classes, std::span<const std::string_view>(kOpClassNames));
+      for (std::size_t i = 0; i < kOpClassCount; ++i) {
+        if (auto value = reader.optional(kOpClassNames[i]))
+          e.compute[std::string(precision)][i] = fraction(*value);
+      }
+    }
+  }
+  return out;
+}
+
 HardwareProfile read_profile(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::profile);
@@ -116,8 +145,11 @@ HardwareProfile read_profile(const yaml::Document& document) {
   }
   if (auto d = top.optional("description")) d->as_string();
 
-  yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency",
-                                            "optimizer_memory_efficiency", "min_kernel_us"});
+  yaml::MapReader gpu(top.required("gpu"),
+                      {"efficiency", "memory_efficiency", "optimizer_memory_efficiency",
+                       "min_kernel_us", "efficiency_by_architecture"});
+  if (auto table = gpu.optional("efficiency_by_architecture"))
+    p.gpu.by_architecture = read_architectures(*table);
   yaml::MapReader efficiency(gpu.required("efficiency"),
                              std::span<const std::string_view>(kOpClassNames));
   for (std::size_t i = 0; i < kOpClassCount; ++i) {
@@ -296,6 +328,22 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   if (p.gpu.optimizer_memory)
     y += "  optimizer_memory_efficiency: " + number(*p.gpu.optimizer_memory) + "\n";
   y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
+  if (!p.gpu.by_architecture.empty()) {
+    y += "  efficiency_by_architecture:\n";
+    for (const auto& [architecture, e] : p.gpu.by_architecture) {
+      y += "    " + architecture + ":\n";
+      for (const auto& [precision, classes] : e.compute) {
+        y += "      " + precision + ": {";
+        bool first = true;
+        for (const auto& [op_class, value] : classes) {
+          y += fmt::format("{}{}: {}", first ? "" : ", ", kOpClassNames[op_class], number(value));
+          first = false;
+        }
+        y += "}\n";
+      }
+      if (e.memory) y += "      memory: " + number(*e.memory) + "\n";
+    }
+  }
   y += "host:\n";
   y += "  forward_op_us: " + us(p.host.forward_op) + "\n";
   y += "  backward_op_us: " + us(p.host.backward_op) + "\n";
@@ -340,7 +388,51 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   return y;
 }
 
+void resolve_for_device(HardwareProfile& p, std::string_view architecture,
+                        std::string_view precision) {
+  if (p.gpu.by_architecture.empty()) return;
+  auto found = p.gpu.by_architecture.find(std::string(architecture));
+  if (found != p.gpu.by_architecture.end()) {
+    const ArchitectureEfficiency& e = found->second;
+    auto classes = e.compute.find(std::string(precision));
+    std::vector<std::string> given;
+    if (classes != e.compute.end()) {
+      for (const auto& [op_class, value] : classes->second) {
+        p.gpu.compute[op_class] = value;
+        given.push_back(std::string(kOpClassNames[op_class]));
+      }
+    }
+    if (e.memory) p.gpu.memory = *e.memory;
+    auto source = p.sources.find("gpu.efficiency_by_architecture");
+    if (source != p.sources.end() && (!given.empty() || e.memory)) {
+      const std::string note = fmt::format(
+          "for {} at {} ({}{}{}): {}", architecture, precision, fmt::join(given, ", "),
+          e.memory && !given.empty() ? ", " : "", e.memory ? "memory" : "", source->second);
+      for (const char* key : {"gpu.efficiency", "gpu.memory_efficiency"})
+        p.sources[key] += "; " + note;
+    }
+  }
+  p.gpu.by_architecture.clear();
+  p.sources.erase("gpu.efficiency_by_architecture");
+}
+
+std::string_view efficiency_precision(TrainingPrecision precision) {
+  switch (precision) {
+    case TrainingPrecision::tf32:
+      return "tf32";
+    case TrainingPrecision::amp_fp16:
+      return "fp16";
+    case TrainingPrecision::amp_bf16:
+      return "bf16";
+    case TrainingPrecision::fp32:
+      break;
+  }
+  return "fp32";
+}
+
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
+  resolve_for_device(profile, scenario.machine.gpu.architecture,
+                     efficiency_precision(scenario.training.precision));
   if (profile.sample_cpu) scenario.loader.sample_cpu = *profile.sample_cpu;
   scenario.profile = std::move(profile);
 }

@@ -15,9 +15,24 @@
 
 namespace epochcast {
 
+// Precisions a profile can give efficiencies for: what the matrix units run at under each
+// training precision (amp_fp16 -> fp16, amp_bf16 -> bf16).
+inline constexpr std::string_view kEfficiencyPrecisions[] = {"fp32", "tf32", "fp16", "bf16"};
+
+// What one GPU architecture reaches where it differs from the profile's defaults: per precision,
+// the op classes given; and its memory efficiency.
+struct ArchitectureEfficiency {
+  // precision ("fp32", ...) -> op class -> fraction of that precision's peak
+  std::map<std::string, std::map<std::size_t, double>> compute;
+  std::optional<double> memory;
+};
+
 struct GpuEfficiency {
   // Fraction of the precision's peak FLOP/s each op class reaches when it fills the GPU.
   std::array<double, kOpClassCount> compute{};
+  // Per architecture ("pascal", "volta", ...): figures that replace the ones above for that
+  // architecture (and precision). resolve_for_device() folds them in and empties this.
+  std::map<std::string, ArchitectureEfficiency> by_architecture;
   // Fraction of datasheet memory bandwidth reached by streaming kernels.
   double memory = 0.8;
   // The same for the optimizer's and zero_grad's kernels, which stream whole parameter tensors
@@ -97,6 +112,13 @@ struct HardwareProfile {
   ProfileUncertainty uncertainty;
   std::map<std::string, std::string> sources;  // figure key -> where it comes from
 };
+
+// Folds the profile's figures for `architecture` at `precision` ("fp32", "tf32", "fp16",
+// "bf16") into its defaults and drops the per-architecture table, so that every reader (the
+// device model, calibration, its output) sees the figures that apply to this device. The
+// source of gpu.efficiency then names the architecture's source too. Idempotent.
+void resolve_for_device(HardwareProfile& profile, std::string_view architecture,
+                        std::string_view precision);
 
 HardwareProfile load_profile(const std::filesystem::path& file);
 // The profile as a YAML file that load_profile() reads back.

@@ -281,6 +281,8 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   s.model = read_model_reference(top.required("model"), relative_to);
   s.analysis = analyze_model(s.model);
   read_hardware(top.required("hardware"), relative_to, s);
+  resolve_for_device(s.profile, s.machine.gpu.architecture,
+                     efficiency_precision(s.training.precision));
   // A calibrated profile knows what the measured input pipeline costs per sample.
   if (s.profile.sample_cpu) s.loader.sample_cpu = *s.profile.sample_cpu;
   s.dataset = read_dataset(top.required("dataset"), s.model);

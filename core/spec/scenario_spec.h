@@ -130,6 +130,8 @@ std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point)
 // Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
+// The profile precision whose efficiencies a training precision runs at.
+std::string_view efficiency_precision(TrainingPrecision precision);
 
 // A sentence for every output when the scenario's profile was calibrated on another device than
 // its machine's GPU (a prediction for a GPU one does not have); empty otherwise.

@@ -47,6 +47,9 @@ CostOptions cost_options(TrainingPrecision precision) {
 DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
                          TrainingPrecision precision)
     : gpu_(gpu), profile_(profile), precision_(precision) {
+  // A profile straight from its file still has its per-architecture table (scenarios resolve it
+  // when they load): the figures for this GPU and precision apply.
+  resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
   vector_peak_ = *gpu.peak_for(Precision::fp32);
   auto at_least_fp32 = [&](Precision p) {
     std::optional<FlopsPerSecond> rate = gpu.peak_for(p);

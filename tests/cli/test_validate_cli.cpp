@@ -177,5 +177,5 @@ TEST_CASE("the guide's worked example: six epochs fix four figures, and predict 
   INFO(p.output);
   REQUIRE(p.exit_code == 0);
   CHECK_THAT(p.output, Catch::Contains("95% interval (s)"));
-  CHECK_THAT(p.output, Catch::Contains("0.6983     0.6715-0.7260"));
+  CHECK_THAT(p.output, Catch::Contains("0.7996     0.7690-0.8314"));
 }

@@ -105,6 +105,16 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
   for (const auto& entry : node.raw()) {
     const std::string architecture = entry.first.as<std::string>();
     yaml::Node arch_node(entry.second, node.source(), node.path() + "." + architecture);
+    // Any architecture name a catalogue may use is accepted; one a letter or two from a known
+    // family is a misspelling that would silently never apply.
+    constexpr std::string_view kFamilies[] = {"pascal", "volta",  "turing",    "ampere",
+                                              "ada",    "hopper", "blackwell", "x86-64"};
+    if (std::find(std::begin(kFamilies), std::end(kFamilies), architecture) ==
+            std::end(kFamilies) &&
+        !closest_match(architecture, kFamilies).empty()) {
+      arch_node.fail(fmt::format("'{}' is not a GPU architecture{}", architecture,
+                                 did_you_mean(architecture, kFamilies)));
+    }
     std::vector<std::string_view> keys(std::begin(kEfficiencyPrecisions),
                                        std::end(kEfficiencyPrecisions));
     keys.push_back("memory");

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/input_error.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "sim/compute/device_model.h"
@@ -235,4 +236,33 @@ TEST_CASE("a profile's per-architecture figures apply to that architecture and p
   resolve_for_device(again, "volta", "fp16");
   resolve_for_device(again, "volta", "fp16");
   CHECK(again.gpu.compute == volta_fp16.gpu.compute);
+}
+
+TEST_CASE("bad per-architecture tables are refused with the key and a suggestion") {
+  const std::string base = profile_yaml(default_profile(), "t");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const std::size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    try {
+      load_profile_from_string(text, "p.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(with("    ampere:\n", "    amprere:\n"),
+             Catch::Contains("gpu.efficiency_by_architecture.amprere") &&
+                 Catch::Contains("did you mean 'ampere'"));
+  CHECK_THAT(with("      tf32: {gemm: 0.65}", "      tf33: {gemm: 0.65}"),
+             Catch::Contains("did you mean 'tf32'"));
+  CHECK_THAT(with("      tf32: {gemm: 0.65}", "      tf32: {gemmm: 0.65}"),
+             Catch::Contains("did you mean 'gemm'"));
+  CHECK_THAT(with("      tf32: {gemm: 0.65}", "      tf32: {gemm: 1.65}"),
+             Catch::Contains("expected a number from"));
+  CHECK_THAT(with("  gpu.efficiency_by_architecture:", "  gpu.efficiency_by_architecturex:"),
+             Catch::Contains("gpu.efficiency_by_architecture"));
+  // A new family is a name of the user's catalogue: accepted.
+  CHECK(with("    ampere:\n", "    rubin:\n").empty());
 }

@@ -1,14 +1,21 @@
 // `epochcast inspect MODEL`: a torchsummary-like per-layer table, totals, FLOPs and kernels.
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/format/text_table.h"
 #include "core/model/analysis.h"
 #include "core/spec/data_paths.h"
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "core/spec/scenario_spec.h"
+#include "sim/compute/device_model.h"
 
 namespace epochcast::cli {
 
@@ -17,7 +24,151 @@ namespace {
 struct InspectOptions {
   std::string model;
   bool json = false;
+  std::string hardware;  // with it: the kernels of a training step on that machine's GPU
+  std::int64_t batch = 32;
+  std::string precision = "fp32";
+  std::string profile;
 };
+
+// One kernel of a training step, as the device model costs it.
+struct ExplainedKernel {
+  std::string layer;
+  std::string pass;  // forward, backward (input), backward (weight)
+  const KernelWork* kernel = nullptr;
+  sim::KernelExplanation why;
+};
+
+std::string algorithm(const KernelWork& k, std::int64_t batch) {
+  if (!k.has_gemm_shape) return "blocks of 1024 elements";
+  const GemmShape& g = k.gemm;
+  std::string shape =
+      fmt::format("{}x{}x{}", scaled(g.m, batch), scaled(g.n, batch), scaled(g.k, batch));
+  const double batches = scaled(g.batches, batch);
+  if (batches > 1) shape = fmt::format("{} x {}", batches, shape);
+  return (k.op_class == OpClass::gemm ? "GEMM " : "implicit GEMM ") + shape;
+}
+
+std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class) {
+  switch (e.bound) {
+    case sim::KernelBound::compute:
+      return fmt::format("{} {:.3g} of {:.4g} TFLOPS", to_string(op_class), e.efficiency,
+                         e.peak.value() / 1e12);
+    case sim::KernelBound::memory:
+      return fmt::format("memory, {:.4g} GB/s effective", e.bandwidth.value() / 1e9);
+    case sim::KernelBound::floor:
+      return "min_kernel_us";
+  }
+  return "";
+}
+
+// The kernels of one training step's layers (forward and backward) on `hardware`'s GPU: the
+// time of each, what bounds it, the algorithm assumed and the efficiency used, with sources.
+int print_kernels(const ModelSpec& model, const InspectOptions& o) {
+  const SourceMark cli{"<command line>", 0, 0};
+  MachineSpec machine = load_machine(resolve_data_file(o.hardware, std::filesystem::current_path(),
+                                                       "topologies", cli, "--hardware"),
+                                     bundled_gpu_catalogue());
+  const auto precision =
+      static_cast<TrainingPrecision>(std::find(std::begin(kTrainingPrecisionNames),
+                                               std::end(kTrainingPrecisionNames), o.precision) -
+                                     std::begin(kTrainingPrecisionNames));
+  HardwareProfile profile =
+      o.profile.empty() ? load_profile(machine.profile_file)
+                        : load_profile(resolve_data_file(o.profile, std::filesystem::current_path(),
+                                                         "topologies/profiles", cli, "--profile"));
+  resolve_for_device(profile, machine.gpu.architecture, efficiency_precision(precision));
+  sim::DeviceModel device(machine.gpu, profile, precision);
+  ModelAnalysis analysis = analyze_model(model, sim::cost_options(precision));
+
+  std::vector<ExplainedKernel> kernels;
+  for (const LayerCosts& layer : analysis.layers) {
+    const std::string name = layer.display_name.empty() ? layer.layer.name : layer.display_name;
+    auto add = [&](const std::vector<KernelWork>& list, const char* pass) {
+      for (const KernelWork& k : list)
+        kernels.push_back({name, pass, &k, device.explain(k, o.batch)});
+    };
+    add(layer.forward, "forward");
+    add(layer.backward_input, "backward dX");
+    add(layer.backward_weight, "backward dW");
+  }
+  if (o.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const ExplainedKernel& k : kernels) {
+      rows.push_back({{"layer", k.layer},
+                      {"pass", k.pass},
+                      {"kernel", k.kernel->name},
+                      {"op_class", to_string(k.kernel->op_class)},
+                      {"algorithm", algorithm(*k.kernel, o.batch)},
+                      {"flops", k.why.flops},
+                      {"bytes", k.why.bytes},
+                      {"time_s", k.why.seconds},
+                      {"bound", sim::bound_name(k.why.bound)},
+                      {"compute_utilisation", k.why.compute_utilisation},
+                      {"memory_utilisation", k.why.memory_utilisation},
+                      {"efficiency", k.why.efficiency},
+                      {"peak_flops", k.why.peak.value()},
+                      {"effective_bandwidth", k.why.bandwidth.value()}});
+    }
+    nlohmann::ordered_json out = {
+        {"model", analysis.model_name},
+        {"machine", machine.name},
+        {"gpu", machine.gpu.id},
+        {"architecture", machine.gpu.architecture},
+        {"precision", o.precision},
+        {"batch", o.batch},
+        {"profile", profile.name},
+        {"sources",
+         {{"gpu.efficiency", profile.sources["gpu.efficiency"]},
+          {"gpu.memory_efficiency", profile.sources["gpu.memory_efficiency"]},
+          {"gpu.min_kernel_us", profile.sources["gpu.min_kernel_us"]}}},
+        {"kernels", rows},
+    };
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print("Kernels of one training step of {} at batch {} on {} ({}, {}), profile {}\n\n",
+             analysis.model_name, o.batch, machine.gpu.name, machine.gpu.architecture, o.precision,
+             profile.name);
+  TextTable table;
+  for (const char* c : {"layer", "pass", "kernel", "class", "algorithm"})
+    table.add_column(c, TextTable::Align::left);
+  for (const char* c : {"GFLOP", "MB", "time (us)"})
+    table.add_column(c);
+  table.add_column("bound", TextTable::Align::left);
+  table.add_column("util");
+  table.add_column("efficiency used", TextTable::Align::left);
+  double total = 0;
+  std::array<double, 3> by_bound{};
+  std::array<int, 3> count_by_bound{};
+  for (const ExplainedKernel& k : kernels) {
+    const double util = k.why.bound == sim::KernelBound::memory ? k.why.memory_utilisation
+                                                                : k.why.compute_utilisation;
+    table.add_row({k.layer, k.pass, std::string(k.kernel->name),
+                   std::string(to_string(k.kernel->op_class)), algorithm(*k.kernel, o.batch),
+                   fmt::format("{:.3f}", k.why.flops / 1e9),
+                   fmt::format("{:.2f}", k.why.bytes / 1e6),
+                   fmt::format("{:.1f}", k.why.seconds * 1e6), sim::bound_name(k.why.bound),
+                   fmt::format("{:.0f}%", util * 100), efficiency_used(k.why, k.kernel->op_class)});
+    total += k.why.seconds;
+    by_bound[static_cast<std::size_t>(k.why.bound)] += k.why.seconds;
+    ++count_by_bound[static_cast<std::size_t>(k.why.bound)];
+  }
+  fmt::print("{}", table.render());
+  fmt::print(
+      "\n{} kernels, {:.3f} ms on the GPU: compute-bound {} ({:.3f} ms), memory-bound {} "
+      "({:.3f} ms), at the launch floor {} ({:.3f} ms). The loss, the optimizer and "
+      "zero_grad add their own kernels (predict's opt column); host dispatch is not "
+      "included.\n",
+      kernels.size(), total * 1e3, count_by_bound[0], by_bound[0] * 1e3, count_by_bound[1],
+      by_bound[1] * 1e3, count_by_bound[2], by_bound[2] * 1e3);
+  fmt::print(
+      "\nutil: the share of the GPU the kernel keeps busy (its tiles' waves, or blocks per "
+      "SM).\nWhere the efficiencies come from (profile {}):\n",
+      profile.name);
+  for (const char* key : {"gpu.efficiency", "gpu.memory_efficiency", "gpu.min_kernel_us"})
+    fmt::print("  {}: {}\n", key, profile.sources[key]);
+  return 0;
+}
 
 std::string row_label(const LayerCosts& layer) {
   return layer.display_name.empty() ? std::string(to_string(layer.layer.type)) : layer.display_name;
@@ -137,10 +288,23 @@ Command add_inspect_command(CLI::App& app) {
   command->add_option("model", options->model, "A zoo model name (e.g. resnet-50) or a path")
       ->required();
   command->add_flag("--json", options->json, "Print the analysis as JSON");
+  command->add_option("--hardware", options->hardware,
+                      "A machine (bundled name or path): list each kernel of a training step "
+                      "on its GPU with its time, bound, algorithm and the efficiency used");
+  command->add_option("--batch", options->batch, "Per-GPU batch for --hardware (default 32)")
+      ->check(integer_within(1, 1'000'000'000));
+  command
+      ->add_option("--precision", options->precision,
+                   "Training precision for --hardware: fp32, tf32, amp_fp16 or amp_bf16")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kTrainingPrecisionNames),
+                                                     std::end(kTrainingPrecisionNames))));
+  command->add_option("--profile", options->profile,
+                      "A profile instead of the machine's own, for --hardware");
   return [options] {
     std::filesystem::path file =
         resolve_data_file(options->model, std::filesystem::current_path(), "scenarios/models",
                           SourceMark{"<command line>", 0, 0}, "model");
+    if (!options->hardware.empty()) return print_kernels(load_model(file), *options);
     ModelAnalysis analysis = analyze_model(load_model(file));
     if (options->json) {
       print_json(analysis);

@@ -131,16 +131,41 @@ double DeviceModel::memory_utilisation(const KernelWork& kernel, std::int64_t ba
   return std::min(1.0, work.units / gpu_.sm_count);
 }
 
+const char* bound_name(KernelBound bound) {
+  switch (bound) {
+    case KernelBound::compute:
+      return "compute";
+    case KernelBound::memory:
+      return "memory";
+    case KernelBound::floor:
+      return "launch floor";
+  }
+  return "";
+}
+
+KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
+  KernelExplanation e;
+  e.flops = scaled(kernel.flops, batch);
+  e.bytes = scaled(kernel.bytes, batch);
+  e.efficiency = profile_.gpu.compute[static_cast<std::size_t>(kernel.op_class)];
+  e.peak = peak(kernel.op_class);
+  e.bandwidth = effective_bandwidth(kernel.op_class);
+  e.compute_utilisation = compute_utilisation(kernel, batch);
+  e.memory_utilisation = memory_utilisation(kernel, batch);
+  e.compute_s = e.flops / (e.peak.value() * e.efficiency) / e.compute_utilisation;
+  e.memory_s = e.bytes / e.bandwidth.value() / e.memory_utilisation;
+  e.seconds = std::max(e.compute_s, e.memory_s);
+  e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
+  if (profile_.gpu.min_kernel.value() > e.seconds) {
+    e.seconds = profile_.gpu.min_kernel.value();
+    e.bound = KernelBound::floor;
+  }
+  e.seconds = std::min(e.seconds, kLongestKernel);
+  return e;
+}
+
 SimTime DeviceModel::kernel_time(const KernelWork& kernel, std::int64_t batch) const {
-  double flops = scaled(kernel.flops, batch);
-  double bytes = scaled(kernel.bytes, batch);
-  double efficiency = profile_.gpu.compute[static_cast<std::size_t>(kernel.op_class)];
-  double compute = flops / (peak(kernel.op_class).value() * efficiency);
-  double memory = bytes / effective_bandwidth(kernel.op_class).value();
-  double seconds = std::max(compute / compute_utilisation(kernel, batch),
-                            memory / memory_utilisation(kernel, batch));
-  seconds = std::max(seconds, profile_.gpu.min_kernel.value());
-  return SimTime::from_seconds(Seconds(std::min(seconds, kLongestKernel)));
+  return SimTime::from_seconds(Seconds(explain(kernel, batch).seconds));
 }
 
 SimTime DeviceModel::host_to_device_time(Bytes bytes, bool pinned) const {

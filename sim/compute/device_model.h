@@ -22,11 +22,27 @@
 
 namespace epochcast::sim {
 
+// Why a kernel takes the time it does: the three bounds of the roofline and which one decides.
+enum class KernelBound { compute, memory, floor };
+struct KernelExplanation {
+  double flops = 0, bytes = 0;
+  double compute_s = 0;  // at the class's efficiency and the kernel's compute utilisation
+  double memory_s = 0;   // at the effective bandwidth and the memory utilisation
+  double seconds = 0;    // what kernel_time() gives
+  KernelBound bound = KernelBound::compute;
+  double compute_utilisation = 1, memory_utilisation = 1;
+  double efficiency = 0;  // the op class's fraction of `peak`
+  FlopsPerSecond peak;
+  BytesPerSecond bandwidth;  // effective (after memory efficiency)
+};
+const char* bound_name(KernelBound bound);
+
 class DeviceModel {
  public:
   DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile, TrainingPrecision precision);
 
   SimTime kernel_time(const KernelWork& kernel, std::int64_t batch) const;
+  KernelExplanation explain(const KernelWork& kernel, std::int64_t batch) const;
   // Fraction of the GPU's compute a kernel keeps busy, averaged over its waves (0, 1].
   double compute_utilisation(const KernelWork& kernel, std::int64_t batch) const;
   // Fraction of the memory bandwidth it can draw on (0, 1].

@@ -59,3 +59,51 @@ TEST_CASE("a command-line mistake exits 2") {
   CHECK(run_command(epochcast_binary() + " inspect").exit_code == 2);
   CHECK(run_command(epochcast_binary() + " --help").exit_code == 0);
 }
+
+TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, efficiency, source") {
+  CommandResult r = run_command(epochcast_binary() +
+                                " inspect spoken-digits-conv1d --hardware seed001-box --batch 50");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("on NVIDIA GeForce GTX 1080 Ti (pascal, fp32)"));
+  // The first convolution: 50 filters of width 200 over 12,000 samples, as an implicit GEMM
+  // bound by its arithmetic at the profile's conv efficiency of the fp32 peak.
+  const std::size_t row = r.output.find("Conv1d-1     forward      conv_forward");
+  REQUIRE(row != std::string::npos);
+  const std::string line = r.output.substr(row, r.output.find('\n', row) - row);
+  for (const char* part : {"implicit GEMM 600050x50x200", " 12.001 ", " compute ", " 100% ",
+                           "conv 0.65 of 11.34 TFLOPS"}) {
+    CHECK_THAT(line, Catch::Contains(part));
+  }
+  // Element-wise kernels stream at Pascal's bandwidth figure (0.61 of 484 GB/s).
+  CHECK_THAT(r.output, Catch::Contains("memory, 295.2 GB/s effective"));
+  CHECK_THAT(r.output, Catch::Contains("gpu.efficiency: "));
+  CHECK_THAT(r.output, Catch::Contains("for pascal at fp32"));
+
+  CommandResult j = run_command(epochcast_binary() +
+                                " inspect resnet-50 --hardware dgx-a100 --batch 256 "
+                                "--precision amp_bf16 --json");
+  REQUIRE(j.exit_code == 0);
+  nlohmann::json out = nlohmann::json::parse(j.output);
+  CHECK(out["architecture"] == "ampere");
+  CHECK(out["kernels"].size() > 300);
+  for (const auto& k : out["kernels"]) {
+    if (k["op_class"] == "gemm" && k["bound"] == "compute") {
+      CHECK(k["efficiency"] == 0.87);  // Ampere bf16 GEMMs (MAMF)
+      CHECK(k["peak_flops"] == 312e12);
+    }
+  }
+}
+
+TEST_CASE("inspect --hardware refuses a bad machine, precision or batch") {
+  CommandResult machine = run_command(epochcast_binary() + " inspect mnist-cnn --hardware dgx-a10");
+  CHECK(machine.exit_code == 2);
+  CHECK_THAT(machine.output, Catch::Contains("did you mean"));
+  CommandResult precision =
+      run_command(epochcast_binary() + " inspect mnist-cnn --hardware dgx-a100 --precision fp16");
+  CHECK(precision.exit_code == 2);
+  CHECK_THAT(precision.output, Catch::Contains("amp_fp16"));
+  CommandResult batch =
+      run_command(epochcast_binary() + " inspect mnist-cnn --hardware dgx-a100 --batch 0");
+  CHECK(batch.exit_code == 2);
+}

@@ -103,8 +103,11 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
   if (!node.is_map()) node.fail("expected a map of GPU architectures (pascal, volta, ...)");
   std::map<std::string, ArchitectureEfficiency> out;
   for (const auto& entry : node.raw()) {
-    const std::string architecture = entry.first.as<std::string>();
+    if (!entry.first.IsScalar()) node.fail("expected architecture names (pascal, volta, ...)");
+    const std::string architecture = entry.first.Scalar();
     yaml::Node arch_node(entry.second, node.source(), node.path() + "." + architecture);
+    if (out.count(architecture))
+      arch_node.fail(fmt::format("'{}' is given twice; give each architecture once", architecture));
     // Any architecture name a catalogue may use is accepted; one a letter or two from a known
     // family is a misspelling that would silently never apply.
     constexpr std::string_view kFamilies[] = {"pascal", "volta",  "turing",    "ampere",

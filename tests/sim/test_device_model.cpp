@@ -263,6 +263,8 @@ TEST_CASE("bad per-architecture tables are refused with the key and a suggestion
              Catch::Contains("expected a number from"));
   CHECK_THAT(with("  gpu.efficiency_by_architecture:", "  gpu.efficiency_by_architecturex:"),
              Catch::Contains("gpu.efficiency_by_architecture"));
+  CHECK_THAT(with("    pascal:\n", "    pascal:\n      memory: 0.5\n    pascal:\n"),
+             Catch::Contains("'pascal' is given twice"));
   // A new family is a name of the user's catalogue: accepted.
   CHECK(with("    ampere:\n", "    rubin:\n").empty());
 }

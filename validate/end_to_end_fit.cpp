@@ -121,11 +121,11 @@ class PointModel {
     });
   }
 
-  // Whitened data residuals (relative error over noise, times weight).
-  std::vector<double> residuals(const double* x, const std::vector<double>& weights) const {
+  // Whitened data residuals: relative error over noise.
+  std::vector<double> residuals(const double* x) const {
     std::vector<double> r = relative_errors(profile_at(x));
     for (std::size_t i = 0; i < r.size(); ++i)
-      r[i] = r[i] / points_[i].sigma * weights[i];
+      r[i] = r[i] / points_[i].sigma;
     return r;
   }
 
@@ -146,8 +146,7 @@ class PointModel {
 // Jacobian by forward differences through the simulator.
 class EndToEndCost : public ceres::CostFunction {
  public:
-  EndToEndCost(const PointModel& model, std::vector<double> weights)
-      : model_(model), weights_(std::move(weights)) {
+  explicit EndToEndCost(const PointModel& model) : model_(model) {
     set_num_residuals(static_cast<int>(model.points().size() + model.free().size()));
     mutable_parameter_block_sizes()->push_back(static_cast<int>(model.free().size()));
   }
@@ -156,7 +155,7 @@ class EndToEndCost : public ceres::CostFunction {
                 double** jacobians) const override {
     const double* x = parameters[0];
     const std::size_t n = model_.free().size(), m = model_.points().size();
-    std::vector<double> r = model_.residuals(x, weights_);
+    std::vector<double> r = model_.residuals(x);
     for (double v : r) {
       if (!std::isfinite(v)) return false;  // a point stopped simulating: reject the step
     }
@@ -170,7 +169,7 @@ class EndToEndCost : public ceres::CostFunction {
     for (std::size_t k = 0; k < n; ++k) {
       const double step = x[k] + kStep <= model_.free()[k].upper ? kStep : -kStep;
       moved[k] = x[k] + step;
-      std::vector<double> rk = model_.residuals(moved.data(), weights_);
+      std::vector<double> rk = model_.residuals(moved.data());
       moved[k] = x[k];
       for (std::size_t i = 0; i < m; ++i)
         J[i * n + k] = std::isfinite(rk[i]) ? (rk[i] - r[i]) / step : 0.0;
@@ -181,7 +180,6 @@ class EndToEndCost : public ceres::CostFunction {
 
  private:
   const PointModel& model_;
-  std::vector<double> weights_;
 };
 
 struct Solution {
@@ -192,8 +190,8 @@ struct Solution {
 // Stops when an iteration improves the cost by less than 0.01%, or moves no figure by more than
 // 0.1% of its prior spread: finer than the measurements' noise, coarser than the simulator's
 // event-ordering ripple (which would otherwise keep the solver crawling).
-Solution solve(const PointModel& model, const std::vector<double>& weights, std::vector<double> x) {
-  EndToEndCost cost(model, weights);
+Solution solve(const PointModel& model, std::vector<double> x) {
+  EndToEndCost cost(model);
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
   ceres::Problem problem(problem_options);
@@ -217,9 +215,8 @@ Solution solve(const PointModel& model, const std::vector<double>& weights, std:
 }
 
 // The Jacobian of the whitened residuals (points, then priors) at x.
-Eigen::MatrixXd jacobian(const PointModel& model, const std::vector<double>& weights,
-                         const std::vector<double>& x) {
-  EndToEndCost cost(model, weights);
+Eigen::MatrixXd jacobian(const PointModel& model, const std::vector<double>& x) {
+  EndToEndCost cost(model);
   const std::size_t rows = model.points().size() + x.size();
   std::vector<double> residuals(rows), J(rows * x.size());
   const double* parameters[] = {x.data()};
@@ -457,12 +454,11 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     }
   }
   model.set_free(free);
-  const std::vector<double> weights(points.size(), 1.0);
 
   Solution best;
   for (const std::vector<double>& x0 : starts(free.size())) {
     ++out.starts;
-    Solution s = solve(model, weights, x0);
+    Solution s = solve(model, x0);
     if (s.cost < best.cost * (1 - 1e-9)) best = std::move(s);
   }
   out.profile = model.profile_at(best.x.data());
@@ -476,7 +472,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   Eigen::MatrixXd covariance = Eigen::MatrixXd::Zero(N, N);
   Eigen::MatrixXd J;
   if (n > 0) {
-    J = jacobian(model, weights, best.x);
+    J = jacobian(model, best.x);
     const Eigen::MatrixXd H = J.transpose() * J;
     covariance = H.ldlt().solve(Eigen::MatrixXd::Identity(N, N));
     const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));

@@ -36,10 +36,11 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
              "with the prior, {:.1f}% fitted, {:.1f}% leave-one-out{}\n",
              fit.points, fit.starts, fit.starts == 1 ? "" : "s", fit.simulations,
              fit.prior_mape_pct, fit.fitted_mape_pct, fit.leave_one_out_mape_pct,
-             fit.noise_scale > 1 ? fmt::format(" (residuals {:.1f}x the assumed 2% noise: "
-                                               "the points weigh that much less)",
-                                               fit.noise_scale)
-                                 : "");
+             fit.noise_scale > 1
+                 ? fmt::format(" (residuals {:.1f}x the assumed {:g}% noise: "
+                               "the points weigh that much less)",
+                               fit.noise_scale, validate::kAssumedRelativeNoise * 100)
+                 : "");
   TextTable table;
   table.add_column("figure", TextTable::Align::left);
   table.add_column("prior");
@@ -59,8 +60,7 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
                    fmt::format("x{:.2f}", std::exp(e.prior_log_sd)),
                    validate::constraint_name(e.constraint)});
   }
-  if (fixed.size() + unseen.size() < fit.figures.size() || !fixed.empty())
-    fmt::print(out, "{}", table.render());
+  if (fit.figures.size() > unseen.size()) fmt::print(out, "{}", table.render());
   fmt::print(out, "  your {} points fix {}\n", fit.points,
              fixed.empty() ? std::string("no figure to within half its prior spread")
                            : fmt::format("{}", fmt::join(fixed, ", ")));

@@ -20,6 +20,15 @@ namespace epochcast::validate {
 
 namespace {
 
+// The dispatch microbenchmark gives one per-op cost for the three host op figures; they are
+// reported together under this key and enter the end-to-end fit one by one.
+constexpr const char* kHostOpsKey = "host.forward_op_us, backward_op_us, optimizer_op_us";
+constexpr const char* kHostOpFigures[] = {"host.forward_op_us", "host.backward_op_us",
+                                          "host.optimizer_op_us"};
+// The least spread a fitted figure enters the end-to-end fit with: the model's own
+// approximations, as the noise assumed of a measured figure.
+constexpr double kLeastMeasuredSpread = kAssumedRelativeNoise;
+
 constexpr std::size_t kMemoryColumn = kOpClassCount;
 constexpr std::size_t kMinKernelColumn = kOpClassCount + 1;
 constexpr std::size_t kColumns = kOpClassCount + 2;
@@ -333,16 +342,16 @@ double spread_rms(const std::vector<double>& values, double value) {
 }
 
 // Figures fitted above enter the end-to-end fit with those fits as their priors: the fit's own
-// relative residual over the square root of its observations as the spread (at least 2%: the
-// model's own approximations), so that layer times and microbenchmarks keep their weight.
+// relative residual over the square root of its observations as the spread (at least
+// kLeastMeasuredSpread), so that layer times and microbenchmarks keep their weight.
 std::vector<FigurePrior> measured_priors(const Calibration& c) {
   std::vector<FigurePrior> priors;
   for (const FittedParameter& f : c.fitted) {
     const double spread =
-        std::max(0.02, f.rms_relative_residual / std::sqrt(std::max(1.0, double(f.observations))));
+        std::max(kLeastMeasuredSpread,
+                 f.rms_relative_residual / std::sqrt(std::max(1.0, double(f.observations))));
     std::vector<std::string> keys{f.key};
-    if (f.key == "host.forward_op_us, backward_op_us, optimizer_op_us")
-      keys = {"host.forward_op_us", "host.backward_op_us", "host.optimizer_op_us"};
+    if (f.key == kHostOpsKey) keys.assign(std::begin(kHostOpFigures), std::end(kHostOpFigures));
     for (const std::string& key : keys) {
       if (auto value = profile_figure_value(c.profile, key))
         priors.push_back({key, *value, spread, f.from});
@@ -516,8 +525,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     Seconds per_op(median(dispatch));
     out.profile.host.forward_op = out.profile.host.backward_op = out.profile.host.optimizer_op =
         per_op;
-    out.fitted.push_back({"host.forward_op_us, backward_op_us, optimizer_op_us",
-                          per_op.value() * 1e6, static_cast<int>(dispatch.size()),
+    out.fitted.push_back({kHostOpsKey, per_op.value() * 1e6, static_cast<int>(dispatch.size()),
                           spread_rms(dispatch, per_op.value()),
                           "dispatch microbenchmark (tiny eager ops)"});
   } else {
@@ -552,8 +560,8 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));
     if (group.rfind("gpu.efficiency", 0) == 0) group = "gpu.efficiency";
     if (group.rfind("links.", 0) == 0) group = group.substr(0, group.rfind('.'));
-    if (group == "host.forward_op_us, backward_op_us, optimizer_op_us") {
-      for (const char* k : {"host.forward_op_us", "host.backward_op_us", "host.optimizer_op_us"})
+    if (group == kHostOpsKey) {
+      for (const char* k : kHostOpFigures)
         out.profile.sources[k] = provenance + ": " + f.from;
       continue;
     }

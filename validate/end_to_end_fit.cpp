@@ -22,9 +22,6 @@ namespace epochcast::validate {
 
 namespace {
 
-// Relative noise assumed of a measured figure without a spread of its own (run-to-run variation
-// of an epoch time; a published figure is rounded to a few digits).
-constexpr double kNoiseFloor = 0.02;
 // A p10-p90 range is 2.563 standard deviations of a normal distribution.
 constexpr double kSpreadToSd = 1 / 2.563;
 // Finite-difference step for the Jacobian, in prior spreads: large enough that the
@@ -36,6 +33,7 @@ constexpr double kSeenThreshold = 0.1;
 constexpr int kMaxIterations = 50;
 // Candidates for the next measured point, at most, per fit.
 constexpr std::size_t kMaxCandidates = 64;
+constexpr double kNoiseFloor = kAssumedRelativeNoise;
 
 // fn(i) for i in [0, count), spread over the machine's cores: the points of one evaluation are
 // independent simulations (each on its own copy of the scenario), and each result lands in its
@@ -85,6 +83,11 @@ struct FreeFigure {
   double lower = 0, upper = 0;     // bounds of x
   double lowest = 0, highest = 0;  // the same bounds on the value, in the key's unit
 };
+
+// The finite-difference step for figure `f` at x: forward, or backward at its upper bound.
+double difference_step(const FreeFigure& f, double x) {
+  return x + kStep <= f.upper ? kStep : -kStep;
+}
 
 // The simulator as a function of the free figures: relative error of every point.
 class PointModel {
@@ -167,7 +170,7 @@ class EndToEndCost : public ceres::CostFunction {
     std::fill(J, J + (m + n) * n, 0.0);
     std::vector<double> moved(x, x + n);
     for (std::size_t k = 0; k < n; ++k) {
-      const double step = x[k] + kStep <= model_.free()[k].upper ? kStep : -kStep;
+      const double step = difference_step(model_.free()[k], x[k]);
       moved[k] = x[k] + step;
       std::vector<double> rk = model_.residuals(moved.data());
       moved[k] = x[k];
@@ -228,6 +231,20 @@ Eigen::MatrixXd jacobian(const PointModel& model, const std::vector<double>& x) 
     for (std::size_t k = 0; k < x.size(); ++k)
       out(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(k)) = J[i * x.size() + k];
   return out;
+}
+
+// The covariance of x at the solution from the Jacobian J (the points' m rows, then one identity
+// row per figure for its prior). With the points scattering `noise_scale` times the assumed
+// noise, their information is divided by its square and the priors' is not, so no figure ends
+// less certain than its prior.
+Eigen::MatrixXd posterior_covariance(const Eigen::MatrixXd& J, std::size_t m, double noise_scale) {
+  const auto n = J.cols();
+  const Eigen::MatrixXd identity = Eigen::MatrixXd::Identity(n, n);
+  if (noise_scale <= 1) return (J.transpose() * J).ldlt().solve(identity);
+  const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
+  const Eigen::MatrixXd information =
+      data.transpose() * data / (noise_scale * noise_scale) + identity;
+  return information.ldlt().solve(identity);
 }
 
 double mape_pct(const std::vector<double>& relative_errors) {
@@ -377,7 +394,7 @@ std::optional<NextPoint> suggest_next_point(const PointModel& model, const std::
                     static_cast<Eigen::Index>(x.size()));
   std::vector<double> moved = x;
   for (std::size_t k = 0; k < x.size(); ++k) {
-    const double step = x[k] + kStep <= model.free()[k].upper ? kStep : -kStep;
+    const double step = difference_step(model.free()[k], x[k]);
     moved[k] = x[k] + step;
     const std::vector<double> shifted = log_predictions(model.profile_at(moved.data()));
     moved[k] = x[k];
@@ -465,16 +482,14 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   const std::vector<double> fitted = model.relative_errors(out.profile);
   out.fitted_mape_pct = mape_pct(fitted);
 
-  // Covariance of x from the Jacobian at the solution (the priors make it full rank); below,
-  // the points' part is scaled down when they scatter more than the assumed noise.
+  // The points' scatter against the assumed noise, over the degrees of freedom the priors leave.
   const std::size_t n = free.size(), m = points.size();
   const auto N = static_cast<Eigen::Index>(n);
   Eigen::MatrixXd covariance = Eigen::MatrixXd::Zero(N, N);
   Eigen::MatrixXd J;
   if (n > 0) {
     J = jacobian(model, best.x);
-    const Eigen::MatrixXd H = J.transpose() * J;
-    covariance = H.ldlt().solve(Eigen::MatrixXd::Identity(N, N));
+    covariance = posterior_covariance(J, m, 1);
     const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
     const double effective = (data.transpose() * data * covariance).trace();
     double chi2 = 0;
@@ -501,14 +516,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     left_out.push_back(model.relative_errors(model.profile_at(x.data()))[i]);
   }
   out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
-  // Points that scatter more than the assumed noise weigh less: their information is divided by
-  // the excess, the priors' is not, so no figure ends less certain than its prior.
-  if (n > 0 && out.noise_scale > 1) {
-    const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
-    const Eigen::MatrixXd H = data.transpose() * data / (out.noise_scale * out.noise_scale) +
-                              Eigen::MatrixXd::Identity(N, N);
-    covariance = H.ldlt().solve(Eigen::MatrixXd::Identity(N, N));
-  }
+  if (n > 0 && out.noise_scale > 1) covariance = posterior_covariance(J, m, out.noise_scale);
   // Never worse: a fit that predicts unseen points worse than the prior does is not kept.
   out.kept_prior = m >= 3 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
 
@@ -516,17 +524,11 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     const FreeFigure& f = free[k];
     const double sd_ratio = std::sqrt(
         std::max(0.0, covariance(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(k))));
-    FigureEstimate e{f.key,
-                     f.prior,
-                     f.log_sd,
-                     *profile_figure_value(out.profile, f.key),
-                     sd_ratio * f.log_sd,
-                     Constraint::unconstrained,
-                     prior_from[f.key]};
-    e.constraint = sd_ratio < 0.5   ? Constraint::fixed
-                   : sd_ratio < 0.9 ? Constraint::partly
-                                    : Constraint::unconstrained;
-    out.figures.push_back(e);
+    const Constraint constraint = sd_ratio < 0.5   ? Constraint::fixed
+                                  : sd_ratio < 0.9 ? Constraint::partly
+                                                   : Constraint::unconstrained;
+    out.figures.push_back({f.key, f.prior, f.log_sd, *profile_figure_value(out.profile, f.key),
+                           sd_ratio * f.log_sd, constraint, prior_from[f.key]});
     out.uncertainty.figures.push_back(f.key);
   }
   for (std::size_t a = 0; a < n; ++a) {
@@ -537,10 +539,11 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     out.uncertainty.log_covariance.push_back(std::move(row));
   }
   out.figures.insert(out.figures.end(), unseen.begin(), unseen.end());
-  if (!out.kept_prior) out.next_point = suggest_next_point(model, best.x, covariance);
   if (out.kept_prior) {
     out.profile = start;
     out.uncertainty = {};
+  } else {
+    out.next_point = suggest_next_point(model, best.x, covariance);
   }
   out.simulations = model.simulations();
   return out;

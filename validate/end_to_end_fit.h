@@ -21,6 +21,10 @@
 
 namespace epochcast::validate {
 
+// Relative noise assumed of a measured figure without a spread of its own (run-to-run variation
+// of an epoch time; a published figure is rounded to a few digits).
+inline constexpr double kAssumedRelativeNoise = 0.02;
+
 // A figure's prior: its value (in the key's unit) and spread (standard deviation of its natural
 // logarithm), and where they come from.
 struct FigurePrior {

@@ -2,6 +2,7 @@
 #include "core/spec/profile_figures.h"
 
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -40,13 +41,17 @@ std::vector<ProfileFigure> make_figures() {
   return figures;
 }
 
-// The storage behind a key: a fraction, or seconds shown as microseconds.
+// The storage behind a key: a fraction, or seconds shown as microseconds. `Profile` is
+// HardwareProfile or const HardwareProfile, so reads need no copy.
+template <class Profile>
 struct Slot {
-  double* fraction = nullptr;
-  Seconds* time = nullptr;
+  static constexpr bool kConst = std::is_const_v<Profile>;
+  std::conditional_t<kConst, const double, double>* fraction = nullptr;
+  std::conditional_t<kConst, const Seconds, Seconds>* time = nullptr;
 };
 
-Slot slot(HardwareProfile& p, std::string_view key) {
+template <class Profile>
+Slot<Profile> slot(Profile& p, std::string_view key) {
   for (std::size_t i = 0; i < kOpClassCount; ++i) {
     if (key == fmt::format("gpu.efficiency.{}", kOpClassNames[i])) return {&p.gpu.compute[i]};
   }
@@ -91,8 +96,7 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
     return profile.sample_cpu->value() * 1e6;
   }
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
-  HardwareProfile copy = profile;  // slot() hands out writable storage
-  Slot s = slot(copy, key);
+  Slot<const HardwareProfile> s = slot(profile, key);
   return s.fraction ? *s.fraction : s.time->value() * 1e6;
 }
 
@@ -105,7 +109,7 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
     profile.gpu.optimizer_memory = value;
     return;
   }
-  Slot s = slot(profile, key);
+  Slot<HardwareProfile> s = slot(profile, key);
   if (s.fraction) {
     *s.fraction = value;
   } else {

@@ -29,9 +29,10 @@ void add_epoch_interval(const ScenarioSpec& scenario, PointResult& result,
     // break that cancellation), and the step stays above the simulator's event-ordering ripple.
     double step = std::min(sd, kSlopeStep);
     if (figure && *value * std::exp(step) > figure->upper) step = -step;
+    HardwareProfile profile = scenario.profile;
+    set_profile_figure(profile, u.figures[k], *value * std::exp(step));
     ScenarioSpec moved = scenario;
-    set_profile_figure(moved.profile, u.figures[k], *value * std::exp(step));
-    if (u.figures[k] == "input.sample_cpu_us") moved.loader.sample_cpu = *moved.profile.sample_cpu;
+    apply_profile(moved, std::move(profile));  // as --profile applies it (the loader cost too)
     PointResult r = predict_point(moved, result.point, options);
     if (r.simulated && r.epoch_seconds > 0) slope[k] = (std::log(r.epoch_seconds) - base) / step;
   }

@@ -111,6 +111,8 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
       }
       row.push_back(fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction));
     } else {
+      // One dash per cell the simulated branch fills: epoch, [interval,] samples/s, the seven
+      // breakdown times and GPU busy.
       for (int i = 0; i < (intervals ? 11 : 10); ++i)
         row.push_back("-");
     }

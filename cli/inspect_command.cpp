@@ -28,6 +28,8 @@ struct InspectOptions {
   std::int64_t batch = 32;
   std::string precision = "fp32";
   std::string profile;
+  bool cudnn_benchmark = false;
+  bool channels_last = false;
 };
 
 // One kernel of a training step, as the device model costs it.
@@ -37,16 +39,6 @@ struct ExplainedKernel {
   const KernelWork* kernel = nullptr;
   sim::KernelExplanation why;
 };
-
-std::string algorithm(const KernelWork& k, std::int64_t batch) {
-  if (!k.has_gemm_shape) return "blocks of 1024 elements";
-  const GemmShape& g = k.gemm;
-  std::string shape =
-      fmt::format("{}x{}x{}", scaled(g.m, batch), scaled(g.n, batch), scaled(g.k, batch));
-  const double batches = scaled(g.batches, batch);
-  if (batches > 1) shape = fmt::format("{} x {}", batches, shape);
-  return (k.op_class == OpClass::gemm ? "GEMM " : "implicit GEMM ") + shape;
-}
 
 std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class) {
   switch (e.bound) {
@@ -77,7 +69,10 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
                         : load_profile(resolve_data_file(o.profile, std::filesystem::current_path(),
                                                          "topologies/profiles", cli, "--profile"));
   resolve_for_device(profile, machine.gpu.architecture, efficiency_precision(precision));
-  sim::DeviceModel device(machine.gpu, profile, precision);
+  ConvolutionSettings convolution;
+  convolution.cudnn_benchmark = o.cudnn_benchmark;
+  convolution.channels_last = o.channels_last;
+  sim::DeviceModel device(machine.gpu, profile, precision, convolution);
   ModelAnalysis analysis = analyze_model(model, sim::cost_options(precision));
 
   std::vector<ExplainedKernel> kernels;
@@ -98,7 +93,8 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
                       {"pass", k.pass},
                       {"kernel", k.kernel->name},
                       {"op_class", to_string(k.kernel->op_class)},
-                      {"algorithm", algorithm(*k.kernel, o.batch)},
+                      {"algorithm", k.why.algorithm},
+                      {"kernels_launched", k.why.parts},
                       {"flops", k.why.flops},
                       {"bytes", k.why.bytes},
                       {"time_s", k.why.seconds},
@@ -117,6 +113,8 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
         {"precision", o.precision},
         {"batch", o.batch},
         {"profile", profile.name},
+        {"cudnn_benchmark", o.cudnn_benchmark},
+        {"memory_format", kMemoryFormatNames[o.channels_last ? 1 : 0]},
         {"sources",
          {{"gpu.efficiency", profile.sources["gpu.efficiency"]},
           {"gpu.memory_efficiency", profile.sources["gpu.memory_efficiency"]},
@@ -126,9 +124,11 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  fmt::print("Kernels of one training step of {} at batch {} on {} ({}, {}), profile {}\n\n",
-             analysis.model_name, o.batch, machine.gpu.name, machine.gpu.architecture, o.precision,
-             profile.name);
+  fmt::print(
+      "Kernels of one training step of {} at batch {} on {} ({}, {}), profile {}, "
+      "cudnn.benchmark {}, {}\n\n",
+      analysis.model_name, o.batch, machine.gpu.name, machine.gpu.architecture, o.precision,
+      profile.name, o.cudnn_benchmark ? "on" : "off", kMemoryFormatNames[o.channels_last ? 1 : 0]);
   TextTable table;
   for (const char* c : {"layer", "pass", "kernel", "class", "algorithm"})
     table.add_column(c, TextTable::Align::left);
@@ -144,7 +144,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
     const double util = k.why.bound == sim::KernelBound::memory ? k.why.memory_utilisation
                                                                 : k.why.compute_utilisation;
     table.add_row({k.layer, k.pass, std::string(k.kernel->name),
-                   std::string(to_string(k.kernel->op_class)), algorithm(*k.kernel, o.batch),
+                   std::string(to_string(k.kernel->op_class)), k.why.algorithm,
                    fmt::format("{:.3f}", k.why.flops / 1e9),
                    fmt::format("{:.2f}", k.why.bytes / 1e6),
                    fmt::format("{:.1f}", k.why.seconds * 1e6), sim::bound_name(k.why.bound),
@@ -300,6 +300,11 @@ Command add_inspect_command(CLI::App& app) {
                                                      std::end(kTrainingPrecisionNames))));
   command->add_option("--profile", options->profile,
                       "A profile instead of the machine's own, for --hardware");
+  command->add_flag("--cudnn-benchmark", options->cudnn_benchmark,
+                    "For --hardware: convolutions take cuDNN's fastest algorithm "
+                    "(torch.backends.cudnn.benchmark = True)");
+  command->add_flag("--channels-last", options->channels_last,
+                    "For --hardware: activations in NHWC order (memory_format=channels_last)");
   return [options] {
     std::filesystem::path file =
         resolve_data_file(options->model, std::filesystem::current_path(), "scenarios/models",

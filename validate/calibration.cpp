@@ -63,17 +63,19 @@ std::int64_t layer_batch(const ScenarioSpec& s, const MeasuredPoint& p) {
 std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use) {
   std::vector<Observation> observations;
   const ScenarioSpec& s = input.scenario;
-  sim::DeviceModel unit(s.machine.gpu, unit_profile(s.profile), s.training.precision);
+  sim::DeviceModel unit(s.machine.gpu, unit_profile(s.profile), s.training.precision,
+                        s.training.convolution);
   ModelAnalysis analysis = analyze_model(s.model, sim::cost_options(s.training.precision));
   auto cost = [&](const std::vector<KernelWork>& kernels, std::int64_t batch,
                   std::vector<UnitKernel>& out) {
     for (const KernelWork& k : kernels) {
-      double flops = scaled(k.flops, batch), bytes = scaled(k.bytes, batch);
+      // At unit efficiencies the model's compute and memory times are the inverse-efficiency
+      // coefficients (an algorithm of several kernels adds its kernels' times).
+      const sim::KernelExplanation e = unit.explain(k, batch);
       UnitKernel u;
       u.op_class = static_cast<std::size_t>(k.op_class);
-      u.compute_s = flops / unit.peak(k.op_class).value() / unit.compute_utilisation(k, batch);
-      u.memory_s =
-          bytes / s.machine.gpu.memory_bandwidth.value() / unit.memory_utilisation(k, batch);
+      u.compute_s = e.compute_s;
+      u.memory_s = e.memory_s;
       out.push_back(u);
     }
   };

@@ -71,6 +71,20 @@ struct GemmShape {
   PerBatch<std::int64_t> m, n, k;
 };
 
+// What a convolution kernel computes, for the choice of algorithm: cuDNN's fast algorithms
+// (Winograd, FFT) apply to some geometries only, and tensor cores pad the channels. Sizes are per
+// spatial dimension (1-D convolutions use entry 0; unused entries are 1). For the data gradient
+// the roles of input and output swap, as they do in the library's call.
+enum class ConvPass { forward, backward_data, backward_weight };
+struct ConvGeometry {
+  ConvPass pass = ConvPass::forward;
+  int spatial_dims = 2;
+  std::int64_t in_channels = 0, out_channels = 0, groups = 1;  // of the layer
+  std::int64_t window[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
+  std::int64_t padding[2] = {0, 0};
+  std::int64_t in_size[2] = {1, 1}, out_size[2] = {1, 1};  // the layer's input and output
+};
+
 struct KernelWork {
   std::string_view name;  // e.g. "addmm", "conv_dgrad", "threshold_backward"
   OpClass op_class = OpClass::elementwise;
@@ -81,6 +95,8 @@ struct KernelWork {
   PerBatch<std::int64_t> parallelism;
   bool has_gemm_shape = false;
   GemmShape gemm;
+  bool has_conv_geometry = false;  // convolutions (not depthwise): the device model picks an
+  ConvGeometry conv;               // algorithm for them
   // Skipped in evaluation (validation) passes: dropout, batch-norm statistics.
   bool training_only = false;
 };

@@ -211,22 +211,46 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
 
   OpClass op_class = (g > 1 && g == c_in) ? OpClass::depthwise_conv : OpClass::conv;
   PerBatch<Bytes> traffic = bytes(a * (e_in + e_out), w * weights);
+  ConvGeometry geometry;
+  geometry.spatial_dims = static_cast<int>(nd);
+  geometry.in_channels = narrow(c_in);
+  geometry.out_channels = narrow(c_out);
+  geometry.groups = narrow(g);
+  for (std::size_t d = 0; d < nd; ++d) {
+    geometry.window[d] = l.kernel[d];
+    geometry.stride[d] = l.stride[d];
+    geometry.dilation[d] = l.dilation[d];
+    geometry.padding[d] = l.padding[d];
+    geometry.in_size[d] = in.dims[d + 1];
+    geometry.out_size[d] = out_spatial[d];
+  }
+  auto with_geometry = [&](KernelWork k, ConvPass pass) {
+    if (op_class == OpClass::depthwise_conv) return k;  // its own direct kernel, no choice
+    k.has_conv_geometry = true;
+    k.conv = geometry;
+    k.conv.pass = pass;
+    return k;
+  };
   // Convolution as an implicit GEMM per group: output positions × out channels, reducing
-  // over in-channels × window.
-  p.costs.forward.push_back(gemm("conv_forward", op_class, fixed(g), per_sample(out_positions),
-                                 fixed(c_out / g), fixed((c_in / g) * window), traffic));
+  // over in-channels × window. The device model may run another algorithm for it.
+  p.costs.forward.push_back(
+      with_geometry(gemm("conv_forward", op_class, fixed(g), per_sample(out_positions),
+                         fixed(c_out / g), fixed((c_in / g) * window), traffic),
+                    ConvPass::forward));
   if (l.bias) {  // PyTorch adds the bias in a separate kernel after cuDNN's convolution
     p.costs.forward.push_back(
         kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), count(e_out)));
   }
   if (needs_grad) {
-    p.costs.backward_input.push_back(gemm("conv_backward_data", op_class, fixed(g),
-                                          per_sample(in_positions), fixed(c_in / g),
-                                          fixed((c_out / g) * window), traffic));
+    p.costs.backward_input.push_back(
+        with_geometry(gemm("conv_backward_data", op_class, fixed(g), per_sample(in_positions),
+                           fixed(c_in / g), fixed((c_out / g) * window), traffic),
+                      ConvPass::backward_data));
   }
-  p.costs.backward_weight.push_back(gemm("conv_backward_weight", op_class, fixed(g),
-                                         fixed(c_out / g), fixed((c_in / g) * window),
-                                         per_sample(out_positions), traffic));
+  p.costs.backward_weight.push_back(
+      with_geometry(gemm("conv_backward_weight", op_class, fixed(g), fixed(c_out / g),
+                         fixed((c_in / g) * window), per_sample(out_positions), traffic),
+                    ConvPass::backward_weight));
   if (l.bias) {
     p.costs.backward_weight.push_back(
         kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out), count(e_out)));

@@ -156,7 +156,7 @@ TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(
       node, {"strategy", "optimizer", "precision", "framework", "epochs", "drop_last",
              "sync_every_step", "gradient_accumulation", "bucket_cap_mib", "first_bucket_mib",
-             "collectives", "collective_algorithm"});
+             "collectives", "collective_algorithm", "cudnn_benchmark", "memory_format"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -188,6 +188,12 @@ TrainingSpec read_training(const yaml::Node& node) {
   if (auto algorithm = map.optional("collective_algorithm")) {
     training.collective_algorithm =
         static_cast<CollectiveAlgorithm>(algorithm->as_choice(kCollectiveAlgorithmNames));
+  }
+  if (auto benchmark = map.optional("cudnn_benchmark")) {
+    training.convolution.cudnn_benchmark = benchmark->as_bool();
+  }
+  if (auto format = map.optional("memory_format")) {
+    training.convolution.channels_last = format->as_choice(kMemoryFormatNames) == 1;
   }
   return training;
 }

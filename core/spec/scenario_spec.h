@@ -58,6 +58,17 @@ struct LoaderSpec {
   Seconds sample_cpu;       // CPU time to read, decode and transform one sample on one core
 };
 
+// How the framework drives cuDNN for convolutions.
+struct ConvolutionSettings {
+  // torch.backends.cudnn.benchmark: on, cuDNN times every algorithm for each shape and keeps
+  // the fastest; off (PyTorch's default), its heuristic picks one without timing.
+  bool cudnn_benchmark = false;
+  // Activations in channels-last (NHWC) order (model and inputs converted with
+  // memory_format=torch.channels_last); PyTorch's default is NCHW.
+  bool channels_last = false;
+};
+inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "channels_last"};
+
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
@@ -76,6 +87,7 @@ struct TrainingSpec {
   bool analytic_collectives = false;
   // Which all-reduce algorithm across nodes, as NCCL_ALGO forces it: auto lets the tuner pick.
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
+  ConvolutionSettings convolution;
 };
 inline constexpr std::string_view kCollectiveFidelityNames[] = {"flows", "analytic"};
 

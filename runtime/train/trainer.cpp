@@ -264,8 +264,11 @@ struct Rig {
   bool ddp() const { return scenario.training.strategy == Strategy::ddp; }
   int accumulation() const { return ddp() ? scenario.training.gradient_accumulation : 1; }
 
-  torch::Tensor forward(const torch::Tensor& inputs) {
+  torch::Tensor forward(torch::Tensor inputs) {
     AutocastScope autocast(scenario.training.precision, device);
+    if (scenario.training.convolution.channels_last && inputs.dim() == 4) {
+      inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
+    }
     if (dp_devices.size() > 1) {
 #ifdef EPOCHCAST_TORCH_CUDA
       return torch::nn::parallel::data_parallel(model, inputs, dp_devices, device);
@@ -426,6 +429,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     bool tf32 = training.precision == TrainingPrecision::tf32;
     at::globalContext().setAllowTF32CuBLAS(tf32);
     at::globalContext().setAllowTF32CuDNN(tf32);
+    at::globalContext().setBenchmarkCuDNN(training.convolution.cudnn_benchmark);
   }
 
   Rig rig(scenario, point, options, group, device);
@@ -448,6 +452,12 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     torch::manual_seed(options.seed);
     rig.model = build_torch_model(scenario.model);
     rig.model->to(device);
+    if (scenario.training.convolution.channels_last) {
+      // model.to(memory_format=torch.channels_last): 4-D weights (2-D convolutions) go NHWC.
+      for (torch::Tensor& p : rig.model->parameters()) {
+        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    }
     rig.model->train();
     rig.parameters = rig.model->parameters();
     rig.rank_batch = ddp ? point.per_gpu_batch : point.global_batch;

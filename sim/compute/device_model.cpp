@@ -4,17 +4,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace epochcast::sim {
 
 namespace {
 
-constexpr double kTileEdges[] = {128, 64, 32, 16};  // GEMM output tiles, largest first
-constexpr std::int64_t kTilesPerSm = 2;             // resident GEMM tiles per SM
-constexpr std::int64_t kSplitKSlice = 128;          // the least K extent a split-K slice covers
-constexpr std::int64_t kElementsPerBlock = 1024;    // 256 threads x 4 elements
-constexpr std::int64_t kBlocksPerSm = 8;            // 2048 resident threads / 256
+constexpr std::int64_t kElementsPerBlock = 1024;  // 256 threads x 4 elements
+constexpr std::int64_t kBlocksPerSm = 8;          // 2048 resident threads / 256
 // A cap that keeps simulated time inside 64-bit nanoseconds for absurd inputs (a year).
 constexpr double kLongestKernel = 3.15e7;
+// Tensor-core kernels read their operands in 16-byte vectors: feature dimensions are padded
+// to 8 elements of 16 bits (NVIDIA developer forum thread 57827: on Volta with cuDNN 7.0.5, an
+// fp16 NHWC tensor-core convolution fails unless output channels are a multiple of 8) and so
+// to 4 elements of tf32.
+constexpr std::int64_t kTensorCoreBytes = 16;
 
 double ceil_div(double a, double b) {
   return std::ceil(a / b);
@@ -45,8 +49,12 @@ CostOptions cost_options(TrainingPrecision precision) {
 }
 
 DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
-                         TrainingPrecision precision)
-    : gpu_(gpu), profile_(profile), precision_(precision) {
+                         TrainingPrecision precision, const ConvolutionSettings& convolution)
+    : gpu_(gpu),
+      profile_(profile),
+      precision_(precision),
+      convolution_(convolution),
+      tile_family_(tile_family(gpu.architecture)) {
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.
   resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
@@ -71,6 +79,15 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       matrix_peak_ = at_least_fp32(Precision::bf16);
       break;
   }
+  const CostOptions sizes = cost_options(precision);
+  conv_context_.activation_bytes = element_bytes(sizes.activation_dtype);
+  conv_context_.weight_bytes = element_bytes(sizes.parameter_dtype);
+  conv_context_.tensor_cores = tensor_cores();
+  // tf32 reads fp32 operands; the 16-bit precisions read 2-byte ones.
+  conv_context_.channel_multiple =
+      kTensorCoreBytes /
+      (precision == TrainingPrecision::tf32 ? 4 : conv_context_.activation_bytes);
+  conv_context_.channels_last = convolution.channels_last;
 }
 
 FlopsPerSecond DeviceModel::peak(OpClass op_class) const {
@@ -84,51 +101,38 @@ BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
   return BytesPerSecond(gpu_.memory_bandwidth.value() * efficiency);
 }
 
-namespace {
-
-struct Work {
-  double units;     // tiles (GEMMs) or blocks (everything else)
-  double capacity;  // units resident at once
-};
-
-// Counted in double: sizes come from user files and batches and must never overflow.
-Work parallel_work(const KernelWork& kernel, std::int64_t batch, int sms) {
-  if (kernel.has_gemm_shape) {
-    // Like cuBLAS/cuDNN heuristics: the largest output tile that still gives every resident
-    // slot a tile, and for too few tiles a split of the reduction that fills one wave.
-    const GemmShape& g = kernel.gemm;
-    double capacity = static_cast<double>(sms * kTilesPerSm);
-    double tiles = 0;
-    for (double tile : kTileEdges) {
-      tiles = scaled(g.batches, batch) * ceil_div(scaled(g.m, batch), tile) *
-              ceil_div(scaled(g.n, batch), tile);
-      if (tiles >= capacity) break;
-    }
-    double units = tiles;
-    if (tiles < capacity) {
-      double split = std::min(ceil_div(scaled(g.k, batch), static_cast<double>(kSplitKSlice)),
-                              std::floor(capacity / tiles));
-      units = tiles * std::max(split, 1.0);
-    }
-    return {std::max(units, 1.0), capacity};
-  }
-  double blocks = ceil_div(std::max(scaled(kernel.parallelism, batch), 1.0),
-                           static_cast<double>(kElementsPerBlock));
-  return {blocks, static_cast<double>(sms * kBlocksPerSm)};
+TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch,
+                              bool tensor_cores) const {
+  const GemmShape& g = kernel.gemm;
+  // On tensor cores the feature dimensions (those that do not grow with the batch) are padded
+  // to the cores' multiple; dimensions made of samples are not.
+  auto dimension = [&](const PerBatch<std::int64_t>& d) {
+    double size = scaled(d, batch);
+    if (!tensor_cores || d.per_sample != 0) return size;
+    return static_cast<double>(round_up(d.fixed, conv_context_.channel_multiple));
+  };
+  return choose_tiles(scaled(g.batches, batch), dimension(g.m), dimension(g.n), dimension(g.k),
+                      gpu_.sm_count, tile_family_);
 }
 
-}  // namespace
-
 double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t batch) const {
-  Work work = parallel_work(kernel, batch, gpu_.sm_count);
-  if (!kernel.has_gemm_shape) return std::min(1.0, work.units / gpu_.sm_count);
-  double waves = ceil_div(work.units, work.capacity);
-  return work.units / (waves * work.capacity);
+  if (kernel.has_gemm_shape) {
+    const bool on_tensor_cores = is_matrix_op(kernel.op_class) &&
+                                 kernel.op_class != OpClass::depthwise_conv && tensor_cores();
+    const TileChoice t = tiles(kernel, batch, on_tensor_cores);
+    const GemmShape& g = kernel.gemm;
+    const double useful =
+        scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
+    return std::clamp(useful / t.slot_work, 1e-12, 1.0);
+  }
+  return memory_utilisation(kernel, batch);
 }
 
 double DeviceModel::memory_utilisation(const KernelWork& kernel, std::int64_t batch) const {
-  Work work = parallel_work(kernel, batch, gpu_.sm_count);
-  return std::min(1.0, work.units / gpu_.sm_count);
+  double blocks = ceil_div(std::max(scaled(kernel.parallelism, batch), 1.0),
+                           static_cast<double>(kElementsPerBlock));
+  if (kernel.has_gemm_shape) blocks = tiles(kernel, batch, false).units;
+  return std::min(1.0, blocks / gpu_.sm_count);
 }
 
 const char* bound_name(KernelBound bound) {
@@ -143,16 +147,36 @@ const char* bound_name(KernelBound bound) {
   return "";
 }
 
-KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
+KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t batch) const {
+  const KernelWork& kernel = part.work;
   KernelExplanation e;
   e.flops = scaled(kernel.flops, batch);
   e.bytes = scaled(kernel.bytes, batch);
   e.efficiency = profile_.gpu.compute[static_cast<std::size_t>(kernel.op_class)];
-  e.peak = peak(kernel.op_class);
+  e.peak = part.tensor_cores ? matrix_peak_ : vector_peak_;
   e.bandwidth = effective_bandwidth(kernel.op_class);
-  e.compute_utilisation = compute_utilisation(kernel, batch);
   e.memory_utilisation = memory_utilisation(kernel, batch);
-  e.compute_s = e.flops / (e.peak.value() * e.efficiency) / e.compute_utilisation;
+  if (kernel.has_gemm_shape) {
+    const TileChoice t = tiles(kernel, batch, part.tensor_cores);
+    const GemmShape& g = kernel.gemm;
+    const double useful =
+        scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
+    e.compute_utilisation = std::clamp(useful / t.slot_work, 1e-12, 1.0);
+    // What the tiles cost (two FLOPs a multiply-add), plus any work beyond the product itself
+    // (a fused bias).
+    const double extra = std::max(0.0, e.flops - 2 * useful);
+    e.compute_s = (2 * t.slot_work + extra) / (e.peak.value() * e.efficiency);
+    std::string shape =
+        fmt::format("{}x{}x{}", scaled(g.m, batch), scaled(g.n, batch), scaled(g.k, batch));
+    const double batches = scaled(g.batches, batch);
+    if (batches > 1) shape = fmt::format("{} x {}", batches, shape);
+    e.algorithm = fmt::format("{} {}, tiles {}x{}", part.what, shape, t.tile_m, t.tile_n);
+    if (t.split_k > 1) e.algorithm += fmt::format(", split-K {}", t.split_k);
+  } else {
+    e.compute_utilisation = e.memory_utilisation;
+    e.compute_s = e.flops / (e.peak.value() * e.efficiency) / e.compute_utilisation;
+    e.algorithm = part.what.empty() ? std::string("blocks of 1024 elements") : part.what;
+  }
   e.memory_s = e.bytes / e.bandwidth.value() / e.memory_utilisation;
   e.seconds = std::max(e.compute_s, e.memory_s);
   e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
@@ -162,6 +186,67 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
   }
   e.seconds = std::min(e.seconds, kLongestKernel);
   return e;
+}
+
+KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
+  if (!kernel.has_conv_geometry) {
+    KernelPart part{kernel, false, kernel.has_gemm_shape ? "GEMM" : ""};
+    part.tensor_cores = is_matrix_op(kernel.op_class) &&
+                        kernel.op_class != OpClass::depthwise_conv && tensor_cores();
+    if (kernel.op_class == OpClass::depthwise_conv) {
+      // A direct kernel over the output (PyTorch's depthwise convolution), not a tiled GEMM:
+      // one filter per channel leaves no product to tile.
+      part.work.has_gemm_shape = false;
+      part.what = "direct depthwise, blocks of 1024 outputs";
+      // The weight gradient reduces over every sample's positions, split across blocks like
+      // any reduction.
+      const GemmShape& g = kernel.gemm;
+      if (g.k.per_sample > 0) {
+        part.work.parallelism = {g.batches.fixed * g.k.per_sample, 0};
+        part.what = "direct depthwise, blocks of 1024 reduced positions";
+      }
+    }
+    return explain_part(part, batch);
+  }
+  // Each algorithm's kernels run one after another; its time is theirs summed.
+  std::vector<KernelExplanation> options;
+  for (const ConvPlan& plan : conv_plans(kernel, conv_context_)) {
+    KernelExplanation total;
+    double longest = -1;
+    for (const KernelPart& part : plan.parts) {
+      KernelExplanation e = explain_part(part, batch);
+      total.bytes += e.bytes;
+      total.compute_s += e.compute_s;
+      total.memory_s += e.memory_s;
+      total.seconds += e.seconds;
+      if (e.seconds > longest) {  // the part that takes longest says what bounds the kernel
+        longest = e.seconds;
+        total.bound = e.bound;
+        total.compute_utilisation = e.compute_utilisation;
+        total.memory_utilisation = e.memory_utilisation;
+        total.efficiency = e.efficiency;
+        total.peak = e.peak;
+        total.bandwidth = e.bandwidth;
+      }
+    }
+    total.flops = scaled(kernel.flops, batch);  // the direct convolution's count, as papers do
+    total.seconds = std::min(total.seconds, kLongestKernel);
+    total.parts = static_cast<int>(plan.parts.size());
+    total.algorithm = explain_part(plan.parts.front(), batch).algorithm;
+    if (plan.algorithm != ConvAlgorithm::implicit_gemm) {
+      total.algorithm =
+          fmt::format("{} ({} kernels)", conv_algorithm_name(plan.algorithm), plan.parts.size());
+    } else if (plan.parts.size() > 1) {
+      total.algorithm += " + NCHW<->NHWC transposes";
+    }
+    options.push_back(total);
+    // Without cudnn.benchmark nothing is timed: the heuristic's implicit GEMM runs.
+    if (!convolution_.cudnn_benchmark) break;
+  }
+  // cudnn.benchmark keeps the fastest (the first on a tie: implicit GEMM).
+  return *std::min_element(
+      options.begin(), options.end(),
+      [](const KernelExplanation& a, const KernelExplanation& b) { return a.seconds < b.seconds; });
 }
 
 SimTime DeviceModel::kernel_time(const KernelWork& kernel, std::int64_t batch) const {

@@ -5,19 +5,25 @@
 //   (the optimizer's kernels use the profile's optimizer memory efficiency)
 //   time = max(time, minimum kernel time)
 //
-// Utilisation has two parts. GEMMs and convolutions are cut into output tiles (128x128 down
-// to 16x16, the largest that gives every slot a tile, then split along K when there are still
-// too few) that run in waves of SMs x 2 resident tiles; a last, partial wave leaves SMs idle
-// (wave quantisation), which scales their compute time. Memory
+// GEMMs and convolutions are cut into output tiles (sim/compute/gemm_tiles.h): padding of the
+// edge tiles, the idle slots of a last partial wave and uneven split-K slices lower their
+// compute utilisation. Under tensor-core precisions their feature dimensions are padded to the
+// tensor cores' multiple. Convolutions run the algorithm cuDNN would pick for their geometry
+// (sim/compute/conv_algorithms.h): with cudnn.benchmark the fastest of implicit GEMM, Winograd
+// and FFT; without it the heuristic's implicit GEMM; each algorithm's kernels add up. Memory
 // traffic, and all other kernels (cut into 1024-element blocks), reach full bandwidth once
 // every SM has a block: below that, utilisation is blocks / SMs. Small per-GPU batches thus
 // under-use a large GPU.
 #pragma once
 
+#include <string>
+
 #include "core/model/analysis.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
+#include "sim/compute/conv_algorithms.h"
+#include "sim/compute/gemm_tiles.h"
 #include "sim/engine/sim_time.h"
 
 namespace epochcast::sim {
@@ -34,16 +40,21 @@ struct KernelExplanation {
   double efficiency = 0;  // the op class's fraction of `peak`
   FlopsPerSecond peak;
   BytesPerSecond bandwidth;  // effective (after memory efficiency)
+  // What runs: "GEMM 512x512x512, tiles 64x64, split-K 3", "Winograd F(4x4,3x3) + ...".
+  std::string algorithm;
+  int parts = 1;  // kernels the algorithm launches
 };
 const char* bound_name(KernelBound bound);
 
 class DeviceModel {
  public:
-  DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile, TrainingPrecision precision);
+  DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile, TrainingPrecision precision,
+              const ConvolutionSettings& convolution = {});
 
   SimTime kernel_time(const KernelWork& kernel, std::int64_t batch) const;
   KernelExplanation explain(const KernelWork& kernel, std::int64_t batch) const;
-  // Fraction of the GPU's compute a kernel keeps busy, averaged over its waves (0, 1].
+  // Fraction of the GPU's compute a kernel keeps busy, averaged over its waves (0, 1]. For a
+  // GEMM: its useful multiply-adds over what its tiles cost (padding and idle slots included).
   double compute_utilisation(const KernelWork& kernel, std::int64_t batch) const;
   // Fraction of the memory bandwidth it can draw on (0, 1].
   double memory_utilisation(const KernelWork& kernel, std::int64_t batch) const;
@@ -58,11 +69,19 @@ class DeviceModel {
   const GpuSpec& gpu() const { return gpu_; }
   const HardwareProfile& profile() const { return profile_; }
   TrainingPrecision precision() const { return precision_; }
+  // Whether GEMMs and convolutions run on tensor cores (a matrix unit faster than fp32).
+  bool tensor_cores() const { return matrix_peak_.value() > vector_peak_.value(); }
 
  private:
+  KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
+  TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores) const;
+
   GpuSpec gpu_;
   HardwareProfile profile_;
   TrainingPrecision precision_;
+  ConvolutionSettings convolution_;
+  ConvContext conv_context_;
+  TileFamily tile_family_;
   FlopsPerSecond matrix_peak_;  // GEMM and convolution units at this precision
   FlopsPerSecond vector_peak_;  // FP32 CUDA cores
 };

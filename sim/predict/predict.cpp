@@ -166,7 +166,7 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   r.point = point;
   const TrainingSpec& training = scenario.training;
   const MachineSpec& machine = scenario.machine;
-  DeviceModel device(machine.gpu, scenario.profile, training.precision);
+  DeviceModel device(machine.gpu, scenario.profile, training.precision, training.convolution);
   ModelAnalysis analysis = analyze_model(scenario.model, cost_options(training.precision));
   StepContext context{scenario, analysis, device};
   const bool multi = point.gpus > 1 && training.strategy != Strategy::single;

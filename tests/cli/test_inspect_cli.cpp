@@ -67,18 +67,43 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("on NVIDIA GeForce GTX 1080 Ti (pascal, fp32)"));
   // The first convolution: 50 filters of width 200 over 12,000 samples, as an implicit GEMM
-  // bound by its arithmetic at the profile's conv efficiency of the fp32 peak.
-  const std::size_t row = r.output.find("Conv1d-1     forward      conv_forward");
-  REQUIRE(row != std::string::npos);
-  const std::string line = r.output.substr(row, r.output.find('\n', row) - row);
-  for (const char* part : {"implicit GEMM 600050x50x200", " 12.001 ", " compute ", " 100% ",
-                           "conv 0.65 of 11.34 TFLOPS"}) {
+  // bound by its arithmetic at the profile's conv efficiency of the fp32 peak. Pascal's
+  // 128-row tiles take the 50 filters as 64 columns: 50/64 = 78% of the tiles' work is useful.
+  auto line_of = [&](const std::string& output, const std::string& start) {
+    const std::size_t row = output.find(start);
+    REQUIRE(row != std::string::npos);
+    return output.substr(row, output.find('\n', row) - row);
+  };
+  const std::string line = line_of(r.output, "Conv1d-1     forward      conv_forward");
+  for (const char* part : {"implicit GEMM 600050x50x200, tiles 128x64", " 12.001 ", " compute ",
+                           " 78% ", "conv 0.65 of 11.34 TFLOPS"}) {
     CHECK_THAT(line, Catch::Contains(part));
   }
+  CHECK_THAT(r.output, Catch::Contains("cudnn.benchmark off, channels_first"));
   // Element-wise kernels stream at Pascal's bandwidth figure (0.61 of 484 GB/s).
   CHECK_THAT(r.output, Catch::Contains("memory, 295.2 GB/s effective"));
   CHECK_THAT(r.output, Catch::Contains("gpu.efficiency: "));
   CHECK_THAT(r.output, Catch::Contains("for pascal at fp32"));
+
+  // With cudnn.benchmark the fastest algorithm runs: a 3x3 stride-1 convolution of ResNet-50
+  // takes Winograd in fp32; under mixed precision on an A100 the tensor cores' implicit GEMM
+  // wins, with the NCHW transposes unless the activations are channels-last.
+  CommandResult winograd = run_command(epochcast_binary() +
+                                       " inspect resnet-50 --hardware dgx-a100 --batch 64 "
+                                       "--cudnn-benchmark");
+  REQUIRE(winograd.exit_code == 0);
+  CHECK_THAT(winograd.output, Catch::Contains("Winograd F(4x4,3x3) (4 kernels)"));
+  CommandResult amp = run_command(epochcast_binary() +
+                                  " inspect resnet-50 --hardware dgx-a100 --batch 64 "
+                                  "--precision amp_fp16 --cudnn-benchmark");
+  REQUIRE(amp.exit_code == 0);
+  CHECK_THAT(amp.output, Catch::Contains("+ NCHW<->NHWC transposes"));
+  CHECK_THAT(amp.output, !Catch::Contains("Winograd"));
+  CommandResult nhwc = run_command(epochcast_binary() +
+                                   " inspect resnet-50 --hardware dgx-a100 --batch 64 "
+                                   "--precision amp_fp16 --channels-last");
+  REQUIRE(nhwc.exit_code == 0);
+  CHECK_THAT(nhwc.output, !Catch::Contains("transposes"));
 
   CommandResult j = run_command(epochcast_binary() +
                                 " inspect resnet-50 --hardware dgx-a100 --batch 256 "

@@ -381,6 +381,13 @@ TEST_CASE("bad input: a misspelt collective fidelity or algorithm") {
                  {"bad.yaml:6:94", "training.collective_algorithm", "(did you mean 'ring'?)"});
 }
 
+TEST_CASE("bad input: a misspelt memory format or a non-boolean cudnn_benchmark") {
+  scenario_error(scenario("epochs: 20}", "epochs: 20, memory_format: channel_last}"),
+                 {"bad.yaml:6:87", "training.memory_format", "(did you mean 'channels_last'?)"});
+  scenario_error(scenario("epochs: 20}", "epochs: 20, cudnn_benchmark: on}"),
+                 {"bad.yaml:6:89", "training.cudnn_benchmark", "expected true or false"});
+}
+
 TEST_CASE("bad input: DataParallel across nodes") {
   std::string text =
       scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");

@@ -90,8 +90,10 @@ TEST_CASE("without a faster unit, mixed precision computes at the fp32 rate") {
   CHECK(amp.peak(OpClass::gemm).value() == fp32.peak(OpClass::gemm).value());
 }
 
-TEST_CASE("a GEMM one tile past a full wave needs a second wave") {
-  // 108 SMs x 2 resident tiles = 216 tiles a wave; 217 tiles of 128x128 take two waves.
+TEST_CASE("a GEMM one tile past a full wave takes smaller tiles to fill its second wave") {
+  // 108 SMs x 2 resident tiles = 216 a wave. A 128 x (128 x 217) output is 217 tiles of 128x128,
+  // two waves of which the second is nearly empty: 64x64 tiles (868 of them) waste less, five
+  // waves of 216 with 212 slots idle.
   const GpuSpec& a100 = gpu("a100-sxm4-40gb");
   DeviceModel device(a100, default_profile(), TrainingPrecision::fp32);
   KernelWork k;
@@ -100,10 +102,60 @@ TEST_CASE("a GEMM one tile past a full wave needs a second wave") {
   k.gemm.m = {128, 0};
   k.gemm.n = {0, 128 * 217};
   k.gemm.k = {0, 4096};
-  const std::int64_t capacity = 108 * 2;
-  CHECK(device.compute_utilisation(k, 1) == Approx(217.0 / (2.0 * capacity)));
-  k.gemm.n = {0, 128 * 216};
+  k.flops = {Flops(2 * 128 * 128 * 217 * std::int64_t{4096}), Flops(0)};
+  CHECK(device.compute_utilisation(k, 1) == Approx(868.0 / (5.0 * 216)));
+  CHECK_THAT(device.explain(k, 1).algorithm, Catch::Contains("tiles 64x64"));
+  k.gemm.n = {0, 128 * 216};  // exactly one wave of the largest tile
   CHECK(device.compute_utilisation(k, 1) == Approx(1.0));
+  CHECK_THAT(device.explain(k, 1).algorithm, Catch::Contains("tiles 128x128"));
+}
+
+TEST_CASE("tile choice: larger tiles unless a smaller one saves a clear share of the slots") {
+  // 80 SMs, 4096^3: 128x128 tiles (1024, 7 waves of 160) would cost 7.7% more slots than
+  // 128x64 (2048, 13 waves) or 64x64 (4096, 26 waves): the larger of the two cheapest is kept.
+  TileChoice large = choose_tiles(1, 4096, 4096, 4096, 80, TileFamily::mixed);
+  CHECK(large.tile_m == 128);
+  CHECK(large.tile_n == 64);
+  CHECK(large.waves == 13);
+  // 132 SMs, 8192^3: 64x64 would save 1.6% of 128x128's slots, too little to give up reuse.
+  TileChoice hopper = choose_tiles(1, 8192, 8192, 8192, 132, TileFamily::mixed);
+  CHECK(hopper.tile_m == 128);
+  CHECK(hopper.tile_n == 128);
+  // Too few tiles for one wave: the reduction is split, into one wave.
+  TileChoice small = choose_tiles(1, 512, 512, 512, 80, TileFamily::mixed);
+  CHECK(small.split_k > 1);
+  CHECK(small.waves == 1);
+  // A CPU has no tile padding (the runtime's host device).
+  CHECK(choose_tiles(1, 20, 100, 2000, 2, TileFamily::unpadded).utilisation == Approx(1.0));
+  CHECK(tile_family("pascal") == TileFamily::rows_of_128);
+  CHECK(tile_family("hopper") == TileFamily::mixed);
+  CHECK(tile_family("x86-64") == TileFamily::unpadded);
+}
+
+TEST_CASE("Pascal cuBLAS pads a small minibatch to 128-row tiles (openai-gemm, DGX-1 P100)") {
+  // openai/openai-gemm README, DGX-1 table, cuBLAS_32 column, N = K = 4096 (GFLOP/s):
+  // M = 32: 2045, 64: 4059, 128: 8039, 7000: 9519. A P100 SXM2: 56 SMs, 10.6 TFLOPS fp32
+  // (NVIDIA Tesla P100 datasheet). Each within 5%, from the tile model and Pascal's GEMM prior.
+  GpuSpec p100 = gpu("gtx-1080-ti");
+  p100.id = "p100-sxm2";
+  p100.sm_count = 56;
+  p100.peak = {{Precision::fp32, FlopsPerSecond(10.6e12)}};
+  DeviceModel device(p100, default_profile(), TrainingPrecision::fp32);
+  for (auto [m, published_gflops] :
+       {std::pair{32, 2045.0}, {64, 4059.0}, {128, 8039.0}, {7000, 9519.0}}) {
+    KernelWork k;
+    k.op_class = OpClass::gemm;
+    k.has_gemm_shape = true;
+    k.gemm.m = {0, m};
+    k.gemm.n = {0, 4096};
+    k.gemm.k = {0, 4096};
+    k.flops = {Flops(0), Flops(2 * std::int64_t{m} * 4096 * 4096)};
+    k.bytes = {Bytes(0), Bytes(4 * (std::int64_t{m} * 4096 * 2 + 4096 * 4096))};
+    const double predicted_gflops =
+        2.0 * m * 4096 * 4096 / device.kernel_time(k, 1).seconds() / 1e9;
+    INFO("M = " << m << ": " << predicted_gflops << " GFLOP/s predicted");
+    CHECK(predicted_gflops == Approx(published_gflops).epsilon(0.05));
+  }
 }
 
 TEST_CASE("a tiny kernel takes the minimum kernel time") {

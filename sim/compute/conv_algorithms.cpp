@@ -1,0 +1,278 @@
+// The kernels each convolution algorithm launches, with their FLOPs, traffic and GEMM shapes.
+#include "sim/compute/conv_algorithms.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace epochcast::sim {
+
+namespace {
+
+// Counts are formed in double and narrowed with a cap, so absurd sizes cannot overflow.
+std::int64_t narrow(double v) {
+  constexpr double kCap = 4.0e18;
+  return static_cast<std::int64_t>(std::llround(std::clamp(v, 0.0, kCap)));
+}
+
+PerBatch<Flops> flops(double per_sample, double fixed = 0) {
+  return {Flops(narrow(per_sample)), Flops(narrow(fixed))};
+}
+PerBatch<Bytes> bytes(double per_sample, double fixed = 0) {
+  return {Bytes(narrow(per_sample)), Bytes(narrow(fixed))};
+}
+PerBatch<std::int64_t> count(double per_sample, double fixed = 0) {
+  return {narrow(per_sample), narrow(fixed)};
+}
+
+KernelPart elementwise(std::string what, PerBatch<Flops> f, PerBatch<Bytes> b,
+                       PerBatch<std::int64_t> parallelism) {
+  KernelPart part;
+  part.what = std::move(what);
+  part.work.name = "transform";
+  part.work.op_class = OpClass::elementwise;
+  part.work.flops = f;
+  part.work.bytes = b;
+  part.work.parallelism = parallelism;
+  return part;
+}
+
+KernelPart gemm_part(std::string what, OpClass op_class, GemmShape shape, PerBatch<Flops> f,
+                     PerBatch<Bytes> b, bool tensor_cores) {
+  KernelPart part;
+  part.what = std::move(what);
+  part.work.name = "gemm";
+  part.work.op_class = op_class;
+  part.work.flops = f;
+  part.work.bytes = b;
+  part.work.has_gemm_shape = true;
+  part.work.gemm = shape;
+  part.work.parallelism = {0, 0};
+  part.tensor_cores = tensor_cores;
+  return part;
+}
+
+PerBatch<std::int64_t> per_sample(double v) {
+  return count(v, 0);
+}
+PerBatch<std::int64_t> fixed(double v) {
+  return count(0, v);
+}
+
+// The two tensors a pass reads and writes per sample, with their channel counts: `source` is
+// transformed on the way in, `result` comes out. The weight gradient reads both activations.
+struct Roles {
+  double source_channels, source_positions;
+  double result_channels, result_positions;
+};
+
+Roles roles(const ConvGeometry& g) {
+  double in_positions = static_cast<double>(g.in_size[0] * g.in_size[1]);
+  double out_positions = static_cast<double>(g.out_size[0] * g.out_size[1]);
+  double c = static_cast<double>(g.in_channels), k = static_cast<double>(g.out_channels);
+  switch (g.pass) {
+    case ConvPass::forward:
+      return {c, in_positions, k, out_positions};
+    case ConvPass::backward_data:
+      return {k, out_positions, c, in_positions};
+    case ConvPass::backward_weight:  // reads x and dy; its "result" is the filter gradient
+      return {c, in_positions, k, out_positions};
+  }
+  return {};
+}
+
+double window_size(const ConvGeometry& g) {
+  return static_cast<double>(g.window[0] * g.window[1]);
+}
+
+ConvPlan implicit_gemm(const KernelWork& conv, const ConvContext& cx) {
+  const ConvGeometry& g = conv.conv;
+  const std::int64_t multiple = cx.tensor_cores ? cx.channel_multiple : 1;
+  const double c = static_cast<double>(round_up(g.in_channels / g.groups, multiple));
+  const double k = static_cast<double>(round_up(g.out_channels / g.groups, multiple));
+  const double window = window_size(g);
+  GemmShape shape = conv.gemm;  // the counted shape; channels padded below
+  switch (g.pass) {
+    case ConvPass::forward:
+      shape.n = fixed(k);
+      shape.k = fixed(c * window);
+      break;
+    case ConvPass::backward_data:
+      shape.n = fixed(c);
+      shape.k = fixed(k * window);
+      break;
+    case ConvPass::backward_weight:
+      shape.m = fixed(k);
+      shape.n = fixed(c * window);
+      break;
+  }
+  ConvPlan plan;
+  plan.algorithm = ConvAlgorithm::implicit_gemm;
+  plan.parts.push_back(
+      gemm_part("implicit GEMM", conv.op_class, shape, conv.flops, conv.bytes, cx.tensor_cores));
+  if (cx.tensor_cores && !cx.channels_last) {
+    // cuDNN's tensor-core kernels work in NHWC: NCHW tensors are transposed in and out (read
+    // and written once more each).
+    Roles r = roles(g);
+    double elements =
+        r.source_channels * r.source_positions + r.result_channels * r.result_positions;
+    plan.parts.push_back(elementwise(
+        "NCHW<->NHWC transposes", flops(0),
+        bytes(2.0 * static_cast<double>(cx.activation_bytes) * elements), per_sample(elements)));
+  }
+  return plan;
+}
+
+bool winograd_applies(const ConvGeometry& g) {
+  return g.spatial_dims == 2 && g.groups == 1 && g.window[0] == 3 && g.window[1] == 3 &&
+         g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
+}
+
+ConvPlan winograd(const ConvGeometry& g, const ConvContext& cx) {
+  constexpr double kTileOut = 4, kTransformed = 36;  // F(4x4, 3x3): 6x6 transformed tiles
+  const double a = static_cast<double>(cx.activation_bytes);
+  const double w = static_cast<double>(cx.weight_bytes);
+  const double c = static_cast<double>(g.in_channels), k = static_cast<double>(g.out_channels);
+  Roles r = roles(g);
+  // Tiles cover what is produced: the output (forward, weight gradient) or the input gradient.
+  const bool over_input = g.pass == ConvPass::backward_data;
+  const std::int64_t* size = over_input ? g.in_size : g.out_size;
+  const double tiles = std::ceil(static_cast<double>(size[0]) / kTileOut) *
+                       std::ceil(static_cast<double>(size[1]) / kTileOut);
+  auto transform = [&](std::string what, double channels, double positions) {
+    double transformed = kTransformed * tiles * channels;
+    // A few additions per transformed element (the 6x6 transforms are sums of small multiples).
+    return elementwise(std::move(what), flops(4 * transformed),
+                       bytes(a * (channels * positions + transformed)), per_sample(transformed));
+  };
+  ConvPlan plan;
+  plan.algorithm = ConvAlgorithm::winograd;
+  if (g.pass == ConvPass::backward_weight) {
+    plan.parts.push_back(transform("Winograd input transform", c, r.source_positions));
+    plan.parts.push_back(transform("Winograd gradient transform", k, r.result_positions));
+    GemmShape shape{fixed(kTransformed), fixed(k), fixed(c), per_sample(tiles)};
+    plan.parts.push_back(gemm_part(
+        "Winograd batched GEMM (36)", OpClass::gemm, shape, flops(2 * kTransformed * tiles * k * c),
+        bytes(a * kTransformed * tiles * (c + k), a * kTransformed * k * c), false));
+    plan.parts.push_back(elementwise(
+        "Winograd filter-gradient transform", flops(0, 4 * kTransformed * k * c),
+        bytes(0, a * kTransformed * k * c + w * 9 * k * c), fixed(kTransformed * k * c)));
+    return plan;
+  }
+  plan.parts.push_back(elementwise("Winograd filter transform", flops(0, 4 * kTransformed * k * c),
+                                   bytes(0, w * 9 * k * c + a * kTransformed * k * c),
+                                   fixed(kTransformed * k * c)));
+  plan.parts.push_back(
+      transform("Winograd input transform", r.source_channels, r.source_positions));
+  GemmShape shape{fixed(kTransformed), per_sample(tiles), fixed(r.result_channels),
+                  fixed(r.source_channels)};
+  plan.parts.push_back(
+      gemm_part("Winograd batched GEMM (36)", OpClass::gemm, shape,
+                flops(2 * kTransformed * tiles * r.result_channels * r.source_channels),
+                bytes(a * kTransformed * tiles * (r.source_channels + r.result_channels),
+                      a * kTransformed * k * c),
+                false));
+  plan.parts.push_back(
+      transform("Winograd output transform", r.result_channels, r.result_positions));
+  return plan;
+}
+
+constexpr std::int64_t kFftTile = 32;
+
+bool fft_tiling_applies(const ConvGeometry& g) {
+  if (g.groups != 1 || window_size(g) <= 1) return false;
+  for (int d = 0; d < g.spatial_dims; ++d) {
+    if (g.stride[d] != 1 || g.dilation[d] != 1 || g.window[d] > kFftTile) return false;
+  }
+  return true;
+}
+
+ConvPlan fft_tiling(const ConvGeometry& g, const ConvContext& cx) {
+  const double a = static_cast<double>(cx.activation_bytes);
+  const double w = static_cast<double>(cx.weight_bytes);
+  constexpr double kComplex = 8;  // complex fp32
+  const double c = static_cast<double>(g.in_channels), k = static_cast<double>(g.out_channels);
+  Roles r = roles(g);
+  const bool over_input = g.pass == ConvPass::backward_data;
+  const std::int64_t* size = over_input ? g.in_size : g.out_size;
+  double tiles = 1, points = 1, bins = 1;
+  for (int d = 0; d < g.spatial_dims; ++d) {
+    // Overlap-save: each 32-point tile yields 32 - window + 1 outputs along that dimension.
+    double useful = static_cast<double>(kFftTile - g.window[d] + 1);
+    tiles *= std::ceil(static_cast<double>(size[d]) / useful);
+    points *= kFftTile;
+    bins *= d == g.spatial_dims - 1 ? kFftTile / 2 + 1 : kFftTile;  // real-to-complex
+  }
+  // A radix-2 FFT of n points: about 5 n log2 n real FLOPs, half that for real input.
+  const double fft_flops = 2.5 * points * std::log2(points);
+  auto forward_fft = [&](std::string what, double channels, double positions) {
+    return elementwise(std::move(what), flops(tiles * channels * fft_flops),
+                       bytes(a * channels * positions + kComplex * tiles * channels * bins),
+                       per_sample(tiles * channels * bins));
+  };
+  auto filter_fft = [&](std::string what) {
+    return elementwise(std::move(what), flops(0, k * c * fft_flops),
+                       bytes(0, w * k * c * window_size(g) + kComplex * k * c * bins),
+                       fixed(k * c * bins));
+  };
+  // One complex product per frequency bin: four real multiply-adds per complex one.
+  auto products = [&](GemmShape shape, double per_sample_macs, PerBatch<Bytes> traffic) {
+    return gemm_part("FFT complex GEMM per bin", OpClass::gemm, shape,
+                     flops(2 * 4 * per_sample_macs), traffic, false);
+  };
+  ConvPlan plan;
+  plan.algorithm = ConvAlgorithm::fft_tiling;
+  if (g.pass == ConvPass::backward_weight) {
+    plan.parts.push_back(forward_fft("FFT of the input tiles", c, r.source_positions));
+    plan.parts.push_back(forward_fft("FFT of the gradient tiles", k, r.result_positions));
+    GemmShape shape{fixed(bins), fixed(k), fixed(c), per_sample(4 * tiles)};
+    plan.parts.push_back(
+        products(shape, bins * tiles * k * c,
+                 bytes(kComplex * bins * tiles * (c + k), kComplex * bins * k * c)));
+    plan.parts.push_back(filter_fft("inverse FFT of the filter gradient"));
+    return plan;
+  }
+  plan.parts.push_back(filter_fft("FFT of the filters"));
+  plan.parts.push_back(
+      forward_fft("FFT of the input tiles", r.source_channels, r.source_positions));
+  GemmShape shape{fixed(bins), per_sample(tiles), fixed(r.result_channels),
+                  fixed(4 * r.source_channels)};
+  plan.parts.push_back(
+      products(shape, bins * tiles * r.result_channels * r.source_channels,
+               bytes(kComplex * bins * tiles * (r.source_channels + r.result_channels),
+                     kComplex * bins * k * c)));
+  plan.parts.push_back(elementwise("inverse FFT of the output tiles",
+                                   flops(tiles * r.result_channels * fft_flops),
+                                   bytes(kComplex * tiles * r.result_channels * bins +
+                                         a * r.result_channels * r.result_positions),
+                                   per_sample(tiles * r.result_channels * bins)));
+  return plan;
+}
+
+}  // namespace
+
+const char* conv_algorithm_name(ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::implicit_gemm:
+      return "implicit GEMM";
+    case ConvAlgorithm::winograd:
+      return "Winograd F(4x4,3x3)";
+    case ConvAlgorithm::fft_tiling:
+      return "FFT, 32-point tiles";
+  }
+  return "";
+}
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  if (multiple <= 1) return value;
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+std::vector<ConvPlan> conv_plans(const KernelWork& conv, const ConvContext& context) {
+  std::vector<ConvPlan> plans;
+  plans.push_back(implicit_gemm(conv, context));
+  if (winograd_applies(conv.conv)) plans.push_back(winograd(conv.conv, context));
+  if (fft_tiling_applies(conv.conv)) plans.push_back(fft_tiling(conv.conv, context));
+  return plans;
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,98 @@
+// Tile and split-K choice.
+#include "sim/compute/gemm_tiles.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace epochcast::sim {
+
+namespace {
+
+struct Tile {
+  int m, n;
+};
+// Largest first, so that ties keep the larger tile.
+constexpr Tile kRowsOf128[] = {{128, 128}, {128, 64}, {128, 32}};
+constexpr Tile kMixed[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 32}, {32, 128}};
+// A split-K slice covers at least this much of the reduction (below it the partial sums'
+// reduction costs more than the parallelism gains).
+constexpr double kSplitKSlice = 128;
+// Larger tiles reuse each operand they load over more outputs, so the libraries keep them
+// unless a smaller tile saves a clear share of the slot work. A modelling choice, not a fitted
+// figure: it reproduces the tiles CUPTI records for cuBLAS SGEMM on a V100 (128x128 at 2048^3,
+// 128x64 at 4096^3, where 128x128 would cost 7.7% more slots).
+constexpr double kLargerTileTolerance = 0.05;
+
+}  // namespace
+
+TileFamily tile_family(std::string_view architecture) {
+  if (architecture == "pascal" || architecture == "maxwell") return TileFamily::rows_of_128;
+  constexpr std::string_view kGpuFamilies[] = {"volta", "turing", "ampere",
+                                               "ada",   "hopper", "blackwell"};
+  for (std::string_view family : kGpuFamilies) {
+    if (architecture == family) return TileFamily::mixed;
+  }
+  return TileFamily::unpadded;
+}
+
+TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family) {
+  batches = std::max(batches, 1.0);
+  m = std::max(m, 1.0);
+  n = std::max(n, 1.0);
+  k = std::max(k, 1.0);
+  const double capacity = static_cast<double>(sms) * kResidentTilesPerSm;
+  auto cost = [&](Tile tile) {
+    double tiles = batches * std::ceil(m / tile.m) * std::ceil(n / tile.n);
+    // Split the reduction only to fill one wave, never below a slice's worth of k.
+    double split = 1;
+    if (tiles < capacity) {
+      split = std::max(1.0, std::min(std::floor(k / kSplitKSlice), std::floor(capacity / tiles)));
+    }
+    double units = tiles * split;
+    double waves = std::ceil(units / capacity);
+    // A partial wave still takes a whole tile's time on the slots it uses; its idle slots are
+    // the utilisation lost.
+    double slot_work = waves * capacity * tile.m * tile.n * std::ceil(k / split);
+    return TileChoice{tile.m, tile.n, split, units, waves, slot_work, 1};
+  };
+  // The least slot work, then the first (largest) tile within the tolerance of it.
+  auto choose = [&](const auto& candidates) {
+    double least = -1;
+    for (Tile t : candidates) {
+      double work = cost(t).slot_work;
+      if (least < 0 || work < least) least = work;
+    }
+    for (Tile t : candidates) {
+      TileChoice c = cost(t);
+      if (c.slot_work <= least * (1 + kLargerTileTolerance)) return c;
+    }
+    return cost(candidates[0]);
+  };
+  TileChoice best;
+  if (family == TileFamily::unpadded) {
+    // Blocks of the largest edge that still gives every core one, else a split reduction;
+    // edges never pad (a CPU kernel handles remainders at full speed).
+    double tiles = 0;
+    int edge = 16;
+    for (int e : {128, 64, 32, 16}) {
+      edge = e;
+      tiles = batches * std::ceil(m / e) * std::ceil(n / e);
+      if (tiles >= capacity) break;
+    }
+    double split = 1;
+    if (tiles < capacity) {
+      split = std::max(1.0, std::min(std::ceil(k / kSplitKSlice), std::floor(capacity / tiles)));
+    }
+    double units = tiles * split;
+    double waves = std::ceil(units / capacity);
+    double useful = batches * m * n * k;
+    best = {edge, edge, split, units, waves, useful * waves * capacity / units, 1};
+    best.utilisation = std::min(1.0, units / (waves * capacity));
+    return best;
+  }
+  best = family == TileFamily::rows_of_128 ? choose(kRowsOf128) : choose(kMixed);
+  best.utilisation = std::min(1.0, batches * m * n * k / best.slot_work);
+  return best;
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,188 @@
+// Convolution algorithms: the kernels each one launches, checked analytically (Winograd's and
+// FFT's arithmetic, the implicit GEMM's shape, tensor-core padding), and the choice cuDNN makes
+// with and without cudnn.benchmark.
+#include <catch2/catch.hpp>
+
+#include "core/model/analysis.h"
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "sim/compute/conv_algorithms.h"
+#include "sim/compute/device_model.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+// The forward, data-gradient and weight-gradient kernels of a model's first convolution.
+struct ConvKernels {
+  ModelAnalysis analysis;  // owns the kernels
+  const KernelWork* forward = nullptr;
+  const KernelWork* data = nullptr;
+  const KernelWork* weight = nullptr;
+};
+
+// `before` (the same convolution unless given) comes first, so that the convolution's input
+// needs a gradient (dgrad is launched).
+ConvKernels first_conv(const std::string& input, const std::string& conv,
+                       const std::string& before = "") {
+  ConvKernels c;
+  c.analysis = analyze_model(
+      load_model_from_string("kind: model\nname: m\ninput: {shape: " + input + "}\nlayers:\n  - " +
+                                 (before.empty() ? conv : before) + "\n  - " + conv + "\n",
+                             "m.yaml"));
+  const LayerCosts& layer = c.analysis.layers[1];  // the second: its input needs a gradient
+  c.forward = &layer.forward[0];
+  c.data = &layer.backward_input[0];
+  c.weight = &layer.backward_weight[0];
+  return c;
+}
+
+const KernelPart& gemm_of(const ConvPlan& plan) {
+  for (const KernelPart& part : plan.parts) {
+    if (part.work.has_gemm_shape) return part;
+  }
+  FAIL("the plan has no GEMM");
+  return plan.parts.front();
+}
+
+const GpuSpec& gpu(const std::string& id) {
+  return *bundled_gpu_catalogue().find(id);
+}
+HardwareProfile default_profile() {
+  return load_profile(test::source_dir() / "topologies/profiles/default.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("implicit GEMM: output positions x filters, reducing over channels x window") {
+  ConvKernels c =
+      first_conv("[64, 56, 56]", "{type: conv2d, out_channels: 64, kernel: 3, padding: 1}");
+  ConvContext fp32;
+  ConvPlan forward = conv_plans(*c.forward, fp32).front();
+  REQUIRE(forward.algorithm == ConvAlgorithm::implicit_gemm);
+  REQUIRE(forward.parts.size() == 1);
+  const GemmShape& f = forward.parts[0].work.gemm;
+  CHECK(f.m.per_sample == 56 * 56);
+  CHECK(f.n.fixed == 64);
+  CHECK(f.k.fixed == 64 * 9);
+  const GemmShape& w = conv_plans(*c.weight, fp32).front().parts[0].work.gemm;
+  CHECK(w.m.fixed == 64);
+  CHECK(w.n.fixed == 64 * 9);
+  CHECK(w.k.per_sample == 56 * 56);
+}
+
+TEST_CASE("tensor cores pad channels to 16 bytes; NCHW adds cuDNN's transposes") {
+  // ResNet-50's stem: 3 input channels, 7x7. fp16 pads the channels to 8, tf32 to 4.
+  ConvKernels c = first_conv("[3, 224, 224]",
+                             "{type: conv2d, out_channels: 3, kernel: 7, stride: 2, padding: 3}");
+  ConvContext fp16;
+  fp16.tensor_cores = true;
+  fp16.channel_multiple = 8;
+  fp16.activation_bytes = 2;
+  ConvPlan plan = conv_plans(*c.forward, fp16).front();
+  CHECK(plan.parts[0].work.gemm.k.fixed == 8 * 49);
+  CHECK(plan.parts[0].work.gemm.n.fixed == 8);
+  CHECK(plan.parts[0].tensor_cores);
+  REQUIRE(plan.parts.size() == 2);  // NCHW: transposed in and out
+  CHECK(plan.parts[1].what == "NCHW<->NHWC transposes");
+  fp16.channels_last = true;
+  CHECK(conv_plans(*c.forward, fp16).front().parts.size() == 1);
+  ConvContext tf32 = fp16;
+  tf32.channel_multiple = 4;
+  CHECK(conv_plans(*c.forward, tf32).front().parts[0].work.gemm.k.fixed == 4 * 49);
+}
+
+TEST_CASE("Winograd F(4x4,3x3) does a quarter of the direct convolution's multiply-adds") {
+  // Lavin & Gray: 36 products per 4x4 output tile against 16 x 9 = 144 multiply-adds.
+  ConvKernels c =
+      first_conv("[64, 56, 56]", "{type: conv2d, out_channels: 64, kernel: 3, padding: 1}");
+  std::vector<ConvPlan> plans = conv_plans(*c.forward, ConvContext{});
+  REQUIRE(plans.size() == 3);  // implicit GEMM, Winograd, FFT
+  REQUIRE(plans[1].algorithm == ConvAlgorithm::winograd);
+  const KernelPart& gemm = gemm_of(plans[1]);
+  const double direct = static_cast<double>(c.forward->flops.per_sample.value());
+  CHECK(static_cast<double>(gemm.work.flops.per_sample.value()) == Approx(direct / 4));
+  CHECK(gemm.work.gemm.batches.fixed == 36);
+  CHECK(gemm.work.gemm.m.per_sample == 14 * 14);  // 4x4 tiles over 56x56
+  // The transformed input is 36/16 times the input, written once and read by the GEMM.
+  CHECK(plans[1].parts.size() == 4);
+  // Not for strided, 5x5 or 1-D convolutions.
+  for (const char* conv : {"{type: conv2d, out_channels: 64, kernel: 3, stride: 2, padding: 1}",
+                           "{type: conv2d, out_channels: 64, kernel: 5, padding: 2}"}) {
+    ConvKernels other = first_conv("[64, 56, 56]", conv);
+    for (const ConvPlan& plan : conv_plans(*other.forward, ConvContext{}))
+      CHECK(plan.algorithm != ConvAlgorithm::winograd);
+  }
+}
+
+TEST_CASE("FFT over 32-point tiles: for stride-1 windows that fit a tile, not for long ones") {
+  // A 5x5 window on 28x28: one 32x32 tile (28 = 32 - 5 + 1 outputs) with 32 x 17 frequency bins
+  // replaces 784 x 25 multiply-adds per channel pair by 544 complex ones.
+  ConvKernels c =
+      first_conv("[192, 28, 28]", "{type: conv2d, out_channels: 192, kernel: 5, padding: 2}");
+  std::vector<ConvPlan> plans = conv_plans(*c.forward, ConvContext{});
+  REQUIRE(plans.back().algorithm == ConvAlgorithm::fft_tiling);
+  const KernelPart& products = gemm_of(plans.back());
+  CHECK(products.work.gemm.batches.fixed == 32 * 17);
+  CHECK(products.work.gemm.m.per_sample == 1);
+  CHECK(static_cast<double>(products.work.flops.per_sample.value()) ==
+        Approx(8.0 * 544 * 192 * 192));
+  // Seed 001's 200-tap Conv1d does not fit a tile: implicit GEMM only, even with benchmark on.
+  ConvKernels long_kernel =
+      first_conv("[1, 12000]", "{type: conv1d, out_channels: 1, kernel: 200, padding: 100}");
+  CHECK(conv_plans(*long_kernel.forward, ConvContext{}).size() == 1);
+}
+
+TEST_CASE("cudnn.benchmark takes the fastest algorithm; without it the heuristic's implicit GEMM") {
+  ConvKernels c =
+      first_conv("[64, 56, 56]", "{type: conv2d, out_channels: 64, kernel: 3, padding: 1}");
+  const GpuSpec& a100 = gpu("a100-sxm4-80gb");
+  DeviceModel heuristic(a100, default_profile(), TrainingPrecision::fp32);
+  DeviceModel benchmark(a100, default_profile(), TrainingPrecision::fp32, {true, false});
+  for (const KernelWork* k : {c.forward, c.data, c.weight}) {
+    KernelExplanation chosen = benchmark.explain(*k, 64);
+    KernelExplanation implicit = heuristic.explain(*k, 64);
+    CHECK_THAT(implicit.algorithm, Catch::StartsWith("implicit GEMM"));
+    CHECK(chosen.seconds <= implicit.seconds);
+  }
+  // fp32 3x3 at batch 64: a quarter of the arithmetic outweighs the transforms' traffic.
+  CHECK_THAT(benchmark.explain(*c.forward, 64).algorithm, Catch::StartsWith("Winograd"));
+  // Under mixed precision the tensor cores' implicit GEMM is faster than fp32 Winograd.
+  DeviceModel amp(a100, default_profile(), TrainingPrecision::amp_fp16, {true, true});
+  CHECK_THAT(amp.explain(*c.forward, 64).algorithm, Catch::StartsWith("implicit GEMM"));
+}
+
+TEST_CASE("DeepBench's V100 fp32 convolutions lie between the heuristic's and the fastest plan") {
+  // baidu-research/DeepBench README (commit a5a2b60f), training convolutions on a Tesla V100,
+  // fp32, forward + both gradients: 54x54x64, N=8, 3x3 to 64 filters: 0.55 ms; 28x28x192, N=16,
+  // 5x5 to 32 filters: 0.93 ms. DeepBench times cudnnFind's fastest algorithm, so the plain
+  // implicit GEMM (no benchmark) must be slower and our fastest plan no slower; both bound the
+  // published figure (the fastest plans are 32-49% optimistic against 2017's cuDNN 7).
+  const GpuSpec& v100 = gpu("v100-sxm2-16gb");
+  DeviceModel heuristic(v100, default_profile(), TrainingPrecision::fp32);
+  DeviceModel fastest(v100, default_profile(), TrainingPrecision::fp32, {true, false});
+  struct Row {
+    const char* input;
+    const char* conv;
+    const char* before;  // gives the convolution its input channels
+    std::int64_t batch;
+    double published_s;
+  };
+  for (const Row& row :
+       {Row{"[64, 54, 54]", "{type: conv2d, out_channels: 64, kernel: 3, padding: 1, bias: false}",
+            "", 8, 0.55e-3},
+        Row{"[192, 28, 28]", "{type: conv2d, out_channels: 32, kernel: 5, padding: 2, bias: false}",
+            "{type: conv2d, out_channels: 192, kernel: 1, bias: false}", 16, 0.93e-3}}) {
+    ConvKernels c = first_conv(row.input, row.conv, row.before);
+    double slow = 0, fast = 0;
+    for (const KernelWork* k : {c.forward, c.data, c.weight}) {
+      slow += heuristic.explain(*k, row.batch).seconds;
+      fast += fastest.explain(*k, row.batch).seconds;
+    }
+    INFO(row.conv << ": implicit GEMM " << slow << " s, fastest plan " << fast << " s");
+    CHECK(fast < row.published_s);
+    CHECK(slow > row.published_s);
+  }
+}

@@ -154,12 +154,17 @@ ContentionSpec read_contention(const yaml::Node& node) {
 
 TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(
-      node, {"strategy", "optimizer", "precision", "framework", "epochs", "drop_last",
-             "sync_every_step", "gradient_accumulation", "bucket_cap_mib", "first_bucket_mib",
-             "collectives", "collective_algorithm", "cudnn_benchmark", "memory_format"});
+      node, {"strategy", "optimizer", "optimizer_implementation", "precision", "framework",
+             "epochs", "drop_last", "sync_every_step", "gradient_accumulation", "bucket_cap_mib",
+             "first_bucket_mib", "collectives", "collective_algorithm", "cudnn_benchmark",
+             "memory_format"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
+  if (auto implementation = map.optional("optimizer_implementation")) {
+    training.optimizer_implementation = static_cast<OptimizerImplementation>(
+        implementation->as_choice(kOptimizerImplementationNames));
+  }
   if (auto p = map.optional("precision")) {
     training.precision = read_enum<TrainingPrecision>(*p, kTrainingPrecisionNames);
   }

@@ -24,6 +24,13 @@ inline constexpr std::string_view kStrategyNames[] = {"single", "dp", "ddp"};
 enum class Optimizer { sgd, momentum, adam, adamw };
 inline constexpr std::string_view kOptimizerNames[] = {"sgd", "momentum", "adam", "adamw"};
 
+// How torch.optim runs the update: a kernel per op and tensor (PyTorch 1.x), multi-tensor
+// `_foreach_` ops (PyTorch 2.x's default on CUDA), or one fused kernel (`fused=True`). auto takes
+// the framework's default.
+enum class OptimizerImplementation { automatic, for_loop, foreach, fused };
+inline constexpr std::string_view kOptimizerImplementationNames[] = {"auto", "for_loop", "foreach",
+                                                                     "fused"};
+
 enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16 };
 inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
                                                                "amp_bf16"};
@@ -72,6 +79,7 @@ inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "cha
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
+  OptimizerImplementation optimizer_implementation = OptimizerImplementation::automatic;
   TrainingPrecision precision = TrainingPrecision::fp32;
   Framework framework = Framework::pytorch2;
   int epochs = 1;

@@ -366,6 +366,11 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
     return fmt::format("{} needs a CUDA GPU; this run is on the CPU",
                        kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)]);
   }
+  if (t.optimizer_implementation == OptimizerImplementation::fused) {
+    // torch::optim's C++ optimizers update tensor by tensor; torch.optim's fused kernels are
+    // reachable from Python only.
+    return "optimizer_implementation fused: LibTorch's C++ optimizers have no fused kernels";
+  }
   switch (t.strategy) {
     case Strategy::single:
       if (point.gpus != 1) return "strategy single trains on one device";

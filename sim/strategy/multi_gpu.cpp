@@ -239,7 +239,7 @@ IterationPlan data_parallel_training_step(const MultiGpuContext& c, int gpus, st
                   copy_time(c, pytorch1 ? bytes * 3 / 2 : bytes));
   }
   main.host("wait for backward", Category::backward, Seconds(0), {engine.last_cpu_op()});
-  main.emit(optimizer_calls(c.step));
+  main.optimizer_step();
   if (c.step.scenario.training.sync_every_step) main.sync("loss.item()");
   return plan;
 }
@@ -354,17 +354,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
         b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
                  costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), {ends[bucket][i]});
       }
-      if (c.step.device.precision() == TrainingPrecision::amp_fp16) {
-        std::vector<Call> optimizer = optimizer_calls(c.step);
-        auto unscale_end = std::find_if(optimizer.begin(), optimizer.end(), [](const Call& call) {
-          return call.name.rfind("_amp_foreach", 0) != 0;
-        });
-        b.emit(std::vector<Call>(optimizer.begin(), unscale_end));
-        b.sync("GradScaler found_inf.item()");
-        b.emit(std::vector<Call>(unscale_end, optimizer.end()));
-      } else {
-        b.emit(optimizer_calls(c.step));
-      }
+      b.optimizer_step();
     }
   }
   for (StepBuilder& b : rank) {

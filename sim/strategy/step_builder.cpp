@@ -86,6 +86,27 @@ std::vector<ForeachOp> foreach_optimizer(Optimizer optimizer) {
   return {};
 }
 
+// One fused optimizer kernel: fp32 bytes per element (reads of parameter, gradient and state,
+// writes of parameter and state) over its tensor lists.
+struct FusedOp {
+  std::string name;
+  std::int64_t bytes_per_element;
+  int lists;
+};
+FusedOp fused_optimizer(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::sgd:
+      return {"_fused_sgd_", 12, 2};  // read p, g; write p
+    case Optimizer::momentum:
+      return {"_fused_sgd_", 20, 3};  // read p, g, buf; write p, buf
+    case Optimizer::adam:
+      return {"_fused_adam_", 28, 4};  // read p, g, m, v; write p, m, v
+    case Optimizer::adamw:
+      return {"_fused_adamw_", 28, 4};
+  }
+  return {};
+}
+
 void add_layer_kernels(std::vector<Call>& out, const StepContext& context, const LayerCosts& layer,
                        int index, const std::vector<KernelWork>& kernels, std::int64_t batch,
                        Category category, Seconds host_cost, bool training) {
@@ -203,6 +224,14 @@ std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch,
   return calls;
 }
 
+OptimizerImplementation optimizer_implementation(const TrainingSpec& training) {
+  if (training.optimizer_implementation != OptimizerImplementation::automatic) {
+    return training.optimizer_implementation;
+  }
+  return training.framework == Framework::pytorch1 ? OptimizerImplementation::for_loop
+                                                   : OptimizerImplementation::foreach;
+}
+
 std::vector<Call> optimizer_calls(const StepContext& context) {
   const ModelAnalysis& a = context.analysis;
   const HostCosts& costs = context.device.profile().host;
@@ -227,7 +256,15 @@ std::vector<Call> optimizer_calls(const StepContext& context) {
     foreach ("_amp_foreach_non_finite_check_and_unscale_", 8, 1)
       ;
   }
-  if (context.scenario.training.framework == Framework::pytorch1) {
+  const OptimizerImplementation implementation =
+      optimizer_implementation(context.scenario.training);
+  if (implementation == OptimizerImplementation::fused) {
+    // torch.optim's fused kernels (_fused_adam_, _fused_adamw_, _fused_sgd_) read parameter,
+    // gradient and state once and write parameter and state once, over multi-tensor chunks.
+    const FusedOp op = fused_optimizer(optimizer);
+    foreach (op.name, op.bytes_per_element, op.lists)
+      ;
+  } else if (implementation == OptimizerImplementation::for_loop) {
     for (const ParamTensor& tensor : a.param_tensors) {
       for (const auto& [name, bytes] : per_tensor_optimizer(optimizer)) {
         calls.push_back(fixed_call(
@@ -356,6 +393,23 @@ void StepBuilder::sync(std::string name) {
   host(std::move(name), Category::sync, context_.device.profile().host.sync, std::move(deps));
 }
 
+void StepBuilder::optimizer_step() {
+  std::vector<Call> calls = optimizer_calls(context_);
+  // GradScaler.step (torch/amp/grad_scaler.py): a fused optimizer gets grad_scale and found_inf
+  // on the device and skips a bad step itself; any other reads found_inf first, a host sync.
+  if (context_.device.precision() != TrainingPrecision::amp_fp16 ||
+      optimizer_implementation(context_.scenario.training) == OptimizerImplementation::fused) {
+    emit(calls);
+    return;
+  }
+  auto unscale_end = std::find_if(calls.begin(), calls.end(), [](const Call& c) {
+    return c.name.rfind("_amp_foreach", 0) != 0;
+  });
+  emit(std::vector<Call>(calls.begin(), unscale_end));
+  sync("GradScaler found_inf.item()");
+  emit(std::vector<Call>(unscale_end, calls.end()));
+}
+
 IterationPlan single_device_training_step(const StepContext& context, std::int64_t batch) {
   IterationPlan plan;
   plan.samples = batch;
@@ -368,18 +422,7 @@ IterationPlan single_device_training_step(const StepContext& context, std::int64
   step.emit(loss_backward_calls(context, batch));
   step.emit(
       backward_calls(context, batch, context.scenario.training.framework == Framework::pytorch1));
-  if (context.device.precision() == TrainingPrecision::amp_fp16) {
-    std::vector<Call> calls = optimizer_calls(context);
-    // GradScaler.step: unscale (the first calls), read found_inf on the host, then step.
-    auto unscale_end = std::find_if(calls.begin(), calls.end(), [](const Call& c) {
-      return c.name.rfind("_amp_foreach", 0) != 0;
-    });
-    step.emit(std::vector<Call>(calls.begin(), unscale_end));
-    step.sync("GradScaler found_inf.item()");
-    step.emit(std::vector<Call>(unscale_end, calls.end()));
-  } else {
-    step.emit(optimizer_calls(context));
-  }
+  step.optimizer_step();
   if (context.scenario.training.sync_every_step) step.sync("loss.item()");
   return plan;
 }

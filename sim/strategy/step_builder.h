@@ -43,6 +43,8 @@ std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t b
 // per parameter tensor.
 std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate);
 std::vector<Call> optimizer_calls(const StepContext& context);
+// The implementation the scenario's optimizer runs (auto resolved by the framework).
+OptimizerImplementation optimizer_implementation(const TrainingSpec& training);
 // Bytes of one sample's inputs and labels as they cross to the device.
 std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis);
 
@@ -72,6 +74,9 @@ class StepBuilder {
   std::int32_t copy_batch(std::int64_t batch);
   // loss.item(): the CPU waits for everything issued so far on the GPU.
   void sync(std::string name);
+  // The optimizer step as GradScaler drives it: under fp16, gradients are checked (and
+  // unscaled) first, and a non-fused optimizer then reads found_inf on the host (a sync).
+  void optimizer_step();
 
   std::int32_t last_gpu_op() const { return last_gpu_op_; }
   std::int32_t last_cpu_op() const { return last_cpu_op_; }

@@ -388,6 +388,11 @@ TEST_CASE("bad input: a misspelt memory format or a non-boolean cudnn_benchmark"
                  {"bad.yaml:6:89", "training.cudnn_benchmark", "expected true or false"});
 }
 
+TEST_CASE("bad input: a misspelt optimizer implementation") {
+  scenario_error(scenario("epochs: 20}", "epochs: 20, optimizer_implementation: fussed}"),
+                 {"bad.yaml:6:98", "training.optimizer_implementation", "(did you mean 'fused'?)"});
+}
+
 TEST_CASE("bad input: DataParallel across nodes") {
   std::string text =
       scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");

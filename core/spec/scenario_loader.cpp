@@ -98,8 +98,11 @@ void read_hardware(const yaml::Node& node, const std::filesystem::path& relative
   }
 }
 
+constexpr std::string_view kLoaderKeys[] = {"workers", "prefetch_factor", "pin_memory",
+                                            "sample_cpu_us", "normalize_on_gpu"};
+
 LoaderSpec read_loader(const yaml::Node& node) {
-  yaml::MapReader map(node, {"workers", "prefetch_factor", "pin_memory", "sample_cpu_us"});
+  yaml::MapReader map(node, kLoaderKeys);
   LoaderSpec loader;
   if (auto w = map.optional("workers")) {
     loader.workers = w->as_int32_in(0, limits::kMaxLoaderWorkers);
@@ -119,6 +122,9 @@ LoaderSpec read_loader(const yaml::Node& node) {
   if (auto pin = map.optional("pin_memory")) loader.pin_memory = pin->as_bool();
   if (auto cost = map.optional("sample_cpu_us")) {
     loader.sample_cpu = microseconds(cost->as_number_in(0, 1e9));
+  }
+  if (auto normalize = map.optional("normalize_on_gpu")) {
+    loader.normalize_on_gpu = normalize->as_bool();
   }
   return loader;
 }
@@ -259,6 +265,13 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
         fmt::format("the data set has {} classes but the model '{}' outputs {} values per sample "
                     "(its output is {})",
                     s.dataset.classes, s.model.name, outputs, s.analysis.output_shape.str()));
+  }
+  if (s.loader.normalize_on_gpu && is_integer(s.analysis.input_dtype)) {
+    yaml::MapReader loader(top.required("loader"), kLoaderKeys);
+    loader.required("normalize_on_gpu")
+        .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): there is nothing "
+                          "to normalise; leave normalize_on_gpu out",
+                          s.model.name, to_string(s.analysis.input_dtype)));
   }
   yaml::MapReader sweep(top.required("sweep"), {"gpus", "batch", "batch_is"});
   std::vector<yaml::Node> gpu_nodes = sweep.required("gpus").items();

@@ -63,6 +63,9 @@ struct LoaderSpec {
   int prefetch_factor = 2;  // batches each worker prepares ahead
   bool pin_memory = false;  // pinned batches copy asynchronously at full PCIe speed
   Seconds sample_cpu;       // CPU time to read, decode and transform one sample on one core
+  // Samples cross to the GPU as uint8 (one byte per element, as images decode) and the GPU
+  // converts and normalises them: x.float().sub_(mean).div_(std) after the copy.
+  bool normalize_on_gpu = false;
 };
 
 // How the framework drives cuDNN for convolutions.

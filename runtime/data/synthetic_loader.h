@@ -30,6 +30,9 @@ struct LoaderOptions {
   int workers = 0;
   int prefetch_factor = 2;  // batches each worker prepares ahead
   bool pin_memory = false;  // only meaningful for a CUDA device
+  // Samples are uint8 on the host; after the copy the device converts and normalises them
+  // (x.float().sub_(mean).div_(std)), as image pipelines that normalise on the GPU do.
+  bool normalize_on_device = false;
   std::uint64_t seed = 0;
   std::int64_t sample_offset = 0;  // the first sample index of this rank's share
 };

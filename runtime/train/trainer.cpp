@@ -476,6 +476,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     loader_options.workers = scenario.loader.workers;
     loader_options.prefetch_factor = scenario.loader.prefetch_factor;
     loader_options.pin_memory = scenario.loader.pin_memory;
+    loader_options.normalize_on_device = scenario.loader.normalize_on_gpu;
     loader_options.seed = options.seed;
     loader_options.sample_offset = group.rank() * share;
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
@@ -612,6 +613,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       v.workers = scenario.loader.workers;
       v.prefetch_factor = scenario.loader.prefetch_factor;
       v.pin_memory = scenario.loader.pin_memory;
+      v.normalize_on_device = scenario.loader.normalize_on_gpu;
       v.seed = options.seed + 1;
       SyntheticLoader validation(sample_shape_of(scenario, rig.model->analysis()), v, device);
       rig.model->eval();

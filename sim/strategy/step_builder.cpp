@@ -125,10 +125,11 @@ Call fixed_call(const StepContext& context, std::string name, Category category,
 
 }  // namespace
 
-std::int64_t sample_transfer_bytes(const ModelAnalysis& a) {
-  // Inputs in the model's input dtype, plus int64 labels (one per output row).
+std::int64_t sample_transfer_bytes(const ModelAnalysis& a, bool uint8_inputs) {
+  // Inputs in the model's input dtype (or uint8), plus int64 labels (one per output row).
   std::int64_t label_rows = a.output_shape.elements() / a.output_shape.last();
-  return a.input_shape.elements() * element_bytes(a.input_dtype) + 8 * label_rows;
+  const std::int64_t input_element = uint8_inputs ? 1 : element_bytes(a.input_dtype);
+  return a.input_shape.elements() * input_element + 8 * label_rows;
 }
 
 std::vector<Call> zero_grad_calls(const StepContext& context) {
@@ -357,7 +358,8 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
 }
 
 std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
-  std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis), batch);
+  const bool normalize = context_.scenario.loader.normalize_on_gpu;
+  std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis, normalize), batch);
   bool pinned = context_.scenario.loader.pin_memory;
   PlanOp dispatch;
   dispatch.name = "launch copy batch to device";
@@ -384,7 +386,23 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
     // A copy from pageable memory returns to Python only once the data has left it.
     host("wait for pageable copy", Category::h2d, Seconds(0), {pending_copy_});
   }
-  return copied;
+  if (!normalize) return copied;
+  // x.float().sub_(mean).div_(std): uint8 -> fp32, then two in-place fp32 passes.
+  const std::int64_t elements = checked_product(context_.analysis.input_shape.elements(), batch);
+  const HostCosts& costs = context_.device.profile().host;
+  std::int32_t ready = copied;
+  for (const auto& [name, bytes_per_element] :
+       {std::pair{"to float", 1 + 4}, {"sub_ mean", 4 + 4}, {"div_ std", 4 + 4}}) {
+    KernelWork k;
+    k.name = name;
+    k.op_class = OpClass::elementwise;
+    k.flops = {Flops(0), Flops(elements)};
+    k.bytes = {Bytes(0), Bytes(checked_product(elements, bytes_per_element))};
+    k.parallelism = {0, elements};
+    ready = kernel(fmt::format("normalize batch on GPU: {}", name), Category::h2d, costs.forward_op,
+                   context_.device.kernel_time(k, 1));
+  }
+  return ready;
 }
 
 void StepBuilder::sync(std::string name) {

@@ -45,8 +45,9 @@ std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch,
 std::vector<Call> optimizer_calls(const StepContext& context);
 // The implementation the scenario's optimizer runs (auto resolved by the framework).
 OptimizerImplementation optimizer_implementation(const TrainingSpec& training);
-// Bytes of one sample's inputs and labels as they cross to the device.
-std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis);
+// Bytes of one sample's inputs and labels as they cross to the device (inputs in the model's
+// dtype, or one byte per element when the loader sends uint8 for the GPU to normalise).
+std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis, bool uint8_inputs = false);
 
 // Emits calls into a plan, on CPU thread `cpu` and GPU `gpu`.
 class StepBuilder {
@@ -70,7 +71,9 @@ class StepBuilder {
   // fetched from loader `loader`'s workers.
   void take_batch(std::int64_t batch, int loader);
   // Host-to-device copy of `batch` samples on the copy engine, in stream order; the next kernel
-  // waits for it. Pageable copies also block the CPU thread. Returns the copy op.
+  // waits for it. Pageable copies also block the CPU thread. With the loader's
+  // normalize_on_gpu, the uint8 batch is then converted and normalised by three element-wise
+  // kernels. Returns the op after which the batch is ready on the device.
   std::int32_t copy_batch(std::int64_t batch);
   // loss.item(): the CPU waits for everything issued so far on the GPU.
   void sync(std::string name);

@@ -393,6 +393,17 @@ TEST_CASE("bad input: a misspelt optimizer implementation") {
                  {"bad.yaml:6:98", "training.optimizer_implementation", "(did you mean 'fused'?)"});
 }
 
+TEST_CASE("bad input: normalize_on_gpu for a model that takes token ids") {
+  std::string text =
+      "kind: scenario\nname: s\nmodel: gpt2-small\nhardware: dgx-a100\n"
+      "dataset: {name: d, train_samples: 1000, classes: 50257}\n"
+      "loader: {normalize_on_gpu: true}\n"
+      "training: {strategy: single, optimizer: adam}\n"
+      "sweep: {gpus: [1], batch: [8], batch_is: global}\n";
+  expect_error([&] { load_scenario_from_string(text, "bad.yaml", test::source_dir()); },
+               {"bad.yaml:6:28", "loader.normalize_on_gpu", "takes integer int64 inputs"});
+}
+
 TEST_CASE("bad input: DataParallel across nodes") {
   std::string text =
       scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");

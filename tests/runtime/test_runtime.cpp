@@ -95,6 +95,19 @@ TEST_CASE("samples are normalised, labels lie below the class count, and seeds m
   CHECK_FALSE(torch::equal(batch.inputs, reseeded.next().inputs));
 }
 
+TEST_CASE("with normalize_on_device, uint8 samples are converted and normalised after the copy") {
+  LoaderOptions o = loader_options(2);
+  o.normalize_on_device = true;
+  SyntheticLoader loader(mnist_sample(), o, torch::kCPU);
+  Batch batch = loader.next();
+  CHECK(batch.inputs.scalar_type() == torch::kFloat);
+  CHECK(batch.inputs.sizes() == torch::IntArrayRef({16, 1, 28, 28}));
+  // Bytes 0..255 map to (x - 127.5) / 64: within +-2, spread over the whole range.
+  CHECK(batch.inputs.min().item<double>() >= -127.5 / 64);
+  CHECK(batch.inputs.max().item<double>() <= 127.5 / 64);
+  CHECK(batch.inputs.max().item<double>() - batch.inputs.min().item<double>() > 3.5);
+}
+
 TEST_CASE("seeking restarts the workers at the requested batch") {
   SyntheticLoader reference(mnist_sample(), loader_options(0), torch::kCPU);
   reference.next();

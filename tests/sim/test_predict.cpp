@@ -445,3 +445,41 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   };
   CHECK(optimizer_ns(fused) < optimizer_ns(multi_tensor));
 }
+
+TEST_CASE("normalize_on_gpu: a quarter of the input bytes cross PCIe, three kernels normalise") {
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: dgx-a100
+dataset: {name: imagenet, train_samples: 1281167, classes: 1000, sample_shape: [3, 224, 224]}
+loader: {workers: 8, pin_memory: true}
+training: {strategy: single, optimizer: sgd, precision: amp_bf16}
+sweep: {gpus: [1], batch: [128], batch_is: global}
+)");
+  ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+  DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+  ScenarioSpec uint8 = s;
+  uint8.loader.normalize_on_gpu = true;
+  const std::int64_t elements = 3 * 224 * 224;
+  CHECK(sample_transfer_bytes(analysis) == 4 * elements + 8);
+  CHECK(sample_transfer_bytes(analysis, true) == elements + 8);
+  auto h2d = [&](const ScenarioSpec& scenario, LaneKind lane) {
+    IterationPlan plan = single_device_training_step(StepContext{scenario, analysis, device}, 128);
+    std::int64_t ns = 0;
+    int kernels = 0;
+    for (const PlanOp& op : plan.ops) {
+      if (op.category != Category::h2d || op.lane.kind != lane) continue;
+      ns += op.work_ns;
+      kernels += op.name.rfind("normalize batch on GPU", 0) == 0;
+    }
+    return std::pair{ns, kernels};
+  };
+  // The copy takes about a quarter as long (the latency and the labels do not shrink).
+  auto [float_copy, none] = h2d(s, LaneKind::copy);
+  auto [byte_copy, also_none] = h2d(uint8, LaneKind::copy);
+  CHECK(none + also_none == 0);
+  CHECK(static_cast<double>(byte_copy) ==
+        Approx(0.25 * static_cast<double>(float_copy)).epsilon(0.05));
+  // On the compute stream: to float (1 byte in, 4 out), then sub_ and div_ (4 in, 4 out).
+  auto [normalise_ns, kernels] = h2d(uint8, LaneKind::compute);
+  CHECK(kernels == 3);
+  CHECK(normalise_ns > 0);
+}

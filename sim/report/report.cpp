@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format/text_table.h"
+#include "sim/compute/device_model.h"
+#include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
 
@@ -24,6 +26,30 @@ struct Column {
   const char* header;
   TextTable::Align align;
 };
+
+// What the prediction takes for granted about the libraries where the scenario cannot say it,
+// each with the setting that changes it.
+std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
+  std::vector<std::string> out;
+  bool convolutions = false;
+  for (const LayerCosts& layer : s.analysis.layers) {
+    for (const KernelWork& k : layer.forward)
+      convolutions = convolutions || k.has_conv_geometry;
+  }
+  if (!convolutions) return out;
+  if (!s.training.convolution.cudnn_benchmark) {
+    out.push_back(
+        "convolutions run cuDNN's implicit GEMM, taken as its heuristic's choice (not public); "
+        "training.cudnn_benchmark: true takes the fastest algorithm instead");
+  }
+  DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+  if (device.tensor_cores() && !s.training.convolution.channels_last) {
+    out.push_back(
+        "NCHW activations: each tensor-core convolution pass transposes its input and output to "
+        "NHWC and back; training.memory_format: channels_last removes the transposes");
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -54,6 +80,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                       : "");
   if (std::string note = cross_device_note(s); !note.empty()) {
     out.insert(out.size() - 1, fmt::format("{}.\n", note));
+  }
+  for (const std::string& assumption : library_assumptions(s)) {
+    out.insert(out.size() - 1, fmt::format("Assumed: {}.\n", assumption));
   }
   if (s.contention.shared()) {
     out.insert(out.size() - 1,
@@ -252,6 +281,13 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       {"precision", precision_name(s)},
       {"profile", s.profile.name},
       {"cross_device", cross_device_note(s)},
+      {"settings",
+       {{"cudnn_benchmark", s.training.convolution.cudnn_benchmark},
+        {"memory_format", kMemoryFormatNames[s.training.convolution.channels_last ? 1 : 0]},
+        {"optimizer_implementation",
+         kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
+        {"normalize_on_gpu", s.loader.normalize_on_gpu}}},
+      {"assumptions", library_assumptions(s)},
       {"uncertainty",
        s.profile.uncertainty.empty()
            ? std::string("none: the profile's figures are taken as exact")

@@ -165,8 +165,20 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
       "\nutil: the share of the GPU the kernel keeps busy (its tiles' waves, or blocks per "
       "SM).\nWhere the efficiencies come from (profile {}):\n",
       profile.name);
-  for (const char* key : {"gpu.efficiency", "gpu.memory_efficiency", "gpu.min_kernel_us"})
-    fmt::print("  {}: {}\n", key, profile.sources[key]);
+  // The per-architecture note is appended to both efficiency keys; print it once.
+  std::string memory_source = profile.sources["gpu.memory_efficiency"];
+  const std::string& efficiency_source = profile.sources["gpu.efficiency"];
+  if (const std::size_t at = efficiency_source.find("; for "); at != std::string::npos) {
+    const std::string note = efficiency_source.substr(at);
+    if (memory_source.size() >= note.size() &&
+        memory_source.compare(memory_source.size() - note.size(), note.size(), note) == 0) {
+      memory_source.resize(memory_source.size() - note.size());
+      memory_source += "; per architecture: as for gpu.efficiency above";
+    }
+  }
+  fmt::print("  gpu.efficiency: {}\n", efficiency_source);
+  fmt::print("  gpu.memory_efficiency: {}\n", memory_source);
+  fmt::print("  gpu.min_kernel_us: {}\n", profile.sources["gpu.min_kernel_us"]);
   return 0;
 }
 

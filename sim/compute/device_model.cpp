@@ -215,6 +215,7 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
     double longest = -1;
     for (const KernelPart& part : plan.parts) {
       KernelExplanation e = explain_part(part, batch);
+      if (total.algorithm.empty()) total.algorithm = e.algorithm;  // the main kernel's shape
       total.bytes += e.bytes;
       total.compute_s += e.compute_s;
       total.memory_s += e.memory_s;
@@ -232,7 +233,6 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
     total.flops = scaled(kernel.flops, batch);  // the direct convolution's count, as papers do
     total.seconds = std::min(total.seconds, kLongestKernel);
     total.parts = static_cast<int>(plan.parts.size());
-    total.algorithm = explain_part(plan.parts.front(), batch).algorithm;
     if (plan.algorithm != ConvAlgorithm::implicit_gemm) {
       total.algorithm =
           fmt::format("{} ({} kernels)", conv_algorithm_name(plan.algorithm), plan.parts.size());

@@ -58,8 +58,9 @@ PerBatch<std::int64_t> fixed(double v) {
   return count(0, v);
 }
 
-// The two tensors a pass reads and writes per sample, with their channel counts: `source` is
-// transformed on the way in, `result` comes out. The weight gradient reads both activations.
+// The two activations a pass touches per sample, with their channel counts: `source` is read
+// (and transformed on the way in), `result` comes out. The weight gradient reads both: x as its
+// source and dy in the result slot (its own result, the filter gradient, is not per sample).
 struct Roles {
   double source_channels, source_positions;
   double result_channels, result_positions;
@@ -74,7 +75,7 @@ Roles roles(const ConvGeometry& g) {
       return {c, in_positions, k, out_positions};
     case ConvPass::backward_data:
       return {k, out_positions, c, in_positions};
-    case ConvPass::backward_weight:  // reads x and dy; its "result" is the filter gradient
+    case ConvPass::backward_weight:
       return {c, in_positions, k, out_positions};
   }
   return {};
@@ -82,6 +83,12 @@ Roles roles(const ConvGeometry& g) {
 
 double window_size(const ConvGeometry& g) {
   return static_cast<double>(g.window[0] * g.window[1]);
+}
+
+// The fast algorithms tile what a pass produces: the output (forward; the weight gradient's dy
+// is output-sized) or, for the data gradient, the input.
+const std::int64_t* produced_size(const ConvGeometry& g) {
+  return g.pass == ConvPass::backward_data ? g.in_size : g.out_size;
 }
 
 ConvPlan implicit_gemm(const KernelWork& conv, const ConvContext& cx) {
@@ -128,14 +135,13 @@ bool winograd_applies(const ConvGeometry& g) {
 }
 
 ConvPlan winograd(const ConvGeometry& g, const ConvContext& cx) {
-  constexpr double kTileOut = 4, kTransformed = 36;  // F(4x4, 3x3): 6x6 transformed tiles
+  // F(4x4, 3x3): 4x4 outputs per tile, 6x6 transformed elements, 3x3 filter taps.
+  constexpr double kTileOut = 4, kTransformed = 36, kTaps = 9;
   const double a = static_cast<double>(cx.activation_bytes);
   const double w = static_cast<double>(cx.weight_bytes);
   const double c = static_cast<double>(g.in_channels), k = static_cast<double>(g.out_channels);
   Roles r = roles(g);
-  // Tiles cover what is produced: the output (forward, weight gradient) or the input gradient.
-  const bool over_input = g.pass == ConvPass::backward_data;
-  const std::int64_t* size = over_input ? g.in_size : g.out_size;
+  const std::int64_t* size = produced_size(g);
   const double tiles = std::ceil(static_cast<double>(size[0]) / kTileOut) *
                        std::ceil(static_cast<double>(size[1]) / kTileOut);
   auto transform = [&](std::string what, double channels, double positions) {
@@ -155,11 +161,11 @@ ConvPlan winograd(const ConvGeometry& g, const ConvContext& cx) {
         bytes(a * kTransformed * tiles * (c + k), a * kTransformed * k * c), false));
     plan.parts.push_back(elementwise(
         "Winograd filter-gradient transform", flops(0, 4 * kTransformed * k * c),
-        bytes(0, a * kTransformed * k * c + w * 9 * k * c), fixed(kTransformed * k * c)));
+        bytes(0, a * kTransformed * k * c + w * kTaps * k * c), fixed(kTransformed * k * c)));
     return plan;
   }
   plan.parts.push_back(elementwise("Winograd filter transform", flops(0, 4 * kTransformed * k * c),
-                                   bytes(0, w * 9 * k * c + a * kTransformed * k * c),
+                                   bytes(0, w * kTaps * k * c + a * kTransformed * k * c),
                                    fixed(kTransformed * k * c)));
   plan.parts.push_back(
       transform("Winograd input transform", r.source_channels, r.source_positions));
@@ -192,8 +198,7 @@ ConvPlan fft_tiling(const ConvGeometry& g, const ConvContext& cx) {
   constexpr double kComplex = 8;  // complex fp32
   const double c = static_cast<double>(g.in_channels), k = static_cast<double>(g.out_channels);
   Roles r = roles(g);
-  const bool over_input = g.pass == ConvPass::backward_data;
-  const std::int64_t* size = over_input ? g.in_size : g.out_size;
+  const std::int64_t* size = produced_size(g);
   double tiles = 1, points = 1, bins = 1;
   for (int d = 0; d < g.spatial_dims; ++d) {
     // Overlap-save: each 32-point tile yields 32 - window + 1 outputs along that dimension.

@@ -105,7 +105,8 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch,
                               bool tensor_cores) const {
   const GemmShape& g = kernel.gemm;
   // On tensor cores the feature dimensions (those that do not grow with the batch) are padded
-  // to the cores' multiple; dimensions made of samples are not.
+  // to the cores' multiple; dimensions made of samples are not. Convolution plans pad their
+  // channels before (window x channels must pad per channel), so this changes nothing there.
   auto dimension = [&](const PerBatch<std::int64_t>& d) {
     double size = scaled(d, batch);
     if (!tensor_cores || d.per_sample != 0) return size;

@@ -35,64 +35,82 @@ TileFamily tile_family(std::string_view architecture) {
   return TileFamily::unpadded;
 }
 
+namespace {
+
+// What a CPU's BLAS does (the previous GPU rule, kept for the runtime's host device): blocks of
+// the largest edge that still gives every core one, else a split reduction; edges never pad (a
+// CPU kernel handles remainders at full speed), so only whole rounds of the cores count.
+TileChoice unpadded_choice(double batches, double m, double n, double k, double capacity) {
+  double tiles = 0;
+  int edge = 16;
+  for (int e : {128, 64, 32, 16}) {
+    edge = e;
+    tiles = batches * std::ceil(m / e) * std::ceil(n / e);
+    if (tiles >= capacity) break;
+  }
+  double split = 1;
+  if (tiles < capacity) {
+    split = std::max(1.0, std::min(std::ceil(k / kSplitKSlice), std::floor(capacity / tiles)));
+  }
+  const double units = tiles * split;
+  const double waves = std::ceil(units / capacity);
+  const double utilisation = std::min(1.0, units / (waves * capacity));
+  return {edge, edge, split, units, waves, batches * m * n * k / utilisation, utilisation};
+}
+
+// A tile's blocks (split to fill one wave when too few, never below a slice's worth of k) and
+// the slot work they cost: a partial wave still takes a whole tile's time on the slots it uses.
+TileChoice padded_cost(Tile tile, double batches, double m, double n, double k, double capacity) {
+  const double tiles = batches * std::ceil(m / tile.m) * std::ceil(n / tile.n);
+  double split = 1;
+  if (tiles < capacity) {
+    split = std::max(1.0, std::min(std::floor(k / kSplitKSlice), std::floor(capacity / tiles)));
+  }
+  const double units = tiles * split;
+  const double waves = std::ceil(units / capacity);
+  const double slot_work = waves * capacity * tile.m * tile.n * std::ceil(k / split);
+  return {tile.m,
+          tile.n,
+          split,
+          units,
+          waves,
+          slot_work,
+          std::min(1.0, batches * m * n * k / slot_work)};
+}
+
+// The least slot work, then the first (largest) tile within the tolerance of it.
+template <std::size_t N>
+TileChoice padded_choice(const Tile (&candidates)[N], double batches, double m, double n, double k,
+                         double capacity) {
+  TileChoice costs[N];
+  double least = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    costs[i] = padded_cost(candidates[i], batches, m, n, k, capacity);
+    if (i == 0 || costs[i].slot_work < least) least = costs[i].slot_work;
+  }
+  for (const TileChoice& c : costs) {
+    if (c.slot_work <= least * (1 + kLargerTileTolerance)) return c;
+  }
+  return costs[0];
+}
+
+}  // namespace
+
 TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family) {
   batches = std::max(batches, 1.0);
   m = std::max(m, 1.0);
   n = std::max(n, 1.0);
   k = std::max(k, 1.0);
   const double capacity = static_cast<double>(sms) * kResidentTilesPerSm;
-  auto cost = [&](Tile tile) {
-    double tiles = batches * std::ceil(m / tile.m) * std::ceil(n / tile.n);
-    // Split the reduction only to fill one wave, never below a slice's worth of k.
-    double split = 1;
-    if (tiles < capacity) {
-      split = std::max(1.0, std::min(std::floor(k / kSplitKSlice), std::floor(capacity / tiles)));
-    }
-    double units = tiles * split;
-    double waves = std::ceil(units / capacity);
-    // A partial wave still takes a whole tile's time on the slots it uses; its idle slots are
-    // the utilisation lost.
-    double slot_work = waves * capacity * tile.m * tile.n * std::ceil(k / split);
-    return TileChoice{tile.m, tile.n, split, units, waves, slot_work, 1};
-  };
-  // The least slot work, then the first (largest) tile within the tolerance of it.
-  auto choose = [&](const auto& candidates) {
-    double least = -1;
-    for (Tile t : candidates) {
-      double work = cost(t).slot_work;
-      if (least < 0 || work < least) least = work;
-    }
-    for (Tile t : candidates) {
-      TileChoice c = cost(t);
-      if (c.slot_work <= least * (1 + kLargerTileTolerance)) return c;
-    }
-    return cost(candidates[0]);
-  };
-  TileChoice best;
-  if (family == TileFamily::unpadded) {
-    // Blocks of the largest edge that still gives every core one, else a split reduction;
-    // edges never pad (a CPU kernel handles remainders at full speed).
-    double tiles = 0;
-    int edge = 16;
-    for (int e : {128, 64, 32, 16}) {
-      edge = e;
-      tiles = batches * std::ceil(m / e) * std::ceil(n / e);
-      if (tiles >= capacity) break;
-    }
-    double split = 1;
-    if (tiles < capacity) {
-      split = std::max(1.0, std::min(std::ceil(k / kSplitKSlice), std::floor(capacity / tiles)));
-    }
-    double units = tiles * split;
-    double waves = std::ceil(units / capacity);
-    double useful = batches * m * n * k;
-    best = {edge, edge, split, units, waves, useful * waves * capacity / units, 1};
-    best.utilisation = std::min(1.0, units / (waves * capacity));
-    return best;
+  switch (family) {
+    case TileFamily::unpadded:
+      return unpadded_choice(batches, m, n, k, capacity);
+    case TileFamily::rows_of_128:
+      return padded_choice(kRowsOf128, batches, m, n, k, capacity);
+    case TileFamily::mixed:
+      return padded_choice(kMixed, batches, m, n, k, capacity);
   }
-  best = family == TileFamily::rows_of_128 ? choose(kRowsOf128) : choose(kMixed);
-  best.utilisation = std::min(1.0, batches * m * n * k / best.slot_work);
-  return best;
+  return padded_choice(kMixed, batches, m, n, k, capacity);
 }
 
 }  // namespace epochcast::sim

@@ -98,8 +98,8 @@ void read_hardware(const yaml::Node& node, const std::filesystem::path& relative
   }
 }
 
-constexpr std::string_view kLoaderKeys[] = {"workers", "prefetch_factor", "pin_memory",
-                                            "sample_cpu_us", "normalize_on_gpu"};
+constexpr std::string_view kLoaderKeys[] = {"workers",       "prefetch_factor",  "pin_memory",
+                                            "sample_cpu_us", "normalize_on_gpu", "prefetch_to_gpu"};
 
 LoaderSpec read_loader(const yaml::Node& node) {
   yaml::MapReader map(node, kLoaderKeys);
@@ -126,6 +126,7 @@ LoaderSpec read_loader(const yaml::Node& node) {
   if (auto normalize = map.optional("normalize_on_gpu")) {
     loader.normalize_on_gpu = normalize->as_bool();
   }
+  if (auto prefetch = map.optional("prefetch_to_gpu")) loader.prefetch_to_gpu = prefetch->as_bool();
   return loader;
 }
 

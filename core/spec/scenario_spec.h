@@ -66,6 +66,9 @@ struct LoaderSpec {
   // Samples cross to the GPU as uint8 (one byte per element, as images decode) and the GPU
   // converts and normalises them: x.float().sub_(mean).div_(std) after the copy.
   bool normalize_on_gpu = false;
+  // The next batch is copied to the GPU on a side CUDA stream while this step computes (apex's
+  // data_prefetcher, timm's PrefetchLoader); the compute stream waits for it at the next step.
+  bool prefetch_to_gpu = false;
 };
 
 // How the framework drives cuDNN for convolutions.

@@ -7,6 +7,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <time.h>
 
+#ifdef EPOCHCAST_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace epochcast::runtime {
 
 namespace {
@@ -27,6 +33,16 @@ std::uint64_t sample_seed(std::uint64_t seed, std::int64_t index) {
 
 }  // namespace
 
+#ifdef EPOCHCAST_TORCH_CUDA
+struct SyntheticLoader::SideStream {
+  explicit SideStream(c10::DeviceIndex device)
+      : stream(c10::cuda::getStreamFromPool(false, device)) {}
+  c10::cuda::CUDAStream stream;
+};
+#else
+struct SyntheticLoader::SideStream {};
+#endif
+
 SyntheticLoader::SyntheticLoader(SampleShape sample, LoaderOptions options, torch::Device device)
     : sample_(std::move(sample)), options_(options), device_(device) {
   if (options_.batch < 1 || options_.samples < 1) {
@@ -36,6 +52,10 @@ SyntheticLoader::SyntheticLoader(SampleShape sample, LoaderOptions options, torc
     throw std::invalid_argument("drop_last leaves no batch: the batch exceeds the data set");
   }
   if (device_.is_cpu()) options_.pin_memory = false;  // nothing to copy to
+#ifdef EPOCHCAST_TORCH_CUDA
+  if (options_.prefetch_to_device && device_.is_cuda())
+    side_ = std::make_unique<SideStream>(device_.index());
+#endif
   start_workers(0);
 }
 
@@ -133,13 +153,13 @@ void SyntheticLoader::stop_workers() {
 }
 
 void SyntheticLoader::seek(std::int64_t index) {
+  prefetched_.reset();
   stop_workers();
   next_index_ = index;
   start_workers(index);
 }
 
-Batch SyntheticLoader::next() {
-  auto start = std::chrono::steady_clock::now();
+SyntheticLoader::Host SyntheticLoader::take_host_batch() {
   Host host;
   if (options_.workers == 0) {
     host = make_batch(next_index_);
@@ -153,6 +173,10 @@ Batch SyntheticLoader::next() {
     space_.notify_all();
   }
   ++next_index_;
+  return host;
+}
+
+Batch SyntheticLoader::to_device(Host host) {
   Batch batch;
   // A pinned batch copies asynchronously; pageable memory makes the copy synchronous.
   batch.inputs = host.inputs.to(device_, /*non_blocking=*/options_.pin_memory);
@@ -162,6 +186,33 @@ Batch SyntheticLoader::next() {
     batch.inputs = batch.inputs.to(torch::kFloat).sub_(127.5).div_(64.0);
   }
   batch.samples = host.samples;
+  return batch;
+}
+
+Batch SyntheticLoader::next() {
+  auto start = std::chrono::steady_clock::now();
+  Batch batch;
+#ifdef EPOCHCAST_TORCH_CUDA
+  if (side_) {
+    auto on_side_stream = [&] {
+      c10::cuda::CUDAStreamGuard guard(side_->stream);
+      return to_device(take_host_batch());
+    };
+    if (!prefetched_) prefetched_ = on_side_stream();  // the first batch after a (re)start
+    batch = std::move(*prefetched_);
+    prefetched_.reset();
+    // current_stream().wait_stream(side); the batch's memory is then in use on the current
+    // stream, which the caching allocator must know before it frees it.
+    c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_.index());
+    at::cuda::CUDAEvent copied;
+    copied.record(side_->stream);
+    copied.block(current);
+    batch.inputs.record_stream(current);
+    batch.labels.record_stream(current);
+    prefetched_ = on_side_stream();  // the next batch travels while the caller computes
+  }
+#endif
+  if (!batch.inputs.defined()) batch = to_device(take_host_batch());
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return batch;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -33,6 +34,10 @@ struct LoaderOptions {
   // Samples are uint8 on the host; after the copy the device converts and normalises them
   // (x.float().sub_(mean).div_(std)), as image pipelines that normalise on the GPU do.
   bool normalize_on_device = false;
+  // On a CUDA device, the next batch is copied (and normalised) on a side stream while the
+  // caller computes, and the caller's stream waits for it when next() hands it over (apex's
+  // data_prefetcher, timm's PrefetchLoader). On a CPU there is no copy to overlap.
+  bool prefetch_to_device = false;
   std::uint64_t seed = 0;
   std::int64_t sample_offset = 0;  // the first sample index of this rank's share
 };
@@ -77,7 +82,11 @@ class SyntheticLoader {
     torch::Tensor inputs, labels;
     std::int64_t samples = 0;
   };
+  struct SideStream;  // the prefetcher's CUDA stream (defined where CUDA is known)
+
   Host make_batch(std::int64_t index);  // thread-safe
+  Host take_host_batch();               // the next batch from the workers (or made here)
+  Batch to_device(Host host);           // copied (and normalised) on the current stream
   void worker_loop(int worker);
   void start_workers(std::int64_t first_batch);
   void stop_workers();
@@ -86,7 +95,9 @@ class SyntheticLoader {
   SampleShape sample_;
   LoaderOptions options_;
   torch::Device device_;
-  std::int64_t next_index_ = 0;  // next batch to hand out (monotonic; wraps modulo epoch)
+  std::int64_t next_index_ = 0;       // next batch to hand out (monotonic; wraps modulo epoch)
+  std::unique_ptr<SideStream> side_;  // set when prefetching to a CUDA device
+  std::optional<Batch> prefetched_;   // the next batch, on its way to the device
   double wait_seconds_ = 0;
 
   mutable std::mutex mutex_;

@@ -477,6 +477,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     loader_options.prefetch_factor = scenario.loader.prefetch_factor;
     loader_options.pin_memory = scenario.loader.pin_memory;
     loader_options.normalize_on_device = scenario.loader.normalize_on_gpu;
+    loader_options.prefetch_to_device = scenario.loader.prefetch_to_gpu;
     loader_options.seed = options.seed;
     loader_options.sample_offset = group.rank() * share;
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
@@ -614,6 +615,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       v.prefetch_factor = scenario.loader.prefetch_factor;
       v.pin_memory = scenario.loader.pin_memory;
       v.normalize_on_device = scenario.loader.normalize_on_gpu;
+      v.prefetch_to_device = scenario.loader.prefetch_to_gpu;
       v.seed = options.seed + 1;
       SyntheticLoader validation(sample_shape_of(scenario, rig.model->analysis()), v, device);
       rig.model->eval();

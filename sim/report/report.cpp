@@ -286,7 +286,8 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"memory_format", kMemoryFormatNames[s.training.convolution.channels_last ? 1 : 0]},
         {"optimizer_implementation",
          kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
-        {"normalize_on_gpu", s.loader.normalize_on_gpu}}},
+        {"normalize_on_gpu", s.loader.normalize_on_gpu},
+        {"prefetch_to_gpu", s.loader.prefetch_to_gpu}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",
        s.profile.uncertainty.empty()

@@ -241,6 +241,7 @@ IterationPlan data_parallel_training_step(const MultiGpuContext& c, int gpus, st
   main.host("wait for backward", Category::backward, Seconds(0), {engine.last_cpu_op()});
   main.optimizer_step();
   if (c.step.scenario.training.sync_every_step) main.sync("loss.item()");
+  main.await_prefetched_batch();
   return plan;
 }
 
@@ -253,6 +254,7 @@ IterationPlan data_parallel_validation_step(const MultiGpuContext& c, int gpus,
   std::int32_t on_gpu0 = main.copy_batch(batch);
   data_parallel_forward(c, plan, main, gpus, batch, on_gpu0, false);
   main.sync("validation loss.item()");
+  main.await_prefetched_batch();
   return plan;
 }
 
@@ -359,6 +361,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   }
   for (StepBuilder& b : rank) {
     if (training.sync_every_step) b.sync("loss.item()");
+    b.await_prefetched_batch();
   }
   return plan;
 }
@@ -374,6 +377,7 @@ IterationPlan ddp_validation_step(const MultiGpuContext& c, std::int64_t batch) 
     b.emit(forward_calls(c.step, batch, false));
     b.emit(loss_forward_calls(c.step, batch));
     b.sync("validation loss.item()");
+    b.await_prefetched_batch();
   }
   return plan;
 }

@@ -358,14 +358,18 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
 }
 
 std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
-  const bool normalize = context_.scenario.loader.normalize_on_gpu;
+  const LoaderSpec& loader = context_.scenario.loader;
+  const bool normalize = loader.normalize_on_gpu;
+  const bool prefetch = loader.prefetch_to_gpu;
   std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis, normalize), batch);
-  bool pinned = context_.scenario.loader.pin_memory;
+  bool pinned = loader.pin_memory;
+  const HostCosts& costs = context_.device.profile().host;
   PlanOp dispatch;
-  dispatch.name = "launch copy batch to device";
+  dispatch.name =
+      prefetch ? "launch copy of the next batch on the side stream" : "launch copy batch to device";
   dispatch.category = Category::h2d;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
-  dispatch.work_ns = SimTime::from_seconds(context_.device.profile().host.forward_op).ns();
+  dispatch.work_ns = SimTime::from_seconds(costs.forward_op).ns();
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
@@ -373,36 +377,73 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   last_cpu_op_ = issued;
 
   PlanOp copy;
-  copy.name = fmt::format("copy batch to device ({:.2f} MiB, {})",
+  copy.name = fmt::format("copy {}batch to device ({:.2f} MiB, {})", prefetch ? "next " : "",
                           static_cast<double>(bytes) / kMiB, pinned ? "pinned" : "pageable");
   copy.category = Category::h2d;
   copy.lane = Lane{LaneKind::copy, gpu_};
   copy.work_ns = context_.device.host_to_device_time(Bytes(bytes), pinned).ns();
   copy.deps = {issued};
-  copy.after_lane = Lane{LaneKind::compute, gpu_};  // issued on the compute stream
-  pending_copy_ = plan_.add(std::move(copy));
-  std::int32_t copied = pending_copy_;
+  // On the compute stream the copy waits for the kernels before it; on the prefetcher's side
+  // stream it overlaps them.
+  if (!prefetch) copy.after_lane = Lane{LaneKind::compute, gpu_};
+  std::int32_t copied = plan_.add(std::move(copy));
   if (!pinned) {
     // A copy from pageable memory returns to Python only once the data has left it.
-    host("wait for pageable copy", Category::h2d, Seconds(0), {pending_copy_});
+    host("wait for pageable copy", Category::h2d, Seconds(0), {copied});
   }
-  if (!normalize) return copied;
-  // x.float().sub_(mean).div_(std): uint8 -> fp32, then two in-place fp32 passes.
-  const std::int64_t elements = checked_product(context_.analysis.input_shape.elements(), batch);
-  const HostCosts& costs = context_.device.profile().host;
   std::int32_t ready = copied;
-  for (const auto& [name, bytes_per_element] :
-       {std::pair{"to float", 1 + 4}, {"sub_ mean", 4 + 4}, {"div_ std", 4 + 4}}) {
-    KernelWork k;
-    k.name = name;
-    k.op_class = OpClass::elementwise;
-    k.flops = {Flops(0), Flops(elements)};
-    k.bytes = {Bytes(0), Bytes(checked_product(elements, bytes_per_element))};
-    k.parallelism = {0, elements};
-    ready = kernel(fmt::format("normalize batch on GPU: {}", name), Category::h2d, costs.forward_op,
-                   context_.device.kernel_time(k, 1));
+  if (normalize) {
+    // x.float().sub_(mean).div_(std): uint8 -> fp32, then two in-place fp32 passes.
+    const std::int64_t elements = checked_product(context_.analysis.input_shape.elements(), batch);
+    for (const auto& [name, bytes_per_element] :
+         {std::pair{"to float", 1 + 4}, {"sub_ mean", 4 + 4}, {"div_ std", 4 + 4}}) {
+      KernelWork k;
+      k.name = name;
+      k.op_class = OpClass::elementwise;
+      k.flops = {Flops(0), Flops(elements)};
+      k.bytes = {Bytes(0), Bytes(checked_product(elements, bytes_per_element))};
+      k.parallelism = {0, elements};
+      const std::string what = fmt::format("normalize batch on GPU: {}", name);
+      const SimTime gpu_time = context_.device.kernel_time(k, 1);
+      if (!prefetch) {
+        if (ready == copied) pending_copy_ = copied;  // the first kernel waits for the copy
+        ready = kernel(what, Category::h2d, costs.forward_op, gpu_time);
+        continue;
+      }
+      // The prefetcher normalises on its side stream too. Modelled in that stream's order, the
+      // kernels overlap the step's own; on the GPU they share its SMs, an error bounded by
+      // their own (short, memory-bound) time.
+      std::int32_t launch = host("launch " + what, Category::h2d, costs.forward_op);
+      PlanOp run;
+      run.name = what;
+      run.category = Category::h2d;
+      run.lane = Lane{LaneKind::copy, gpu_};
+      run.work_ns = gpu_time.ns();
+      run.deps = {launch};
+      ready = plan_.add(std::move(run));
+    }
   }
+  if (prefetch) {
+    prefetched_ = ready;
+    // This step's batch came in during the previous step: it is on the device already.
+    return last_cpu_op_;
+  }
+  if (ready == copied) pending_copy_ = copied;  // the next kernel waits for the copy
   return ready;
+}
+
+void StepBuilder::await_prefetched_batch() {
+  if (prefetched_ < 0) return;
+  // torch.cuda.current_stream().wait_stream(side): an event wait in the compute stream, which
+  // the next step's first kernel queues behind. Issued here, at the end of this step, it
+  // delays nothing of this step (the stream has nothing after it in this step).
+  PlanOp wait;
+  wait.name = "compute stream waits for the prefetched batch";
+  wait.category = Category::h2d;
+  wait.lane = Lane{LaneKind::compute, gpu_};
+  wait.deps = {prefetched_};
+  plan_.add(std::move(wait));
+  prefetched_ = -1;
 }
 
 void StepBuilder::sync(std::string name) {
@@ -442,6 +483,7 @@ IterationPlan single_device_training_step(const StepContext& context, std::int64
       backward_calls(context, batch, context.scenario.training.framework == Framework::pytorch1));
   step.optimizer_step();
   if (context.scenario.training.sync_every_step) step.sync("loss.item()");
+  step.await_prefetched_batch();
   return plan;
 }
 
@@ -454,6 +496,7 @@ IterationPlan single_device_validation_step(const StepContext& context, std::int
   step.emit(forward_calls(context, batch, false));
   step.emit(loss_forward_calls(context, batch));
   step.sync("validation loss.item()");
+  step.await_prefetched_batch();
   return plan;
 }
 

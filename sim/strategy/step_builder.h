@@ -74,7 +74,13 @@ class StepBuilder {
   // waits for it. Pageable copies also block the CPU thread. With the loader's
   // normalize_on_gpu, the uint8 batch is then converted and normalised by three element-wise
   // kernels. Returns the op after which the batch is ready on the device.
+  // With the loader's prefetch_to_gpu, the copy (and normalisation) is of the next step's batch,
+  // on a side stream that overlaps this step's kernels; this step's batch is already there, and
+  // await_prefetched_batch() must close the step.
   std::int32_t copy_batch(std::int64_t batch);
+  // The end of a step under prefetch_to_gpu: the compute stream waits for the batch prefetched
+  // during this step, so that the next step's kernels start only once it is on the device.
+  void await_prefetched_batch();
   // loss.item(): the CPU waits for everything issued so far on the GPU.
   void sync(std::string name);
   // The optimizer step as GradScaler drives it: under fp16, gradients are checked (and
@@ -96,6 +102,7 @@ class StepBuilder {
   std::int32_t last_cpu_op_ = -1;
   std::vector<std::int32_t> pending_;  // the next ops wait for these
   std::int32_t pending_copy_ = -1;     // the next kernel waits for this copy
+  std::int32_t prefetched_ = -1;       // the side stream's last op for the next step's batch
 };
 
 // Per-step plans for a single device: a training step and an evaluation (validation) step.

@@ -95,6 +95,7 @@ const std::vector<Key> kKeys = {
     {"loader.workers", {}},
     {"loader.prefetch_factor", {}},
     {"loader.pin_memory", kBools},
+    {"loader.prefetch_to_gpu", kBools},
     {"loader.sample_cpu_us", {}},
     {"dataset.train_samples", {}},
     {"dataset.validation_samples", {}},

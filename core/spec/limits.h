@@ -20,6 +20,8 @@ inline constexpr int kMaxPrefetchFactor = 1024;
 // Batches a loader keeps in flight (workers x prefetch_factor): each is a task the simulator
 // carries, so the bound keeps a point's cost bounded too.
 inline constexpr int kMaxBatchesInFlight = 512;
+// One encoded sample (a JPEG, a video clip) as it crosses to a decoding GPU: 1 GiB.
+inline constexpr std::int64_t kMaxEncodedSampleBytes = std::int64_t{1} << 30;
 // GPUs in a sweep point, GPUs per node, nodes per machine.
 inline constexpr int kMaxGpus = 1'000'000;
 inline constexpr int kMaxGpusPerNode = 64;

@@ -98,8 +98,9 @@ void read_hardware(const yaml::Node& node, const std::filesystem::path& relative
   }
 }
 
-constexpr std::string_view kLoaderKeys[] = {"workers",       "prefetch_factor",  "pin_memory",
-                                            "sample_cpu_us", "normalize_on_gpu", "prefetch_to_gpu"};
+constexpr std::string_view kLoaderKeys[] = {
+    "workers",          "prefetch_factor", "pin_memory",    "sample_cpu_us",
+    "normalize_on_gpu", "prefetch_to_gpu", "gpu_decode_us", "encoded_sample_bytes"};
 
 LoaderSpec read_loader(const yaml::Node& node) {
   yaml::MapReader map(node, kLoaderKeys);
@@ -127,6 +128,31 @@ LoaderSpec read_loader(const yaml::Node& node) {
     loader.normalize_on_gpu = normalize->as_bool();
   }
   if (auto prefetch = map.optional("prefetch_to_gpu")) loader.prefetch_to_gpu = prefetch->as_bool();
+  if (auto decode = map.optional("gpu_decode_us")) {
+    loader.gpu_decode = microseconds(decode->as_number_in(0, 1e6));
+  }
+  if (auto encoded = map.optional("encoded_sample_bytes")) {
+    loader.encoded_sample_bytes = encoded->as_int_in(1, limits::kMaxEncodedSampleBytes);
+  }
+  const bool decodes_on_gpu = loader.gpu_decode.value() > 0;
+  if (decodes_on_gpu && !map.has("encoded_sample_bytes")) {
+    map.required("gpu_decode_us")
+        .fail(
+            "decoding on the GPU copies the encoded files: give loader.encoded_sample_bytes "
+            "too (ImageNet's training JPEGs average about 110 KB: 140 GB over 1.28 M files)");
+  }
+  if (!decodes_on_gpu && map.has("encoded_sample_bytes")) {
+    map.required("encoded_sample_bytes")
+        .fail(
+            "encoded_sample_bytes describes GPU decoding: set loader.gpu_decode_us (> 0) too, "
+            "or leave it out");
+  }
+  if (decodes_on_gpu && loader.normalize_on_gpu) {
+    map.required("normalize_on_gpu")
+        .fail(
+            "with gpu_decode_us the GPU decoding stage normalises (DALI's "
+            "crop_mirror_normalize): count that in gpu_decode_us and leave normalize_on_gpu out");
+  }
   return loader;
 }
 
@@ -272,6 +298,13 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
     loader.required("normalize_on_gpu")
         .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): there is nothing "
                           "to normalise; leave normalize_on_gpu out",
+                          s.model.name, to_string(s.analysis.input_dtype)));
+  }
+  if (s.loader.gpu_decode.value() > 0 && is_integer(s.analysis.input_dtype)) {
+    yaml::MapReader loader(top.required("loader"), kLoaderKeys);
+    loader.required("gpu_decode_us")
+        .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): GPU decoding is "
+                          "for images; leave gpu_decode_us out",
                           s.model.name, to_string(s.analysis.input_dtype)));
   }
   yaml::MapReader sweep(top.required("sweep"), {"gpus", "batch", "batch_is"});

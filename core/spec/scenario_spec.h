@@ -69,6 +69,11 @@ struct LoaderSpec {
   // The next batch is copied to the GPU on a side CUDA stream while this step computes (apex's
   // data_prefetcher, timm's PrefetchLoader); the compute stream waits for it at the next step.
   bool prefetch_to_gpu = false;
+  // GPU decoding (DALI's "mixed" decoder, nvJPEG): the encoded files cross PCIe and the GPU
+  // spends this long per sample decoding and augmenting them; sample_cpu then holds what is
+  // left on the CPU (reading files, Huffman decoding of the hybrid path). Zero: decoded on the CPU.
+  Seconds gpu_decode;
+  std::int64_t encoded_sample_bytes = 0;  // one encoded sample as it crosses PCIe
 };
 
 // How the framework drives cuDNN for convolutions.

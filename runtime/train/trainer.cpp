@@ -371,6 +371,10 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
     // reachable from Python only.
     return "optimizer_implementation fused: LibTorch's C++ optimizers have no fused kernels";
   }
+  if (scenario.loader.gpu_decode.value() > 0) {
+    // Its samples are synthetic tensors: there are no encoded files, and DALI is not linked.
+    return "loader.gpu_decode_us: the runtime has no encoded files to decode on the GPU";
+  }
   switch (t.strategy) {
     case Strategy::single:
       if (point.gpus != 1) return "strategy single trains on one device";

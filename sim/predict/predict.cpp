@@ -282,14 +282,14 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   auto busy = [&](Category c) { return seconds(st.gpu_busy[static_cast<std::size_t>(c)]); };
   auto idle = [&](Category c) { return seconds(st.gpu_idle[static_cast<std::size_t>(c)]); };
   r.epoch_seconds = seconds(st.epoch);
-  r.breakdown.data = idle(Category::data);
+  // Waiting for batches, and decoding them on the GPU (loader.gpu_decode_us).
+  r.breakdown.data = idle(Category::data) + busy(Category::data);
   r.breakdown.h2d = busy(Category::h2d) + idle(Category::h2d);
   r.breakdown.forward = busy(Category::forward);
   r.breakdown.backward = busy(Category::backward);
   r.breakdown.optimizer = busy(Category::optimizer);
   r.breakdown.communication = busy(Category::communication) + idle(Category::communication);
-  r.breakdown.host =
-      idle(Category::host) + busy(Category::host) + busy(Category::sync) + busy(Category::data);
+  r.breakdown.host = idle(Category::host) + busy(Category::host) + busy(Category::sync);
   r.breakdown.other = seconds(st.gpu_idle_other);
   r.communication_seconds = seconds(st.communication);
   r.gpu_busy_fraction = seconds(st.gpu_busy_total()) / r.epoch_seconds;

@@ -287,7 +287,8 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"optimizer_implementation",
          kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
         {"normalize_on_gpu", s.loader.normalize_on_gpu},
-        {"prefetch_to_gpu", s.loader.prefetch_to_gpu}}},
+        {"prefetch_to_gpu", s.loader.prefetch_to_gpu},
+        {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",
        s.profile.uncertainty.empty()

@@ -132,6 +132,13 @@ std::int64_t sample_transfer_bytes(const ModelAnalysis& a, bool uint8_inputs) {
   return a.input_shape.elements() * input_element + 8 * label_rows;
 }
 
+std::int64_t sample_transfer_bytes(const ModelAnalysis& a, const LoaderSpec& loader) {
+  if (loader.gpu_decode.value() <= 0) return sample_transfer_bytes(a, loader.normalize_on_gpu);
+  const std::int64_t labels =
+      sample_transfer_bytes(a) - a.input_shape.elements() * element_bytes(a.input_dtype);
+  return loader.encoded_sample_bytes + labels;
+}
+
 std::vector<Call> zero_grad_calls(const StepContext& context) {
   const HostCosts& costs = context.device.profile().host;
   if (context.scenario.training.framework == Framework::pytorch2) {
@@ -361,7 +368,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   const LoaderSpec& loader = context_.scenario.loader;
   const bool normalize = loader.normalize_on_gpu;
   const bool prefetch = loader.prefetch_to_gpu;
-  std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis, normalize), batch);
+  std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis, loader), batch);
   bool pinned = loader.pin_memory;
   const HostCosts& costs = context_.device.profile().host;
   PlanOp dispatch;
@@ -425,15 +432,35 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   }
   if (prefetch) {
     prefetched_ = ready;
+    prefetched_samples_ = batch;
     // This step's batch came in during the previous step: it is on the device already.
     return last_cpu_op_;
   }
   if (ready == copied) pending_copy_ = copied;  // the next kernel waits for the copy
+  if (loader.gpu_decode.value() > 0) ready = decode_on_gpu(batch, {});
   return ready;
+}
+
+std::int32_t StepBuilder::decode_on_gpu(std::int64_t batch, std::vector<std::int32_t> deps) {
+  // DALI's GPU stage (nvJPEG decoding, crops, normalisation) runs on its own stream, but on the
+  // same SMs as the step's kernels: its time adds to theirs, so it runs in the compute stream's
+  // order here. The hardware JPEG engines of A100/H100 spare the SMs; gpu_decode_us should then
+  // count only what runs on them.
+  const double seconds = context_.scenario.loader.gpu_decode.value() * static_cast<double>(batch);
+  return kernel(fmt::format("decode and augment batch of {} on GPU", batch), Category::data,
+                context_.device.profile().host.forward_op, SimTime::from_seconds(Seconds(seconds)),
+                std::move(deps));
 }
 
 void StepBuilder::await_prefetched_batch() {
   if (prefetched_ < 0) return;
+  if (context_.scenario.loader.gpu_decode.value() > 0) {
+    // The next batch is decoded once its encoded files are on the device; the next step's
+    // kernels queue behind the decoding in the compute stream.
+    decode_on_gpu(prefetched_samples_, {prefetched_});
+    prefetched_ = -1;
+    return;
+  }
   // torch.cuda.current_stream().wait_stream(side): an event wait in the compute stream, which
   // the next step's first kernel queues behind. Issued here, at the end of this step, it
   // delays nothing of this step (the stream has nothing after it in this step).

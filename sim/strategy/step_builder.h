@@ -48,6 +48,9 @@ OptimizerImplementation optimizer_implementation(const TrainingSpec& training);
 // Bytes of one sample's inputs and labels as they cross to the device (inputs in the model's
 // dtype, or one byte per element when the loader sends uint8 for the GPU to normalise).
 std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis, bool uint8_inputs = false);
+// The same as the scenario's loader sends it: encoded files when the GPU decodes them, uint8
+// with normalize_on_gpu, else the model's input dtype.
+std::int64_t sample_transfer_bytes(const ModelAnalysis& analysis, const LoaderSpec& loader);
 
 // Emits calls into a plan, on CPU thread `cpu` and GPU `gpu`.
 class StepBuilder {
@@ -76,7 +79,8 @@ class StepBuilder {
   // kernels. Returns the op after which the batch is ready on the device.
   // With the loader's prefetch_to_gpu, the copy (and normalisation) is of the next step's batch,
   // on a side stream that overlaps this step's kernels; this step's batch is already there, and
-  // await_prefetched_batch() must close the step.
+  // await_prefetched_batch() must close the step. With the loader's gpu_decode_us, the copy
+  // carries the encoded files and a decoding kernel follows it on the compute stream.
   std::int32_t copy_batch(std::int64_t batch);
   // The end of a step under prefetch_to_gpu: the compute stream waits for the batch prefetched
   // during this step, so that the next step's kernels start only once it is on the device.
@@ -94,6 +98,9 @@ class StepBuilder {
   IterationPlan& plan() { return plan_; }
 
  private:
+  // The loader's GPU decoding of `batch` samples, after `deps`; returns the kernel.
+  std::int32_t decode_on_gpu(std::int64_t batch, std::vector<std::int32_t> deps);
+
   const StepContext& context_;
   IterationPlan& plan_;
   int cpu_;
@@ -103,6 +110,7 @@ class StepBuilder {
   std::vector<std::int32_t> pending_;  // the next ops wait for these
   std::int32_t pending_copy_ = -1;     // the next kernel waits for this copy
   std::int32_t prefetched_ = -1;       // the side stream's last op for the next step's batch
+  std::int64_t prefetched_samples_ = 0;
 };
 
 // Per-step plans for a single device: a training step and an evaluation (validation) step.

@@ -404,6 +404,31 @@ TEST_CASE("bad input: normalize_on_gpu for a model that takes token ids") {
                {"bad.yaml:6:28", "loader.normalize_on_gpu", "takes integer int64 inputs"});
 }
 
+TEST_CASE("bad input: GPU decoding without its encoded size, beside normalize_on_gpu, for tokens") {
+  auto with_loader = [](const std::string& loader) {
+    return scenario("training: {", "loader: " + loader + "\ntraining: {");
+  };
+  scenario_error(with_loader("{gpu_decode_us: 40}"),
+                 {"bad.yaml:6:25", "loader.gpu_decode_us", "give loader.encoded_sample_bytes"});
+  scenario_error(with_loader("{encoded_sample_bytes: 110000}"),
+                 {"bad.yaml:6:32", "loader.encoded_sample_bytes", "set loader.gpu_decode_us"});
+  scenario_error(with_loader("{gpu_decode_us: 40, encoded_sample_bytes: 0}"),
+                 {"bad.yaml:6:51", "loader.encoded_sample_bytes", "an integer from 1 to"});
+  scenario_error(with_loader("{gpu_decode_us: -1, encoded_sample_bytes: 9}"),
+                 {"bad.yaml:6:25", "loader.gpu_decode_us", "a number from 0 to"});
+  scenario_error(
+      with_loader("{gpu_decode_us: 40, encoded_sample_bytes: 9, normalize_on_gpu: true}"),
+      {"bad.yaml:6:72", "loader.normalize_on_gpu", "crop_mirror_normalize"});
+  std::string text =
+      "kind: scenario\nname: s\nmodel: gpt2-small\nhardware: dgx-a100\n"
+      "dataset: {name: d, train_samples: 1000, classes: 50257}\n"
+      "loader: {gpu_decode_us: 5, encoded_sample_bytes: 100}\n"
+      "training: {strategy: single, optimizer: adam}\n"
+      "sweep: {gpus: [1], batch: [8], batch_is: global}\n";
+  expect_error([&] { load_scenario_from_string(text, "bad.yaml", test::source_dir()); },
+               {"bad.yaml:6:25", "loader.gpu_decode_us", "GPU decoding is for images"});
+}
+
 TEST_CASE("bad input: DataParallel across nodes") {
   std::string text =
       scenario("hardware: seed001-box", "hardware: {base: dgx-h100-cluster, nodes: 2}");

@@ -96,6 +96,8 @@ const std::vector<Key> kKeys = {
     {"loader.prefetch_factor", {}},
     {"loader.pin_memory", kBools},
     {"loader.prefetch_to_gpu", kBools},
+    {"loader.gpu_decode_us", {}},
+    {"loader.encoded_sample_bytes", {}},
     {"loader.sample_cpu_us", {}},
     {"dataset.train_samples", {}},
     {"dataset.validation_samples", {}},

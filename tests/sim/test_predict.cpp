@@ -557,3 +557,50 @@ sweep: {{gpus: [2], batch: [256], batch_is: global}}
     CHECK(predict_point(prefetch, p).epoch_seconds < predict_point(s, p).epoch_seconds);
   }
 }
+
+TEST_CASE("gpu_decode_us: encoded files cross PCIe, the GPU decodes, the CPU keeps the rest") {
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: dgx-a100
+dataset: {name: imagenet, train_samples: 12800, classes: 1000, sample_shape: [3, 224, 224]}
+loader: {workers: 8, pin_memory: true, sample_cpu_us: 10000}
+training: {strategy: single, optimizer: sgd, precision: amp_bf16}
+sweep: {gpus: [1], batch: [128], batch_is: global}
+)");
+  ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+  DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+  ScenarioSpec gpu = s;
+  gpu.loader.gpu_decode = Seconds(50e-6);
+  gpu.loader.encoded_sample_bytes = 110'000;
+  gpu.loader.sample_cpu = Seconds(500e-6);  // reading files and the hybrid path's Huffman
+  CHECK(sample_transfer_bytes(analysis, gpu.loader) == 110'000 + 8);
+  CHECK(sample_transfer_bytes(analysis, s.loader) == sample_transfer_bytes(analysis));
+  // One decoding kernel of 128 x 50 us after the copy, before the forward pass.
+  for (bool prefetch : {false, true}) {
+    gpu.loader.prefetch_to_gpu = prefetch;
+    IterationPlan plan = single_device_training_step(StepContext{gpu, analysis, device}, 128);
+    int decoders = 0;
+    for (const PlanOp& op : plan.ops) {
+      if (op.lane.kind != LaneKind::compute || op.category != Category::data) continue;
+      ++decoders;
+      CHECK(op.work_ns == 128 * 50'000);
+    }
+    CHECK(decoders == 1);
+    // Prefetched, the next batch is decoded at the end of the step.
+    const PlanOp& last = plan.ops.back();
+    CHECK((last.category == Category::data) == prefetch);
+  }
+  gpu.loader.prefetch_to_gpu = false;
+  // 8 workers at 10 ms a sample feed 800 samples/s: input-bound on an A100. Decoding on the
+  // GPU (0.5 ms of CPU a sample) removes that bound, and the GPU's decoding shows as input time.
+  PointResult cpu_decode = predict_point(s, point(128));
+  PointResult gpu_decode = predict_point(gpu, point(128));
+  INFO(cpu_decode.epoch_seconds << " s decoding on the CPU, " << gpu_decode.epoch_seconds
+                                << " s on the GPU");
+  // The workers' 16 s, plus the first batch's 1.28 s before the pipeline is full.
+  CHECK(cpu_decode.epoch_seconds == Approx(12800 * 10e-3 / 8 + 1.28).epsilon(0.02));
+  CHECK(cpu_decode.breakdown.data > 0.3 * cpu_decode.epoch_seconds);
+  CHECK(gpu_decode.epoch_seconds < 0.6 * cpu_decode.epoch_seconds);
+  const double decode_s = 12800 * 50e-6;
+  CHECK(gpu_decode.breakdown.data >= decode_s);
+  CHECK(gpu_decode.breakdown.data < decode_s + 0.1 * gpu_decode.epoch_seconds);
+}

@@ -40,13 +40,24 @@ struct ExplainedKernel {
   sim::KernelExplanation why;
 };
 
-std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class) {
+std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
+                            const GpuEfficiency& profile) {
   switch (e.bound) {
     case sim::KernelBound::compute:
       return fmt::format("{} {:.3g} of {:.4g} TFLOPS", to_string(op_class), e.efficiency,
                          e.peak.value() / 1e12);
     case sim::KernelBound::memory:
-      return fmt::format("memory, {:.4g} GB/s effective", e.bandwidth.value() / 1e9);
+      if (op_class == OpClass::optimizer) {
+        return fmt::format("optimizer memory {:.3g}: {:.4g} GB/s",
+                           profile.optimizer_memory_or_default(), e.bandwidth.value() / 1e9);
+      }
+      if (has_own_bandwidth(op_class)) {
+        return fmt::format("memory {:.3g} x {} {:.3g}: {:.4g} GB/s", profile.memory,
+                           to_string(op_class),
+                           profile.bandwidth_relative[static_cast<std::size_t>(op_class)],
+                           e.bandwidth.value() / 1e9);
+      }
+      return fmt::format("memory {:.3g}: {:.4g} GB/s", profile.memory, e.bandwidth.value() / 1e9);
     case sim::KernelBound::floor:
       return "min_kernel_us";
   }
@@ -118,6 +129,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
         {"sources",
          {{"gpu.efficiency", profile.sources["gpu.efficiency"]},
           {"gpu.memory_efficiency", profile.sources["gpu.memory_efficiency"]},
+          {"gpu.bandwidth_relative", profile.sources["gpu.bandwidth_relative"]},
           {"gpu.min_kernel_us", profile.sources["gpu.min_kernel_us"]}}},
         {"kernels", rows},
     };
@@ -143,12 +155,12 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
   for (const ExplainedKernel& k : kernels) {
     const double util = k.why.bound == sim::KernelBound::memory ? k.why.memory_utilisation
                                                                 : k.why.compute_utilisation;
-    table.add_row({k.layer, k.pass, std::string(k.kernel->name),
-                   std::string(to_string(k.kernel->op_class)), k.why.algorithm,
-                   fmt::format("{:.3f}", k.why.flops / 1e9),
-                   fmt::format("{:.2f}", k.why.bytes / 1e6),
-                   fmt::format("{:.1f}", k.why.seconds * 1e6), sim::bound_name(k.why.bound),
-                   fmt::format("{:.0f}%", util * 100), efficiency_used(k.why, k.kernel->op_class)});
+    table.add_row(
+        {k.layer, k.pass, std::string(k.kernel->name), std::string(to_string(k.kernel->op_class)),
+         k.why.algorithm, fmt::format("{:.3f}", k.why.flops / 1e9),
+         fmt::format("{:.2f}", k.why.bytes / 1e6), fmt::format("{:.1f}", k.why.seconds * 1e6),
+         sim::bound_name(k.why.bound), fmt::format("{:.0f}%", util * 100),
+         efficiency_used(k.why, k.kernel->op_class, profile.gpu)});
     total += k.why.seconds;
     by_bound[static_cast<std::size_t>(k.why.bound)] += k.why.seconds;
     ++count_by_bound[static_cast<std::size_t>(k.why.bound)];
@@ -178,6 +190,10 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
   }
   fmt::print("  gpu.efficiency: {}\n", efficiency_source);
   fmt::print("  gpu.memory_efficiency: {}\n", memory_source);
+  if (const auto relative = profile.sources.find("gpu.bandwidth_relative");
+      relative != profile.sources.end()) {
+    fmt::print("  gpu.bandwidth_relative: {}\n", relative->second);
+  }
   fmt::print("  gpu.min_kernel_us: {}\n", profile.sources["gpu.min_kernel_us"]);
   return 0;
 }

@@ -29,14 +29,37 @@ constexpr const char* kHostOpFigures[] = {"host.forward_op_us", "host.backward_o
 // approximations, as the noise assumed of a measured figure.
 constexpr double kLeastMeasuredSpread = kAssumedRelativeNoise;
 
+// Columns of the bound fit: an inverse compute efficiency per op class; the inverse streaming
+// bandwidth (gpu.memory_efficiency); the inverse bandwidth of each kind with its own
+// (kBandwidthKinds: memory efficiency times relative bandwidth); the minimum kernel time.
 constexpr std::size_t kMemoryColumn = kOpClassCount;
-constexpr std::size_t kMinKernelColumn = kOpClassCount + 1;
-constexpr std::size_t kColumns = kOpClassCount + 2;
+constexpr std::size_t kFirstKindColumn = kMemoryColumn + 1;
+constexpr std::size_t kMinKernelColumn = kFirstKindColumn + std::size(kBandwidthKinds);
+constexpr std::size_t kColumns = kMinKernelColumn + 1;
+
+// The memory column whose bandwidth a kernel of `op_class` streams at.
+std::size_t memory_column(std::size_t op_class) {
+  for (std::size_t i = 0; i < std::size(kBandwidthKinds); ++i) {
+    if (static_cast<std::size_t>(kBandwidthKinds[i]) == op_class) return kFirstKindColumn + i;
+  }
+  return kMemoryColumn;
+}
+bool is_memory_column(std::size_t column) {
+  return column >= kMemoryColumn && column < kMinKernelColumn;
+}
+// The least inverse efficiency a column may take: the nominal peak (1), or for a kind with its
+// own bandwidth, the highest relative bandwidth a profile allows.
+double least_inverse(std::size_t column) {
+  return column >= kFirstKindColumn && column < kMinKernelColumn ? 1.0 / kBandwidthRelativeHigh
+                                                                 : 1.0;
+}
 
 // One kernel costed with every efficiency at 1: its compute and memory time, so that with
-// inverse efficiencies x (compute, per class) and y (memory) its time is max(c x, m y, z).
+// inverse efficiencies x (compute, per class) and y (memory, per memory column) its time is
+// max(c x, m y, z).
 struct UnitKernel {
   std::size_t op_class = 0;
+  std::size_t memory_column = kMemoryColumn;
   double compute_s = 0;
   double memory_s = 0;
 };
@@ -52,6 +75,7 @@ struct Observation {
 HardwareProfile unit_profile(HardwareProfile p) {
   p.gpu.compute.fill(1.0);
   p.gpu.memory = 1.0;
+  p.gpu.bandwidth_relative.fill(1.0);
   p.gpu.min_kernel = Seconds(0);
   return p;
 }
@@ -74,6 +98,7 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
       const sim::KernelExplanation e = unit.explain(k, batch);
       UnitKernel u;
       u.op_class = static_cast<std::size_t>(k.op_class);
+      u.memory_column = memory_column(u.op_class);
       u.compute_s = e.compute_s;
       u.memory_s = e.memory_s;
       out.push_back(u);
@@ -117,7 +142,7 @@ double weight_scale(const Observation& o) {
 }
 
 double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
-  return std::max({k.compute_s * theta[k.op_class], k.memory_s * theta[kMemoryColumn],
+  return std::max({k.compute_s * theta[k.op_class], k.memory_s * theta[k.memory_column],
                    theta[kMinKernelColumn]});
 }
 
@@ -155,14 +180,14 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       std::vector<double> row(kColumns, 0.0);
       double floor_seconds = 0;
       for (const UnitKernel& k : o.kernels) {
-        double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[kMemoryColumn];
+        double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[k.memory_column];
         double z = theta[kMinKernelColumn];
         if (c >= m && c >= z) {
           row[k.op_class] += k.compute_s;
           ++active_count[k.op_class];
         } else if (m >= z) {
-          row[kMemoryColumn] += k.memory_s;
-          ++active_count[kMemoryColumn];
+          row[k.memory_column] += k.memory_s;
+          ++active_count[k.memory_column];
         } else {
           floor_seconds += z;  // a known constant in this solve
           ++active_count[kMinKernelColumn];
@@ -182,7 +207,7 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       // misfit of small layers and then floor every kernel of the step at that value.
       if (j == kMinKernelColumn) continue;
       // An inverse efficiency below 1 would beat the nominal peak: clamp to the peak.
-      double value = j == kMinKernelColumn ? solved[j] : std::max(solved[j], 1.0);
+      double value = j == kMinKernelColumn ? solved[j] : std::max(solved[j], least_inverse(j));
       change = std::max(change, std::abs(value - theta[j]) / std::max(theta[j], 1e-12));
       theta[j] = value;
     }
@@ -219,7 +244,8 @@ void scale_to_point_sums(const std::vector<Observation>& observations, std::vect
   if (ratio_squares > 0) {
     const double scale = ratio_sum / ratio_squares;
     for (std::size_t j = 0; j < kColumns; ++j)
-      theta[j] = j == kMinKernelColumn ? theta[j] * scale : std::max(1.0, theta[j] * scale);
+      theta[j] =
+          j == kMinKernelColumn ? theta[j] * scale : std::max(least_inverse(j), theta[j] * scale);
     out.notes.push_back(fmt::format(
         "gpu.*: every fitted bound scaled by {:.3g} so that the simulated layer times of each "
         "measured point add up to the measured ones on average",
@@ -239,6 +265,10 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
   for (std::size_t c = 0; c < kOpClassCount; ++c)
     prior[c] = 1.0 / p.gpu.compute[c];
   prior[kMemoryColumn] = 1.0 / p.gpu.memory;
+  for (OpClass kind : kBandwidthKinds) {
+    const std::size_t c = static_cast<std::size_t>(kind);
+    prior[memory_column(c)] = 1.0 / (p.gpu.memory * p.gpu.bandwidth_relative[c]);
+  }
   prior[kMinKernelColumn] = p.gpu.min_kernel.value();
   constexpr double kComputeBoundStart = 1000;
   std::vector<std::vector<double>> starts{prior};
@@ -277,8 +307,9 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
     double rms = rms_relative(observations, theta, [&](const Observation& o) {
       return std::any_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
         return column == kMinKernelColumn ? kernel_time(k, theta) == theta[kMinKernelColumn]
-               : column == kMemoryColumn
-                   ? kernel_time(k, theta) == k.memory_s * theta[kMemoryColumn]
+               : is_memory_column(column)
+                   ? k.memory_column == column &&
+                         kernel_time(k, theta) == k.memory_s * theta[column]
                    : k.op_class == column && kernel_time(k, theta) == k.compute_s * theta[column];
       });
     });
@@ -300,7 +331,21 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
     p.gpu.memory = 1.0 / theta[kMemoryColumn];
     add("gpu.memory_efficiency", p.gpu.memory, kMemoryColumn);
   } else {
-    out.notes.push_back("gpu.memory_efficiency: kept: no measured layer is memory-bound");
+    out.notes.push_back(
+        "gpu.memory_efficiency: kept: no measured layer is bound by streaming memory traffic");
+  }
+  // A kind's own bandwidth, relative to the streaming one just fitted (or kept).
+  for (OpClass kind : kBandwidthKinds) {
+    const std::size_t c = static_cast<std::size_t>(kind), column = memory_column(c);
+    const std::string key = fmt::format("gpu.bandwidth_relative.{}", to_string(kind));
+    if (active_count[column] == 0) {
+      out.notes.push_back(fmt::format("{}: kept at {:.3g}: no measured {} kernel is memory-bound",
+                                      key, p.gpu.bandwidth_relative[c], to_string(kind)));
+      continue;
+    }
+    p.gpu.bandwidth_relative[c] = std::clamp(1.0 / (theta[column] * p.gpu.memory),
+                                             kBandwidthRelativeLow, kBandwidthRelativeHigh);
+    add(key, p.gpu.bandwidth_relative[c], column);
   }
   if (!floors.empty()) {
     p.gpu.min_kernel = Seconds(theta[kMinKernelColumn]);

@@ -434,7 +434,7 @@ const char* constraint_name(Constraint c) {
 
 double default_log_sd(const std::string& key) {
   const ProfileFigure* f = find_profile_figure(key);
-  return f && f->kind == FigureKind::fraction ? std::log(2.0) : std::log(3.0);
+  return f && f->kind != FigureKind::microseconds ? std::log(2.0) : std::log(3.0);
 }
 
 EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,

@@ -24,6 +24,10 @@ std::vector<ProfileFigure> make_figures() {
   for (std::string_view op_class : kOpClassNames)
     fraction(fmt::format("gpu.efficiency.{}", op_class));
   fraction("gpu.memory_efficiency");
+  for (OpClass kind : kBandwidthKinds) {
+    figures.push_back({fmt::format("gpu.bandwidth_relative.{}", to_string(kind)), FigureKind::ratio,
+                       kBandwidthRelativeLow, kBandwidthRelativeHigh});
+  }
   fraction("gpu.optimizer_memory_efficiency");
   micros("gpu.min_kernel_us");
   for (const char* key : {"forward_op_us", "backward_op_us", "optimizer_op_us", "step_overhead_us",
@@ -54,6 +58,10 @@ template <class Profile>
 Slot<Profile> slot(Profile& p, std::string_view key) {
   for (std::size_t i = 0; i < kOpClassCount; ++i) {
     if (key == fmt::format("gpu.efficiency.{}", kOpClassNames[i])) return {&p.gpu.compute[i]};
+  }
+  for (OpClass kind : kBandwidthKinds) {
+    if (key == fmt::format("gpu.bandwidth_relative.{}", to_string(kind)))
+      return {&p.gpu.bandwidth_relative[static_cast<std::size_t>(kind)]};
   }
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
     if (key == fmt::format("links.efficiency.{}", kLinkKindKeys[i]))

@@ -16,6 +16,7 @@ namespace epochcast {
 enum class FigureKind {
   fraction,      // an efficiency: of a peak, from 1e-4 to 1
   microseconds,  // a time per operation, step or sample: from 1e-3 us to 1e9 us
+  ratio,         // a bandwidth relative to another: from 0.001 to 4
 };
 
 struct ProfileFigure {

@@ -28,13 +28,20 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "transfer.copy_latency_us", "links.efficiency",
                                          "links.step_latency_us",    "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
-constexpr std::string_view kOptionalFigures[] = {"gpu.optimizer_memory_efficiency",
-                                                 "gpu.efficiency_by_architecture"};
+constexpr std::string_view kOptionalFigures[] = {
+    "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative", "gpu.efficiency_by_architecture"};
+
+bool any_bandwidth_relative(const GpuEfficiency& gpu) {
+  return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
+                     [](double r) { return r != 1.0; });
+}
 
 // The figures of `p` that need a source: every required one, and the optional ones it gives.
 std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
+  if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
+    figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
   return figures;
 }
@@ -98,7 +105,23 @@ ProfileUncertainty read_uncertainty(const yaml::Node& node) {
   return u;
 }
 
-// gpu.efficiency_by_architecture: {ARCH: {fp32: {CLASS: fraction, ...}, ..., memory: fraction}}.
+// {normalization: r, pooling: r, ...}: relative bandwidths of the kinds that have their own.
+std::map<std::size_t, double> read_bandwidth_relative(const yaml::Node& node) {
+  std::vector<std::string_view> kinds;
+  for (OpClass kind : kBandwidthKinds)
+    kinds.push_back(to_string(kind));
+  yaml::MapReader reader(node, std::span<const std::string_view>(kinds));
+  std::map<std::size_t, double> out;
+  for (OpClass kind : kBandwidthKinds) {
+    if (auto value = reader.optional(to_string(kind)))
+      out[static_cast<std::size_t>(kind)] =
+          value->as_number_in(kBandwidthRelativeLow, kBandwidthRelativeHigh);
+  }
+  return out;
+}
+
+// gpu.efficiency_by_architecture: {ARCH: {fp32: {CLASS: fraction, ...}, ..., memory: fraction,
+// bandwidth_relative: {KIND: ratio, ...}}}.
 std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Node& node) {
   if (!node.is_map()) node.fail("expected a map of GPU architectures (pascal, volta, ...)");
   std::map<std::string, ArchitectureEfficiency> out;
@@ -121,9 +144,12 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
     std::vector<std::string_view> keys(std::begin(kEfficiencyPrecisions),
                                        std::end(kEfficiencyPrecisions));
     keys.push_back("memory");
+    keys.push_back("bandwidth_relative");
     yaml::MapReader arch(arch_node, std::span<const std::string_view>(keys));
     ArchitectureEfficiency& e = out[architecture];
     if (auto memory = arch.optional("memory")) e.memory = fraction(*memory);
+    if (auto relative = arch.optional("bandwidth_relative"))
+      e.bandwidth_relative = read_bandwidth_relative(*relative);
     for (std::string_view precision : kEfficiencyPrecisions) {
       auto classes = arch.optional(precision);
       if (!classes) continue;
@@ -158,9 +184,9 @@ HardwareProfile read_profile(const yaml::Document& document) {
   }
   if (auto d = top.optional("description")) d->as_string();
 
-  yaml::MapReader gpu(top.required("gpu"),
-                      {"efficiency", "memory_efficiency", "optimizer_memory_efficiency",
-                       "min_kernel_us", "efficiency_by_architecture"});
+  yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency", "bandwidth_relative",
+                                            "optimizer_memory_efficiency", "min_kernel_us",
+                                            "efficiency_by_architecture"});
   if (auto table = gpu.optional("efficiency_by_architecture"))
     p.gpu.by_architecture = read_architectures(*table);
   yaml::MapReader efficiency(gpu.required("efficiency"),
@@ -169,6 +195,10 @@ HardwareProfile read_profile(const yaml::Document& document) {
     p.gpu.compute[i] = fraction(efficiency.required(kOpClassNames[i]));
   }
   p.gpu.memory = fraction(gpu.required("memory_efficiency"));
+  if (auto relative = gpu.optional("bandwidth_relative")) {
+    for (const auto& [op_class, value] : read_bandwidth_relative(*relative))
+      p.gpu.bandwidth_relative[op_class] = value;
+  }
   if (auto optimizer = gpu.optional("optimizer_memory_efficiency"))
     p.gpu.optimizer_memory = fraction(*optimizer);
   p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
@@ -338,6 +368,15 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   for (std::size_t i = 0; i < kOpClassCount; ++i)
     y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
   y += "  memory_efficiency: " + number(p.gpu.memory) + "\n";
+  if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative")) {
+    y += "  bandwidth_relative: {";
+    for (std::size_t i = 0; i < std::size(kBandwidthKinds); ++i) {
+      const OpClass kind = kBandwidthKinds[i];
+      y += fmt::format("{}{}: {}", i ? ", " : "", to_string(kind),
+                       number(p.gpu.bandwidth_relative[static_cast<std::size_t>(kind)]));
+    }
+    y += "}\n";
+  }
   if (p.gpu.optimizer_memory)
     y += "  optimizer_memory_efficiency: " + number(*p.gpu.optimizer_memory) + "\n";
   y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
@@ -355,6 +394,15 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
         y += "}\n";
       }
       if (e.memory) y += "      memory: " + number(*e.memory) + "\n";
+      if (!e.bandwidth_relative.empty()) {
+        y += "      bandwidth_relative: {";
+        bool first = true;
+        for (const auto& [op_class, value] : e.bandwidth_relative) {
+          y += fmt::format("{}{}: {}", first ? "" : ", ", kOpClassNames[op_class], number(value));
+          first = false;
+        }
+        y += "}\n";
+      }
     }
   }
   y += "host:\n";
@@ -416,7 +464,17 @@ void resolve_for_device(HardwareProfile& p, std::string_view architecture,
       }
     }
     if (e.memory) p.gpu.memory = *e.memory;
+    std::vector<std::string> kinds;
+    for (const auto& [op_class, value] : e.bandwidth_relative) {
+      p.gpu.bandwidth_relative[op_class] = value;
+      kinds.push_back(std::string(kOpClassNames[op_class]));
+    }
     auto source = p.sources.find("gpu.efficiency_by_architecture");
+    if (source != p.sources.end() && !kinds.empty()) {
+      std::string& text = p.sources["gpu.bandwidth_relative"];
+      text += fmt::format("{}for {} ({}): {}", text.empty() ? "" : "; ", architecture,
+                          fmt::join(kinds, ", "), source->second);
+    }
     if (source != p.sources.end() && (!given.empty() || e.memory)) {
       const std::string note = fmt::format(
           "for {} at {} ({}{}{}): {}", architecture, precision, fmt::join(given, ", "),
@@ -427,6 +485,11 @@ void resolve_for_device(HardwareProfile& p, std::string_view architecture,
   }
   p.gpu.by_architecture.clear();
   p.sources.erase("gpu.efficiency_by_architecture");
+}
+
+bool has_own_bandwidth(OpClass op_class) {
+  return std::find(std::begin(kBandwidthKinds), std::end(kBandwidthKinds), op_class) !=
+         std::end(kBandwidthKinds);
 }
 
 std::string_view efficiency_precision(TrainingPrecision precision) {

@@ -19,12 +19,24 @@ namespace epochcast {
 // training precision (amp_fp16 -> fp16, amp_bf16 -> bf16).
 inline constexpr std::string_view kEfficiencyPrecisions[] = {"fp32", "tf32", "fp16", "bf16"};
 
+// Op classes whose memory-bound kernels stream differently from a copy: read-mostly reductions,
+// normalisations with their statistics passes, pooling windows, gathered embedding rows. Each
+// has a bandwidth relative to memory_efficiency; every other class streams at memory_efficiency
+// (element-wise kernels are the streaming reference; GEMM and convolution operands too).
+inline constexpr OpClass kBandwidthKinds[] = {OpClass::normalization, OpClass::pooling,
+                                              OpClass::reduction, OpClass::embedding};
+bool has_own_bandwidth(OpClass op_class);
+// Bounds of a relative bandwidth: a thousandth of a copy's (a CPU's small reductions) to four
+// times it (L2-resident data).
+inline constexpr double kBandwidthRelativeLow = 1e-3, kBandwidthRelativeHigh = 4;
+
 // What one GPU architecture reaches where it differs from the profile's defaults: per precision,
-// the op classes given; and its memory efficiency.
+// the op classes given; its memory efficiency; and its kinds' relative bandwidths.
 struct ArchitectureEfficiency {
   // precision ("fp32", ...) -> op class -> fraction of that precision's peak
   std::map<std::string, std::map<std::size_t, double>> compute;
   std::optional<double> memory;
+  std::map<std::size_t, double> bandwidth_relative;  // op class -> relative bandwidth
 };
 
 struct GpuEfficiency {
@@ -35,6 +47,13 @@ struct GpuEfficiency {
   std::map<std::string, ArchitectureEfficiency> by_architecture;
   // Fraction of datasheet memory bandwidth reached by streaming kernels.
   double memory = 0.8;
+  // Per op class (kBandwidthKinds only; the others stay 1): the bandwidth its memory-bound
+  // kernels reach relative to `memory`.
+  std::array<double, kOpClassCount> bandwidth_relative = [] {
+    std::array<double, kOpClassCount> ones{};
+    ones.fill(1.0);
+    return ones;
+  }();
   // The same for the optimizer's and zero_grad's kernels, which stream whole parameter tensors
   // rather than a layer's activations; unset, they reach `memory`. The two agree on GPUs; on
   // CPUs long streams run several times faster than a small batch's layer kernels, so

@@ -96,8 +96,11 @@ FlopsPerSecond DeviceModel::peak(OpClass op_class) const {
 }
 
 BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
-  double efficiency = op_class == OpClass::optimizer ? profile_.gpu.optimizer_memory_or_default()
-                                                     : profile_.gpu.memory;
+  const GpuEfficiency& e = profile_.gpu;
+  const double efficiency =
+      op_class == OpClass::optimizer
+          ? e.optimizer_memory_or_default()
+          : e.memory * e.bandwidth_relative[static_cast<std::size_t>(op_class)];
   return BytesPerSecond(gpu_.memory_bandwidth.value() * efficiency);
 }
 

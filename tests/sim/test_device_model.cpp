@@ -319,4 +319,41 @@ TEST_CASE("bad per-architecture tables are refused with the key and a suggestion
              Catch::Contains("'pascal' is given twice"));
   // A new family is a name of the user's catalogue: accepted.
   CHECK(with("    ampere:\n", "    rubin:\n").empty());
+  // Relative bandwidths: only the kinds that have one, within 0.001 to 4.
+  CHECK_THAT(with("  bandwidth_relative: {normalization:", "  bandwidth_relative: {normalisation:"),
+             Catch::Contains("gpu.bandwidth_relative.normalisation") &&
+                 Catch::Contains("did you mean 'normalization'"));
+  CHECK_THAT(with("  bandwidth_relative: {normalization:",
+                  "  bandwidth_relative: {gemm: 1, normalization:"),
+             Catch::Contains("gpu.bandwidth_relative.gemm"));
+  CHECK_THAT(with("reduction: 1.06", "reduction: 4.5"),
+             Catch::Contains("gpu.bandwidth_relative.reduction") &&
+                 Catch::Contains("expected a number from 0.001 to 4"));
+  CHECK_THAT(with("    ampere:\n", "    ampere:\n      bandwidth_relative: {pooling: 0}\n"),
+             Catch::Contains("gpu.efficiency_by_architecture.ampere.bandwidth_relative.pooling"));
+}
+
+TEST_CASE("each kind's memory-bound kernels stream at its own bandwidth, per architecture too") {
+  HardwareProfile p = default_profile();
+  p.gpu.by_architecture["hopper"].bandwidth_relative[static_cast<std::size_t>(OpClass::pooling)] =
+      1.5;
+  p.sources["gpu.efficiency_by_architecture"] = "test figures";
+  const GpuSpec& h100 = gpu("h100-sxm");
+  DeviceModel device(h100, p, TrainingPrecision::fp32);
+  const double copy = h100.memory_bandwidth.value() * device.profile().gpu.memory;
+  // The defaults: a reduction reads 1.06 times as fast as a copy streams; a normalisation
+  // 0.66 times; element-wise kernels are the streaming reference; Hopper's own pooling figure.
+  CHECK(device.effective_bandwidth(OpClass::elementwise).value() == Approx(copy));
+  CHECK(device.effective_bandwidth(OpClass::reduction).value() == Approx(1.06 * copy));
+  CHECK(device.effective_bandwidth(OpClass::normalization).value() == Approx(0.66 * copy));
+  CHECK(device.effective_bandwidth(OpClass::pooling).value() == Approx(1.5 * copy));
+  CHECK(device.effective_bandwidth(OpClass::conv).value() == Approx(copy));
+  CHECK_THAT(device.profile().sources.at("gpu.bandwidth_relative"),
+             Catch::Contains("for hopper (pooling): test figures"));
+  // A large memory-bound kernel takes its bytes over that bandwidth.
+  KernelWork norm;
+  norm.op_class = OpClass::normalization;
+  norm.bytes = {Bytes(0), Bytes(std::int64_t{1} << 30)};
+  norm.parallelism = {0, std::int64_t{1} << 28};
+  CHECK(device.explain(norm, 1).seconds == Approx(double(std::int64_t{1} << 30) / (0.66 * copy)));
 }

@@ -599,7 +599,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
   // The workers' 16 s, plus the first batch's 1.28 s before the pipeline is full.
   CHECK(cpu_decode.epoch_seconds == Approx(12800 * 10e-3 / 8 + 1.28).epsilon(0.02));
   CHECK(cpu_decode.breakdown.data > 0.3 * cpu_decode.epoch_seconds);
-  CHECK(gpu_decode.epoch_seconds < 0.6 * cpu_decode.epoch_seconds);
+  CHECK(gpu_decode.epoch_seconds < 0.7 * cpu_decode.epoch_seconds);
   const double decode_s = 12800 * 50e-6;
   CHECK(gpu_decode.breakdown.data >= decode_s);
   CHECK(gpu_decode.breakdown.data < decode_s + 0.1 * gpu_decode.epoch_seconds);

@@ -165,6 +165,34 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   CHECK(report.all.best_matches);
 }
 
+TEST_CASE("calibration recovers a kind's own bandwidth beside the streaming one") {
+  // MobileNetV2's BatchNorm kernels stream at the normalisation bandwidth, its ReLU6 and adds at
+  // the streaming one: per-layer times separate the two.
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-000/mobilenet-v2.yaml"),
+                                        {{"sweep.gpus", "[1]", ""},
+                                         {"sweep.batch", "[16, 32, 64, 128]", ""},
+                                         {"training.strategy", "single", ""},
+                                         {"dataset.train_samples", "2048", ""},
+                                         {"dataset.validation_samples", "0", ""}});
+  HardwareProfile truth = scenario.profile;
+  const auto normalization = static_cast<std::size_t>(OpClass::normalization);
+  truth.gpu.memory = 0.7;
+  truth.gpu.bandwidth_relative[normalization] = 0.45;
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  CHECK(c.profile.gpu.memory == Approx(0.7).epsilon(0.03));
+  CHECK(c.profile.gpu.bandwidth_relative[normalization] == Approx(0.45).epsilon(0.03));
+  bool reported = false;
+  for (const FittedParameter& f : c.fitted)
+    reported = reported || f.key == "gpu.bandwidth_relative.normalization";
+  CHECK(reported);
+  // Written and read back, with a source naming the calibration.
+  HardwareProfile back = load_profile_from_string(profile_yaml(c.profile, "test"), "p.yaml");
+  CHECK(back.gpu.bandwidth_relative[normalization] ==
+        Approx(c.profile.gpu.bandwidth_relative[normalization]));
+  CHECK_THAT(back.sources["gpu.bandwidth_relative"], Catch::Contains("epochcast calibrate"));
+}
+
 TEST_CASE("calibrated on every other batch size, noisy measurements predict the others") {
   // The CPU loop test's claim (held-out MAPE <= 15%, better than the uncalibrated profile) on
   // measurements whose truth and noise are known, so that the figure cannot depend on how busy

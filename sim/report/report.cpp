@@ -31,6 +31,17 @@ struct Column {
 // each with the setting that changes it.
 std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   std::vector<std::string> out;
+  if (s.loader.prefetch_to_gpu && s.loader.normalize_on_gpu) {
+    out.push_back(
+        "the prefetcher's normalising kernels on its side stream overlap the step's kernels "
+        "without slowing them (on the GPU they share its SMs)");
+  }
+  if (s.loader.gpu_decode.value() > 0) {
+    out.push_back(fmt::format(
+        "GPU decoding takes loader.gpu_decode_us ({:g} us) per sample of SM time in the compute "
+        "stream's order, and the CPU keeps loader.sample_cpu_us per sample",
+        s.loader.gpu_decode.value() * 1e6));
+  }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {
     for (const KernelWork& k : layer.forward)

@@ -600,6 +600,9 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
   CHECK(cpu_decode.epoch_seconds == Approx(12800 * 10e-3 / 8 + 1.28).epsilon(0.02));
   CHECK(cpu_decode.breakdown.data > 0.3 * cpu_decode.epoch_seconds);
   CHECK(gpu_decode.epoch_seconds < 0.7 * cpu_decode.epoch_seconds);
+  // The prediction says what it assumes about the decoding.
+  CHECK_THAT(render_json(gpu, {gpu_decode}),
+             Catch::Contains("GPU decoding takes loader.gpu_decode_us (50 us)"));
   const double decode_s = 12800 * 50e-6;
   CHECK(gpu_decode.breakdown.data >= decode_s);
   CHECK(gpu_decode.breakdown.data < decode_s + 0.1 * gpu_decode.epoch_seconds);

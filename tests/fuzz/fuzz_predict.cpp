@@ -48,11 +48,12 @@ struct Key {
 };
 
 const std::vector<std::string_view> kBools = {"true", "false"};
-const std::vector<std::string_view> kMachines = {
-    "seed001-box",      "seed003-desktop", "host-cpu",
-    "dgx-h100",         "dgx-a100",        "dgx1-v100",
-    "hgx-h100-4gpu",    "h100-sxm-1gpu",   "rtx2080ti-4x-nvlink-pairs",
-    "pcie-2socket-8gpu"};
+const std::vector<std::string_view> kMachines = {"seed001-box",      "seed003-desktop",
+                                                 "host-cpu",         "dgx-h100",
+                                                 "dgx-h200",         "dgx-a100",
+                                                 "dgx1-v100",        "hgx-h100-4gpu",
+                                                 "h100-sxm-1gpu",    "rtx2080ti-4x-nvlink-pairs",
+                                                 "pcie-2socket-8gpu"};
 // `hardware:` as a machine, a cluster of nodes, or a machine with another profile.
 const std::vector<std::string_view> kHardware = {
     "seed001-box",

@@ -253,3 +253,26 @@ sweep: {gpus: [8, 16], batch: [64], batch_is: per_gpu}
       two_nodes.communication_seconds / static_cast<double>(two_nodes.train_iterations);
   CHECK(per_step_two > per_step_one);
 }
+
+TEST_CASE(
+    "dgx-h200 is a DGX H100 with H200s: the same links, more memory, faster memory-bound work") {
+  const std::string body = R"(model: resnet-50
+dataset: {name: imagenet, train_samples: 81920, classes: 1000, sample_shape: [3, 224, 224]}
+loader: {workers: 16, pin_memory: true, sample_cpu_us: 100}
+training: {strategy: ddp, optimizer: sgd, precision: amp_bf16}
+sweep: {gpus: [8], batch: [256], batch_is: per_gpu}
+)";
+  ScenarioSpec h100 = scenario("hardware: dgx-h100\n" + body);
+  ScenarioSpec h200 = scenario("hardware: dgx-h200\n" + body);
+  CHECK(h200.machine.gpu.memory.value() >
+        1.7 * static_cast<double>(h100.machine.gpu.memory.value()));
+  CHECK(h200.machine.gpus_per_node == 8);
+  CHECK(h200.machine.host.cores == h100.machine.host.cores);
+  const PointResult a = predict_point(h100, SweepPoint{8, 2048, 256});
+  const PointResult b = predict_point(h200, SweepPoint{8, 2048, 256});
+  // The same peak FLOP/s and NVLink, 4.8 against 3.35 TB/s of HBM: a shorter epoch, by less
+  // than the bandwidth ratio (the convolutions' arithmetic does not shrink).
+  CHECK(b.epoch_seconds < a.epoch_seconds);
+  CHECK(b.epoch_seconds > a.epoch_seconds * 3.35 / 4.8);
+  CHECK(b.memory.fits);
+}

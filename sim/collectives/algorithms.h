@@ -32,6 +32,9 @@ TransferPlan double_tree_all_reduce(const std::vector<int>& ranks, Bytes bytes, 
 TransferPlan direct_scatter(const std::vector<int>& ranks, int root, Bytes bytes);
 TransferPlan direct_gather(const std::vector<int>& ranks, int root, Bytes bytes);
 TransferPlan send_recv(int src, int dst, Bytes bytes);
+// All-to-all (nccl-tests' alltoall): every rank sends bytes / n to every other rank at once; a
+// rank's n - 1 sends share its links.
+TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes);
 
 // Across nodes (hierarchical.cpp): reduce-scatter inside each node, all-reduce each rank's shard
 // across nodes along its rail, all-gather inside each node. Inside a node the rings above are

@@ -117,6 +117,9 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     case Collective::send_recv:
       candidates.push_back(send_recv(ranks.at(0), ranks.at(1), request.bytes));
       break;
+    case Collective::all_to_all:
+      candidates.push_back(direct_all_to_all(ranks, request.bytes));
+      break;
   }
   CollectiveChoice best;
   best.time = Seconds(std::numeric_limits<double>::infinity());

@@ -24,10 +24,11 @@ enum class Collective {
   scatter,
   gather,
   send_recv,
+  all_to_all,
 };
 inline constexpr std::string_view kCollectiveNames[] = {
-    "broadcast",  "reduce",  "all_reduce", "reduce_scatter",
-    "all_gather", "scatter", "gather",     "send_recv"};
+    "broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather",
+    "scatter",   "gather", "send_recv",  "all_to_all"};
 
 enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree };
 inline constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "direct",
@@ -53,6 +54,7 @@ struct TransferPlan {
   Algorithm algorithm = Algorithm::ring;
   std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
   std::vector<Transfer> transfers;
+  int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs)
 
   int add(Transfer t) {
     transfers.push_back(std::move(t));

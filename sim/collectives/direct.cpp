@@ -43,4 +43,22 @@ TransferPlan send_recv(int src, int dst, Bytes bytes) {
   return plan;
 }
 
+TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes) {
+  TransferPlan plan;
+  plan.collective = Collective::all_to_all;
+  plan.algorithm = Algorithm::direct;
+  plan.ranks = ranks;
+  const std::int64_t n = static_cast<std::int64_t>(ranks.size());
+  const Bytes share((bytes.value() + n - 1) / n);
+  for (int src : ranks) {
+    for (int dst : ranks) {
+      if (src == dst) continue;
+      Transfer t{src, dst, false, share, {}};
+      t.sharing = static_cast<int>(n - 1);
+      plan.add(std::move(t));
+    }
+  }
+  return plan;
+}
+
 }  // namespace epochcast::sim

@@ -82,6 +82,7 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_
   TransferPlan plan;
   plan.collective = Collective::all_reduce;
   plan.algorithm = tree_across ? Algorithm::hierarchical_tree : Algorithm::hierarchical_ring;
+  plan.channels = static_cast<int>(h.local_rings.size());
   for (const std::vector<int>& node : h.nodes)
     plan.ranks.insert(plan.ranks.end(), node.begin(), node.end());
   const std::size_t local = h.nodes.front().size();

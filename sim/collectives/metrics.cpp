@@ -16,6 +16,7 @@ double bus_bandwidth_factor(Collective collective, int ranks) {
     case Collective::all_gather:
     case Collective::scatter:
     case Collective::gather:
+    case Collective::all_to_all:
       return (n - 1) / n;
     case Collective::broadcast:
     case Collective::reduce:

@@ -40,6 +40,7 @@ TransferPlan ring_steps(const std::vector<Ring>& channels, Bytes bytes, int step
   plan.collective = collective;
   plan.algorithm = Algorithm::ring;
   plan.ranks = channels.front().order;
+  plan.channels = static_cast<int>(channels.size());
   for (std::size_t c = 0; c < channels.size(); ++c) {
     const std::vector<int>& order = channels[c].order;
     const int n = static_cast<int>(order.size());
@@ -76,6 +77,7 @@ TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes
   plan.collective = collective;
   plan.algorithm = Algorithm::ring;
   plan.ranks = channels.front().order;
+  plan.channels = static_cast<int>(channels.size());
   for (std::size_t c = 0; c < channels.size(); ++c) {
     std::vector<int> order = channels[c].order;
     const int n = static_cast<int>(order.size());

@@ -57,6 +57,21 @@ TEST_CASE("ring all-reduce costs 2(n-1)(alpha + S/(n beta)) on a switch fabric")
   CHECK(plan_time(t, p, ring_all_reduce(rings, Bytes(bytes))).value() == Approx(expected));
 }
 
+TEST_CASE("all-to-all costs alpha + (n-1)(S/n)/beta: a rank's n-1 sends share its links") {
+  MachineSpec m = machine("dgx-a100");
+  HardwareProfile p = profile();
+  Topology t = Topology::build(m, 1);
+  const int n = 8;
+  const std::int64_t bytes = 256 << 20;
+  const TransferPlan plan = direct_all_to_all(first(n), Bytes(bytes));
+  CHECK(plan.transfers.size() == static_cast<std::size_t>(n * (n - 1)));
+  AlphaBeta ab = alpha_beta(t, p, 0, 1);
+  const double expected = ab.alpha + (n - 1) * std::ceil(bytes / double(n)) / ab.beta;
+  CHECK(plan_time(t, p, plan).value() == Approx(expected));
+  // Every rank's sends leave through its own links to the switch at once: the flows agree.
+  CHECK(simulate_plan(plan, t, p).value() == Approx(expected).epsilon(1e-3));
+}
+
 TEST_CASE("a pipelined chain broadcast costs (K + n - 2)(alpha + chunk/beta)") {
   MachineSpec m = machine("seed001-box");
   HardwareProfile p = profile();

@@ -1,0 +1,71 @@
+// nccl-tests' sweep over the simulator's collectives.
+#include "sim/collectives/collective_sweep.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/collectives/alpha_beta.h"
+#include "sim/collectives/flow_run.h"
+#include "sim/network/topology.h"
+
+namespace epochcast::sim {
+
+std::vector<std::int64_t> sweep_sizes(const CollectiveSweep& sweep, std::size_t most) {
+  std::vector<std::int64_t> sizes;
+  const std::int64_t element = std::max(1, sweep.element_bytes);
+  auto whole = [&](std::int64_t bytes) { return std::max(element, bytes / element * element); };
+  for (std::int64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes && sizes.size() < most;) {
+    sizes.push_back(whole(bytes));
+    const std::int64_t next =
+        sweep.increment > 0
+            ? bytes + sweep.increment
+            : static_cast<std::int64_t>(std::ceil(static_cast<double>(bytes) * sweep.factor));
+    if (next <= bytes) break;  // a factor of 1 (nccl-tests then runs the one size)
+    bytes = next;
+  }
+  return sizes;
+}
+
+std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
+                                                const HardwareProfile& profile,
+                                                const CollectiveSweep& sweep) {
+  const int per_node = sweep.gpus_per_node > 0 ? sweep.gpus_per_node : machine.gpus_per_node;
+  const bool across = sweep.nodes > 1;
+  // A cluster of identical nodes: node 0 stands for every node (its traffic to the next node is
+  // a mirror transfer), as predict simulates it.
+  Topology topology = Topology::build(machine, 1, across);
+  std::vector<int> gpus;
+  for (int g = 0; g < per_node; ++g)
+    gpus.push_back(g);
+  const int ranks = per_node * sweep.nodes;
+  std::vector<CollectiveRow> rows;
+  for (std::int64_t bytes : sweep_sizes(sweep)) {
+    CollectiveRequest request;
+    request.collective = sweep.collective;
+    request.bytes = Bytes(bytes);
+    request.nodes = {gpus};
+    request.total_nodes = sweep.nodes;
+    request.symmetric = across;
+    request.root = sweep.root;
+    request.algorithm = sweep.algorithm;
+    CollectiveChoice choice = choose_collective(request, topology, profile);
+    CollectiveRow row;
+    row.bytes = bytes;
+    row.count = bytes / std::max(1, sweep.element_bytes);
+    row.seconds =
+        sweep.flows ? simulate_plan(choice.plan, topology, profile).value() : choice.time.value();
+    if (row.seconds > 0) {
+      row.algbw = algorithm_bandwidth(Bytes(bytes), Seconds(row.seconds));
+      row.busbw = bus_bandwidth(sweep.collective, ranks, Bytes(bytes), Seconds(row.seconds));
+    }
+    row.algorithm = std::string(kAlgorithmNames[static_cast<std::size_t>(choice.plan.algorithm)]);
+    // The per-step latency and link efficiencies of the profile stand for NCCL's Simple
+    // protocol (its LL and LL128 protocols are not modelled yet).
+    row.protocol = "simple";
+    row.channels = choice.plan.channels;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace epochcast::sim

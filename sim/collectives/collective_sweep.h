@@ -1,0 +1,55 @@
+// One collective over a range of message sizes on a machine, as nccl-tests' *_perf binaries
+// measure it (size, count, time, algbw, busbw), for `epochcast collective`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "core/spec/scenario_spec.h"
+#include "sim/collectives/collective.h"
+
+namespace epochcast::sim {
+
+// Sizes one sweep may visit (nccl-tests' own runs take a few dozen).
+inline constexpr std::size_t kMaxCollectiveSizes = 10'000;
+
+struct CollectiveSweep {
+  Collective collective = Collective::all_reduce;
+  std::int64_t min_bytes = 8;
+  std::int64_t max_bytes = 128 * kMiB;
+  double factor = 2;           // each size is the previous times this...
+  std::int64_t increment = 0;  // ...or, when > 0, plus this (nccl-tests' -i)
+  int element_bytes = 4;       // of the data type: count = bytes / element_bytes
+  int gpus_per_node = 0;       // 0: all of a node
+  int nodes = 1;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
+  bool flows = true;  // flows on the network (contention); false: the analytic time
+  int root = 0;       // of broadcast and reduce
+};
+
+struct CollectiveRow {
+  std::int64_t bytes = 0;  // per rank, a whole number of elements
+  std::int64_t count = 0;  // elements
+  double seconds = 0;
+  double algbw = 0;  // bytes / seconds (B/s)
+  double busbw = 0;  // algbw x nccl-tests' factor for the collective and rank count
+  std::string algorithm;
+  std::string protocol;  // NCCL's protocol the cost stands for
+  int channels = 1;
+};
+
+// The sizes nccl-tests visits: from min to max by factor (or increment), each rounded down to a
+// whole number of elements (at least one); at most `most` of them (the first).
+std::vector<std::int64_t> sweep_sizes(const CollectiveSweep& sweep,
+                                      std::size_t most = kMaxCollectiveSizes);
+
+// Every size of the sweep, on `machine`'s first `gpus_per_node` GPUs of each of `nodes` nodes
+// (identical nodes are simulated as node 0 standing for all, which is exact for them).
+std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
+                                                const HardwareProfile& profile,
+                                                const CollectiveSweep& sweep);
+
+}  // namespace epochcast::sim

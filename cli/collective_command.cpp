@@ -1,6 +1,7 @@
 // `epochcast collective MACHINE`: one collective over a range of sizes, in nccl-tests' language
 // (all_reduce_perf -b 8 -e 128M -f 2 -g 8): size, count, type, redop, time, algbw and busbw.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -46,6 +47,7 @@ struct CollectiveArgs {
   int gpus = 0;
   int nodes = 1;
   std::string algorithm = "auto";
+  std::string protocol = "auto";
   std::string dtype = "float";
   std::string profile;
   std::vector<std::string> set;
@@ -208,6 +210,7 @@ Command add_collective_command(CLI::App& app) {
       ->check(integer_within(1, 65536));
   command->add_option("--algo", args->algorithm,
                       "Across nodes: auto, ring or tree (as NCCL_ALGO; inside a node: rings)");
+  command->add_option("--proto", args->protocol, "auto, ll, ll128 or simple (as NCCL_PROTO)");
   command->add_option("-d,--dtype", args->dtype,
                       "Data type: float, half, bfloat16, double, int8, uint8, int32, uint32, "
                       "int64, uint64");
@@ -227,6 +230,7 @@ Command add_collective_command(CLI::App& app) {
     if (!args->json.empty()) json = outputs.add(args->json, "--json");
     std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
 
+    sim::CollectiveSweep sweep;
     const std::string_view op = choice(args->op, kOperations, "--op", "an operation");
     std::vector<std::string_view> type_names;
     for (const DataType& t : kDataTypes)
@@ -236,6 +240,11 @@ Command add_collective_command(CLI::App& app) {
         std::find_if(std::begin(kDataTypes), std::end(kDataTypes), [&](const DataType& t) {
           return t.name == type;
         })->bytes;
+    // NCCL_PROTO and NCCL_ALGO take any case.
+    for (std::string* name : {&args->protocol, &args->algorithm}) {
+      std::transform(name->begin(), name->end(), name->begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    }
     constexpr std::string_view kAlgorithms[] = {"auto", "ring", "tree", "nvls", "collnet"};
     const std::string_view algorithm =
         choice(args->algorithm, kAlgorithms, "--algo", "an algorithm");
@@ -245,10 +254,16 @@ Command add_collective_command(CLI::App& app) {
                                    "use auto, ring or tree",
                                    algorithm));
     }
+    constexpr std::string_view kProtocols[] = {"auto", "simple", "ll", "ll128"};
+    const std::string_view protocol = choice(args->protocol, kProtocols, "--proto", "a protocol");
+    if (protocol != "auto") {
+      for (std::size_t p = 0; p < sim::kProtocolCount; ++p) {
+        if (sim::kProtocolNames[p] == protocol) sweep.protocol = static_cast<sim::Protocol>(p);
+      }
+    }
     constexpr std::string_view kFidelities[] = {"flows", "analytic"};
     const bool flows = choice(args->fidelity, kFidelities, "--fidelity", "a fidelity") == "flows";
 
-    sim::CollectiveSweep sweep;
     sweep.collective = collective_of(op);
     sweep.min_bytes = parse_size(args->min_bytes, "-b");
     sweep.max_bytes = parse_size(args->max_bytes, "-e");
@@ -327,8 +342,8 @@ Command add_collective_command(CLI::App& app) {
     fmt::print(out, "{}", render_table(rows, type, redop));
     fmt::print(out,
                "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
-               "B/s. Protocol: the profile's link figures stand for NCCL's Simple protocol; "
-               "LL, LL128 and NVLS are not modelled yet.\n",
+               "B/s. Protocols as NCCL's tuning model costs them; NVLS and CollNet are not "
+               "modelled yet.\n",
                sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
     std::fflush(out);
     if (csv) csv->write(render_csv(rows, type, redop));

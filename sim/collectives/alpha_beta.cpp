@@ -42,6 +42,9 @@ Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
 
 Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
                   const TransferPlan& plan) {
+  const auto protocol = static_cast<Protocol>(plan.protocol);
+  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, protocol);
+  const double share = protocol_bandwidth_share(protocol, plan.collective);
   // Transfers are stored after their dependencies, so one pass finds the critical path.
   std::vector<double> finish(plan.transfers.size(), 0);
   double end = 0;
@@ -50,7 +53,18 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     double start = 0;
     for (int d : t.deps)
       start = std::max(start, finish[static_cast<std::size_t>(d)]);
-    finish[i] = start + transfer_time(topology, profile, t).value();
+    const TransferRoute route = transfer_route(topology, profile, t);
+    double seconds = 0;
+    if (!route.hops.empty()) {
+      // transfer_route's latency holds the profile's (Simple) step latency: swap in the
+      // protocol's.
+      const std::size_t kind = static_cast<std::size_t>(route.slowest);
+      const double latency =
+          route.latency.value() - profile.links.step_latency[kind].value() + step[kind].value();
+      seconds = latency + static_cast<double>(t.bytes.value()) /
+                              (route.bandwidth.value() * share / t.sharing);
+    }
+    finish[i] = start + seconds;
     end = std::max(end, finish[i]);
   }
   return Seconds(end);
@@ -121,12 +135,30 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       candidates.push_back(direct_all_to_all(ranks, request.bytes));
       break;
   }
+  std::vector<Protocol> protocols;
+  if (request.protocol) {
+    protocols.push_back(*request.protocol);
+  } else {
+    for (std::size_t p = 0; p < kProtocolCount; ++p) {
+      const auto protocol = static_cast<Protocol>(p);
+      if (protocol_enabled(protocol, topology, request.architecture, request.nodes.front()))
+        protocols.push_back(protocol);
+    }
+  }
   CollectiveChoice best;
   best.time = Seconds(std::numeric_limits<double>::infinity());
   for (TransferPlan& plan : candidates) {
-    Seconds t = plan_time(topology, profile, plan);
-    if (t < best.time) {
-      best.time = t;
+    int fastest = -1;
+    for (Protocol protocol : protocols) {
+      plan.protocol = static_cast<int>(protocol);
+      Seconds t = plan_time(topology, profile, plan);
+      if (t < best.time) {
+        best.time = t;
+        fastest = plan.protocol;
+      }
+    }
+    if (fastest >= 0) {
+      plan.protocol = fastest;
       best.plan = std::move(plan);
     }
   }

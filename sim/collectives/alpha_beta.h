@@ -8,9 +8,13 @@
 // beta)) — and equals the flow simulation wherever no two transfers share a link direction.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/collectives/algorithms.h"
+#include "sim/collectives/protocols.h"
 #include "sim/network/topology.h"
 
 namespace epochcast::sim {
@@ -28,6 +32,9 @@ BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfi
 
 Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
                       const Transfer& transfer);
+// The plan's critical path under its protocol (each step at that protocol's latency and share
+// of the bandwidth). NCCL's per-call base latency is left out: the profile's
+// links.collective_launch_us, paid on the host, stands for the call's fixed cost.
 Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
                   const TransferPlan& plan);
 
@@ -41,6 +48,8 @@ struct CollectiveRequest {
   bool symmetric = false;
   int root = 0;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
+  std::optional<Protocol> protocol;  // forced (NCCL_PROTO); none: the tuner's choice
+  std::string architecture;          // of the GPUs, for the protocols NCCL enables on them
 };
 
 struct CollectiveChoice {
@@ -49,10 +58,11 @@ struct CollectiveChoice {
   Seconds time;  // analytic
 };
 
-// Like NCCL's tuner: every applicable algorithm is costed and the fastest is chosen — rings
-// inside a node (NCCL's tree is a chain there, which a ring matches in latency and beats in
-// bandwidth; broadcast and reduce are pipelined chains along the ring); across nodes,
-// hierarchical rings (bandwidth) or trees (latency).
+// Like NCCL's tuner: every applicable algorithm under every enabled protocol is costed and the
+// fastest is chosen — rings inside a node (NCCL's tree is a chain there, which a ring matches in
+// latency and beats in bandwidth; broadcast and reduce are pipelined chains along the ring);
+// across nodes, hierarchical rings (bandwidth) or trees (latency); LL for small messages, LL128
+// or Simple for large ones.
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile);
 

@@ -55,6 +55,7 @@ struct TransferPlan {
   std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
   std::vector<Transfer> transfers;
   int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs)
+  int protocol = 0;  // NCCL's protocol it runs under (sim/collectives/protocols.h): Simple
 
   int add(Transfer t) {
     transfers.push_back(std::move(t));

@@ -48,6 +48,8 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     request.symmetric = across;
     request.root = sweep.root;
     request.algorithm = sweep.algorithm;
+    request.protocol = sweep.protocol;
+    request.architecture = machine.gpu.architecture;
     CollectiveChoice choice = choose_collective(request, topology, profile);
     CollectiveRow row;
     row.bytes = bytes;
@@ -59,9 +61,7 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
       row.busbw = bus_bandwidth(sweep.collective, ranks, Bytes(bytes), Seconds(row.seconds));
     }
     row.algorithm = std::string(kAlgorithmNames[static_cast<std::size_t>(choice.plan.algorithm)]);
-    // The per-step latency and link efficiencies of the profile stand for NCCL's Simple
-    // protocol (its LL and LL128 protocols are not modelled yet).
-    row.protocol = "simple";
+    row.protocol = std::string(kProtocolNames[static_cast<std::size_t>(choice.plan.protocol)]);
     row.channels = choice.plan.channels;
     rows.push_back(std::move(row));
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/collectives/collective.h"
+#include "sim/collectives/protocols.h"
 
 namespace epochcast::sim {
 
@@ -26,8 +28,9 @@ struct CollectiveSweep {
   int gpus_per_node = 0;       // 0: all of a node
   int nodes = 1;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
-  bool flows = true;  // flows on the network (contention); false: the analytic time
-  int root = 0;       // of broadcast and reduce
+  std::optional<Protocol> protocol;  // forced (NCCL_PROTO); none: the tuner's choice
+  bool flows = true;                 // flows on the network (contention); false: the analytic time
+  int root = 0;                      // of broadcast and reduce
 };
 
 struct CollectiveRow {
@@ -37,7 +40,7 @@ struct CollectiveRow {
   double algbw = 0;  // bytes / seconds (B/s)
   double busbw = 0;  // algbw x nccl-tests' factor for the collective and rank count
   std::string algorithm;
-  std::string protocol;  // NCCL's protocol the cost stands for
+  std::string protocol;  // NCCL's protocol chosen (or forced)
   int channels = 1;
 };
 

@@ -1,6 +1,9 @@
 // A transfer plan as flows on an otherwise idle network.
 #include "sim/collectives/flow_run.h"
 
+#include <cmath>
+
+#include "sim/collectives/protocols.h"
 #include "sim/engine/engine.h"
 #include "sim/network/network_map.h"
 
@@ -12,7 +15,11 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   auto owned = std::make_unique<MaxMinFairNetwork>("network");
   MaxMinFairNetwork& network = *owned;
   ResourceId id = engine.add_resource(std::move(owned));
-  NetworkMap routes(topology, profile, network);
+  NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
+  // Under the plan's protocol: each step at its latency, the data inflated by its share of the
+  // bandwidth.
+  const auto protocol = static_cast<Protocol>(plan.protocol);
+  const double share = protocol_bandwidth_share(protocol, plan.collective);
   std::vector<TaskHandle> tasks;
   tasks.reserve(plan.transfers.size());
   std::vector<TaskHandle> deps;
@@ -21,9 +28,11 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     deps.clear();
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
-    std::uint32_t route =
-        t.mirror ? routes.mirror_route(t.src, true) : routes.route(t.src, t.dst, true);
-    tasks.push_back(engine.add_task(id, t.bytes.value(), i, deps, route));
+    std::uint32_t route = t.mirror ? routes.mirror_route(t.src, plan.protocol)
+                                   : routes.route(t.src, t.dst, plan.protocol);
+    const auto bytes =
+        static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
+    tasks.push_back(engine.add_task(id, bytes, i, deps, route));
   }
   engine.run();
   return Seconds(engine.now().seconds());

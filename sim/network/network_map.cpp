@@ -6,8 +6,13 @@
 namespace epochcast::sim {
 
 NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
-                       MaxMinFairNetwork& network)
-    : topology_(topology), profile_(profile), network_(network) {
+                       MaxMinFairNetwork& network,
+                       std::vector<std::array<Seconds, kLinkKinds>> step_tables)
+    : topology_(topology),
+      profile_(profile),
+      network_(network),
+      step_tables_(std::move(step_tables)) {
+  if (step_tables_.empty()) step_tables_.push_back(profile.links.step_latency);
   for (const TopologyLink& link : topology.links()) {
     BytesPerSecond capacity =
         link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
@@ -18,7 +23,7 @@ NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
   }
 }
 
-std::uint32_t NetworkMap::add(const Path& path, bool step_latency) {
+std::uint32_t NetworkMap::add(const Path& path, int step_table) {
   std::vector<std::uint32_t> links;
   Seconds latency;
   double slowest = 0;
@@ -36,26 +41,27 @@ std::uint32_t NetworkMap::add(const Path& path, bool step_latency) {
       first = false;
     }
   }
-  if (step_latency && !path.hops.empty()) {
-    latency += profile_.links.step_latency[static_cast<std::size_t>(slowest_kind)];
+  if (step_table >= 0 && !path.hops.empty()) {
+    latency += step_tables_.at(
+        static_cast<std::size_t>(step_table))[static_cast<std::size_t>(slowest_kind)];
   }
   return network_.add_route(std::move(links), SimTime::from_seconds(latency));
 }
 
-std::uint32_t NetworkMap::route(int src, int dst, bool step_latency) {
-  auto key = std::make_tuple(src, dst, false, step_latency);
+std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
+  auto key = std::make_tuple(src, dst, false, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.path(src, dst), step_latency);
+  std::uint32_t id = add(topology_.path(src, dst), step_table);
   routes_.emplace(key, id);
   return id;
 }
 
-std::uint32_t NetworkMap::mirror_route(int gpu, bool step_latency) {
-  auto key = std::make_tuple(gpu, gpu, true, step_latency);
+std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
+  auto key = std::make_tuple(gpu, gpu, true, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.mirror_path(gpu), step_latency);
+  std::uint32_t id = add(topology_.mirror_path(gpu), step_table);
   routes_.emplace(key, id);
   return id;
 }

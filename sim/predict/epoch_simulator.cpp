@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/collectives/protocols.h"
 #include "sim/engine/delay_server.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fifo_server.h"
@@ -265,7 +266,8 @@ struct EpochSimulator::Impl {
     network = owned.get();
     network_id = engine.add_resource(std::move(owned));
     resources.push_back({Lane{LaneKind::network, 0}, false});
-    routes = std::make_unique<NetworkMap>(*input.topology, *input.profile, *network);
+    routes = std::make_unique<NetworkMap>(*input.topology, *input.profile, *network,
+                                          protocol_step_tables(*input.profile));
     if (opt.trace_iterations > 0) {
       network->set_rate_listener([this](SimTime when, std::uint32_t link, double rate) {
         if (boundary >= opt.trace_iterations) return;
@@ -345,8 +347,8 @@ struct EpochSimulator::Impl {
       std::uint32_t detail = 0;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
-        detail = op.mirror ? routes->mirror_route(op.src_gpu, op.collective_step)
-                           : routes->route(op.src_gpu, op.dst_gpu, op.collective_step);
+        detail = op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
+                           : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
       }
       TaskHandle h = engine.add_task(lane_resource(op.lane), op.work_ns,
                                      make_tag(g, static_cast<std::uint64_t>(j)), deps, detail);

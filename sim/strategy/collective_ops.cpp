@@ -1,9 +1,12 @@
 // Collectives as plan ops.
 #include "sim/strategy/collective_ops.h"
 
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
+
+#include "sim/collectives/protocols.h"
 
 namespace epochcast::sim {
 
@@ -37,6 +40,10 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     for (const auto& [gpu, b] : begin)
       touching[gpu].push_back(all);
   } else {
+    // Under NCCL's protocol: each step at the protocol's latency, the data inflated by its share
+    // of the bandwidth (LL moves a quarter as fast).
+    const auto protocol = static_cast<Protocol>(choice.plan.protocol);
+    const double share = nccl ? protocol_bandwidth_share(protocol, choice.plan.collective) : 1.0;
     std::vector<std::int32_t> ops(choice.plan.transfers.size());
     for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
       const Transfer& t = choice.plan.transfers[i];
@@ -44,11 +51,12 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.name = fmt::format("{} {}->{}", name, t.src, t.dst);
       op.category = Category::communication;
       op.lane = Lane{LaneKind::network, 0};
-      op.work_ns = t.bytes.value();
+      op.work_ns =
+          static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
       op.src_gpu = t.src;
       op.dst_gpu = t.dst;
       op.mirror = t.mirror;
-      op.collective_step = nccl;
+      op.step_protocol = nccl ? static_cast<std::int8_t>(protocol) : -1;
       for (int d : t.deps)
         op.deps.push_back(ops[static_cast<std::size_t>(d)]);
       if (t.deps.empty()) {

@@ -54,11 +54,12 @@ struct PlanOp {
   int consumes_loader = -1;        // takes this iteration's batch from that rank's loader
   int launches_on_gpu = -1;        // a CPU op enqueueing GPU work there (bounded launch queue)
   // network ops: the GPUs a flow goes between, or a mirror of `src_gpu` (see Transfer), and
-  // whether it pays a collective step's software latency (else it is a plain copy).
+  // which NCCL protocol's per-step software latency it pays (sim/collectives/protocols.h, in
+  // Protocol order; -1: none, a plain copy).
   int src_gpu = -1;
   int dst_gpu = -1;
   bool mirror = false;
-  bool collective_step = false;
+  std::int8_t step_protocol = -1;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves
 };

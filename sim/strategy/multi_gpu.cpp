@@ -22,6 +22,7 @@ const CollectiveChoice& MultiGpuContext::collective(Collective kind, Bytes bytes
   if (found != cache->end()) return found->second;
   CollectiveRequest request{kind, bytes, nodes, total_nodes, symmetric, root};
   request.algorithm = step.scenario.training.collective_algorithm;
+  request.architecture = step.scenario.machine.gpu.architecture;
   return cache->emplace(key, choose_collective(request, topology, profile)).first->second;
 }
 

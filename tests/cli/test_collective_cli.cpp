@@ -50,14 +50,32 @@ TEST_CASE("collective speaks nccl-tests: sizes from -b to -e by -f, busbw = algb
     CHECK(row["algbw_gb_per_s"].get<double>() == Approx(bytes / seconds / 1e9));
     CHECK(row["busbw_gb_per_s"].get<double>() ==
           Approx(row["algbw_gb_per_s"].get<double>() * 2 * 7 / 8));
-    CHECK(row["protocol"] == "simple");
     CHECK(row["algorithm"] == "ring");
     CHECK(seconds > previous);
     previous = seconds;
   }
+  // NCCL's tuner on Hopper with NVLink: LL for small messages, LL128 in the middle, Simple for
+  // the largest (its 0.92 share of the bandwidth no longer pays for its shorter steps).
+  CHECK(rows[0]["protocol"] == "ll");
+  CHECK(rows[2]["protocol"] == "ll128");
+  CHECK(rows.back()["protocol"] == "simple");
   // A large ring all-reduce runs at the NVSwitch link's rate: 18 NVLink4 links, 450 GB/s each
   // way, at the profile's nvswitch efficiency 0.8.
   CHECK(rows.back()["busbw_gb_per_s"].get<double>() == Approx(450 * 0.8).epsilon(0.02));
+}
+
+TEST_CASE("collective --proto forces NCCL's protocol; LL128 needs NVLink") {
+  // Forced, each protocol costs its own steps: LL at a quarter of the bandwidth for all-reduce.
+  const double simple =
+      rows_of("dgx-h100 -b 1G -e 1G --proto simple", "simple.json")["rows"][0]["busbw_gb_per_s"];
+  const nlohmann::json ll = rows_of("dgx-h100 -b 1G -e 1G --proto ll", "ll.json")["rows"][0];
+  CHECK(ll["protocol"] == "ll");
+  CHECK(ll["busbw_gb_per_s"].get<double>() == Approx(simple / 4).epsilon(0.02));
+  // 8 RTX 4090 over PCIe: NCCL leaves LL128 off (no NVLink, and Ada is not among its GPUs).
+  for (const nlohmann::json& row :
+       rows_of("rtx4090-8x-pcie -b 8 -e 1G -f 8", "pcie.json")["rows"]) {
+    CHECK(row["protocol"] != "ll128");
+  }
 }
 
 TEST_CASE("collective: flows and the analytic cost agree where no two transfers share a link") {
@@ -153,6 +171,7 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100 -g 9", "has 8 GPUs per node; expected 1 to 8"},
       {"dgx-h100 -g 1", "at least 2 GPUs"},
       {"dgx-h100 --algo nvls", "not modelled yet"},
+      {"dgx-h100 --proto ll12", "did you mean 'll128'"},
       {"dgx-h100-cluster --nodes 2 --op all_gather", "only all_reduce"},
       {"seed001-box --nodes 2", "no network section"},
       {"dgx-h100 --set links.efficiency.nvswich=0.5", "did you mean 'links.efficiency.nvswitch'"},

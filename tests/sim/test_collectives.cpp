@@ -57,6 +57,42 @@ TEST_CASE("ring all-reduce costs 2(n-1)(alpha + S/(n beta)) on a switch fabric")
   CHECK(plan_time(t, p, ring_all_reduce(rings, Bytes(bytes))).value() == Approx(expected));
 }
 
+TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a share of beta") {
+  MachineSpec m = machine("dgx-a100");
+  HardwareProfile p = profile();
+  Topology t = Topology::build(m, 1);
+  const int n = 8;
+  const std::int64_t bytes = 4 << 20;
+  TransferPlan plan = ring_all_reduce(build_rings(t, first(n)), Bytes(bytes));
+  AlphaBeta simple = alpha_beta(t, p, 0, 1);
+  // The route's own link latencies, without the profile's (Simple) step latency.
+  const double links =
+      simple.alpha - p.links.step_latency[static_cast<int>(LinkKind::nvswitch)].value();
+  // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us, LL128 1.9 us; LL a quarter of
+  // the bandwidth for all-reduce, LL128 0.92 of it.
+  const struct {
+    Protocol protocol;
+    double step_us, share;
+  } cases[] = {{Protocol::ll, 0.6, 0.25}, {Protocol::ll128, 1.9, 0.92}};
+  for (const auto& c : cases) {
+    plan.protocol = static_cast<int>(c.protocol);
+    const double expected =
+        2.0 * (n - 1) *
+        (links + c.step_us * 1e-6 + std::ceil(bytes / double(n)) / (simple.beta * c.share));
+    CHECK(plan_time(t, p, plan).value() == Approx(expected));
+    CHECK(simulate_plan(plan, t, p).value() == Approx(expected).epsilon(1e-3));
+  }
+  // LL128 runs on the A100's NVLink; the tuner takes LL for a tiny message, Simple for a huge one.
+  CHECK(protocol_enabled(Protocol::ll128, t, "ampere", first(n)));
+  CHECK_FALSE(protocol_enabled(Protocol::ll128, t, "ada", first(n)));
+  CollectiveRequest small{Collective::all_reduce, Bytes(8), {first(n)}};
+  small.architecture = "ampere";
+  CHECK(choose_collective(small, t, p).plan.protocol == static_cast<int>(Protocol::ll));
+  CollectiveRequest large{Collective::all_reduce, Bytes(std::int64_t{4} << 30), {first(n)}};
+  large.architecture = "ampere";
+  CHECK(choose_collective(large, t, p).plan.protocol == static_cast<int>(Protocol::simple));
+}
+
 TEST_CASE("all-to-all costs alpha + (n-1)(S/n)/beta: a rank's n-1 sends share its links") {
   MachineSpec m = machine("dgx-a100");
   HardwareProfile p = profile();

@@ -1,0 +1,79 @@
+// NCCL's protocol constants (see protocols.h for the source).
+#include "sim/collectives/protocols.h"
+
+#include "sim/collectives/logical_topology.h"
+
+namespace epochcast::sim {
+
+namespace {
+
+// NCCL's hwLat for rings, by the hardware class of a link kind: NVLink, PCI, network (us).
+constexpr double kRingStepLatencyUs[2][3] = {
+    {0.6, 1.0, 2.7},  // LL
+    {1.9, 2.5, 4.0},  // LL128
+};
+
+int hardware_class(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::nvlink:
+    case LinkKind::nvswitch:
+      return 0;
+    case LinkKind::network:
+      return 2;
+    case LinkKind::pcie:
+    case LinkKind::socket:
+    case LinkKind::host_bridge:
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
+                                                        Protocol protocol) {
+  if (protocol == Protocol::simple) return profile.links.step_latency;
+  std::array<Seconds, kLinkKinds> out{};
+  const int p = protocol == Protocol::ll ? 0 : 1;
+  for (std::size_t k = 0; k < kLinkKinds; ++k) {
+    out[k] = microseconds(kRingStepLatencyUs[p][hardware_class(static_cast<LinkKind>(k))]);
+  }
+  return out;
+}
+
+double protocol_bandwidth_share(Protocol protocol, Collective collective) {
+  switch (protocol) {
+    case Protocol::simple:
+      return 1.0;
+    case Protocol::ll:
+      return collective == Collective::all_reduce || collective == Collective::reduce ? 0.25
+                                                                                      : 1.0 / 3;
+    case Protocol::ll128:
+      return 0.92;
+  }
+  return 1.0;
+}
+
+bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
+                      const std::vector<int>& ranks) {
+  if (protocol != Protocol::ll128) return true;
+  if (architecture != "volta" && architecture != "ampere" && architecture != "hopper") return false;
+  if (ranks.size() < 2) return false;
+  for (const Ring& ring : build_rings(topology, ranks)) {
+    const std::size_t n = ring.order.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (topology.path_label(ring.order[i], ring.order[(i + 1) % n]).rfind("NV", 0) != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {
+  std::vector<std::array<Seconds, kLinkKinds>> tables;
+  for (std::size_t p = 0; p < kProtocolCount; ++p)
+    tables.push_back(protocol_step_latencies(profile, static_cast<Protocol>(p)));
+  return tables;
+}
+
+}  // namespace epochcast::sim

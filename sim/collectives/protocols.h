@@ -1,0 +1,45 @@
+// NCCL's three protocols as its tuning model costs them (src/graph/tuning.cc, NCCL 2.19-2.21,
+// commit b647562): per step a latency that depends on the protocol and the kind of link, a
+// share of the link's bandwidth, and a base latency per collective call.
+//
+// - Simple: the data in large chunks with a memory fence per step; full bandwidth, the highest
+//   per-step latency. Its per-step latencies are the profile's links.step_latency_us (NCCL's
+//   ring/Simple hwLat: NVLink 3.4, PCI 5.7, network 14 us), so calibration can move them.
+// - LL (low latency): 8-byte stores of 4 data bytes and a flag, polled by the receiver; a
+//   fraction of the bandwidth (NCCL takes a quarter for all-reduce and reduce on rings, a third
+//   for the others) at a per-step latency of 0.6 us over NVLink, 1.0 over PCIe, 2.7 over the
+//   network.
+// - LL128: 128-byte lines of 120 data bytes and a flag, relying on NVLink's ordering; 0.92 of
+//   the bandwidth at 1.9 / 2.5 / 4.0 us per step. NCCL enables it by default only on Volta,
+//   Ampere and Hopper when NVLink joins the GPUs of a node.
+// NCCL's base latencies per call (ring LL 6.6, LL128 14.0, Simple 8.4 us) are not used: the
+// profile's links.collective_launch_us stands for a call's fixed cost.
+#pragma once
+
+#include <array>
+#include <string_view>
+#include <vector>
+
+#include "core/spec/profile_spec.h"
+#include "sim/collectives/collective.h"
+#include "sim/network/topology.h"
+
+namespace epochcast::sim {
+
+enum class Protocol { simple, ll, ll128 };
+inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
+inline constexpr std::size_t kProtocolCount = 3;
+
+// The per-step latency of a step whose slowest link is of each kind, under `protocol`.
+std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
+                                                        Protocol protocol);
+// The share of a link's (Simple) bandwidth the protocol's data gets.
+double protocol_bandwidth_share(Protocol protocol, Collective collective);
+// Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and
+// NVLink on every edge of the rings laid over `ranks` (NCCL: typeIntra <= PATH_NVB).
+bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
+                      const std::vector<int>& ranks);
+// The per-step latency tables of the three protocols, in Protocol order (for the flow network).
+std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile);
+
+}  // namespace epochcast::sim

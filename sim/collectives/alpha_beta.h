@@ -48,8 +48,8 @@ struct CollectiveRequest {
   bool symmetric = false;
   int root = 0;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
-  std::optional<Protocol> protocol;  // forced (NCCL_PROTO); none: the tuner's choice
-  std::string architecture;          // of the GPUs, for the protocols NCCL enables on them
+  std::optional<Protocol> protocol = std::nullopt;  // forced (NCCL_PROTO); none: the tuner's
+  std::string architecture = {};  // of the GPUs, for the protocols NCCL enables on them
 };
 
 struct CollectiveChoice {

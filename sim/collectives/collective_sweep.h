@@ -28,9 +28,9 @@ struct CollectiveSweep {
   int gpus_per_node = 0;       // 0: all of a node
   int nodes = 1;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
-  std::optional<Protocol> protocol;  // forced (NCCL_PROTO); none: the tuner's choice
-  bool flows = true;                 // flows on the network (contention); false: the analytic time
-  int root = 0;                      // of broadcast and reduce
+  std::optional<Protocol> protocol = std::nullopt;  // forced (NCCL_PROTO); none: the tuner's
+  bool flows = true;  // flows on the network (contention); false: the analytic time
+  int root = 0;       // of broadcast and reduce
 };
 
 struct CollectiveRow {

@@ -392,7 +392,11 @@ struct EpochSimulator::Impl {
         SimTime x = std::max(s.begin, a);
         SimTime y = std::min(s.end, b);
         if (y > x) {
-          stats.gpu_idle[static_cast<std::size_t>(idle_cause(s.category))] += y - x;
+          const Category cause = idle_cause(s.category);
+          stats.gpu_idle[static_cast<std::size_t>(cause)] += y - x;
+          // Waiting while the host drives communication outside a collective (DataParallel's
+          // scatter and peer copies) is communication time too.
+          if (cause == Category::communication) stats.communication += y - x;
           covered += y - x;
         }
       }

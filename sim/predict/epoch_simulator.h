@@ -105,8 +105,8 @@ struct EpochStats {
   std::array<SimTime, kCategoryCount> gpu_idle{};  // keyed by what starved it
   SimTime gpu_idle_other;                          // idle with the host idle too
   std::array<SimTime, kCategoryCount> cpu_busy{};  // main CPU thread, by category
-  SimTime communication;                           // GPU 0 with a collective in flight
-  std::int64_t collective_bytes = 0;               // data its collectives moved
+  SimTime communication;  // GPU 0 with a collective in flight, or idle while the host drives one
+  std::int64_t collective_bytes = 0;  // data its collectives moved
   std::int64_t collectives = 0;
   std::int64_t kernels = 0;  // GPU operations run in the epoch
   std::int64_t iterations = 0;

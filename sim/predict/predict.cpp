@@ -291,7 +291,10 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   r.breakdown.communication = busy(Category::communication) + idle(Category::communication);
   r.breakdown.host = idle(Category::host) + busy(Category::host) + busy(Category::sync);
   r.breakdown.other = seconds(st.gpu_idle_other);
-  r.communication_seconds = seconds(st.communication);
+  // Collectives in flight on GPU 0, plus the communication kernels of its compute stream
+  // (flattening into buffers, accumulating reduced ones): the exposed share is idle time during
+  // the former and the latter's busy time, so it never exceeds this.
+  r.communication_seconds = seconds(st.communication) + busy(Category::communication);
   r.gpu_busy_fraction = seconds(st.gpu_busy_total()) / r.epoch_seconds;
   std::int64_t trained =
       ddp ? point.per_gpu_batch * point.gpus * ((input.train.iterations - 1)) +

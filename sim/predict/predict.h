@@ -42,10 +42,11 @@ struct PointResult {
   bool simulated = false;  // false when the point does not fit in memory
   EpochStats stats;
   double epoch_seconds = 0;
-  double iteration_seconds = 0;      // mean training iteration (epoch / training iterations)
-  double samples_per_second = 0;     // training samples per second of epoch time
-  Breakdown breakdown;               // seconds per epoch
-  double communication_seconds = 0;  // collectives in flight on GPU 0, exposed or not
+  double iteration_seconds = 0;   // mean training iteration (epoch / training iterations)
+  double samples_per_second = 0;  // training samples per second of epoch time
+  Breakdown breakdown;            // seconds per epoch
+  // Collectives in flight on GPU 0 and its communication kernels, exposed or not (>= exposed).
+  double communication_seconds = 0;
   double gpu_busy_fraction = 0;
   // Throughput against one GPU of the same machine (0 when not known): at the same global batch
   // when the sweep's batches are global (strong scaling), at the same per-GPU batch when they

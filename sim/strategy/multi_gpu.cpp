@@ -20,7 +20,13 @@ const CollectiveChoice& MultiGpuContext::collective(Collective kind, Bytes bytes
   auto key = std::make_tuple(static_cast<int>(kind), bytes.value(), root);
   auto found = cache->find(key);
   if (found != cache->end()) return found->second;
-  CollectiveRequest request{kind, bytes, nodes, total_nodes, symmetric, root};
+  CollectiveRequest request;
+  request.collective = kind;
+  request.bytes = bytes;
+  request.nodes = nodes;
+  request.total_nodes = total_nodes;
+  request.symmetric = symmetric;
+  request.root = root;
   request.algorithm = step.scenario.training.collective_algorithm;
   request.architecture = step.scenario.machine.gpu.architecture;
   return cache->emplace(key, choose_collective(request, topology, profile)).first->second;

@@ -85,12 +85,13 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   // LL128 runs on the A100's NVLink; the tuner takes LL for a tiny message, Simple for a huge one.
   CHECK(protocol_enabled(Protocol::ll128, t, "ampere", first(n)));
   CHECK_FALSE(protocol_enabled(Protocol::ll128, t, "ada", first(n)));
-  CollectiveRequest small{Collective::all_reduce, Bytes(8), {first(n)}};
-  small.architecture = "ampere";
-  CHECK(choose_collective(small, t, p).plan.protocol == static_cast<int>(Protocol::ll));
-  CollectiveRequest large{Collective::all_reduce, Bytes(std::int64_t{4} << 30), {first(n)}};
-  large.architecture = "ampere";
-  CHECK(choose_collective(large, t, p).plan.protocol == static_cast<int>(Protocol::simple));
+  CollectiveRequest request;
+  request.nodes = {first(n)};
+  request.architecture = "ampere";
+  request.bytes = Bytes(8);
+  CHECK(choose_collective(request, t, p).plan.protocol == static_cast<int>(Protocol::ll));
+  request.bytes = Bytes(std::int64_t{4} << 30);
+  CHECK(choose_collective(request, t, p).plan.protocol == static_cast<int>(Protocol::simple));
 }
 
 TEST_CASE("all-to-all costs alpha + (n-1)(S/n)/beta: a rank's n-1 sends share its links") {

@@ -2,6 +2,7 @@
 // (all_reduce_perf -b 8 -e 128M -f 2 -g 8): size, count, type, redop, time, algbw and busbw.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -70,15 +71,13 @@ std::string_view choice(const std::string& given, std::span<const std::string_vi
                                fmt::join(names, ", "), did_you_mean(given, names)));
 }
 
-// The number `text` starts with, and how many characters it takes (0: none).
+// The number `text` starts with, and how many characters it takes (0: none); read as the rest
+// of the command line is, whatever the locale.
 std::pair<double, std::size_t> leading_number(const std::string& text) {
-  std::size_t used = 0;
-  try {
-    const double value = std::stod(text, &used);
-    return {value, used};
-  } catch (const std::exception&) {
-    return {0, 0};
-  }
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc()) return {0, 0};
+  return {value, static_cast<std::size_t>(end - text.data())};
 }
 
 // "8", "64K", "128M", "8G": bytes, the suffixes powers of 1024 as nccl-tests reads them.

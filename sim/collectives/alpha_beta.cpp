@@ -13,6 +13,12 @@ BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfi
 
 TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
                              const Transfer& transfer) {
+  return transfer_route(topology, profile, transfer, profile.links.step_latency);
+}
+
+TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
+                             const Transfer& transfer,
+                             const std::array<Seconds, kLinkKinds>& step_latency) {
   TransferRoute route;
   route.hops = transfer.mirror ? topology.mirror_path(transfer.src).hops
                                : topology.path(transfer.src, transfer.dst).hops;
@@ -27,24 +33,15 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
     }
   }
   if (!route.hops.empty()) {
-    route.latency += profile.links.step_latency[static_cast<std::size_t>(route.slowest)];
+    route.latency += step_latency[static_cast<std::size_t>(route.slowest)];
   }
   return route;
 }
 
-Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
-                      const Transfer& transfer) {
-  TransferRoute route = transfer_route(topology, profile, transfer);
-  if (route.hops.empty()) return Seconds(0);
-  double bandwidth = route.bandwidth.value() / transfer.sharing;
-  return route.latency + Seconds(static_cast<double>(transfer.bytes.value()) / bandwidth);
-}
-
 Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
                   const TransferPlan& plan) {
-  const auto protocol = static_cast<Protocol>(plan.protocol);
-  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, protocol);
-  const double share = protocol_bandwidth_share(protocol, plan.collective);
+  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
+  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
   // Transfers are stored after their dependencies, so one pass finds the critical path.
   std::vector<double> finish(plan.transfers.size(), 0);
   double end = 0;
@@ -53,16 +50,11 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     double start = 0;
     for (int d : t.deps)
       start = std::max(start, finish[static_cast<std::size_t>(d)]);
-    const TransferRoute route = transfer_route(topology, profile, t);
+    const TransferRoute route = transfer_route(topology, profile, t, step);
     double seconds = 0;
     if (!route.hops.empty()) {
-      // transfer_route's latency holds the profile's (Simple) step latency: swap in the
-      // protocol's.
-      const std::size_t kind = static_cast<std::size_t>(route.slowest);
-      const double latency =
-          route.latency.value() - profile.links.step_latency[kind].value() + step[kind].value();
-      seconds = latency + static_cast<double>(t.bytes.value()) /
-                              (route.bandwidth.value() * share / t.sharing);
+      seconds = route.latency.value() + static_cast<double>(t.bytes.value()) /
+                                            (route.bandwidth.value() * share / t.sharing);
     }
     finish[i] = start + seconds;
     end = std::max(end, finish[i]);
@@ -148,17 +140,17 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   CollectiveChoice best;
   best.time = Seconds(std::numeric_limits<double>::infinity());
   for (TransferPlan& plan : candidates) {
-    int fastest = -1;
+    std::optional<Protocol> fastest;
     for (Protocol protocol : protocols) {
-      plan.protocol = static_cast<int>(protocol);
+      plan.protocol = protocol;
       Seconds t = plan_time(topology, profile, plan);
       if (t < best.time) {
         best.time = t;
-        fastest = plan.protocol;
+        fastest = protocol;
       }
     }
-    if (fastest >= 0) {
-      plan.protocol = fastest;
+    if (fastest) {
+      plan.protocol = *fastest;
       best.plan = std::move(plan);
     }
   }

@@ -8,6 +8,7 @@
 // beta)) — and equals the flow simulation wherever no two transfers share a link direction.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -28,10 +29,12 @@ struct TransferRoute {
 };
 TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
                              const Transfer& transfer);
+// The same with the per-step latencies of another protocol than the profile's (Simple).
+TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
+                             const Transfer& transfer,
+                             const std::array<Seconds, kLinkKinds>& step_latency);
 BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile);
 
-Seconds transfer_time(const Topology& topology, const HardwareProfile& profile,
-                      const Transfer& transfer);
 // The plan's critical path under its protocol (each step at that protocol's latency and share
 // of the bandwidth). NCCL's per-call base latency is left out: the profile's
 // links.collective_launch_us, paid on the host, stands for the call's fixed cost.

@@ -31,6 +31,11 @@ inline constexpr std::string_view kCollectiveNames[] = {
     "scatter",   "gather", "send_recv",  "all_to_all"};
 
 enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree };
+
+// NCCL's protocols (their costs: sim/collectives/protocols.h).
+enum class Protocol { simple, ll, ll128 };
+inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
+inline constexpr std::size_t kProtocolCount = 3;
 inline constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "direct",
                                                        "hierarchical ring", "hierarchical tree"};
 
@@ -55,7 +60,7 @@ struct TransferPlan {
   std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
   std::vector<Transfer> transfers;
   int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs)
-  int protocol = 0;  // NCCL's protocol it runs under (sim/collectives/protocols.h): Simple
+  Protocol protocol = Protocol::simple;  // NCCL's protocol it runs under
 
   int add(Transfer t) {
     transfers.push_back(std::move(t));

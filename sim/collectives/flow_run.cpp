@@ -18,8 +18,8 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
   // bandwidth.
-  const auto protocol = static_cast<Protocol>(plan.protocol);
-  const double share = protocol_bandwidth_share(protocol, plan.collective);
+  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
+  const int step_table = static_cast<int>(plan.protocol);
   std::vector<TaskHandle> tasks;
   tasks.reserve(plan.transfers.size());
   std::vector<TaskHandle> deps;
@@ -28,8 +28,8 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     deps.clear();
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
-    std::uint32_t route = t.mirror ? routes.mirror_route(t.src, plan.protocol)
-                                   : routes.route(t.src, t.dst, plan.protocol);
+    std::uint32_t route =
+        t.mirror ? routes.mirror_route(t.src, step_table) : routes.route(t.src, t.dst, step_table);
     const auto bytes =
         static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
     tasks.push_back(engine.add_task(id, bytes, i, deps, route));

@@ -26,10 +26,6 @@
 
 namespace epochcast::sim {
 
-enum class Protocol { simple, ll, ll128 };
-inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
-inline constexpr std::size_t kProtocolCount = 3;
-
 // The per-step latency of a step whose slowest link is of each kind, under `protocol`.
 std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
                                                         Protocol protocol);

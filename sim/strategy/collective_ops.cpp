@@ -42,7 +42,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
   } else {
     // Under NCCL's protocol: each step at the protocol's latency, the data inflated by its share
     // of the bandwidth (LL moves a quarter as fast).
-    const auto protocol = static_cast<Protocol>(choice.plan.protocol);
+    const Protocol protocol = choice.plan.protocol;
     const double share = nccl ? protocol_bandwidth_share(protocol, choice.plan.collective) : 1.0;
     std::vector<std::int32_t> ops(choice.plan.transfers.size());
     for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {

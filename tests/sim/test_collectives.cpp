@@ -75,7 +75,7 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
     double step_us, share;
   } cases[] = {{Protocol::ll, 0.6, 0.25}, {Protocol::ll128, 1.9, 0.92}};
   for (const auto& c : cases) {
-    plan.protocol = static_cast<int>(c.protocol);
+    plan.protocol = c.protocol;
     const double expected =
         2.0 * (n - 1) *
         (links + c.step_us * 1e-6 + std::ceil(bytes / double(n)) / (simple.beta * c.share));
@@ -89,9 +89,9 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   request.nodes = {first(n)};
   request.architecture = "ampere";
   request.bytes = Bytes(8);
-  CHECK(choose_collective(request, t, p).plan.protocol == static_cast<int>(Protocol::ll));
+  CHECK(choose_collective(request, t, p).plan.protocol == Protocol::ll);
   request.bytes = Bytes(std::int64_t{4} << 30);
-  CHECK(choose_collective(request, t, p).plan.protocol == static_cast<int>(Protocol::simple));
+  CHECK(choose_collective(request, t, p).plan.protocol == Protocol::simple);
 }
 
 TEST_CASE("all-to-all costs alpha + (n-1)(S/n)/beta: a rank's n-1 sends share its links") {

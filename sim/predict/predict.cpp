@@ -133,6 +133,18 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
         "{} every step",
         percent(b.communication / epoch), per_step, what, x.crossing);
   }
+  // A second share close behind changes what to try next (a compute-bound epoch that also
+  // waits a third of its time for input wants loader workers as much as a faster GPU), so it
+  // is named too.
+  constexpr double kRunnerUpShare = 0.25;
+  const Candidate* second = nullptr;
+  for (const Candidate& c : candidates) {
+    if (&c == &*top) continue;
+    if (second == nullptr || c.share > second->share) second = &c;
+  }
+  if (second != nullptr && second->share >= kRunnerUpShare) {
+    r.diagnosis += fmt::format("; next: {}, {} of the epoch", second->word, percent(second->share));
+  }
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {

@@ -131,6 +131,32 @@ TEST_CASE("DataParallel's diagnosis names the collective, the shared bridge and 
   CHECK(r.breakdown.communication > 0.5 * r.epoch_seconds);
 }
 
+TEST_CASE("the diagnosis names the largest share, and the next one when it is a quarter or more") {
+  std::vector<PointResult> results = predict(seed001("linear"));
+  for (const PointResult& r : results) {
+    const Breakdown& b = r.breakdown;
+    std::map<std::string, double> shares = {{"compute", b.forward + b.backward + b.optimizer},
+                                            {"host", b.host},
+                                            {"input", b.data},
+                                            {"copy", b.h2d},
+                                            {"communication", b.communication}};
+    auto largest = std::max_element(shares.begin(), shares.end(),
+                                    [](auto& p, auto& q) { return p.second < q.second; });
+    INFO(r.point.gpus << " GPUs, batch " << r.point.global_batch << ": " << r.diagnosis);
+    CHECK(r.bottleneck == largest->first);
+    double runner_up = 0;
+    std::string runner_up_word;
+    for (const auto& [word, seconds] : shares) {
+      if (word != largest->first && seconds > runner_up) {
+        runner_up = seconds;
+        runner_up_word = word;
+      }
+    }
+    bool named = r.diagnosis.find("; next: " + runner_up_word + ",") != std::string::npos;
+    CHECK(named == (runner_up >= 0.25 * r.epoch_seconds));
+  }
+}
+
 TEST_CASE("DDP resnet-50 scales above 85% from 1 to 8 GPUs on a DGX A100") {
   std::vector<PointResult> results = predict(scenario(kDdpResnet));
   double efficiency = efficiency_at_8(results);

@@ -78,11 +78,14 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
     kinds.add_column(fmt::format("GPU{}", b));
     bandwidth.add_column(fmt::format("GPU{}", b));
   }
+  bool any_staged = false;
   for (int a = 0; a < shown; ++a) {
     std::vector<std::string> kind_row = {fmt::format("GPU{}", a)};
     std::vector<std::string> bw_row = {fmt::format("GPU{}", a)};
     for (int b = 0; b < shown; ++b) {
-      kind_row.push_back(t.path_label(a, b));
+      const bool staged = !t.nccl_peer_to_peer(a, b);
+      any_staged = any_staged || staged;
+      kind_row.push_back(t.path_label(a, b) + (staged ? "*" : ""));
       bw_row.push_back(a == b ? "-" : fmt::format("{:.1f}", t.path(a, b).bottleneck.value() / 1e9));
     }
     kinds.add_row(std::move(kind_row));
@@ -103,6 +106,15 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
       "Legend: X itself; NV# NVLink (# links, directly or through NVSwitch); PIX through one PCIe\n"
       "switch; PXB through several PCIe switches; PHB through a CPU's PCIe host bridge; SYS\n"
       "across the link between sockets; NET across the network.\n");
+  if (any_staged) {
+    fmt::print(
+        "* NCCL stages collective traffic between these GPUs through host memory (its "
+        "shared-memory\n  transport): {}.\n",
+        m.topology.pcie.peer_to_peer
+            ? fmt::format("farther apart than its P2P level, {} (topology.pcie.nccl_p2p_level)",
+                          kP2pLevelNames[static_cast<int>(m.topology.pcie.nccl_p2p_level)])
+            : std::string("the machine allows no peer-to-peer"));
+  }
   fmt::print("\nSources:\n");
   for (std::size_t i = 0; i < sources.size(); ++i)
     fmt::print("[{}] {}\n", i + 1, sources[i]);

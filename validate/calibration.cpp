@@ -469,17 +469,15 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
     double steps = 2.0 * (ranks - 1);
     double link_gbps = inverse_bandwidth > 0 ? steps / ranks / inverse_bandwidth / 1e9 : 0;
     // The ring's slowest hop is the route between neighbouring GPUs (NVLink, a PCIe switch or a
-    // CPU's host bridge): its kind gets the latency and efficiency.
+    // CPU's host bridge, or host memory where NCCL stages it): its kind gets the latency and
+    // efficiency.
     const sim::Topology topology = sim::Topology::build(machine, 1);
     const sim::TransferRoute route =
         sim::transfer_route(topology, out.profile, sim::Transfer{0, 1, false, Bytes(0), {}});
+    // Where NCCL stages the ring's steps through host memory, the shared-memory transport's
+    // figures (links.*.shm) are the ones measured.
     const std::size_t kind = static_cast<std::size_t>(route.slowest);
-    double nominal = 0;
-    for (const sim::Hop& hop : route.hops) {
-      const sim::TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
-      if (link.kind == route.slowest && (nominal == 0 || link.bandwidth.value() < nominal))
-        nominal = link.bandwidth.value();
-    }
+    const double nominal = route.nominal.value();
     out.profile.links.step_latency[kind] = Seconds(alpha / steps);
     const double residual = latency_bandwidth_rms(bytes, seconds, alpha, inverse_bandwidth);
     out.fitted.push_back(

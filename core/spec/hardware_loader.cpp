@@ -171,8 +171,8 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
   MachineTopology t;
   const int gpus = m.gpus_per_node;
   if (auto pcie_node = top.optional("pcie")) {
-    yaml::MapReader pcie(
-        *pcie_node, {"switches_per_socket", "peer_to_peer", "link", "uplink", "hop_latency_us"});
+    yaml::MapReader pcie(*pcie_node, {"switches_per_socket", "peer_to_peer", "nccl_p2p_level",
+                                      "link", "uplink", "hop_latency_us"});
     if (auto s = pcie.optional("switches_per_socket")) {
       t.pcie.switches_per_socket = s->as_int32_in(0, 64);
       // A switch joins GPUs to the root complex; one with no GPU behind it carries nothing,
@@ -186,6 +186,9 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
       }
     }
     if (auto p2p = pcie.optional("peer_to_peer")) t.pcie.peer_to_peer = p2p->as_bool();
+    if (auto level = pcie.optional("nccl_p2p_level")) {
+      t.pcie.nccl_p2p_level = static_cast<P2pLevel>(level->as_choice(kP2pLevelNames));
+    }
     if (auto link = pcie.optional("link")) {
       std::tie(t.pcie.generation, t.pcie.lanes) = read_pcie_link(*link);
     }

@@ -58,10 +58,20 @@ struct GpuCatalogue {
 // peer-to-peer allowed, one socket, no NVLink and, for one node, no network.
 // GPUs (and NICs) fill sockets, and switches within them, in order: of G GPUs over K groups,
 // GPU g sits in group floor(g * K / G).
+// How far apart two GPUs may be for NCCL to use CUDA peer-to-peer between them
+// (NCCL_P2P_LEVEL, in nvidia-smi topo -m's words): farther pairs without NVLink go through
+// NCCL's shared-memory transport, staged in host memory. NCCL's default is pxb: "by default
+// don't use P2P across CPU host bridges and further apart" (NVIDIA/nccl src/graph/paths.cc,
+// ncclTopoCheckP2p, p2pLevel = PATH_PXB; NCCL releases before 2.9 allowed PHB on Intel CPUs
+// other than Broadwell, and current ones allow SYS on AMD CPUs with two GPUs).
+enum class P2pLevel { loc, pix, pxb, phb, sys };
+inline constexpr std::string_view kP2pLevelNames[] = {"loc", "pix", "pxb", "phb", "sys"};
+
 struct PcieTopology {
   int switches_per_socket = 0;  // 0: GPUs attach to the root complex directly
   bool peer_to_peer = true;     // false: peer traffic is staged through host memory
-  int generation = 0;           // GPU links; 0 = the GPU's own (catalogue)
+  P2pLevel nccl_p2p_level = P2pLevel::pxb;
+  int generation = 0;  // GPU links; 0 = the GPU's own (catalogue)
   int lanes = 0;
   int uplink_generation = 0;  // switch-to-CPU links; 0 = as the GPU links
   int uplink_lanes = 0;

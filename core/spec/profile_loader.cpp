@@ -230,14 +230,17 @@ HardwareProfile read_profile(const yaml::Document& document) {
                                   std::span<const std::string_view>(kLinkKindKeys));
   yaml::MapReader step_latency(links.required("step_latency_us"),
                                std::span<const std::string_view>(kLinkKindKeys));
-  // Profiles written before the host bridge had its own figures gave one PCIe figure for both.
-  constexpr std::size_t kHostBridge = kLinkKinds - 1;
+  // Profiles written before the host bridge had its own figures gave one PCIe figure for both;
+  // those written before the shared-memory transport had its own took the host bridge's for it.
+  constexpr std::size_t kHostBridge = 5, kShm = 6;
+  static_assert(kLinkKindKeys[kHostBridge] == "host_bridge" && kLinkKindKeys[kShm] == "shm");
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
-    if (i == kHostBridge) {
+    if (i == kHostBridge || i == kShm) {
+      const std::size_t older = i == kHostBridge ? 0 : kHostBridge;
       auto e = link_efficiency.optional(kLinkKindKeys[i]);
       auto l = step_latency.optional(kLinkKindKeys[i]);
-      p.links.efficiency[i] = e ? fraction(*e) : p.links.efficiency[0];
-      p.links.step_latency[i] = l ? micros(*l) : p.links.step_latency[0];
+      p.links.efficiency[i] = e ? fraction(*e) : p.links.efficiency[older];
+      p.links.step_latency[i] = l ? micros(*l) : p.links.step_latency[older];
       continue;
     }
     p.links.efficiency[i] = fraction(link_efficiency.required(kLinkKindKeys[i]));

@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "sim/network/network_map.h"
+
 namespace epochcast::sim {
 
 BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile) {
@@ -20,17 +22,16 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
                              const Transfer& transfer,
                              const std::array<Seconds, kLinkKinds>& step_latency) {
   TransferRoute route;
-  route.hops = transfer.mirror ? topology.mirror_path(transfer.src).hops
-                               : topology.path(transfer.src, transfer.dst).hops;
-  route.bandwidth = BytesPerSecond(std::numeric_limits<double>::infinity());
+  const Path& path = transfer.mirror ? topology.mirror_path(transfer.src)
+                                     : topology.path(transfer.src, transfer.dst);
+  route.hops = path.hops;
+  const bool staged = !transfer.mirror && !topology.nccl_peer_to_peer(transfer.src, transfer.dst);
+  const RouteRate rate = route_rate(topology, profile, path, staged);
+  route.bandwidth = rate.bandwidth;
+  route.slowest = rate.slowest;
+  route.nominal = rate.nominal;
   for (const Hop& hop : route.hops) {
-    const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
-    route.latency += link.latency;
-    BytesPerSecond bandwidth = effective_bandwidth(link, profile);
-    if (bandwidth < route.bandwidth) {
-      route.bandwidth = bandwidth;
-      route.slowest = link.kind;
-    }
+    route.latency += topology.links()[static_cast<std::size_t>(hop.link)].latency;
   }
   if (!route.hops.empty()) {
     route.latency += step_latency[static_cast<std::size_t>(route.slowest)];

@@ -24,8 +24,9 @@ namespace epochcast::sim {
 struct TransferRoute {
   std::vector<Hop> hops;
   Seconds latency;
-  BytesPerSecond bandwidth;  // effective bottleneck
-  LinkKind slowest = LinkKind::pcie;
+  BytesPerSecond bandwidth;           // effective bottleneck
+  LinkKind slowest = LinkKind::pcie;  // shm where NCCL stages the transfer through host memory
+  BytesPerSecond nominal;             // datasheet bandwidth of the bottleneck
 };
 TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
                              const Transfer& transfer);

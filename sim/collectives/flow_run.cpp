@@ -17,7 +17,7 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   ResourceId id = engine.add_resource(std::move(owned));
   NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
-  // bandwidth.
+  // bandwidth (and by staging through host memory where NCCL does not use peer-to-peer).
   const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
   const int step_table = static_cast<int>(plan.protocol);
   std::vector<TaskHandle> tasks;
@@ -30,8 +30,8 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
     std::uint32_t route =
         t.mirror ? routes.mirror_route(t.src, step_table) : routes.route(t.src, t.dst, step_table);
-    const auto bytes =
-        static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
+    const auto bytes = static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(t.bytes.value()) / share * routes.data_factor(route)));
     tasks.push_back(engine.add_task(id, bytes, i, deps, route));
   }
   engine.run();

@@ -23,6 +23,9 @@ int hardware_class(LinkKind kind) {
     case LinkKind::pcie:
     case LinkKind::socket:
     case LinkKind::host_bridge:
+    // NCCL costs every intra-node graph without NVLink, shared-memory transport included, as
+    // PCI (tuning.cc: intraHw = typeIntra == LINK_NVL ? NCCL_HW_NVLINK : NCCL_HW_PCI).
+    case LinkKind::shm:
       return 1;
   }
   return 1;

@@ -1,6 +1,8 @@
 // Registering topology links and routes with the flow network.
 #include "sim/network/network_map.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace epochcast::sim {
@@ -23,36 +25,71 @@ NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
   }
 }
 
-std::uint32_t NetworkMap::add(const Path& path, int step_table) {
-  std::vector<std::uint32_t> links;
-  Seconds latency;
-  double slowest = 0;
-  LinkKind slowest_kind = LinkKind::pcie;
+RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
+                     bool staged) {
+  RouteRate rate;
   bool first = true;
   for (const Hop& hop : path.hops) {
-    const TopologyLink& link = topology_.links()[static_cast<std::size_t>(hop.link)];
-    links.push_back(directed_link(hop));
-    latency += link.latency;
-    double capacity =
-        link.bandwidth.value() * profile_.links.efficiency[static_cast<std::size_t>(link.kind)];
-    if (first || capacity < slowest) {
-      slowest = capacity;
-      slowest_kind = link.kind;
+    const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
+    BytesPerSecond effective =
+        link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
+    if (first || effective < rate.bandwidth) {
+      rate.bandwidth = effective;
+      rate.slowest = link.kind;
+      rate.nominal = link.bandwidth;
       first = false;
     }
   }
+  if (staged && !path.hops.empty()) {
+    // NCCL's shared-memory transport: the sender's kernel writes into mapped host memory and
+    // the receiver's reads it back (NVIDIA/nccl src/transport/shm.cc), both across PCIe; its
+    // rate is taken against the narrowest link the data crosses.
+    BytesPerSecond narrowest =
+        topology.links()[static_cast<std::size_t>(path.hops[0].link)].bandwidth;
+    for (const Hop& hop : path.hops) {
+      narrowest =
+          std::min(narrowest, topology.links()[static_cast<std::size_t>(hop.link)].bandwidth);
+    }
+    const BytesPerSecond shm =
+        narrowest * profile.links.efficiency[static_cast<std::size_t>(LinkKind::shm)];
+    if (shm < rate.bandwidth) {
+      rate.data_factor = rate.bandwidth.value() / shm.value();
+      rate.bandwidth = shm;
+    }
+    rate.slowest = LinkKind::shm;
+    rate.nominal = narrowest;
+  }
+  return rate;
+}
+
+std::uint32_t NetworkMap::add(const Path& path, int step_table, bool staged) {
+  std::vector<std::uint32_t> links;
+  Seconds latency;
+  for (const Hop& hop : path.hops) {
+    links.push_back(directed_link(hop));
+    latency += topology_.links()[static_cast<std::size_t>(hop.link)].latency;
+  }
+  const RouteRate rate = route_rate(topology_, profile_, path, staged);
   if (step_table >= 0 && !path.hops.empty()) {
     latency += step_tables_.at(
-        static_cast<std::size_t>(step_table))[static_cast<std::size_t>(slowest_kind)];
+        static_cast<std::size_t>(step_table))[static_cast<std::size_t>(rate.slowest)];
   }
-  return network_.add_route(std::move(links), SimTime::from_seconds(latency));
+  std::uint32_t id = network_.add_route(std::move(links), SimTime::from_seconds(latency));
+  if (rate.data_factor != 1) data_factors_[id] = rate.data_factor;
+  return id;
+}
+
+double NetworkMap::data_factor(std::uint32_t route) const {
+  auto found = data_factors_.find(route);
+  return found == data_factors_.end() ? 1.0 : found->second;
 }
 
 std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
   auto key = std::make_tuple(src, dst, false, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.path(src, dst), step_table);
+  const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
+  std::uint32_t id = add(topology_.path(src, dst), step_table, staged);
   routes_.emplace(key, id);
   return id;
 }
@@ -61,7 +98,7 @@ std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
   auto key = std::make_tuple(gpu, gpu, true, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.mirror_path(gpu), step_table);
+  std::uint32_t id = add(topology_.mirror_path(gpu), step_table, false);
   routes_.emplace(key, id);
   return id;
 }

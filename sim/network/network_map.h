@@ -13,6 +13,20 @@
 
 namespace epochcast::sim {
 
+// How fast data moves along a path, and which kind of link sets it.
+struct RouteRate {
+  BytesPerSecond bandwidth;           // effective bottleneck
+  LinkKind slowest = LinkKind::pcie;  // the kind whose figures set the rate and step latency
+  BytesPerSecond nominal;             // datasheet bandwidth of the bottleneck link
+  // Flows carry their bytes times this on the path's links (at their own efficiencies), so a
+  // staged transfer, slower than its links, takes as long as `bandwidth` says.
+  double data_factor = 1;
+};
+// The rate of a path; `staged`: through NCCL's shared-memory transport, at the profile's `shm`
+// efficiency of the path's narrowest link (never faster than the links themselves).
+RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
+                     bool staged);
+
 class NetworkMap {
  public:
   // Adds the links of `topology` to `network` (which it must outlive). `step_tables`: per-step
@@ -22,22 +36,26 @@ class NetworkMap {
              std::vector<std::array<Seconds, kLinkKinds>> step_tables = {});
 
   // Route ids for the network's flows. `step_table`: add that table's per-step latency for the
-  // slowest link kind (collective steps); -1 for plain copies.
+  // slowest link kind (collective steps, staged through host memory where NCCL does not use
+  // peer-to-peer); -1 for plain copies.
   std::uint32_t route(int src, int dst, int step_table);
   std::uint32_t mirror_route(int gpu, int step_table);
+  // What a flow on the route carries per byte of data (RouteRate::data_factor).
+  double data_factor(std::uint32_t route) const;
 
   std::uint32_t directed_link(const Hop& hop) const {
     return static_cast<std::uint32_t>(2 * hop.link + (hop.forward ? 0 : 1));
   }
 
  private:
-  std::uint32_t add(const Path& path, int step_table);
+  std::uint32_t add(const Path& path, int step_table, bool staged);
 
   const Topology& topology_;
   const HardwareProfile& profile_;
   MaxMinFairNetwork& network_;
   std::vector<std::array<Seconds, kLinkKinds>> step_tables_;
   std::map<std::tuple<int, int, bool, int>, std::uint32_t> routes_;
+  std::map<std::uint32_t, double> data_factors_;  // routes whose factor is not 1
 };
 
 }  // namespace epochcast::sim

@@ -61,6 +61,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
   t.gpus_per_node_ = m.gpus_per_node;
   t.nodes_ = nodes;
   t.peer_to_peer_ = topo.pcie.peer_to_peer;
+  t.nccl_p2p_level_ = topo.pcie.nccl_p2p_level;
   const int sockets = m.host.sockets;
   const int switches = topo.pcie.switches_per_socket;
   const int groups = sockets * std::max(1, switches);
@@ -340,6 +341,26 @@ PathType Topology::path_type(int a, int b) const {
   if (cpu) return PathType::phb;
   // Each switch on the path is counted once per adjacent hop.
   return switches <= 2 ? PathType::pix : PathType::pxb;
+}
+
+bool Topology::nccl_peer_to_peer(int a, int b) const {
+  if (a == b || node_of(a) != node_of(b) || nvlinks(a, b) > 0) return true;
+  if (!peer_to_peer_) return false;
+  switch (path_type(a, b)) {
+    case PathType::pix:
+      return nccl_p2p_level_ >= P2pLevel::pix;
+    case PathType::pxb:
+      return nccl_p2p_level_ >= P2pLevel::pxb;
+    case PathType::phb:
+      return nccl_p2p_level_ >= P2pLevel::phb;
+    case PathType::sys:
+      return nccl_p2p_level_ >= P2pLevel::sys;
+    case PathType::self:
+    case PathType::nvlink:
+    case PathType::net:
+      break;
+  }
+  return true;
 }
 
 std::string Topology::path_label(int a, int b) const {

@@ -19,9 +19,12 @@ namespace epochcast::sim {
 enum class VertexKind { gpu, cpu, pcie_switch, nvswitch, nic, leaf_switch, spine_switch };
 // PCIe links are two kinds: `pcie` ends at a PCIe switch, `host_bridge` at a CPU's root complex
 // (a GPU or switch attached to the CPU), where peer traffic runs far below the link rate.
-enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge };
-inline constexpr std::string_view kLinkKindNames[] = {"PCIe",     "socket",  "NVLink",
-                                                      "NVSwitch", "network", "host bridge"};
+// `shm` is no link of the graph: it names the rate and step latency of NCCL's shared-memory
+// transport, which stages a collective's steps through host memory over the PCIe links of a
+// route where NCCL does not use peer-to-peer (Topology::nccl_peer_to_peer).
+enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm };
+inline constexpr std::string_view kLinkKindNames[] = {
+    "PCIe", "socket", "NVLink", "NVSwitch", "network", "host bridge", "shared memory"};
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;
@@ -65,6 +68,10 @@ class Topology {
   int gpus_per_node() const { return gpus_per_node_; }
   int nodes() const { return nodes_; }
   bool peer_to_peer() const { return peer_to_peer_; }
+  // Whether NCCL moves data between GPUs a and b of one node by CUDA peer-to-peer: over NVLink
+  // always, over PCIe only when the driver allows it (peer_to_peer) and the path type is within
+  // the machine's NCCL P2P level; otherwise NCCL's shared-memory transport stages it.
+  bool nccl_peer_to_peer(int a, int b) const;
   const std::vector<Vertex>& vertices() const { return vertices_; }
   const std::vector<TopologyLink>& links() const { return links_; }
   int gpu_vertex(int gpu) const { return gpu_vertices_[static_cast<std::size_t>(gpu)]; }
@@ -99,6 +106,7 @@ class Topology {
   int gpus_per_node_ = 1;
   int nodes_ = 1;
   bool peer_to_peer_ = true;
+  P2pLevel nccl_p2p_level_ = P2pLevel::pxb;
   std::vector<std::vector<int>> nics_;  // per node: NIC vertices
   mutable std::map<std::pair<int, int>, Path> paths_;
   mutable std::map<int, Path> mirror_paths_;

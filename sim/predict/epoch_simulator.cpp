@@ -3,6 +3,7 @@
 #include "sim/predict/epoch_simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -345,12 +346,19 @@ struct EpochSimulator::Impl {
           deps.push_back(queue.front());
       }
       std::uint32_t detail = 0;
+      std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
         detail = op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
                            : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
+        // A step NCCL stages through host memory moves slower than its links: its flow
+        // carries proportionally more.
+        const double factor = routes->data_factor(detail);
+        if (factor != 1) {
+          work = static_cast<std::int64_t>(std::ceil(static_cast<double>(work) * factor));
+        }
       }
-      TaskHandle h = engine.add_task(lane_resource(op.lane), op.work_ns,
+      TaskHandle h = engine.add_task(lane_resource(op.lane), work,
                                      make_tag(g, static_cast<std::uint64_t>(j)), deps, detail);
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {

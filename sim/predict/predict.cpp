@@ -50,10 +50,11 @@ std::string path_words(const Topology& topology, int gpus) {
     case PathType::pxb:
       return "several PCIe switches";
     case PathType::phb:
-      return topology.peer_to_peer() ? "the shared PCIe host bridge"
-                                     : "host memory, through the shared PCIe host bridge";
+      return topology.nccl_peer_to_peer(0, 1) ? "the shared PCIe host bridge"
+                                              : "host memory, through the shared PCIe host bridge";
     case PathType::sys:
-      return "the link between CPU sockets";
+      return topology.nccl_peer_to_peer(0, 1) ? "the link between CPU sockets"
+                                              : "host memory, across the link between CPU sockets";
     case PathType::net:
       return "the network";
     case PathType::self:

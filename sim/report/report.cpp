@@ -1,6 +1,7 @@
 // Table, CSV, JSON and Chrome-trace renderings of predictions.
 #include "sim/report/report.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "core/format/text_table.h"
 #include "sim/compute/device_model.h"
+#include "sim/network/topology.h"
 #include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
@@ -27,6 +29,30 @@ struct Column {
   TextTable::Align align;
 };
 
+// The GPU pairs of one node, among those the sweep uses, that NCCL does not join by
+// peer-to-peer ("0-2, 1-3, ..."); empty where every pair is peer-to-peer or no collective runs.
+std::string staged_pairs(const ScenarioSpec& s) {
+  if (s.training.strategy == Strategy::single) return "";
+  int used = 0;
+  for (int gpus : s.sweep.gpus)
+    used = std::max(used, std::min(gpus, s.machine.gpus_per_node));
+  if (used < 2) return "";
+  const Topology topology = Topology::build(s.machine, 1);
+  std::vector<std::string> pairs;
+  for (int a = 0; a < used; ++a) {
+    for (int b = a + 1; b < used; ++b) {
+      if (!topology.nccl_peer_to_peer(a, b)) pairs.push_back(fmt::format("{}-{}", a, b));
+    }
+  }
+  if (pairs.empty()) return "";
+  constexpr std::size_t kListed = 4;
+  std::string out;
+  for (std::size_t i = 0; i < std::min(pairs.size(), kListed); ++i)
+    out += (i ? ", " : "") + pairs[i];
+  if (pairs.size() > kListed) out += fmt::format(" and {} more pairs", pairs.size() - kListed);
+  return out;
+}
+
 // What the prediction takes for granted about the libraries where the scenario cannot say it,
 // each with the setting that changes it.
 std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
@@ -41,6 +67,18 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "GPU decoding takes loader.gpu_decode_us ({:g} us) per sample of SM time in the compute "
         "stream's order, and the CPU keeps loader.sample_cpu_us per sample",
         s.loader.gpu_decode.value() * 1e6));
+  }
+  if (std::string staged = staged_pairs(s); !staged.empty()) {
+    const PcieTopology& pcie = s.machine.topology.pcie;
+    out.push_back(fmt::format(
+        "NCCL stages collective traffic between GPUs {} through host memory (its shared-memory "
+        "transport): {}",
+        staged,
+        pcie.peer_to_peer
+            ? fmt::format("they are farther apart than its P2P level, {} (NCCL_P2P_LEVEL; set "
+                          "topology.pcie.nccl_p2p_level where your jobs change it)",
+                          kP2pLevelNames[static_cast<int>(pcie.nccl_p2p_level)])
+            : std::string("the machine allows no peer-to-peer (topology.pcie.peer_to_peer)")));
   }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {

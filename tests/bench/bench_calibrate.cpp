@@ -32,7 +32,7 @@ std::vector<validate::MeasuredScenario> seed_001_points(std::size_t count) {
     m.scenario = load_scenario(source("scenarios/seed-001/" + model + ".yaml"));
     ScenarioSpec truth = m.scenario;
     HardwareProfile t = truth.profile;
-    t.links.efficiency[static_cast<std::size_t>(sim::LinkKind::host_bridge)] = 0.10;
+    t.links.efficiency[static_cast<std::size_t>(sim::LinkKind::shm)] = 0.10;
     t.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.35;
     t.sample_cpu = Seconds(150e-6);
     t.host.step_overhead = Seconds(400e-6);

@@ -492,6 +492,12 @@ TEST_CASE("bad input: more PCIe switches than GPUs") {
                  "9 PCIe switches per socket on 1 socket is more switches than the node's 4 GPUs"});
 }
 
+TEST_CASE("bad input: an NCCL P2P level that is not one of NCCL_P2P_LEVEL's words") {
+  machine_error("topology:\n  pcie: {nccl_p2p_level: phbb}\n  sources: {pcie: x}\n",
+                {"bad.yaml:7:26", "topology.pcie.nccl_p2p_level",
+                 "did you mean 'phb'"});
+}
+
 // Integers are checked in 64 bits before they are narrowed: 2^31 and 2^32 + 1 once wrapped to
 // a negative epoch count and to one loader worker.
 TEST_CASE("bad input: counts beyond their range are refused and never wrapped") {

@@ -317,8 +317,11 @@ TEST_CASE("PCIe into a CPU's host bridge is its own kind of link, with its own e
   const double host_bridge = p.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)];
   const double through_switch = p.links.efficiency[static_cast<std::size_t>(LinkKind::pcie)];
   REQUIRE(host_bridge < through_switch);
-  // Seed 001's box: the cards hang off the root complex, so peers cross the host bridge.
-  Topology seed = Topology::build(machine("seed001-box"), 1);
+  // Seed 001's box: the cards hang off the root complex, so peers cross the host bridge (by
+  // peer-to-peer where NCCL_P2P_LEVEL allows PHB).
+  MachineSpec box = machine("seed001-box");
+  box.topology.pcie.nccl_p2p_level = P2pLevel::phb;
+  Topology seed = Topology::build(box, 1);
   TransferRoute r = transfer_route(seed, p, Transfer{0, 1, false, Bytes(0), {}});
   CHECK(r.slowest == LinkKind::host_bridge);
   CHECK(r.bandwidth.value() ==
@@ -343,4 +346,69 @@ TEST_CASE("PCIe into a CPU's host bridge is its own kind of link, with its own e
   CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)] == through_switch);
   CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)] ==
         old.links.step_latency[static_cast<std::size_t>(LinkKind::pcie)]);
+}
+
+TEST_CASE("NCCL stages GPU-to-GPU steps through host memory beyond its P2P level") {
+  HardwareProfile p = profile();
+  const double shm = p.links.efficiency[static_cast<std::size_t>(LinkKind::shm)];
+  const double host_bridge = p.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)];
+  REQUIRE(shm < host_bridge);
+  MachineSpec box = machine("seed001-box");
+  const double pcie = box.gpu.pcie_bandwidth().value();
+  auto route = [&](const MachineSpec& m, int a, int b) {
+    return transfer_route(Topology::build(m, 1), p, Transfer{a, b, false, Bytes(0), {}});
+  };
+  // NCCL's default level, PXB: the host bridge (PHB) is beyond it, so the shared-memory
+  // transport at its own efficiency of the narrowest link and PCI's step latency.
+  REQUIRE(box.topology.pcie.nccl_p2p_level == P2pLevel::pxb);
+  TransferRoute staged = route(box, 0, 1);
+  CHECK(staged.slowest == LinkKind::shm);
+  CHECK(staged.bandwidth.value() == Approx(pcie * shm));
+  CHECK(staged.nominal.value() == Approx(pcie));
+  // NCCL_P2P_LEVEL=PHB: peer-to-peer through the host bridge.
+  box.topology.pcie.nccl_p2p_level = P2pLevel::phb;
+  CHECK(route(box, 0, 1).slowest == LinkKind::host_bridge);
+  CHECK(route(box, 0, 1).bandwidth.value() == Approx(pcie * host_bridge));
+  // The driver refusing peer-to-peer stages it whatever the level.
+  box.topology.pcie.peer_to_peer = false;
+  CHECK(route(box, 0, 1).slowest == LinkKind::shm);
+  // Two sockets with a PCIe switch each: PIX under one switch, SYS across the sockets.
+  MachineSpec two = machine("pcie-2socket-8gpu");
+  Topology t = Topology::build(two, 1);
+  REQUIRE(t.path_type(0, 1) == PathType::pix);
+  REQUIRE(t.path_type(0, 7) == PathType::sys);
+  CHECK(t.nccl_peer_to_peer(0, 1));
+  CHECK_FALSE(t.nccl_peer_to_peer(0, 7));
+  CHECK(route(two, 0, 1).slowest == LinkKind::pcie);
+  CHECK(route(two, 0, 7).slowest == LinkKind::shm);
+  two.topology.pcie.nccl_p2p_level = P2pLevel::sys;
+  CHECK(route(two, 0, 7).slowest != LinkKind::shm);
+  two.topology.pcie.nccl_p2p_level = P2pLevel::loc;
+  CHECK(route(two, 0, 1).slowest == LinkKind::shm);
+  // NVLink is always peer-to-peer.
+  Topology dgx = Topology::build(machine("dgx-a100"), 1);
+  CHECK(dgx.nccl_peer_to_peer(0, 5));
+
+  // The same ring all-reduce as flows and analytically, staged; and slower than peer-to-peer.
+  for (std::int64_t mib : {1, 64}) {
+    const Bytes bytes(mib << 20);
+    MachineSpec m = machine("seed001-box");
+    Topology staged_box = Topology::build(m, 1);
+    TransferPlan plan = ring_all_reduce(build_rings(staged_box, {0, 1, 2, 3}), bytes);
+    INFO(mib << " MiB");
+    CHECK(simulate_plan(plan, staged_box, p).value() ==
+          Approx(plan_time(staged_box, p, plan).value()).epsilon(1e-3));
+    m.topology.pcie.nccl_p2p_level = P2pLevel::phb;
+    Topology direct_box = Topology::build(m, 1);
+    CHECK(plan_time(staged_box, p, plan) > plan_time(direct_box, p, plan));
+  }
+
+  // A profile written before the shared-memory transport had figures takes the host bridge's.
+  std::string text = profile_yaml(p, "test");
+  for (std::size_t at; (at = text.find(", shm: ")) != std::string::npos;)
+    text.erase(at, text.find('}', at) - at);
+  HardwareProfile old = load_profile_from_string(text, "old.yaml");
+  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::shm)] == host_bridge);
+  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::shm)] ==
+        old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)]);
 }

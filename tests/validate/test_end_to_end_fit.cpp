@@ -31,7 +31,7 @@ ScenarioSpec seed_001(const std::string& model) {
 // bridge, convolutions well below the prior's efficiency, a dearer loader and a costlier loop.
 HardwareProfile truth() {
   HardwareProfile t = seed_001("linear").profile;
-  t.links.efficiency[static_cast<std::size_t>(sim::LinkKind::host_bridge)] = 0.10;
+  t.links.efficiency[static_cast<std::size_t>(sim::LinkKind::shm)] = 0.10;
   t.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.35;
   t.sample_cpu = Seconds(150e-6);
   t.host.step_overhead = Seconds(400e-6);
@@ -104,13 +104,12 @@ TEST_CASE("six end-to-end epochs recover the figures they fix and predict the ot
     CHECK(std::abs(std::log(e.value / true_value)) <= sim::kInterval95 * e.log_sd);
   }
   CHECK(fixed >= 3);
-  for (const char* key :
-       {"links.efficiency.host_bridge", "gpu.efficiency.conv", "input.sample_cpu_us"}) {
+  for (const char* key : {"links.efficiency.shm", "gpu.efficiency.conv", "input.sample_cpu_us"}) {
     INFO(key);
     CHECK(estimate(c, key).constraint == Constraint::fixed);
   }
   // Within a few percent where the truth is known exactly (the points carry no noise).
-  CHECK(estimate(c, "links.efficiency.host_bridge").value == Approx(0.10).epsilon(0.03));
+  CHECK(estimate(c, "links.efficiency.shm").value == Approx(0.10).epsilon(0.03));
   CHECK(estimate(c, "gpu.efficiency.conv").value == Approx(0.35).epsilon(0.03));
   CHECK(estimate(c, "input.sample_cpu_us").value == Approx(150).epsilon(0.03));
 
@@ -139,9 +138,9 @@ TEST_CASE("a design that cannot see a figure reports it unseen and leaves it at 
       measure({{"linear", 1, 20}, {"linear", 1, 200}, {"conv1d", 1, 50}, {"conv1d", 1, 600}});
   Calibration c = calibrate(inputs, {}, {"one-gpu.csv"});
   REQUIRE(c.end_to_end);
-  const FigureEstimate& bridge = estimate(c, "links.efficiency.host_bridge");
+  const FigureEstimate& bridge = estimate(c, "links.efficiency.shm");
   CHECK(bridge.constraint == Constraint::unseen);
-  const auto kind = static_cast<std::size_t>(sim::LinkKind::host_bridge);
+  const auto kind = static_cast<std::size_t>(sim::LinkKind::shm);
   CHECK(c.profile.links.efficiency[kind] == inputs.front().scenario.profile.links.efficiency[kind]);
   CHECK(estimate(c, "gpu.efficiency.conv").constraint == Constraint::fixed);
 }

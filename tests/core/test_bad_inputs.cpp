@@ -494,8 +494,7 @@ TEST_CASE("bad input: more PCIe switches than GPUs") {
 
 TEST_CASE("bad input: an NCCL P2P level that is not one of NCCL_P2P_LEVEL's words") {
   machine_error("topology:\n  pcie: {nccl_p2p_level: phbb}\n  sources: {pcie: x}\n",
-                {"bad.yaml:7:26", "topology.pcie.nccl_p2p_level",
-                 "did you mean 'phb'"});
+                {"bad.yaml:7:26", "topology.pcie.nccl_p2p_level", "did you mean 'phb'"});
 }
 
 // Integers are checked in 64 bits before they are narrowed: 2^31 and 2^32 + 1 once wrapped to

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -20,7 +21,9 @@
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
+#include "sim/collectives/algorithms.h"
 #include "sim/collectives/collective_sweep.h"
+#include "sim/network/topology.h"
 
 namespace epochcast::cli {
 
@@ -247,11 +250,10 @@ Command add_collective_command(CLI::App& app) {
     constexpr std::string_view kAlgorithms[] = {"auto", "ring", "tree", "nvls", "collnet"};
     const std::string_view algorithm =
         choice(args->algorithm, kAlgorithms, "--algo", "an algorithm");
-    if (algorithm == "nvls" || algorithm == "collnet") {
+    if (algorithm == "collnet") {
       throw InputError(command_line(), "--algo",
-                       fmt::format("{} (NVLink SHARP / in-network reduction) is not modelled yet; "
-                                   "use auto, ring or tree",
-                                   algorithm));
+                       "collnet (in-network reduction, SHARP on InfiniBand switches) is not "
+                       "modelled yet; use auto, ring, tree or nvls");
     }
     constexpr std::string_view kProtocols[] = {"auto", "simple", "ll", "ll128"};
     const std::string_view protocol = choice(args->protocol, kProtocols, "--proto", "a protocol");
@@ -286,6 +288,7 @@ Command add_collective_command(CLI::App& app) {
     sweep.flows = flows;
     sweep.algorithm = algorithm == "ring"   ? CollectiveAlgorithm::ring
                       : algorithm == "tree" ? CollectiveAlgorithm::tree
+                      : algorithm == "nvls" ? CollectiveAlgorithm::nvls
                                             : CollectiveAlgorithm::automatic;
 
     const std::filesystem::path file = resolve_data_file(
@@ -328,6 +331,31 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("the root must be one of the {} ranks: 0 to {}", ranks, ranks - 1));
     }
     sweep.root = args->root;
+    if (sweep.algorithm == CollectiveAlgorithm::nvls) {
+      // As NCCL_ALGO=NVLS, which fails where NCCL cannot run it.
+      if (sweep.protocol && *sweep.protocol != sim::Protocol::simple) {
+        throw InputError(command_line(), "--proto", "NVLS runs only NCCL's Simple protocol");
+      }
+      if (sweep.nodes > 1) {
+        throw InputError(command_line(), "--algo",
+                         "NVLS across nodes (NCCL's NVLSTree) is not modelled yet; nvls is for "
+                         "one NVSwitch node");
+      }
+      std::vector<int> local(static_cast<std::size_t>(sweep.gpus_per_node));
+      std::iota(local.begin(), local.end(), 0);
+      if (!sim::nvls_available(sim::Topology::build(machine, 1), machine.gpu.architecture, local, 1,
+                               sweep.collective)) {
+        throw InputError(
+            command_line(), "--algo",
+            fmt::format("NVLS needs an all_reduce, all_gather or reduce_scatter over 3 GPUs or "
+                        "more of one NVSwitch node of Hopper or later GPUs; '{}' has {} {} GPUs "
+                        "({}), and this is {} over {}",
+                        machine.name, machine.gpus_per_node, machine.gpu.architecture,
+                        machine.topology.nvlink.shape == NvlinkShape::nvswitch ? "on NVSwitch"
+                                                                               : "without NVSwitch",
+                        op, sweep.gpus_per_node));
+      }
+    }
 
     const std::vector<sim::CollectiveRow> rows = run_collective_sweep(machine, profile, sweep);
     const bool reduces = sweep.collective == sim::Collective::all_reduce ||
@@ -341,7 +369,7 @@ Command add_collective_command(CLI::App& app) {
     fmt::print(out, "{}", render_table(rows, type, redop));
     fmt::print(out,
                "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
-               "B/s. Protocols as NCCL's tuning model costs them; NVLS and CollNet are not "
+               "B/s. Protocols and NVLS as NCCL's tuning model costs them; CollNet is not "
                "modelled yet.\n",
                sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
     std::fflush(out);

@@ -232,9 +232,24 @@ HardwareProfile read_profile(const yaml::Document& document) {
                                std::span<const std::string_view>(kLinkKindKeys));
   // Profiles written before the host bridge had its own figures gave one PCIe figure for both;
   // those written before the shared-memory transport had its own took the host bridge's for it.
-  constexpr std::size_t kHostBridge = 5, kShm = 6;
-  static_assert(kLinkKindKeys[kHostBridge] == "host_bridge" && kLinkKindKeys[kShm] == "shm");
+  // Those written before NVLink SHARP had figures take NCCL's own model of it: its efficiency
+  // on top of the NVSwitch links' (nvlsEfficiency, Hopper 0.85) and its latency (25 us), as
+  // topologies/profiles/default.yaml cites them.
+  constexpr std::size_t kNvswitch = 3, kHostBridge = 5, kShm = 6, kNvls = 7;
+  static_assert(kLinkKindKeys[kNvswitch] == "nvswitch" &&
+                kLinkKindKeys[kHostBridge] == "host_bridge" && kLinkKindKeys[kShm] == "shm" &&
+                kLinkKindKeys[kNvls] == "nvls");
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (i == kNvls) {
+      constexpr double kNcclNvlsEfficiency = 0.85;
+      constexpr double kNcclNvlsLatencyUs = 25;
+      auto e = link_efficiency.optional(kLinkKindKeys[i]);
+      auto l = step_latency.optional(kLinkKindKeys[i]);
+      p.links.efficiency[i] =
+          e ? fraction(*e) : p.links.efficiency[kNvswitch] * kNcclNvlsEfficiency;
+      p.links.step_latency[i] = l ? micros(*l) : microseconds(kNcclNvlsLatencyUs);
+      continue;
+    }
     if (i == kHostBridge || i == kShm) {
       const std::size_t older = i == kHostBridge ? 0 : kHostBridge;
       auto e = link_efficiency.optional(kLinkKindKeys[i]);

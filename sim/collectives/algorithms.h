@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "sim/collectives/collective.h"
@@ -50,6 +51,23 @@ struct Hierarchy {
 };
 TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, bool tree_across,
                                      Bytes chunk);
+
+// NVLink SHARP (nvls.cpp): the NVSwitch reduces and multicasts, so each GPU exchanges its data
+// with the switch once instead of stepping it around a ring. All-reduce: every GPU's NVSwitch
+// links carry S (1 + 1/n) each way (the switch reads every GPU's S/n shards for the reduction,
+// each GPU gets its reduced S/n and stores it once to the multicast address, which delivers
+// every shard to every GPU); all-gather and reduce-scatter move S one way and S/n the other.
+// One fabric transfer per rank carrying the larger direction.
+TransferPlan nvls_collective(Collective collective, const std::vector<int>& ranks, Bytes bytes);
+// Whether NCCL can run NVLS over `ranks`: one node, 3 GPUs or more (ncclNvlsInit returns for 2
+// or fewer), a Hopper or later GPU (multicast objects need NVSwitch gen3 and CUDA 12.1; NCCL
+// checks CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), every rank on the same NVSwitch fabric, and
+// an all-reduce, all-gather or reduce-scatter (NVIDIA/nccl src/transport/nvls.cc,
+// src/tuning/nvls.cc).
+bool nvls_available(const Topology& topology, std::string_view architecture,
+                    const std::vector<int>& ranks, int total_nodes, Collective collective);
+// NCCL's NVLS channels on Hopper (NVLS_NCHANNELS_SM90, src/include/nvls.h).
+inline constexpr int kNvlsChannelsHopper = 16;
 
 // Appends `phase` to `plan`. A transfer of `phase` that starts a rank's part (no dependency of
 // its own) waits for that rank's `entry` transfers. Returns, per rank, the transfers of the

@@ -22,11 +22,17 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
                              const Transfer& transfer,
                              const std::array<Seconds, kLinkKinds>& step_latency) {
   TransferRoute route;
-  const Path& path = transfer.mirror ? topology.mirror_path(transfer.src)
-                                     : topology.path(transfer.src, transfer.dst);
+  const Path& path = transfer.fabric   ? topology.fabric_path(transfer.src)
+                     : transfer.mirror ? topology.mirror_path(transfer.src)
+                                       : topology.path(transfer.src, transfer.dst);
   route.hops = path.hops;
-  const bool staged = !transfer.mirror && !topology.nccl_peer_to_peer(transfer.src, transfer.dst);
-  const RouteRate rate = route_rate(topology, profile, path, staged);
+  std::optional<LinkKind> transport;
+  if (transfer.fabric) {
+    transport = LinkKind::nvls;
+  } else if (!transfer.mirror && !topology.nccl_peer_to_peer(transfer.src, transfer.dst)) {
+    transport = LinkKind::shm;
+  }
+  const RouteRate rate = route_rate(topology, profile, path, transport);
   route.bandwidth = rate.bandwidth;
   route.slowest = rate.slowest;
   route.nominal = rate.nominal;
@@ -34,7 +40,9 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
     route.latency += topology.links()[static_cast<std::size_t>(hop.link)].latency;
   }
   if (!route.hops.empty()) {
-    route.latency += step_latency[static_cast<std::size_t>(route.slowest)];
+    // NCCL's per-step latencies are measured hop to hop, wire included: they replace the
+    // links' own (which plain copies pay).
+    route.latency = step_latency[static_cast<std::size_t>(route.slowest)];
   }
   return route;
 }
@@ -61,6 +69,13 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     end = std::max(end, finish[i]);
   }
   return Seconds(end);
+}
+
+Seconds collective_time(const Topology& topology, const HardwareProfile& profile,
+                        const TransferPlan& plan) {
+  // A collective of one rank moves nothing: no kernel worth a base latency.
+  if (plan.transfers.empty()) return Seconds(0);
+  return protocol_base_latency(plan.algorithm, plan.protocol) + plan_time(topology, profile, plan);
 }
 
 namespace {
@@ -93,7 +108,8 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
         if (request.algorithm != CollectiveAlgorithm::tree) {
           candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk));
         }
-        if (request.algorithm != CollectiveAlgorithm::ring) {
+        if (request.algorithm == CollectiveAlgorithm::automatic ||
+            request.algorithm == CollectiveAlgorithm::tree) {
           candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk));
         }
       } else {
@@ -128,6 +144,16 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       candidates.push_back(direct_all_to_all(ranks, request.bytes));
       break;
   }
+  // NVLink SHARP where NCCL can run it: the tuner weighs it against the rings; NCCL_ALGO=NVLS
+  // takes it alone. Simple is its only protocol.
+  if ((request.algorithm == CollectiveAlgorithm::automatic ||
+       request.algorithm == CollectiveAlgorithm::nvls) &&
+      (!request.protocol || *request.protocol == Protocol::simple) &&
+      nvls_available(topology, request.architecture, ranks, request.total_nodes,
+                     request.collective)) {
+    if (request.algorithm == CollectiveAlgorithm::nvls) candidates.clear();
+    candidates.push_back(nvls_collective(request.collective, ranks, request.bytes));
+  }
   std::vector<Protocol> protocols;
   if (request.protocol) {
     protocols.push_back(*request.protocol);
@@ -143,8 +169,9 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   for (TransferPlan& plan : candidates) {
     std::optional<Protocol> fastest;
     for (Protocol protocol : protocols) {
+      if (plan.algorithm == Algorithm::nvls && protocol != Protocol::simple) continue;
       plan.protocol = protocol;
-      Seconds t = plan_time(topology, profile, plan);
+      Seconds t = collective_time(topology, profile, plan);
       if (t < best.time) {
         best.time = t;
         fastest = protocol;

@@ -1,7 +1,8 @@
 // The analytic (alpha-beta) cost of a transfer plan, and the choice of algorithm.
 //
-// A transfer over a route costs alpha + bytes / beta: alpha is the route's link latencies plus
-// the per-step software latency of its slowest kind of link (NCCL's tuning model), beta the
+// A transfer over a route costs alpha + bytes / beta: alpha is the per-step latency of its
+// slowest kind of link (NCCL's tuning model, measured hop to hop, so the wire is in it and the
+// route's own link latencies are not added), beta the
 // slowest link's bandwidth times the profile's efficiency for that kind of link. A plan costs
 // its critical path through the transfers' dependencies, which reproduces the closed forms —
 // e.g. ring all-reduce 2(n-1)(alpha + S/(n beta)), pipelined chain (K + n - 2)(alpha + S/(K
@@ -20,7 +21,7 @@
 
 namespace epochcast::sim {
 
-// The route a transfer takes, with its latency (links plus software step) and bandwidth.
+// The route a transfer takes, with its latency (NCCL's per-step latency) and bandwidth.
 struct TransferRoute {
   std::vector<Hop> hops;
   Seconds latency;
@@ -36,11 +37,14 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
                              const std::array<Seconds, kLinkKinds>& step_latency);
 BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile);
 
-// The plan's critical path under its protocol (each step at that protocol's latency and share
-// of the bandwidth). NCCL's per-call base latency is left out: the profile's
-// links.collective_launch_us, paid on the host, stands for the call's fixed cost.
+// The critical path of the plan's transfers under its protocol (each step at that protocol's
+// latency and share of the bandwidth).
 Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
                   const TransferPlan& plan);
+// The collective's time on the GPU: NCCL's base latency for its algorithm and protocol, then
+// its transfers (plan_time). The host's cost of the call, links.collective_launch_us, is apart.
+Seconds collective_time(const Topology& topology, const HardwareProfile& profile,
+                        const TransferPlan& plan);
 
 // A collective to run on some GPUs: their GPUs per node (in a symmetric simulation, node 0's
 // only, with `total_nodes` saying how many there are).
@@ -59,7 +63,7 @@ struct CollectiveRequest {
 struct CollectiveChoice {
   Bytes bytes;  // the message, as requested
   TransferPlan plan;
-  Seconds time;  // analytic
+  Seconds time;  // analytic: collective_time
 };
 
 // Like NCCL's tuner: every applicable algorithm under every enabled protocol is costed and the

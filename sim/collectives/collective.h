@@ -30,19 +30,22 @@ inline constexpr std::string_view kCollectiveNames[] = {
     "broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather",
     "scatter",   "gather", "send_recv",  "all_to_all"};
 
-enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree };
+enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree, nvls };
 
 // NCCL's protocols (their costs: sim/collectives/protocols.h).
 enum class Protocol { simple, ll, ll128 };
 inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
 inline constexpr std::size_t kProtocolCount = 3;
-inline constexpr std::string_view kAlgorithmNames[] = {"ring", "tree", "direct",
-                                                       "hierarchical ring", "hierarchical tree"};
+inline constexpr std::string_view kAlgorithmNames[] = {
+    "ring", "tree", "direct", "hierarchical ring", "hierarchical tree", "nvls"};
 
 // One point-to-point transfer between GPUs. A `mirror` transfer stands, in a symmetric
 // simulation of a cluster, for the identical transfer every node makes to its neighbour: it
 // leaves src's node through src's NIC and comes back into the same GPU through the network, so
 // it loads exactly the links that one node's share of the traffic loads.
+// A `fabric` transfer is a GPU's traffic with an NVSwitch fabric under NVLink SHARP: out of src
+// into the switch and back into the same GPU, on the GPU's own NVSwitch links, at the profile's
+// nvls efficiency.
 struct Transfer {
   int src = 0;
   int dst = 0;
@@ -52,6 +55,7 @@ struct Transfer {
   // Transfers of this plan that cross the same link at the same time (ring channels sharing an
   // NVLink pair): the analytic cost divides the bandwidth among them, as the flows do.
   int sharing = 1;
+  bool fabric = false;
 };
 
 struct TransferPlan {
@@ -59,7 +63,8 @@ struct TransferPlan {
   Algorithm algorithm = Algorithm::ring;
   std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
   std::vector<Transfer> transfers;
-  int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs)
+  int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs;
+                     // NVLS: NCCL's channel count, which the model does not split the data by)
   Protocol protocol = Protocol::simple;  // NCCL's protocol it runs under
 
   int add(Transfer t) {

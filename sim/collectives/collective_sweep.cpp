@@ -54,8 +54,11 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     CollectiveRow row;
     row.bytes = bytes;
     row.count = bytes / std::max(1, sweep.element_bytes);
-    row.seconds =
-        sweep.flows ? simulate_plan(choice.plan, topology, profile).value() : choice.time.value();
+    row.seconds = sweep.flows
+                      ? (protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
+                         simulate_plan(choice.plan, topology, profile))
+                            .value()
+                      : choice.time.value();
     if (row.seconds > 0) {
       row.algbw = algorithm_bandwidth(Bytes(bytes), Seconds(row.seconds));
       row.busbw = bus_bandwidth(sweep.collective, ranks, Bytes(bytes), Seconds(row.seconds));

@@ -28,8 +28,9 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     deps.clear();
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
-    std::uint32_t route =
-        t.mirror ? routes.mirror_route(t.src, step_table) : routes.route(t.src, t.dst, step_table);
+    std::uint32_t route = t.fabric   ? routes.fabric_route(t.src, step_table)
+                          : t.mirror ? routes.mirror_route(t.src, step_table)
+                                     : routes.route(t.src, t.dst, step_table);
     const auto bytes = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(t.bytes.value()) / share * routes.data_factor(route)));
     tasks.push_back(engine.add_task(id, bytes, i, deps, route));

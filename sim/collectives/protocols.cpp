@@ -17,6 +17,7 @@ int hardware_class(LinkKind kind) {
   switch (kind) {
     case LinkKind::nvlink:
     case LinkKind::nvswitch:
+    case LinkKind::nvls:
       return 0;
     case LinkKind::network:
       return 2;
@@ -42,6 +43,27 @@ std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& p
     out[k] = microseconds(kRingStepLatencyUs[p][hardware_class(static_cast<LinkKind>(k))]);
   }
   return out;
+}
+
+Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol) {
+  // tuning.cc baseLat[algorithm][protocol] in LL, LL128, Simple order (us).
+  constexpr double kRing[] = {6.6, 14.0, 8.4};
+  constexpr double kTree[] = {6.8, 14.0, 0};
+  const auto p = static_cast<std::size_t>(protocol == Protocol::ll      ? 0
+                                          : protocol == Protocol::ll128 ? 1
+                                                                        : 2);
+  switch (algorithm) {
+    case Algorithm::ring:
+    case Algorithm::hierarchical_ring:
+      return microseconds(kRing[p]);
+    case Algorithm::tree:
+    case Algorithm::hierarchical_tree:
+      return microseconds(kTree[p]);
+    case Algorithm::direct:
+    case Algorithm::nvls:
+      break;
+  }
+  return Seconds(0);
 }
 
 double protocol_bandwidth_share(Protocol protocol, Collective collective) {

@@ -12,8 +12,9 @@
 // - LL128: 128-byte lines of 120 data bytes and a flag, relying on NVLink's ordering; 0.92 of
 //   the bandwidth at 1.9 / 2.5 / 4.0 us per step. NCCL enables it by default only on Volta,
 //   Ampere and Hopper when NVLink joins the GPUs of a node.
-// NCCL's base latencies per call (ring LL 6.6, LL128 14.0, Simple 8.4 us) are not used: the
-// profile's links.collective_launch_us stands for a call's fixed cost.
+// - A base latency per collective on the GPU, before its first step: rings LL 6.6, LL128 14.0,
+//   Simple 8.4 us; trees 6.8, 14.0, 0 (tuning.cc baseLat); NVLS none (its one step is its
+//   latency). The host's cost of issuing the call is apart: links.collective_launch_us.
 #pragma once
 
 #include <array>
@@ -29,6 +30,9 @@ namespace epochcast::sim {
 // The per-step latency of a step whose slowest link is of each kind, under `protocol`.
 std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
                                                         Protocol protocol);
+// NCCL's base latency of a collective run by `algorithm` under `protocol` (0 for direct copies,
+// which NCCL runs as point-to-point operations outside its tuning model, and for NVLS).
+Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol);
 // The share of a link's (Simple) bandwidth the protocol's data gets.
 double protocol_bandwidth_share(Protocol protocol, Collective collective);
 // Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and

@@ -26,7 +26,7 @@ NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
 }
 
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
-                     bool staged) {
+                     std::optional<LinkKind> transport) {
   RouteRate rate;
   bool first = true;
   for (const Hop& hop : path.hops) {
@@ -40,38 +40,41 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
       first = false;
     }
   }
-  if (staged && !path.hops.empty()) {
+  if (transport && !path.hops.empty()) {
     // NCCL's shared-memory transport: the sender's kernel writes into mapped host memory and
-    // the receiver's reads it back (NVIDIA/nccl src/transport/shm.cc), both across PCIe; its
-    // rate is taken against the narrowest link the data crosses.
+    // the receiver's reads it back (NVIDIA/nccl src/transport/shm.cc), both across PCIe.
+    // NVLink SHARP: the switch reduces and multicasts. Either's rate is taken against the
+    // narrowest link the data crosses.
     BytesPerSecond narrowest =
         topology.links()[static_cast<std::size_t>(path.hops[0].link)].bandwidth;
     for (const Hop& hop : path.hops) {
       narrowest =
           std::min(narrowest, topology.links()[static_cast<std::size_t>(hop.link)].bandwidth);
     }
-    const BytesPerSecond shm =
-        narrowest * profile.links.efficiency[static_cast<std::size_t>(LinkKind::shm)];
-    if (shm < rate.bandwidth) {
-      rate.data_factor = rate.bandwidth.value() / shm.value();
-      rate.bandwidth = shm;
+    const BytesPerSecond reached =
+        narrowest * profile.links.efficiency[static_cast<std::size_t>(*transport)];
+    if (reached < rate.bandwidth) {
+      rate.data_factor = rate.bandwidth.value() / reached.value();
+      rate.bandwidth = reached;
     }
-    rate.slowest = LinkKind::shm;
+    rate.slowest = *transport;
     rate.nominal = narrowest;
   }
   return rate;
 }
 
-std::uint32_t NetworkMap::add(const Path& path, int step_table, bool staged) {
+std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<LinkKind> transport) {
   std::vector<std::uint32_t> links;
   Seconds latency;
   for (const Hop& hop : path.hops) {
     links.push_back(directed_link(hop));
     latency += topology_.links()[static_cast<std::size_t>(hop.link)].latency;
   }
-  const RouteRate rate = route_rate(topology_, profile_, path, staged);
+  const RouteRate rate = route_rate(topology_, profile_, path, transport);
   if (step_table >= 0 && !path.hops.empty()) {
-    latency += step_tables_.at(
+    // NCCL's per-step latencies are measured hop to hop, wire included: they replace the
+    // links' own (which plain copies pay).
+    latency = step_tables_.at(
         static_cast<std::size_t>(step_table))[static_cast<std::size_t>(rate.slowest)];
   }
   std::uint32_t id = network_.add_route(std::move(links), SimTime::from_seconds(latency));
@@ -85,20 +88,30 @@ double NetworkMap::data_factor(std::uint32_t route) const {
 }
 
 std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
-  auto key = std::make_tuple(src, dst, false, step_table);
+  auto key = std::make_tuple(src, dst, Via::peer, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
   const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
-  std::uint32_t id = add(topology_.path(src, dst), step_table, staged);
+  std::uint32_t id = add(topology_.path(src, dst), step_table,
+                         staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt);
   routes_.emplace(key, id);
   return id;
 }
 
 std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
-  auto key = std::make_tuple(gpu, gpu, true, step_table);
+  auto key = std::make_tuple(gpu, gpu, Via::mirror, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.mirror_path(gpu), step_table, false);
+  std::uint32_t id = add(topology_.mirror_path(gpu), step_table, std::nullopt);
+  routes_.emplace(key, id);
+  return id;
+}
+
+std::uint32_t NetworkMap::fabric_route(int gpu, int step_table) {
+  auto key = std::make_tuple(gpu, gpu, Via::fabric, step_table);
+  auto found = routes_.find(key);
+  if (found != routes_.end()) return found->second;
+  std::uint32_t id = add(topology_.fabric_path(gpu), step_table, LinkKind::nvls);
   routes_.emplace(key, id);
   return id;
 }

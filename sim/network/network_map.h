@@ -4,6 +4,8 @@
 
 #include <array>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,10 +24,11 @@ struct RouteRate {
   // staged transfer, slower than its links, takes as long as `bandwidth` says.
   double data_factor = 1;
 };
-// The rate of a path; `staged`: through NCCL's shared-memory transport, at the profile's `shm`
-// efficiency of the path's narrowest link (never faster than the links themselves).
+// The rate of a path. With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink
+// SHARP), at the profile's efficiency for it of the path's narrowest link, never faster than the
+// links themselves; that kind then sets the step latency.
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
-                     bool staged);
+                     std::optional<LinkKind> transport);
 
 class NetworkMap {
  public:
@@ -35,11 +38,12 @@ class NetworkMap {
   NetworkMap(const Topology& topology, const HardwareProfile& profile, MaxMinFairNetwork& network,
              std::vector<std::array<Seconds, kLinkKinds>> step_tables = {});
 
-  // Route ids for the network's flows. `step_table`: add that table's per-step latency for the
+  // Route ids for the network's flows. `step_table`: that table's per-step latency for the
   // slowest link kind (collective steps, staged through host memory where NCCL does not use
   // peer-to-peer); -1 for plain copies.
   std::uint32_t route(int src, int dst, int step_table);
   std::uint32_t mirror_route(int gpu, int step_table);
+  std::uint32_t fabric_route(int gpu, int step_table);  // NVLink SHARP (Topology::fabric_path)
   // What a flow on the route carries per byte of data (RouteRate::data_factor).
   double data_factor(std::uint32_t route) const;
 
@@ -48,13 +52,14 @@ class NetworkMap {
   }
 
  private:
-  std::uint32_t add(const Path& path, int step_table, bool staged);
+  std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport);
+  enum class Via { peer, mirror, fabric };
 
   const Topology& topology_;
   const HardwareProfile& profile_;
   MaxMinFairNetwork& network_;
   std::vector<std::array<Seconds, kLinkKinds>> step_tables_;
-  std::map<std::tuple<int, int, bool, int>, std::uint32_t> routes_;
+  std::map<std::tuple<int, int, Via, int>, std::uint32_t> routes_;
   std::map<std::uint32_t, double> data_factors_;  // routes whose factor is not 1
 };
 

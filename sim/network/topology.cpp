@@ -294,6 +294,30 @@ const Path& Topology::mirror_path(int gpu) const {
   return mirror_paths_.emplace(gpu, std::move(p)).first->second;
 }
 
+int Topology::nvswitch_of(int gpu) const {
+  const int v = gpu_vertex(gpu);
+  for (int l : adjacency_[static_cast<std::size_t>(v)]) {
+    const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+    if (link.kind == LinkKind::nvswitch) return link.a == v ? link.b : link.a;
+  }
+  return -1;
+}
+
+const Path& Topology::fabric_path(int gpu) const {
+  auto found = fabric_paths_.find(gpu);
+  if (found != fabric_paths_.end()) return found->second;
+  const int fabric = nvswitch_of(gpu);
+  if (fabric < 0) throw std::logic_error("a fabric path needs an NVSwitch");
+  Path up = shortest(gpu_vertex(gpu), fabric);
+  Path down = shortest(fabric, gpu_vertex(gpu));
+  Path p;
+  p.hops = up.hops;
+  p.hops.insert(p.hops.end(), down.hops.begin(), down.hops.end());
+  p.latency = up.latency + down.latency;
+  p.bottleneck = std::min(up.bottleneck, down.bottleneck);
+  return fabric_paths_.emplace(gpu, std::move(p)).first->second;
+}
+
 int Topology::direct_nvlinks(int a, int b) const {
   int va = gpu_vertex(a), vb = gpu_vertex(b);
   for (int l : adjacency_[static_cast<std::size_t>(va)]) {

@@ -22,9 +22,11 @@ enum class VertexKind { gpu, cpu, pcie_switch, nvswitch, nic, leaf_switch, spine
 // `shm` is no link of the graph: it names the rate and step latency of NCCL's shared-memory
 // transport, which stages a collective's steps through host memory over the PCIe links of a
 // route where NCCL does not use peer-to-peer (Topology::nccl_peer_to_peer).
-enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm };
+// `nvls` likewise names the rate and step latency of NVLink SHARP's exchanges with an NVSwitch
+// fabric over a GPU's NVSwitch links.
+enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm, nvls };
 inline constexpr std::string_view kLinkKindNames[] = {
-    "PCIe", "socket", "NVLink", "NVSwitch", "network", "host bridge", "shared memory"};
+    "PCIe", "socket", "NVLink", "NVSwitch", "network", "host bridge", "shared memory", "NVLS"};
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;
@@ -84,6 +86,10 @@ class Topology {
   // step loads.
   const Path& mirror_path(int gpu) const;
   bool has_network() const { return !nics_.empty(); }
+  // Out of GPU `gpu` into its node's NVSwitch fabric and back into the same GPU (NVLink SHARP).
+  const Path& fabric_path(int gpu) const;
+  // The NVSwitch fabric vertex GPU `gpu` is attached to; -1 if none.
+  int nvswitch_of(int gpu) const;
   PathType path_type(int a, int b) const;
   // NVLinks joining a and b directly or through an NVSwitch fabric; 0 if none.
   int nvlinks(int a, int b) const;
@@ -110,6 +116,7 @@ class Topology {
   std::vector<std::vector<int>> nics_;  // per node: NIC vertices
   mutable std::map<std::pair<int, int>, Path> paths_;
   mutable std::map<int, Path> mirror_paths_;
+  mutable std::map<int, Path> fabric_paths_;
 };
 
 // The DGX-1 hybrid cube-mesh: (GPU, GPU, NVLinks) for the 8 V100s.

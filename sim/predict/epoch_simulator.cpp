@@ -349,8 +349,9 @@ struct EpochSimulator::Impl {
       std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
-        detail = op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
-                           : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
+        detail = op.fabric   ? routes->fabric_route(op.src_gpu, op.step_protocol)
+                 : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
+                             : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
         // A step NCCL stages through host memory moves slower than its links: its flow
         // carries proportionally more.
         const double factor = routes->data_factor(detail);

@@ -44,6 +44,21 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     // of the bandwidth (LL moves a quarter as fast).
     const Protocol protocol = choice.plan.protocol;
     const double share = nccl ? protocol_bandwidth_share(protocol, choice.plan.collective) : 1.0;
+    // NCCL's base latency: each rank's part starts that long after the rank enters.
+    const Seconds base = nccl && !choice.plan.transfers.empty()
+                             ? protocol_base_latency(choice.plan.algorithm, protocol)
+                             : Seconds(0);
+    if (base.value() > 0) {
+      for (auto& [gpu, b] : begin) {
+        PlanOp op;
+        op.name = fmt::format("{} (NCCL base latency)", name);
+        op.category = Category::communication;
+        op.lane = Lane{LaneKind::delay, 0};
+        op.work_ns = SimTime::from_seconds(base).ns();
+        op.deps = {b};
+        b = plan.add(std::move(op));
+      }
+    }
     std::vector<std::int32_t> ops(choice.plan.transfers.size());
     for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
       const Transfer& t = choice.plan.transfers[i];
@@ -56,6 +71,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.src_gpu = t.src;
       op.dst_gpu = t.dst;
       op.mirror = t.mirror;
+      op.fabric = t.fabric;
       op.step_protocol = nccl ? static_cast<std::int8_t>(protocol) : -1;
       for (int d : t.deps)
         op.deps.push_back(ops[static_cast<std::size_t>(d)]);

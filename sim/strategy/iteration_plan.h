@@ -59,6 +59,7 @@ struct PlanOp {
   int src_gpu = -1;
   int dst_gpu = -1;
   bool mirror = false;
+  bool fabric = false;  // src_gpu's exchange with its NVSwitch fabric (NVLink SHARP)
   std::int8_t step_protocol = -1;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves

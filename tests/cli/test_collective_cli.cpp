@@ -35,7 +35,8 @@ nlohmann::json rows_of(const std::string& args, const std::string& name) {
 }  // namespace
 
 TEST_CASE("collective speaks nccl-tests: sizes from -b to -e by -f, busbw = algbw x 2(n-1)/n") {
-  nlohmann::json out = rows_of("dgx-h100 -b 1M -e 1G -f 4", "all_reduce.json");
+  // Rings only, as NCCL_ALGO=RING (NVLS: the next test).
+  nlohmann::json out = rows_of("dgx-h100 -b 1M -e 1G -f 4 --algo RING", "all_reduce.json");
   CHECK(out["op"] == "all_reduce");
   CHECK(out["gpus_per_node"] == 8);
   const nlohmann::json& rows = out["rows"];
@@ -62,6 +63,38 @@ TEST_CASE("collective speaks nccl-tests: sizes from -b to -e by -f, busbw = algb
   // A large ring all-reduce runs at the NVSwitch link's rate: 18 NVLink4 links, 450 GB/s each
   // way, at the profile's nvswitch efficiency 0.8.
   CHECK(rows.back()["busbw_gb_per_s"].get<double>() == Approx(450 * 0.8).epsilon(0.02));
+}
+
+TEST_CASE("collective on an H100 NVSwitch node: NVLS for large all-reduces, as NCCL's model") {
+  // 8 GPUs: each GPU's 18 NVLink4 links (450 GB/s each way) at the profile's nvls efficiency
+  // (0.8 x NCCL's nvlsEfficiency 0.85) carry S (1 + 1/8): busbw = 450 x 0.68 / (9/8) x 2 x 7/8.
+  const nlohmann::json eight = rows_of("dgx-h100 -b 8G -e 8G", "nvls-8.json")["rows"][0];
+  CHECK(eight["algorithm"] == "nvls");
+  CHECK(eight["protocol"] == "simple");
+  CHECK(eight["channels"] == 16);
+  const double expected = 450 * 0.68 / (9.0 / 8) * 2 * 7 / 8;  // 476 GB/s
+  CHECK(eight["busbw_gb_per_s"].get<double>() == Approx(expected).epsilon(0.01));
+  // Above the ring's 360 GB/s, as NCCL_ALGO=RING shows; NVLS forced costs the same as chosen.
+  const double ring =
+      rows_of("dgx-h100 -b 8G -e 8G --algo ring", "ring-8.json")["rows"][0]["busbw_gb_per_s"];
+  CHECK(ring == Approx(450 * 0.8).epsilon(0.02));
+  CHECK(rows_of("dgx-h100 -b 8G -e 8G --algo nvls",
+                "nvls-forced.json")["rows"][0]["busbw_gb_per_s"] == eight["busbw_gb_per_s"]);
+  // Its busbw grows with the GPU count (the switch's reduction saves more), the ring's does not.
+  double previous = 0;
+  for (int gpus : {3, 4, 6, 8}) {
+    const nlohmann::json row =
+        rows_of("dgx-h100 -b 8G -e 8G --algo nvls -g " + std::to_string(gpus),
+                "nvls-" + std::to_string(gpus) + ".json")["rows"][0];
+    const double n = gpus;
+    INFO(gpus << " GPUs");
+    CHECK(row["busbw_gb_per_s"].get<double>() ==
+          Approx(450 * 0.68 / (1 + 1 / n) * 2 * (n - 1) / n).epsilon(0.01));
+    CHECK(row["busbw_gb_per_s"].get<double>() > previous);
+    previous = row["busbw_gb_per_s"].get<double>();
+  }
+  // A100s have no NVLS (NVSwitch gen2, no multicast): rings.
+  CHECK(rows_of("dgx-a100 -b 8G -e 8G", "a100.json")["rows"][0]["algorithm"] == "ring");
 }
 
 TEST_CASE("collective --proto forces NCCL's protocol; LL128 needs NVLink") {
@@ -132,9 +165,11 @@ TEST_CASE("collective across nodes: hierarchical, bounded by the NICs, 16 ranks'
 }
 
 TEST_CASE("collective --set moves a profile figure: half the link efficiency, half the busbw") {
-  const double full = rows_of("dgx-h100 -b 4G -e 4G", "full.json")["rows"][0]["busbw_gb_per_s"];
-  const double half = rows_of("dgx-h100 -b 4G -e 4G --set links.efficiency.nvswitch=0.4",
-                              "half-link.json")["rows"][0]["busbw_gb_per_s"];
+  const double full =
+      rows_of("dgx-h100 -b 4G -e 4G --algo ring", "full.json")["rows"][0]["busbw_gb_per_s"];
+  const double half =
+      rows_of("dgx-h100 -b 4G -e 4G --algo ring --set links.efficiency.nvswitch=0.4",
+              "half-link.json")["rows"][0]["busbw_gb_per_s"];
   CHECK(half == Approx(full / 2).epsilon(0.02));
 }
 
@@ -170,7 +205,11 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100 -d flot", "did you mean 'float'"},
       {"dgx-h100 -g 9", "has 8 GPUs per node; expected 1 to 8"},
       {"dgx-h100 -g 1", "at least 2 GPUs"},
-      {"dgx-h100 --algo nvls", "not modelled yet"},
+      {"dgx-h100 --algo collnet", "not modelled yet"},
+      {"dgx-a100 --algo nvls", "NVLS needs an all_reduce, all_gather or reduce_scatter"},
+      {"dgx-h100 --algo nvls -g 2", "over 3 GPUs or more"},
+      {"dgx-h100 --algo nvls --op broadcast", "NVLS needs"},
+      {"dgx-h100 --algo nvls --proto ll", "only NCCL's Simple protocol"},
       {"dgx-h100 --proto ll12", "did you mean 'll128'"},
       {"dgx-h100-cluster --nodes 2 --op all_gather", "only all_reduce"},
       {"seed001-box --nodes 2", "no network section"},

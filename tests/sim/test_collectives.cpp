@@ -65,9 +65,8 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   const std::int64_t bytes = 4 << 20;
   TransferPlan plan = ring_all_reduce(build_rings(t, first(n)), Bytes(bytes));
   AlphaBeta simple = alpha_beta(t, p, 0, 1);
-  // The route's own link latencies, without the profile's (Simple) step latency.
-  const double links =
-      simple.alpha - p.links.step_latency[static_cast<int>(LinkKind::nvswitch)].value();
+  // NCCL's per-step latency replaces the links' own (measured hop to hop, wire included).
+  CHECK(simple.alpha == Approx(p.links.step_latency[static_cast<int>(LinkKind::nvswitch)].value()));
   // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us, LL128 1.9 us; LL a quarter of
   // the bandwidth for all-reduce, LL128 0.92 of it.
   const struct {
@@ -77,8 +76,7 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   for (const auto& c : cases) {
     plan.protocol = c.protocol;
     const double expected =
-        2.0 * (n - 1) *
-        (links + c.step_us * 1e-6 + std::ceil(bytes / double(n)) / (simple.beta * c.share));
+        2.0 * (n - 1) * (c.step_us * 1e-6 + std::ceil(bytes / double(n)) / (simple.beta * c.share));
     CHECK(plan_time(t, p, plan).value() == Approx(expected));
     CHECK(simulate_plan(plan, t, p).value() == Approx(expected).epsilon(1e-3));
   }
@@ -89,7 +87,17 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   request.nodes = {first(n)};
   request.architecture = "ampere";
   request.bytes = Bytes(8);
-  CHECK(choose_collective(request, t, p).plan.protocol == Protocol::ll);
+  const CollectiveChoice tiny = choose_collective(request, t, p);
+  CHECK(tiny.plan.protocol == Protocol::ll);
+  // NCCL's model of a tiny ring all-reduce: baseLat 6.6 us, then 2(n-1) LL steps of 0.6 us.
+  CHECK(tiny.time.value() == Approx(6.6e-6 + 2 * (n - 1) * 0.6e-6).epsilon(0.01));
+  CHECK(tiny.time.value() ==
+        Approx((protocol_base_latency(Algorithm::ring, Protocol::ll) + plan_time(t, p, tiny.plan))
+                   .value()));
+  // One rank moves nothing and costs nothing.
+  request.nodes = {first(1)};
+  CHECK(choose_collective(request, t, p).time.value() == 0);
+  request.nodes = {first(n)};
   request.bytes = Bytes(std::int64_t{4} << 30);
   CHECK(choose_collective(request, t, p).plan.protocol == Protocol::simple);
 }
@@ -218,6 +226,58 @@ TEST_CASE("across nodes the tuner takes trees for latency and rings for bandwidt
   request.algorithm = CollectiveAlgorithm::tree;
   double tree = choose_collective(request, one, p).time.value();
   CHECK(tree == Approx(ring).epsilon(0.05));
+}
+
+TEST_CASE("NVLS: one step at its latency, S(1 + 1/n) each way over a GPU's NVSwitch links") {
+  HardwareProfile p = profile();
+  const double nvls = p.links.efficiency[static_cast<std::size_t>(LinkKind::nvls)];
+  // NCCL's model of it, as the profile cites: the NVSwitch links' efficiency times Hopper's
+  // nvlsEfficiency 0.85, one step at 25 us.
+  CHECK(nvls == Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)] * 0.85));
+  CHECK(p.links.step_latency[static_cast<std::size_t>(LinkKind::nvls)].value() == Approx(25e-6));
+  MachineSpec m = machine("dgx-h100");
+  Topology t = Topology::build(m, 1);
+  const double link = m.gpu.nvlink->per_link_per_direction.value() * m.gpu.nvlink->links;
+  for (int n : {3, 8}) {
+    for (std::int64_t mib : {1, 256}) {
+      const Bytes bytes(mib << 20);
+      TransferPlan plan = nvls_collective(Collective::all_reduce, first(n), bytes);
+      REQUIRE(plan.transfers.size() == static_cast<std::size_t>(n));
+      const double per_gpu = static_cast<double>(bytes.value()) * (1 + 1.0 / n);
+      TransferRoute route = transfer_route(t, p, plan.transfers[0]);
+      CHECK(route.slowest == LinkKind::nvls);
+      const double expected = route.latency.value() + per_gpu / (link * nvls);
+      INFO(n << " GPUs, " << mib << " MiB");
+      CHECK(route.latency.value() == Approx(25e-6));
+      CHECK(plan_time(t, p, plan).value() == Approx(expected).epsilon(1e-6));
+      // As flows: every GPU's exchange on its own links at once, in the same time.
+      CHECK(simulate_plan(plan, t, p).value() == Approx(expected).epsilon(1e-3));
+    }
+  }
+  // The tuner: NVLS for large all-reduces over 8 H100s, rings for small ones (LL's short
+  // steps), never over 2 GPUs, on A100s (no multicast), across nodes or under LL.
+  CollectiveRequest request{Collective::all_reduce, Bytes(256 << 20), {first(8)}, 1, false, 0};
+  request.architecture = m.gpu.architecture;
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::nvls);
+  request.bytes = Bytes(64 << 10);
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
+  request.bytes = Bytes(256 << 20);
+  request.nodes = {first(2)};
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
+  request.nodes = {first(8)};
+  request.algorithm = CollectiveAlgorithm::ring;
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
+  request.algorithm = CollectiveAlgorithm::automatic;
+  request.protocol = Protocol::ll;
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
+  request.protocol = std::nullopt;
+  request.collective = Collective::broadcast;
+  CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
+  MachineSpec a100 = machine("dgx-a100");
+  CHECK_FALSE(nvls_available(Topology::build(a100, 1), a100.gpu.architecture, first(8), 1,
+                             Collective::all_reduce));
+  CHECK(nvls_available(t, "hopper", first(8), 1, Collective::reduce_scatter));
+  CHECK_FALSE(nvls_available(t, "hopper", first(8), 2, Collective::all_reduce));
 }
 
 TEST_CASE("a mirrored tree across nodes streams 2K chunks, then fills and drains in 2d - 1 hops") {

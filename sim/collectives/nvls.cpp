@@ -1,0 +1,46 @@
+// NVLink SHARP collectives: each GPU's exchange with the NVSwitch fabric.
+#include <algorithm>
+
+#include "sim/collectives/algorithms.h"
+#include "sim/network/topology.h"
+
+namespace epochcast::sim {
+
+TransferPlan nvls_collective(Collective collective, const std::vector<int>& ranks, Bytes bytes) {
+  TransferPlan plan;
+  plan.collective = collective;
+  plan.algorithm = Algorithm::nvls;
+  plan.ranks = ranks;
+  plan.channels = kNvlsChannelsHopper;
+  const auto n = static_cast<std::int64_t>(ranks.size());
+  const std::int64_t shard = (bytes.value() + n - 1) / n;
+  // The larger direction of a GPU's traffic with the switch.
+  const std::int64_t per_gpu =
+      collective == Collective::all_reduce ? bytes.value() + shard : bytes.value();
+  for (int rank : ranks) {
+    Transfer t;
+    t.src = rank;
+    t.dst = rank;
+    t.fabric = true;
+    t.bytes = Bytes(per_gpu);
+    plan.add(std::move(t));
+  }
+  return plan;
+}
+
+bool nvls_available(const Topology& topology, std::string_view architecture,
+                    const std::vector<int>& ranks, int total_nodes, Collective collective) {
+  if (collective != Collective::all_reduce && collective != Collective::all_gather &&
+      collective != Collective::reduce_scatter) {
+    return false;
+  }
+  if (total_nodes != 1 || ranks.size() < 3) return false;
+  if (architecture != "hopper" && architecture != "blackwell") return false;
+  const int fabric = topology.nvswitch_of(ranks.front());
+  return fabric >= 0 && std::all_of(ranks.begin(), ranks.end(), [&](int gpu) {
+           return topology.node_of(gpu) == topology.node_of(ranks.front()) &&
+                  topology.nvswitch_of(gpu) == fabric;
+         });
+}
+
+}  // namespace epochcast::sim

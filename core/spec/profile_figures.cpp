@@ -29,6 +29,7 @@ std::vector<ProfileFigure> make_figures() {
                        kBandwidthRelativeLow, kBandwidthRelativeHigh});
   }
   fraction("gpu.optimizer_memory_efficiency");
+  fraction("gpu.speed_spread");
   micros("gpu.min_kernel_us");
   for (const char* key : {"forward_op_us", "backward_op_us", "optimizer_op_us", "step_overhead_us",
                           "sync_us", "batch_fetch_us"})
@@ -104,6 +105,7 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
     return profile.sample_cpu->value() * 1e6;
   }
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
+  if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
   Slot<const HardwareProfile> s = slot(profile, key);
   return s.fraction ? *s.fraction : s.time->value() * 1e6;
 }
@@ -115,6 +117,10 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   }
   if (key == "gpu.optimizer_memory_efficiency") {
     profile.gpu.optimizer_memory = value;
+    return;
+  }
+  if (key == "gpu.speed_spread") {
+    profile.gpu.speed_spread = value;
     return;
   }
   Slot<HardwareProfile> s = slot(profile, key);

@@ -29,7 +29,8 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
                                          "links.step_latency_us",    "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
 constexpr std::string_view kOptionalFigures[] = {
-    "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative", "gpu.efficiency_by_architecture"};
+    "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
+    "gpu.speed_spread"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -40,6 +41,7 @@ bool any_bandwidth_relative(const GpuEfficiency& gpu) {
 std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
+  if (p.gpu.speed_spread) figures.push_back("gpu.speed_spread");
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
@@ -186,7 +188,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
 
   yaml::MapReader gpu(top.required("gpu"), {"efficiency", "memory_efficiency", "bandwidth_relative",
                                             "optimizer_memory_efficiency", "min_kernel_us",
-                                            "efficiency_by_architecture"});
+                                            "efficiency_by_architecture", "speed_spread"});
   if (auto table = gpu.optional("efficiency_by_architecture"))
     p.gpu.by_architecture = read_architectures(*table);
   yaml::MapReader efficiency(gpu.required("efficiency"),
@@ -202,6 +204,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
   if (auto optimizer = gpu.optional("optimizer_memory_efficiency"))
     p.gpu.optimizer_memory = fraction(*optimizer);
   p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
+  if (auto spread = gpu.optional("speed_spread")) p.gpu.speed_spread = spread->as_number_in(0, 0.5);
 
   yaml::MapReader host(top.required("host"), {"forward_op_us", "backward_op_us", "optimizer_op_us",
                                               "step_overhead_us", "sync_us", "batch_fetch_us"});
@@ -398,6 +401,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   if (p.gpu.optimizer_memory)
     y += "  optimizer_memory_efficiency: " + number(*p.gpu.optimizer_memory) + "\n";
   y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
+  if (p.gpu.speed_spread) y += "  speed_spread: " + number(*p.gpu.speed_spread) + "\n";
   if (!p.gpu.by_architecture.empty()) {
     y += "  efficiency_by_architecture:\n";
     for (const auto& [architecture, e] : p.gpu.by_architecture) {

@@ -61,6 +61,11 @@ struct GpuEfficiency {
   std::optional<double> optimizer_memory;
   double optimizer_memory_or_default() const { return optimizer_memory.value_or(memory); }
   Seconds min_kernel;  // shortest time a kernel occupies the GPU
+  // How much GPUs of one model differ in speed, as the coefficient of variation across GPUs:
+  // a synchronous step of N GPUs waits for the slowest. Unset, kDefaultSpeedSpread.
+  std::optional<double> speed_spread;
+  static constexpr double kDefaultSpeedSpread = 0.01;
+  double speed_spread_or_default() const { return speed_spread.value_or(kDefaultSpeedSpread); }
 };
 
 // CPU-side costs of an eager framework, per operation, on the profile's host.

@@ -98,6 +98,9 @@ struct TrainingSpec {
   int epochs = 1;
   bool drop_last = false;
   bool sync_every_step = true;  // the loop reads the loss each step (loss.item())
+  // A synchronous step of several GPUs runs at the pace of the slowest of them (the profile's
+  // gpu.speed_spread); false: every GPU at the catalogue's speed, for comparison.
+  bool wait_for_slowest_gpu = true;
   // ddp: micro-batches per optimizer step; gradients are all-reduced on the last only.
   int gradient_accumulation = 1;
   // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).

@@ -10,6 +10,7 @@
 #include "core/yaml/strict_yaml.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
+#include "sim/predict/stragglers.h"
 #include "sim/strategy/multi_gpu.h"
 #include "sim/strategy/step_builder.h"
 
@@ -173,6 +174,23 @@ ScenarioSpec under_contention(const ScenarioSpec& scenario) {
   return s;
 }
 
+// The GPUs of a synchronous data-parallel step as the step sees them: at the pace of the
+// slowest of them (sim/predict/stragglers.h). In a symmetric simulation every rank stands for
+// that slowest one; the faster ranks' waits for it are the same time spent idle.
+bool waits_for_slowest(const ScenarioSpec& s, const SweepPoint& point) {
+  return s.training.wait_for_slowest_gpu && point.gpus > 1 &&
+         s.training.strategy != Strategy::single;
+}
+ScenarioSpec at_slowest_gpu(const ScenarioSpec& scenario, int gpus) {
+  ScenarioSpec s = scenario;
+  const double slower = slowest_gpu_factor(gpus, s.profile.gpu.speed_spread_or_default());
+  GpuSpec& g = s.machine.gpu;
+  for (auto& [precision, peak] : g.peak)
+    peak = FlopsPerSecond(peak.value() / slower);
+  g.memory_bandwidth = BytesPerSecond(g.memory_bandwidth.value() / slower);
+  return s;
+}
+
 PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point,
                            const PredictOptions& options) {
   PointResult r;
@@ -331,9 +349,11 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                                  point.gpus == 1 ? "" : "s", point.global_batch, problem));
   }
   try {
-    if (scenario.contention.shared())
-      return simulate_point(under_contention(scenario), point, options);
-    return simulate_point(scenario, point, options);
+    if (!scenario.contention.shared() && !waits_for_slowest(scenario, point))
+      return simulate_point(scenario, point, options);
+    ScenarioSpec adjusted = scenario.contention.shared() ? under_contention(scenario) : scenario;
+    if (waits_for_slowest(scenario, point)) adjusted = at_slowest_gpu(adjusted, point.gpus);
+    return simulate_point(adjusted, point, options);
   } catch (const SimulationTooLong& slow) {
     throw InputError(
         SourceMark{scenario.source_file, 0, 0}, "sweep",

@@ -10,6 +10,7 @@
 #include "core/format/text_table.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
+#include "sim/predict/stragglers.h"
 #include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
@@ -79,6 +80,17 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
                           "topology.pcie.nccl_p2p_level where your jobs change it)",
                           kP2pLevelNames[static_cast<int>(pcie.nccl_p2p_level)])
             : std::string("the machine allows no peer-to-peer (topology.pcie.peer_to_peer)")));
+  }
+  const bool several =
+      std::any_of(s.sweep.gpus.begin(), s.sweep.gpus.end(), [](int gpus) { return gpus > 1; });
+  if (several && s.training.strategy != Strategy::single && s.training.wait_for_slowest_gpu) {
+    const double spread = s.profile.gpu.speed_spread_or_default();
+    const int most = *std::max_element(s.sweep.gpus.begin(), s.sweep.gpus.end());
+    out.push_back(fmt::format(
+        "GPUs of one model differ in speed by {:g}% (gpu.speed_spread, one standard deviation) "
+        "and each step waits for the slowest: {:.1f}% slower at {} GPUs; "
+        "training.wait_for_slowest_gpu: false leaves it out",
+        100 * spread, 100 * (slowest_gpu_factor(most, spread) - 1), most));
   }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {

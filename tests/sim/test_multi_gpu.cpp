@@ -2,12 +2,14 @@
 // its PCIe box, DDP's scaling on NVSwitch and PCIe machines, and the exactness of the shortcuts
 // (symmetric clusters, steady-state skipping) against full simulation.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <catch2/catch.hpp>
 
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
+#include "sim/predict/stragglers.h"
 #include "support/paths.h"
 
 using namespace epochcast;
@@ -166,6 +168,37 @@ TEST_CASE("DDP resnet-50 scales above 85% from 1 to 8 GPUs on a DGX A100") {
   const PointResult& eight = results.back();
   CHECK(eight.communication_seconds > 0);
   CHECK(eight.breakdown.communication < 0.25 * eight.communication_seconds);
+}
+
+TEST_CASE("the expected slowest of N GPUs: E[max] of N standard normals") {
+  CHECK(expected_normal_maximum(1) == 0);
+  // Closed forms for 2 and 3 draws (1/sqrt(pi), 3/(2 sqrt(pi))), tabulated values beyond.
+  CHECK(expected_normal_maximum(2) == Approx(1 / std::sqrt(M_PI)).epsilon(1e-6));
+  CHECK(expected_normal_maximum(3) == Approx(1.5 / std::sqrt(M_PI)).epsilon(1e-6));
+  CHECK(expected_normal_maximum(4) == Approx(1.02938).epsilon(1e-4));
+  CHECK(expected_normal_maximum(8) == Approx(1.42360).epsilon(1e-4));
+  CHECK(expected_normal_maximum(1000) == Approx(3.24144).epsilon(1e-4));
+  CHECK(slowest_gpu_factor(8, 0.01) == Approx(1 + 0.01 * 1.42360).epsilon(1e-6));
+  CHECK(slowest_gpu_factor(1, 0.01) == 1);
+  CHECK(slowest_gpu_factor(8, 0) == 1);
+}
+
+TEST_CASE("a synchronous step waits for the slowest GPU, and the switch leaves it out") {
+  ScenarioSpec on = scenario(kDdpResnet);
+  ScenarioSpec off = scenario(kDdpResnet, {{"training.wait_for_slowest_gpu", "false", ""}});
+  REQUIRE(on.training.wait_for_slowest_gpu);
+  REQUIRE_FALSE(off.training.wait_for_slowest_gpu);
+  const SweepPoint one{1, 64, 64}, eight{8, 512, 64};
+  // One GPU waits for nobody.
+  CHECK(predict_point(on, one).epoch_seconds == predict_point(off, one).epoch_seconds);
+  // Eight: the GPU work runs 1 + 0.01 e_8 = 1.4% slower; the step is mostly GPU work.
+  const double slower =
+      predict_point(on, eight).epoch_seconds / predict_point(off, eight).epoch_seconds;
+  CHECK(slower > 1 + 0.5 * 0.01 * 1.42360);
+  CHECK(slower <= 1 + 0.01 * 1.42360 + 1e-9);
+  // No spread, no wait.
+  on.profile.gpu.speed_spread = 0.0;
+  CHECK(predict_point(on, eight).epoch_seconds == predict_point(off, eight).epoch_seconds);
 }
 
 TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A100") {

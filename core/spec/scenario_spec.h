@@ -101,6 +101,9 @@ struct TrainingSpec {
   // A synchronous step of several GPUs runs at the pace of the slowest of them (the profile's
   // gpu.speed_spread); false: every GPU at the catalogue's speed, for comparison.
   bool wait_for_slowest_gpu = true;
+  // ddp's all-reduces run beside the backward pass on their own stream, their kernels holding
+  // one SM per NCCL channel; false: compute keeps every SM, for comparison.
+  bool nccl_sm_contention = true;
   // ddp: micro-batches per optimizer step; gradients are all-reduced on the last only.
   int gradient_accumulation = 1;
   // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).

@@ -65,7 +65,7 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     }
     row.algorithm = std::string(kAlgorithmNames[static_cast<std::size_t>(choice.plan.algorithm)]);
     row.protocol = std::string(kProtocolNames[static_cast<std::size_t>(choice.plan.protocol)]);
-    row.channels = choice.plan.channels;
+    row.channels = nccl_channels(choice.plan, topology);
     rows.push_back(std::move(row));
   }
   return rows;

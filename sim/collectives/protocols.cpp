@@ -94,6 +94,24 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
   return true;
 }
 
+int nccl_channels(const TransferPlan& plan, const Topology& topology) {
+  constexpr int kNvlsHopper = 16, kNvlinkRings = 24, kOtherRings = 2;
+  if (plan.algorithm == Algorithm::nvls) return kNvlsHopper;
+  if (plan.ranks.size() < 2) return 0;
+  std::vector<int> local;
+  for (int gpu : plan.ranks) {
+    if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);
+  }
+  if (local.size() < 2) return kOtherRings;
+  for (const Ring& ring : build_rings(topology, local)) {
+    const std::size_t n = ring.order.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (topology.nvlinks(ring.order[i], ring.order[(i + 1) % n]) == 0) return kOtherRings;
+    }
+  }
+  return kNvlinkRings;
+}
+
 std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {
   std::vector<std::array<Seconds, kLinkKinds>> tables;
   for (std::size_t p = 0; p < kProtocolCount; ++p)

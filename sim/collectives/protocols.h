@@ -33,6 +33,13 @@ std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& p
 // NCCL's base latency of a collective run by `algorithm` under `protocol` (0 for direct copies,
 // which NCCL runs as point-to-point operations outside its tuning model, and for NVLS).
 Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol);
+// NCCL's channels for a plan: each runs as one CTA of the collective's kernel, so they are also
+// the SMs it holds while it runs. NVLS on Hopper: 16 (NVLS_NCHANNELS_SM90); rings whose every
+// edge is NVLink: 24 (an 8x H100 NVSwitch node's log, NVIDIA/nccl issue 1367: the ring search
+// finds 12 channels and NCCL doubles them, as it does wherever a channel's bandwidth is 25 GB/s
+// or more, ncclTopoDupChannels); others (PCIe, shared memory, the network): 2, an estimate (a
+// PCIe ring is found once or twice and not doubled below 25 GB/s).
+int nccl_channels(const TransferPlan& plan, const Topology& topology);
 // The share of a link's (Simple) bandwidth the protocol's data gets.
 double protocol_bandwidth_share(Protocol protocol, Collective collective);
 // Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and

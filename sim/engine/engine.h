@@ -34,6 +34,10 @@ class Engine final : private StartListener {
 
   ResourceId add_resource(std::unique_ptr<Resource> resource);
   const Resource& resource(ResourceId id) const { return *resources_[id]; }
+  // For an observer that changes a resource's state (its speed): change it through this, then
+  // call changed() so its next completion is rescheduled.
+  Resource& resource_for_change(ResourceId id) { return *resources_[id]; }
+  void changed(ResourceId id) { reschedule(id); }
   std::size_t resource_count() const { return resources_.size(); }
 
   // Creates a task; it is released to its resource when every dependency has finished

@@ -1,6 +1,8 @@
 // First-in first-out server.
 #include "sim/engine/fifo_server.h"
 
+#include <cmath>
+
 namespace epochcast::sim {
 
 void FifoServer::enqueue(TaskHandle task, std::int64_t work, std::uint32_t, SimTime now,
@@ -9,10 +11,29 @@ void FifoServer::enqueue(TaskHandle task, std::int64_t work, std::uint32_t, SimT
   if (!busy_) start_head(now, starts);
 }
 
+namespace {
+
+// Nanoseconds to do `work` at `speed`, rounded up so no task finishes early.
+std::int64_t at_speed(double work, double speed) {
+  return speed == 1 ? static_cast<std::int64_t>(work)
+                    : static_cast<std::int64_t>(std::ceil(work / speed));
+}
+
+}  // namespace
+
 void FifoServer::start_head(SimTime now, StartListener& starts) {
   busy_ = true;
-  finish_ = now + SimTime::from_ns(queue_.front().work_ns);
+  finish_ = now + SimTime::from_ns(at_speed(static_cast<double>(queue_.front().work_ns), speed_));
   starts.task_started(queue_.front().task, now);
+}
+
+void FifoServer::set_speed(SimTime now, double speed) {
+  if (speed == speed_) return;
+  if (busy_) {
+    const double remaining = static_cast<double>((finish_ - now).ns()) * speed_;
+    finish_ = now + SimTime::from_ns(at_speed(remaining, speed));
+  }
+  speed_ = speed;
 }
 
 std::optional<SimTime> FifoServer::next_completion() const {
@@ -36,6 +57,7 @@ void FifoServer::shift(SimTime delta) {
 
 void FifoServer::snapshot(SimTime now, SnapshotWriter& out) const {
   out.write(static_cast<std::int64_t>(queue_.size()));
+  out.write(static_cast<std::int64_t>(std::llround(speed_ * 1e9)));
   out.write(busy_ ? (finish_ - now).ns() : -1);
   for (const Entry& entry : queue_) {
     out.write_task(entry.task);

@@ -1,4 +1,5 @@
-// fifo_server: one task at a time, in arrival order, each taking its work in nanoseconds.
+// fifo_server: one task at a time, in arrival order, each taking its work in nanoseconds at the
+// server's speed (1 unless set: a GPU stream that shares its SMs with another's kernels).
 // Models a CPU thread, a GPU stream, a copy engine, a data-loader worker.
 #pragma once
 
@@ -19,6 +20,9 @@ class FifoServer final : public Resource {
   void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
   void shift(SimTime delta) override;
   void snapshot(SimTime now, SnapshotWriter& out) const override;
+  // From `now` on, work progresses at `speed` (0 < speed <= 1); the running task's remaining
+  // work finishes accordingly. The owner reschedules the server with the engine.
+  void set_speed(SimTime now, double speed);
 
  private:
   struct Entry {
@@ -31,6 +35,7 @@ class FifoServer final : public Resource {
   std::deque<Entry> queue_;  // front is running when busy_
   bool busy_ = false;
   SimTime finish_;
+  double speed_ = 1;
 };
 
 }  // namespace epochcast::sim

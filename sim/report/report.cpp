@@ -92,6 +92,13 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.wait_for_slowest_gpu: false leaves it out",
         100 * spread, 100 * (slowest_gpu_factor(most, spread) - 1), most));
   }
+  if (several && s.training.strategy == Strategy::ddp && s.training.nccl_sm_contention) {
+    out.push_back(fmt::format(
+        "ddp's all-reduces hold one of the {}'s {} SMs per NCCL channel (24 over NVLink rings, 16 "
+        "under NVLS, 2 otherwise) from the backward pass beside them; "
+        "training.nccl_sm_contention: false leaves it out",
+        s.machine.gpu.name, s.machine.gpu.sm_count));
+  }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {
     for (const KernelWork& k : layer.forward)

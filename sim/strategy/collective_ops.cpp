@@ -12,7 +12,7 @@ namespace epochcast::sim {
 
 std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveChoice& choice,
                                          bool analytic, const std::vector<CollectiveSite>& sites,
-                                         const std::string& name, bool nccl) {
+                                         const std::string& name, bool nccl, double compute_speed) {
   const std::int64_t bytes = choice.bytes.value();
   std::map<int, std::int32_t> begin;
   for (const CollectiveSite& site : sites) {
@@ -23,6 +23,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     op.deps = site.ready;
     op.marker = Marker::collective_begin;
     op.collective_bytes = bytes;
+    op.compute_speed = static_cast<float>(compute_speed);
     begin[site.gpu] = plan.add(std::move(op));
   }
   // What closes each rank's part.

@@ -24,6 +24,7 @@ struct CollectiveSite {
 // Returns, in `sites` order, the op closing the collective on each rank.
 std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveChoice& choice,
                                          bool analytic, const std::vector<CollectiveSite>& sites,
-                                         const std::string& name, bool nccl = true);
+                                         const std::string& name, bool nccl = true,
+                                         double compute_speed = 1.0);
 
 }  // namespace epochcast::sim

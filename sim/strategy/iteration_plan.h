@@ -63,6 +63,9 @@ struct PlanOp {
   std::int8_t step_protocol = -1;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves
+  // On a comm lane's collective_begin: the speed of that GPU's compute stream until the
+  // collective ends (NCCL's kernels hold some of its SMs).
+  float compute_speed = 1.0f;
 };
 
 struct IterationPlan {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/collectives/protocols.h"
 #include "sim/strategy/collective_ops.h"
 
 namespace epochcast::sim {
@@ -42,6 +43,17 @@ SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
   k.bytes = {Bytes(0), Bytes(2 * bytes)};
   k.parallelism = {0, std::max<std::int64_t>(1, bytes / 4)};
   return c.step.device.kernel_time(k, 1);
+}
+
+// The compute stream's speed while an all-reduce runs beside it on the communication stream:
+// NCCL's kernel holds one SM per channel (protocols.h: nccl_channels), so the step's kernels
+// get the rest (training.nccl_sm_contention: false, all of them).
+double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& choice) {
+  if (!c.step.scenario.training.nccl_sm_contention) return 1;
+  const int sms = c.step.scenario.machine.gpu.sm_count;
+  const int held = nccl_channels(choice.plan, c.topology);
+  if (sms <= 0 || held <= 0) return 1;
+  return static_cast<double>(std::max(sms - held, 1)) / sms;
 }
 
 std::int64_t param_bytes(const MultiGpuContext& c, std::int64_t elements) {
@@ -350,10 +362,12 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
       for (std::size_t i = 0; i < ranks.size(); ++i) {
         sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, ready[i][bucket]});
       }
-      ends[bucket] = add_collective(
-          plan, c.collective(Collective::all_reduce, buckets[bucket].bytes), c.analytic, sites,
-          fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
-                      static_cast<double>(buckets[bucket].bytes.value()) / kMiB));
+      const CollectiveChoice& choice = c.collective(Collective::all_reduce, buckets[bucket].bytes);
+      ends[bucket] =
+          add_collective(plan, choice, c.analytic, sites,
+                         fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
+                                     static_cast<double>(buckets[bucket].bytes.value()) / kMiB),
+                         true, compute_speed_beside(c, choice));
     }
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       StepBuilder& b = rank[i];

@@ -41,6 +41,36 @@ TEST_CASE("a FIFO server runs tasks back to back in arrival order") {
   CHECK(rec.by_tag(3).end.ns() == 500);
 }
 
+TEST_CASE("a FIFO server slowed mid-task finishes the rest of its work at the new speed") {
+  Engine engine;
+  ResourceId gpu = engine.add_resource(std::make_unique<FifoServer>("gpu"));
+  ResourceId other = engine.add_resource(std::make_unique<FifoServer>("other"));
+  std::vector<FinishedTask> finished;
+  // When the other server's task ends at 100 ns, the GPU's goes to half speed; at 300 back.
+  engine.set_observer([&](const FinishedTask& t) {
+    finished.push_back(t);
+    if (t.tag == 10 || t.tag == 11) {
+      auto& server = static_cast<FifoServer&>(engine.resource_for_change(gpu));
+      server.set_speed(engine.now(), t.tag == 10 ? 0.5 : 1.0);
+      engine.changed(gpu);
+    }
+  });
+  engine.add_task(gpu, 400, 1);
+  engine.add_task(gpu, 100, 2);
+  engine.add_task(other, 100, 10);
+  engine.add_task(other, 200, 11);
+  engine.run();
+  auto end = [&](std::uint64_t tag) {
+    for (const FinishedTask& t : finished) {
+      if (t.tag == tag) return t.end.ns();
+    }
+    return std::int64_t{-1};
+  };
+  // 100 ns of work at full speed, 100 more in the 200 ns at half, the last 200 at full.
+  CHECK(end(1) == 500);
+  CHECK(end(2) == 600);
+}
+
 TEST_CASE("a task is released when its last dependency finishes") {
   Engine engine;
   Recorder rec;

@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include "core/spec/scenario_spec.h"
+#include "sim/collectives/algorithms.h"
+#include "sim/collectives/protocols.h"
+#include "sim/network/topology.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/stragglers.h"
 #include "support/paths.h"
@@ -199,6 +202,36 @@ TEST_CASE("a synchronous step waits for the slowest GPU, and the switch leaves i
   // No spread, no wait.
   on.profile.gpu.speed_spread = 0.0;
   CHECK(predict_point(on, eight).epoch_seconds == predict_point(off, eight).epoch_seconds);
+}
+
+TEST_CASE("ddp's all-reduces hold SMs: the backward beside them runs slower, and the switch") {
+  // NCCL's channels: 24 over NVLink rings, 16 under NVLS, 2 over PCIe.
+  MachineSpec a100 =
+      load_machine(test::source_dir() / "topologies/dgx-a100.yaml", bundled_gpu_catalogue());
+  Topology t = Topology::build(a100, 1);
+  TransferPlan ring = ring_all_reduce(build_rings(t, {0, 1, 2, 3, 4, 5, 6, 7}), Bytes(1 << 20));
+  CHECK(nccl_channels(ring, t) == 24);
+  CHECK(nccl_channels(nvls_collective(Collective::all_reduce, {0, 1, 2}, Bytes(1 << 20)), t) == 16);
+  MachineSpec box =
+      load_machine(test::source_dir() / "topologies/seed001-box.yaml", bundled_gpu_catalogue());
+  Topology pcie = Topology::build(box, 1);
+  CHECK(nccl_channels(ring_all_reduce(build_rings(pcie, {0, 1, 2, 3}), Bytes(1 << 20)), pcie) == 2);
+
+  ScenarioSpec on = scenario(kDdpResnet, {{"training.wait_for_slowest_gpu", "false", ""}});
+  ScenarioSpec off = scenario(kDdpResnet, {{"training.wait_for_slowest_gpu", "false", ""},
+                                           {"training.nccl_sm_contention", "false", ""}});
+  const SweepPoint one{1, 64, 64}, eight{8, 512, 64};
+  CHECK(predict_point(on, one).epoch_seconds == predict_point(off, one).epoch_seconds);
+  const PointResult slowed = predict_point(on, eight), free = predict_point(off, eight);
+  // The backward takes longer by at most the share of SMs the channels hold (24 of 108), for
+  // the part of it the all-reduces overlap.
+  CHECK(slowed.breakdown.backward > free.breakdown.backward);
+  CHECK(slowed.epoch_seconds > free.epoch_seconds);
+  CHECK(slowed.epoch_seconds < free.epoch_seconds * 108.0 / (108 - 24));
+  // Analytic collectives slow it the same way (the collective's span on its stream).
+  ScenarioSpec analytic = on;
+  analytic.training.analytic_collectives = true;
+  CHECK(predict_point(analytic, eight).breakdown.backward > free.breakdown.backward);
 }
 
 TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A100") {

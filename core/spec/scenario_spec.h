@@ -104,6 +104,9 @@ struct TrainingSpec {
   // ddp's all-reduces run beside the backward pass on their own stream, their kernels holding
   // one SM per NCCL channel; false: compute keeps every SM, for comparison.
   bool nccl_sm_contention = true;
+  // The main threads and loader workers of a node's ranks share its host.cores; false: each
+  // has a core of its own, for comparison.
+  bool share_cpu_cores = true;
   // ddp: micro-batches per optimizer step; gradients are all-reduced on the last only.
   int gradient_accumulation = 1;
   // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).

@@ -97,6 +97,7 @@ void Engine::release(std::uint32_t index) {
 
 void Engine::task_started(TaskHandle task, SimTime when) {
   slots_[task.index].start = when;
+  if (start_observer_) start_observer_(task, slots_[task.index].resource);
 }
 
 void Engine::reschedule(ResourceId resource) {

@@ -52,6 +52,11 @@ class Engine final : private StartListener {
   void set_observer(std::function<void(const FinishedTask&)> observer) {
     observer_ = std::move(observer);
   }
+  // Called as a resource begins a task (with the task's resource); it may change resources'
+  // speeds (resource_for_change, then changed) but not add tasks.
+  void set_start_observer(std::function<void(TaskHandle, ResourceId)> observer) {
+    start_observer_ = std::move(observer);
+  }
   // Makes run() return once the current event's finished tasks have been processed.
   void request_stop() { stop_requested_ = true; }
   // Processes events until none remain or a stop is requested. Returns true if stopped early.
@@ -127,6 +132,7 @@ class Engine final : private StartListener {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   std::vector<TaskHandle> finished_buffer_;
+  std::function<void(TaskHandle, ResourceId)> start_observer_;
   std::function<void(const FinishedTask&)> observer_;
   SimTime now_;
   bool stop_requested_ = false;

@@ -23,6 +23,7 @@ class FifoServer final : public Resource {
   // From `now` on, work progresses at `speed` (0 < speed <= 1); the running task's remaining
   // work finishes accordingly. The owner reschedules the server with the engine.
   void set_speed(SimTime now, double speed);
+  bool busy() const { return busy_; }
 
  private:
   struct Entry {

@@ -150,6 +150,9 @@ struct EpochSimulator::Impl {
       validation_last = index_plan(in.validation.last);
     }
     engine.set_observer([this](const FinishedTask& t) { observe(t); });
+    if (input.cpu_cores_per_node > 0) {
+      engine.set_start_observer([this](TaskHandle, ResourceId id) { cpu_started(id); });
+    }
   }
 
   const EpochInput& input;
@@ -164,6 +167,8 @@ struct EpochSimulator::Impl {
   struct ResourceInfo {
     Lane lane;
     bool is_lane = false;  // false for loader workers, the network and the delay server
+    int cpu_node = -1;     // a CPU thread or loader worker: the node whose cores it shares
+    bool cpu_busy = false;
   };
   std::map<Lane, ResourceId> lanes;
   std::vector<ResourceInfo> resources;
@@ -254,8 +259,59 @@ struct EpochSimulator::Impl {
     if (found != lanes.end()) return found->second;
     ResourceId id = engine.add_resource(std::make_unique<FifoServer>(lane_name(lane)));
     resources.push_back({lane, true});
+    if (lane.kind == LaneKind::cpu) add_cpu(id, lane.index);
     lanes.emplace(lane, id);
     return id;
+  }
+
+  // CPU threads and loader workers share their node's cores (EpochInput::cpu_cores_per_node):
+  // each busy one runs at min(1, cores / busy) of its speed, recomputed as they start and stop.
+  struct CoreShare {
+    std::vector<ResourceId> members;
+    int busy = 0;
+    double speed = 1;
+  };
+  std::map<int, CoreShare> core_shares;  // by node
+  void add_cpu(ResourceId id, int rank) {
+    if (input.cpu_cores_per_node <= 0) return;
+    const int node = rank / std::max(1, input.gpus_per_node);
+    resources[id].cpu_node = node;
+    core_shares[node].members.push_back(id);
+  }
+  FifoServer& cpu_server(ResourceId id) {
+    return static_cast<FifoServer&>(engine.resource_for_change(id));
+  }
+  void set_cpu_speed(ResourceId id, double speed) {
+    cpu_server(id).set_speed(engine.now(), speed);
+    engine.changed(id);
+  }
+  void reshare(CoreShare& share) {
+    const double speed = share.busy > input.cpu_cores_per_node
+                             ? static_cast<double>(input.cpu_cores_per_node) / share.busy
+                             : 1.0;
+    if (speed == share.speed) return;
+    share.speed = speed;
+    for (ResourceId member : share.members) {
+      if (resources[member].cpu_busy) set_cpu_speed(member, speed);
+    }
+  }
+  void cpu_started(ResourceId id) {
+    ResourceInfo& info = resources[id];
+    if (info.cpu_node < 0 || info.cpu_busy) return;
+    info.cpu_busy = true;
+    CoreShare& share = core_shares[info.cpu_node];
+    ++share.busy;
+    set_cpu_speed(id, share.speed);
+    reshare(share);
+  }
+  void cpu_finished(ResourceId id) {
+    ResourceInfo& info = resources[id];
+    if (info.cpu_node < 0 || !info.cpu_busy || cpu_server(id).busy()) return;
+    info.cpu_busy = false;
+    set_cpu_speed(id, 1);  // idle servers all read alike in snapshots
+    CoreShare& share = core_shares[info.cpu_node];
+    --share.busy;
+    reshare(share);
   }
 
   ResourceId network_resource() {
@@ -288,6 +344,7 @@ struct EpochSimulator::Impl {
         pool.push_back(engine.add_resource(std::make_unique<FifoServer>(
             fmt::format("{}{}loader worker {}", owner, validation ? "validation " : "", w))));
         resources.push_back({Lane{}, false});
+        add_cpu(pool.back(), loader);
       }
     }
     // A DataLoader hands batches to its workers round-robin, starting with worker 0.
@@ -428,6 +485,7 @@ struct EpochSimulator::Impl {
   }
 
   void observe(const FinishedTask& t) {
+    cpu_finished(t.resource);
     std::int64_t g = tag_iteration(t.tag);
     std::uint64_t op_index = tag_op(t.tag);
     const ResourceInfo& info = resources[t.resource];

@@ -48,6 +48,11 @@ struct EpochInput {
   // For plans with network ops: the machine graph and the profile's link efficiencies.
   const Topology* topology = nullptr;
   const HardwareProfile* profile = nullptr;
+  // The CPU cores of a node that its processes' threads share (the main threads and loader
+  // workers of its ranks): when more are busy than there are cores, each runs at cores / busy
+  // of its speed, as a fair scheduler shares them. 0: every thread has a core of its own.
+  int cpu_cores_per_node = 0;
+  int gpus_per_node = 1;  // to find a rank's node (CPU lanes and loaders are numbered by rank)
 };
 
 // What simulating one epoch may cost before it is given up: tasks run plus state snapshot

@@ -222,6 +222,8 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
 
   EpochInput input;
   input.loader = scenario.loader;
+  input.cpu_cores_per_node = training.share_cpu_cores ? machine.host.cores : 0;
+  input.gpus_per_node = machine.gpus_per_node;
   if (ddp) {
     // DistributedSampler: each rank takes its share of the data set.
     std::int64_t train_share = ceil_div(scenario.dataset.train_samples, point.gpus);

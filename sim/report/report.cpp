@@ -92,6 +92,20 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.wait_for_slowest_gpu: false leaves it out",
         100 * spread, 100 * (slowest_gpu_factor(most, spread) - 1), most));
   }
+  // Threads that may want the node's cores at once: each process's training thread and its
+  // loader workers (ddp: a process per GPU of the node).
+  int most_in_node = 1;
+  for (int gpus : s.sweep.gpus)
+    most_in_node = std::max(most_in_node, std::min(gpus, s.machine.gpus_per_node));
+  const int processes = s.training.strategy == Strategy::ddp ? most_in_node : 1;
+  const int threads = processes * (1 + s.loader.workers);
+  if (s.training.share_cpu_cores && threads > s.machine.host.cores) {
+    out.push_back(fmt::format(
+        "up to {} training threads and loader workers share the node's {} cores (host.cores), "
+        "each busy one at cores / busy of its speed when more are busy; "
+        "training.share_cpu_cores: false gives each its own",
+        threads, s.machine.host.cores));
+  }
   if (several && s.training.strategy == Strategy::ddp && s.training.nccl_sm_contention) {
     out.push_back(fmt::format(
         "ddp's all-reduces hold one of the {}'s {} SMs per NCCL channel (24 over NVLink rings, 16 "

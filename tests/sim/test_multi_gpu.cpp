@@ -234,6 +234,35 @@ TEST_CASE("ddp's all-reduces hold SMs: the backward beside them runs slower, and
   CHECK(predict_point(analytic, eight).breakdown.backward > free.breakdown.backward);
 }
 
+TEST_CASE("ranks' main threads and loader workers share the node's cores") {
+  // 8 ranks of 1 + 8 threads, each batch 128 ms of CPU: on the DGX A100's 128 cores every
+  // thread has a core; on 16, the busy ones share them and the input falls behind.
+  const std::vector<yaml::Override> heavy = {{"loader.sample_cpu_us", "2000", ""},
+                                             {"training.wait_for_slowest_gpu", "false", ""}};
+  std::vector<yaml::Override> unshared = heavy;
+  unshared.push_back({"training.share_cpu_cores", "false", ""});
+  ScenarioSpec roomy = scenario(kDdpResnet, heavy);
+  ScenarioSpec free = scenario(kDdpResnet, unshared);
+  REQUIRE(roomy.machine.host.cores == 128);
+  const SweepPoint eight{8, 512, 64};
+  CHECK(predict_point(roomy, eight).epoch_seconds == predict_point(free, eight).epoch_seconds);
+  ScenarioSpec cramped = roomy;
+  cramped.machine.host.cores = 16;
+  ScenarioSpec cramped_free = free;
+  cramped_free.machine.host.cores = 16;
+  const PointResult shared = predict_point(cramped, eight);
+  const PointResult alone = predict_point(cramped_free, eight);
+  CHECK(alone.epoch_seconds == predict_point(free, eight).epoch_seconds);
+  CHECK(shared.epoch_seconds > 1.05 * alone.epoch_seconds);
+  CHECK(shared.breakdown.data > alone.breakdown.data);
+  // No slower than if every thread were busy all the time: 72 threads on 16 cores.
+  CHECK(shared.epoch_seconds < alone.epoch_seconds * 72 / 16);
+  // Deterministic, and the steady-state shortcut still exact.
+  PredictOptions exact;
+  exact.steady_state_shortcut = false;
+  CHECK(predict_point(cramped, eight, exact).epoch_seconds == Approx(shared.epoch_seconds));
+}
+
 TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A100") {
   double dgx = efficiency_at_8(predict(scenario(kDdpResnet)));
   double pcie =

@@ -87,33 +87,39 @@ double NetworkMap::data_factor(std::uint32_t route) const {
   return found == data_factors_.end() ? 1.0 : found->second;
 }
 
-std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
-  auto key = std::make_tuple(src, dst, Via::peer, step_table);
+std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table) {
+  auto key = std::make_tuple(src, dst, via, step_table);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
-  const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
-  std::uint32_t id = add(topology_.path(src, dst), step_table,
-                         staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt);
+  std::uint32_t id = 0;
+  switch (via) {
+    case Via::peer: {
+      const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
+      id = add(topology_.path(src, dst), step_table,
+               staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt);
+      break;
+    }
+    case Via::mirror:
+      id = add(topology_.mirror_path(src), step_table, std::nullopt);
+      break;
+    case Via::fabric:
+      id = add(topology_.fabric_path(src), step_table, LinkKind::nvls);
+      break;
+  }
   routes_.emplace(key, id);
   return id;
+}
+
+std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
+  return cached(src, dst, Via::peer, step_table);
 }
 
 std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
-  auto key = std::make_tuple(gpu, gpu, Via::mirror, step_table);
-  auto found = routes_.find(key);
-  if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.mirror_path(gpu), step_table, std::nullopt);
-  routes_.emplace(key, id);
-  return id;
+  return cached(gpu, gpu, Via::mirror, step_table);
 }
 
 std::uint32_t NetworkMap::fabric_route(int gpu, int step_table) {
-  auto key = std::make_tuple(gpu, gpu, Via::fabric, step_table);
-  auto found = routes_.find(key);
-  if (found != routes_.end()) return found->second;
-  std::uint32_t id = add(topology_.fabric_path(gpu), step_table, LinkKind::nvls);
-  routes_.emplace(key, id);
-  return id;
+  return cached(gpu, gpu, Via::fabric, step_table);
 }
 
 }  // namespace epochcast::sim

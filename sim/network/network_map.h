@@ -54,6 +54,7 @@ class NetworkMap {
  private:
   std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport);
   enum class Via { peer, mirror, fabric };
+  std::uint32_t cached(int src, int dst, Via via, int step_table);
 
   const Topology& topology_;
   const HardwareProfile& profile_;

@@ -23,6 +23,14 @@ MachineSpec machine(const std::string& name) {
 HardwareProfile profile() {
   return load_profile(test::source_dir() / "topologies/profiles/default.yaml");
 }
+// `p` as a profile written before the link kind `kind` (and those after it) had figures: the
+// writer's efficiency and step-latency tables cut at that kind.
+HardwareProfile written_before(const HardwareProfile& p, const std::string& kind) {
+  std::string text = profile_yaml(p, "test");
+  for (std::size_t at; (at = text.find(", " + kind + ": ")) != std::string::npos;)
+    text.erase(at, text.find('}', at) - at);
+  return load_profile_from_string(text, "old.yaml");
+}
 std::vector<int> first(int n) {
   std::vector<int> ranks;
   for (int i = 0; i < n; ++i)
@@ -235,6 +243,11 @@ TEST_CASE("NVLS: one step at its latency, S(1 + 1/n) each way over a GPU's NVSwi
   // nvlsEfficiency 0.85, one step at 25 us.
   CHECK(nvls == Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)] * 0.85));
   CHECK(p.links.step_latency[static_cast<std::size_t>(LinkKind::nvls)].value() == Approx(25e-6));
+  // A profile written before NVLS had figures takes NCCL's model on top of its NVSwitch links.
+  HardwareProfile old = written_before(p, "nvls");
+  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::nvls)] ==
+        Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)] * 0.85));
+  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::nvls)].value() == Approx(25e-6));
   MachineSpec m = machine("dgx-h100");
   Topology t = Topology::build(m, 1);
   const double link = m.gpu.nvlink->per_link_per_direction.value() * m.gpu.nvlink->links;
@@ -399,10 +412,7 @@ TEST_CASE("PCIe into a CPU's host bridge is its own kind of link, with its own e
       CHECK(link.kind == LinkKind::host_bridge);
   }
   // A profile written before the split gives one PCIe figure for both kinds.
-  std::string text = profile_yaml(p, "test");
-  for (std::size_t at; (at = text.find(", host_bridge: ")) != std::string::npos;)
-    text.erase(at, text.find('}', at) - at);
-  HardwareProfile old = load_profile_from_string(text, "old.yaml");
+  HardwareProfile old = written_before(p, "host_bridge");
   CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::host_bridge)] == through_switch);
   CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)] ==
         old.links.step_latency[static_cast<std::size_t>(LinkKind::pcie)]);
@@ -464,10 +474,7 @@ TEST_CASE("NCCL stages GPU-to-GPU steps through host memory beyond its P2P level
   }
 
   // A profile written before the shared-memory transport had figures takes the host bridge's.
-  std::string text = profile_yaml(p, "test");
-  for (std::size_t at; (at = text.find(", shm: ")) != std::string::npos;)
-    text.erase(at, text.find('}', at) - at);
-  HardwareProfile old = load_profile_from_string(text, "old.yaml");
+  HardwareProfile old = written_before(p, "shm");
   CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::shm)] == host_bridge);
   CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::shm)] ==
         old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)]);

@@ -62,8 +62,9 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     const TransferRoute route = transfer_route(topology, profile, t, step);
     double seconds = 0;
     if (!route.hops.empty()) {
-      seconds = route.latency.value() + static_cast<double>(t.bytes.value()) /
-                                            (route.bandwidth.value() * share / t.sharing);
+      seconds =
+          (t.pipelined ? 0 : route.latency.value()) +
+          static_cast<double>(t.bytes.value()) / (route.bandwidth.value() * share / t.sharing);
     }
     finish[i] = start + seconds;
     end = std::max(end, finish[i]);

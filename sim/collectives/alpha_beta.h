@@ -5,8 +5,9 @@
 // route's own link latencies are not added), beta the
 // slowest link's bandwidth times the profile's efficiency for that kind of link. A plan costs
 // its critical path through the transfers' dependencies, which reproduces the closed forms —
-// e.g. ring all-reduce 2(n-1)(alpha + S/(n beta)), pipelined chain (K + n - 2)(alpha + S/(K
-// beta)) — and equals the flow simulation wherever no two transfers share a link direction.
+// e.g. ring all-reduce 2(n-1)(alpha + S/(n beta)), pipelined chain (n-1) alpha + (K + n - 2)
+// S/(K beta), a chunk's latency hidden behind the chunk before it — and equals the flow
+// simulation wherever no two transfers share a link direction.
 #pragma once
 
 #include <array>

@@ -56,6 +56,11 @@ struct Transfer {
   // NVLink pair): the analytic cost divides the bandwidth among them, as the flows do.
   int sharing = 1;
   bool fabric = false;
+  // A chunk behind another on the same hop of a pipeline: NCCL keeps several steps in flight per
+  // channel (NCCL_STEPS, 8), so its step latency hides behind the chunk before and it costs only
+  // its data. A chain of K chunks over n ranks then costs (n-1) alpha + (K+n-2) chunk/beta, as
+  // NCCL's tuning model has it (latency per hop, not per chunk).
+  bool pipelined = false;
 };
 
 struct TransferPlan {

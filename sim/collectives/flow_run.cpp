@@ -19,7 +19,7 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
   // bandwidth (and by staging through host memory where NCCL does not use peer-to-peer).
   const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
-  const int step_table = static_cast<int>(plan.protocol);
+  const int protocol_table = static_cast<int>(plan.protocol);
   std::vector<TaskHandle> tasks;
   tasks.reserve(plan.transfers.size());
   std::vector<TaskHandle> deps;
@@ -28,6 +28,7 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     deps.clear();
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
+    const int step_table = t.pipelined ? kPipelinedStepTable : protocol_table;
     std::uint32_t route = t.fabric   ? routes.fabric_route(t.src, step_table)
                           : t.mirror ? routes.mirror_route(t.src, step_table)
                                      : routes.route(t.src, t.dst, step_table);

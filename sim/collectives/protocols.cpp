@@ -116,6 +116,7 @@ std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const Hardware
   std::vector<std::array<Seconds, kLinkKinds>> tables;
   for (std::size_t p = 0; p < kProtocolCount; ++p)
     tables.push_back(protocol_step_latencies(profile, static_cast<Protocol>(p)));
+  tables.push_back({});  // pipelined: the latency is hidden
   return tables;
 }
 

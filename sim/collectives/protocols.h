@@ -46,7 +46,9 @@ double protocol_bandwidth_share(Protocol protocol, Collective collective);
 // NVLink on every edge of the rings laid over `ranks` (NCCL: typeIntra <= PATH_NVB).
 bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
                       const std::vector<int>& ranks);
-// The per-step latency tables of the three protocols, in Protocol order (for the flow network).
+// The per-step latency tables of the three protocols, in Protocol order, then one of zeros for
+// pipelined steps (Transfer::pipelined), at kPipelinedStepTable (for the flow network).
 std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile);
+inline constexpr int kPipelinedStepTable = static_cast<int>(kProtocolCount);
 
 }  // namespace epochcast::sim

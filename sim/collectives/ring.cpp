@@ -69,7 +69,8 @@ TransferPlan ring_steps(const std::vector<Ring>& channels, Bytes bytes, int step
 }
 
 // A chain along the ring from `root` (or, reversed, into it), pipelined in chunks: chunk k
-// moves over hop j once it has crossed hop j-1 and chunk k-1 has crossed hop j.
+// moves over hop j once it has crossed hop j-1 and chunk k-1 has crossed hop j, its step
+// latency hidden behind chunk k-1's (Transfer::pipelined).
 TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk,
                         bool into_root, Collective collective) {
   const std::map<std::pair<int, int>, int> sharing = edge_sharing(channels);
@@ -100,6 +101,7 @@ TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes
         if (previous_hop >= 0) t.deps.push_back(previous_hop);
         if (previous_chunk[static_cast<std::size_t>(j)] >= 0) {
           t.deps.push_back(previous_chunk[static_cast<std::size_t>(j)]);
+          t.pipelined = true;
         }
         previous_hop = plan.add(std::move(t));
         previous_chunk[static_cast<std::size_t>(j)] = previous_hop;

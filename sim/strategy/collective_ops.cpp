@@ -73,7 +73,9 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.dst_gpu = t.dst;
       op.mirror = t.mirror;
       op.fabric = t.fabric;
-      op.step_protocol = nccl ? static_cast<std::int8_t>(protocol) : -1;
+      op.step_protocol = !nccl         ? std::int8_t{-1}
+                         : t.pipelined ? static_cast<std::int8_t>(kPipelinedStepTable)
+                                       : static_cast<std::int8_t>(protocol);
       for (int d : t.deps)
         op.deps.push_back(ops[static_cast<std::size_t>(d)]);
       if (t.deps.empty()) {

@@ -55,7 +55,8 @@ struct PlanOp {
   int launches_on_gpu = -1;        // a CPU op enqueueing GPU work there (bounded launch queue)
   // network ops: the GPUs a flow goes between, or a mirror of `src_gpu` (see Transfer), and
   // which NCCL protocol's per-step software latency it pays (sim/collectives/protocols.h, in
-  // Protocol order; -1: none, a plain copy).
+  // Protocol order, then kPipelinedStepTable for a step whose latency is hidden; -1: none, a
+  // plain copy).
   int src_gpu = -1;
   int dst_gpu = -1;
   bool mirror = false;

@@ -528,27 +528,16 @@ struct EpochSimulator::Impl {
   }
 
   // While a collective runs on GPU g's communication stream, its compute stream runs at the
-  // collective's compute_speed (NCCL's kernel holds some SMs).
-  std::map<int, int> collectives_beside;  // GPU -> collectives in flight on its comm stream
+  // collective's compute_speed (NCCL's kernel holds some SMs). The stream runs its collectives
+  // one after another, so each end restores the full speed.
   void slow_compute_beside(const PlanOp& op) {
     if (op.lane.kind != LaneKind::comm) return;
-    const int gpu = op.lane.index;
-    int& active = collectives_beside[gpu];
-    if (op.marker == Marker::collective_begin) {
-      ++active;
-      if (op.compute_speed == 1.0f) return;
-    } else {
-      if (active > 0) --active;
-    }
-    const double speed = op.marker == Marker::collective_begin ? op.compute_speed
-                         : active > 0                          ? last_compute_speed[gpu]
-                                                               : 1.0;
-    if (op.marker == Marker::collective_begin) last_compute_speed[gpu] = speed;
-    const ResourceId compute = lane_resource(Lane{LaneKind::compute, gpu});
-    static_cast<FifoServer&>(engine.resource_for_change(compute)).set_speed(engine.now(), speed);
+    const double speed = op.marker == Marker::collective_begin ? op.compute_speed : 1.0;
+    const ResourceId compute = lane_resource(Lane{LaneKind::compute, op.lane.index});
+    auto& stream = static_cast<FifoServer&>(engine.resource_for_change(compute));
+    stream.set_speed(engine.now(), speed);
     engine.changed(compute);
   }
-  std::map<int, double> last_compute_speed;
 
   void on_marker(const PlanOp& op, const FinishedTask& t, bool traced) {
     slow_compute_beside(op);

@@ -168,7 +168,7 @@ struct EpochSimulator::Impl {
     Lane lane;
     bool is_lane = false;  // false for loader workers, the network and the delay server
     int cpu_node = -1;     // a CPU thread or loader worker: the node whose cores it shares
-    bool cpu_busy = false;
+    int busy_slot = -1;    // its place in the node's busy list while it runs a task
   };
   std::map<Lane, ResourceId> lanes;
   std::vector<ResourceInfo> resources;
@@ -267,8 +267,7 @@ struct EpochSimulator::Impl {
   // CPU threads and loader workers share their node's cores (EpochInput::cpu_cores_per_node):
   // each busy one runs at min(1, cores / busy) of its speed, recomputed as they start and stop.
   struct CoreShare {
-    std::vector<ResourceId> members;
-    int busy = 0;
+    std::vector<ResourceId> busy;  // in the order they started
     double speed = 1;
   };
   std::map<int, CoreShare> core_shares;  // by node
@@ -276,7 +275,6 @@ struct EpochSimulator::Impl {
     if (input.cpu_cores_per_node <= 0) return;
     const int node = rank / std::max(1, input.gpus_per_node);
     resources[id].cpu_node = node;
-    core_shares[node].members.push_back(id);
   }
   FifoServer& cpu_server(ResourceId id) {
     return static_cast<FifoServer&>(engine.resource_for_change(id));
@@ -286,31 +284,47 @@ struct EpochSimulator::Impl {
     engine.changed(id);
   }
   void reshare(CoreShare& share) {
-    const double speed = share.busy > input.cpu_cores_per_node
-                             ? static_cast<double>(input.cpu_cores_per_node) / share.busy
-                             : 1.0;
+    const auto busy = static_cast<std::int64_t>(share.busy.size());
+    const double speed =
+        busy > input.cpu_cores_per_node
+            ? static_cast<double>(input.cpu_cores_per_node) / static_cast<double>(busy)
+            : 1.0;
+    // Re-timing every busy thread costs as much as running a task each, so thousands of
+    // oversubscribed workers re-time only when their share moved by more than 1% (or back to a
+    // core each): their speeds are then within 1% of a fair share.
+    constexpr double kSpeedTolerance = 0.01;
     if (speed == share.speed) return;
+    if (speed != 1 && std::abs(speed - share.speed) <= kSpeedTolerance * share.speed) return;
     share.speed = speed;
-    for (ResourceId member : share.members) {
-      if (resources[member].cpu_busy) set_cpu_speed(member, speed);
+    // And it counts against the simulation budget, like the tasks run.
+    spent = checked_sum(spent, busy);
+    if (opt.steady_state_shortcut &&
+        checked_sum(spent, engine.tasks_finished()) > opt.simulation_budget) {
+      throw SimulationTooLong(stats.simulated_iterations, total_iterations);
     }
+    for (ResourceId member : share.busy)
+      set_cpu_speed(member, speed);
   }
   void cpu_started(ResourceId id) {
     ResourceInfo& info = resources[id];
-    if (info.cpu_node < 0 || info.cpu_busy) return;
-    info.cpu_busy = true;
+    if (info.cpu_node < 0 || info.busy_slot >= 0) return;
     CoreShare& share = core_shares[info.cpu_node];
-    ++share.busy;
+    info.busy_slot = static_cast<int>(share.busy.size());
+    share.busy.push_back(id);
     set_cpu_speed(id, share.speed);
     reshare(share);
   }
   void cpu_finished(ResourceId id) {
     ResourceInfo& info = resources[id];
-    if (info.cpu_node < 0 || !info.cpu_busy || cpu_server(id).busy()) return;
-    info.cpu_busy = false;
-    set_cpu_speed(id, 1);  // idle servers all read alike in snapshots
+    if (info.cpu_node < 0 || info.busy_slot < 0 || cpu_server(id).busy()) return;
     CoreShare& share = core_shares[info.cpu_node];
-    --share.busy;
+    // Out of the busy list: the last one takes its place.
+    const ResourceId last = share.busy.back();
+    share.busy[static_cast<std::size_t>(info.busy_slot)] = last;
+    resources[last].busy_slot = info.busy_slot;
+    share.busy.pop_back();
+    info.busy_slot = -1;
+    set_cpu_speed(id, 1);  // idle servers all read alike in snapshots
     reshare(share);
   }
 

@@ -62,7 +62,7 @@ struct GpuCatalogue {
 // (NCCL_P2P_LEVEL, in nvidia-smi topo -m's words): farther pairs without NVLink go through
 // NCCL's shared-memory transport, staged in host memory. NCCL's default is pxb: "by default
 // don't use P2P across CPU host bridges and further apart" (NVIDIA/nccl src/graph/paths.cc,
-// ncclTopoCheckP2p, p2pLevel = PATH_PXB; NCCL releases before 2.9 allowed PHB on Intel CPUs
+// ncclTopoCheckP2p, p2pLevel = PATH_PXB; earlier NCCL releases allowed PHB on Intel CPUs
 // other than Broadwell, and current ones allow SYS on AMD CPUs with two GPUs).
 enum class P2pLevel { loc, pix, pxb, phb, sys };
 inline constexpr std::string_view kP2pLevelNames[] = {"loc", "pix", "pxb", "phb", "sys"};

@@ -36,9 +36,6 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
   route.bandwidth = rate.bandwidth;
   route.slowest = rate.slowest;
   route.nominal = rate.nominal;
-  for (const Hop& hop : route.hops) {
-    route.latency += topology.links()[static_cast<std::size_t>(hop.link)].latency;
-  }
   if (!route.hops.empty()) {
     // NCCL's per-step latencies are measured hop to hop, wire included: they replace the
     // links' own (which plain copies pay).

@@ -68,8 +68,8 @@ struct TransferPlan {
   Algorithm algorithm = Algorithm::ring;
   std::vector<int> ranks;  // the GPUs simulated (in a symmetric cluster, node 0's)
   std::vector<Transfer> transfers;
-  int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs;
-                     // NVLS: NCCL's channel count, which the model does not split the data by)
+  int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs);
+                     // NCCL's own channel count is nccl_channels (protocols.h)
   Protocol protocol = Protocol::simple;  // NCCL's protocol it runs under
 
   int add(Transfer t) {

@@ -11,7 +11,6 @@ TransferPlan nvls_collective(Collective collective, const std::vector<int>& rank
   plan.collective = collective;
   plan.algorithm = Algorithm::nvls;
   plan.ranks = ranks;
-  plan.channels = kNvlsChannelsHopper;
   const auto n = static_cast<std::int64_t>(ranks.size());
   const std::int64_t shard = (bytes.value() + n - 1) / n;
   // The larger direction of a GPU's traffic with the switch.

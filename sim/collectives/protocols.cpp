@@ -1,6 +1,7 @@
 // NCCL's protocol constants (see protocols.h for the source).
 #include "sim/collectives/protocols.h"
 
+#include "sim/collectives/algorithms.h"
 #include "sim/collectives/logical_topology.h"
 
 namespace epochcast::sim {
@@ -79,37 +80,38 @@ double protocol_bandwidth_share(Protocol protocol, Collective collective) {
   return 1.0;
 }
 
-bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
-                      const std::vector<int>& ranks) {
-  if (protocol != Protocol::ll128) return true;
-  if (architecture != "volta" && architecture != "ampere" && architecture != "hopper") return false;
-  if (ranks.size() < 2) return false;
+namespace {
+
+// Whether NVLink (directly or through NVSwitch) joins every two neighbours of the rings laid
+// over `ranks` (NCCL: typeIntra <= PATH_NVB).
+bool rings_on_nvlink(const Topology& topology, const std::vector<int>& ranks) {
   for (const Ring& ring : build_rings(topology, ranks)) {
     const std::size_t n = ring.order.size();
     for (std::size_t i = 0; i < n; ++i) {
-      if (topology.path_label(ring.order[i], ring.order[(i + 1) % n]).rfind("NV", 0) != 0)
-        return false;
+      if (topology.nvlinks(ring.order[i], ring.order[(i + 1) % n]) == 0) return false;
     }
   }
   return true;
 }
 
+}  // namespace
+
+bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
+                      const std::vector<int>& ranks) {
+  if (protocol != Protocol::ll128) return true;
+  if (architecture != "volta" && architecture != "ampere" && architecture != "hopper") return false;
+  return ranks.size() >= 2 && rings_on_nvlink(topology, ranks);
+}
+
 int nccl_channels(const TransferPlan& plan, const Topology& topology) {
-  constexpr int kNvlsHopper = 16, kNvlinkRings = 24, kOtherRings = 2;
-  if (plan.algorithm == Algorithm::nvls) return kNvlsHopper;
+  constexpr int kNvlinkRings = 24, kOtherRings = 2;
+  if (plan.algorithm == Algorithm::nvls) return kNvlsChannelsHopper;
   if (plan.ranks.size() < 2) return 0;
   std::vector<int> local;
   for (int gpu : plan.ranks) {
     if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);
   }
-  if (local.size() < 2) return kOtherRings;
-  for (const Ring& ring : build_rings(topology, local)) {
-    const std::size_t n = ring.order.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      if (topology.nvlinks(ring.order[i], ring.order[(i + 1) % n]) == 0) return kOtherRings;
-    }
-  }
-  return kNvlinkRings;
+  return local.size() >= 2 && rings_on_nvlink(topology, local) ? kNvlinkRings : kOtherRings;
 }
 
 std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {

@@ -156,15 +156,20 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
 // The machine as a job on a shared system sees it: its share of the SMs (so wave quantisation
 // saturates at a smaller batch), of the peak rates and of the memory bandwidth, and host work
 // that takes longer by the CPU it does not get.
+// The GPU's peak rates and memory bandwidth times `factor`.
+void scale_gpu_rates(GpuSpec& g, double factor) {
+  for (auto& [precision, peak] : g.peak)
+    peak = FlopsPerSecond(peak.value() * factor);
+  g.memory_bandwidth = BytesPerSecond(g.memory_bandwidth.value() * factor);
+}
+
 ScenarioSpec under_contention(const ScenarioSpec& scenario) {
   ScenarioSpec s = scenario;
   const double gpu = s.contention.gpu_share;
   const double cpu = s.contention.cpu_share;
   GpuSpec& g = s.machine.gpu;
   g.sm_count = std::max(1, static_cast<int>(std::lround(g.sm_count * gpu)));
-  for (auto& [precision, peak] : g.peak)
-    peak = FlopsPerSecond(peak.value() * gpu);
-  g.memory_bandwidth = BytesPerSecond(g.memory_bandwidth.value() * gpu);
+  scale_gpu_rates(g, gpu);
   HostCosts& h = s.profile.host;
   for (Seconds* cost : {&h.forward_op, &h.backward_op, &h.optimizer_op, &h.step_overhead, &h.sync,
                         &h.batch_fetch, &s.profile.links.collective_launch, &s.loader.sample_cpu}) {
@@ -183,11 +188,8 @@ bool waits_for_slowest(const ScenarioSpec& s, const SweepPoint& point) {
 }
 ScenarioSpec at_slowest_gpu(const ScenarioSpec& scenario, int gpus) {
   ScenarioSpec s = scenario;
-  const double slower = slowest_gpu_factor(gpus, s.profile.gpu.speed_spread_or_default());
-  GpuSpec& g = s.machine.gpu;
-  for (auto& [precision, peak] : g.peak)
-    peak = FlopsPerSecond(peak.value() / slower);
-  g.memory_bandwidth = BytesPerSecond(g.memory_bandwidth.value() / slower);
+  scale_gpu_rates(s.machine.gpu,
+                  1 / slowest_gpu_factor(gpus, s.profile.gpu.speed_spread_or_default()));
   return s;
 }
 

@@ -30,13 +30,19 @@ struct Column {
   TextTable::Align align;
 };
 
+// The most GPUs of one node that a point of the sweep uses.
+int most_gpus_in_node(const ScenarioSpec& s) {
+  int most = 1;
+  for (int gpus : s.sweep.gpus)
+    most = std::max(most, std::min(gpus, s.machine.gpus_per_node));
+  return most;
+}
+
 // The GPU pairs of one node, among those the sweep uses, that NCCL does not join by
 // peer-to-peer ("0-2, 1-3, ..."); empty where every pair is peer-to-peer or no collective runs.
 std::string staged_pairs(const ScenarioSpec& s) {
   if (s.training.strategy == Strategy::single) return "";
-  int used = 0;
-  for (int gpus : s.sweep.gpus)
-    used = std::max(used, std::min(gpus, s.machine.gpus_per_node));
+  const int used = most_gpus_in_node(s);
   if (used < 2) return "";
   const Topology topology = Topology::build(s.machine, 1);
   std::vector<std::string> pairs;
@@ -94,10 +100,7 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   }
   // Threads that may want the node's cores at once: each process's training thread and its
   // loader workers (ddp: a process per GPU of the node).
-  int most_in_node = 1;
-  for (int gpus : s.sweep.gpus)
-    most_in_node = std::max(most_in_node, std::min(gpus, s.machine.gpus_per_node));
-  const int processes = s.training.strategy == Strategy::ddp ? most_in_node : 1;
+  const int processes = s.training.strategy == Strategy::ddp ? most_gpus_in_node(s) : 1;
   const int threads = processes * (1 + s.loader.workers);
   if (s.training.share_cpu_cores && threads > s.machine.host.cores) {
     out.push_back(fmt::format(

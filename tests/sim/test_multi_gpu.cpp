@@ -175,7 +175,8 @@ TEST_CASE("DDP resnet-50 scales above 85% from 1 to 8 GPUs on a DGX A100") {
 
 TEST_CASE("the expected slowest of N GPUs: E[max] of N standard normals") {
   CHECK(expected_normal_maximum(1) == 0);
-  // Closed forms for 2 and 3 draws (1/sqrt(pi), 3/(2 sqrt(pi))), tabulated values beyond.
+  // Closed forms for 2 and 3 draws (1/sqrt(pi), 3/(2 sqrt(pi))); beyond, the expected largest
+  // of n normal order statistics as tabulated by Harter (Biometrika 48, 1961).
   CHECK(expected_normal_maximum(2) == Approx(1 / std::sqrt(M_PI)).epsilon(1e-6));
   CHECK(expected_normal_maximum(3) == Approx(1.5 / std::sqrt(M_PI)).epsilon(1e-6));
   CHECK(expected_normal_maximum(4) == Approx(1.02938).epsilon(1e-4));

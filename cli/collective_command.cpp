@@ -211,7 +211,8 @@ Command add_collective_command(CLI::App& app) {
   command->add_option("--nodes", args->nodes, "Nodes (identical, over the machine's network)")
       ->check(integer_within(1, 65536));
   command->add_option("--algo", args->algorithm,
-                      "Across nodes: auto, ring or tree (as NCCL_ALGO; inside a node: rings)");
+                      "auto, ring, tree, nvls or nvlstree (as NCCL_ALGO; trees and NVLSTree "
+                      "across nodes, NVLS inside one NVSwitch node)");
   command->add_option("--proto", args->protocol, "auto, ll, ll128 or simple (as NCCL_PROTO)");
   command->add_option("-d,--dtype", args->dtype,
                       "Data type: float, half, bfloat16, double, int8, uint8, int32, uint32, "
@@ -247,13 +248,14 @@ Command add_collective_command(CLI::App& app) {
       std::transform(name->begin(), name->end(), name->begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     }
-    constexpr std::string_view kAlgorithms[] = {"auto", "ring", "tree", "nvls", "collnet"};
+    constexpr std::string_view kAlgorithms[] = {"auto", "ring",     "tree",
+                                                "nvls", "nvlstree", "collnet"};
     const std::string_view algorithm =
         choice(args->algorithm, kAlgorithms, "--algo", "an algorithm");
     if (algorithm == "collnet") {
       throw InputError(command_line(), "--algo",
                        "collnet (in-network reduction, SHARP on InfiniBand switches) is not "
-                       "modelled yet; use auto, ring, tree or nvls");
+                       "modelled yet; use auto, ring, tree, nvls or nvlstree");
     }
     constexpr std::string_view kProtocols[] = {"auto", "simple", "ll", "ll128"};
     const std::string_view protocol = choice(args->protocol, kProtocols, "--proto", "a protocol");
@@ -286,10 +288,11 @@ Command add_collective_command(CLI::App& app) {
     }
     sweep.element_bytes = element_bytes;
     sweep.flows = flows;
-    sweep.algorithm = algorithm == "ring"   ? CollectiveAlgorithm::ring
-                      : algorithm == "tree" ? CollectiveAlgorithm::tree
-                      : algorithm == "nvls" ? CollectiveAlgorithm::nvls
-                                            : CollectiveAlgorithm::automatic;
+    sweep.algorithm = algorithm == "ring"       ? CollectiveAlgorithm::ring
+                      : algorithm == "tree"     ? CollectiveAlgorithm::tree
+                      : algorithm == "nvls"     ? CollectiveAlgorithm::nvls
+                      : algorithm == "nvlstree" ? CollectiveAlgorithm::nvls_tree
+                                                : CollectiveAlgorithm::automatic;
 
     const std::filesystem::path file = resolve_data_file(
         args->machine, std::filesystem::current_path(), "topologies", command_line(), "machine");
@@ -331,15 +334,24 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("the root must be one of the {} ranks: 0 to {}", ranks, ranks - 1));
     }
     sweep.root = args->root;
-    if (sweep.algorithm == CollectiveAlgorithm::nvls) {
-      // As NCCL_ALGO=NVLS, which fails where NCCL cannot run it.
+    const bool nvls_family = sweep.algorithm == CollectiveAlgorithm::nvls ||
+                             sweep.algorithm == CollectiveAlgorithm::nvls_tree;
+    if (nvls_family) {
+      // As NCCL_ALGO=NVLS or NVLSTree, which fail where NCCL cannot run them.
       if (sweep.protocol && *sweep.protocol != sim::Protocol::simple) {
-        throw InputError(command_line(), "--proto", "NVLS runs only NCCL's Simple protocol");
+        throw InputError(command_line(), "--proto",
+                         fmt::format("{} runs only NCCL's Simple protocol", algorithm));
       }
-      if (sweep.nodes > 1) {
+      if (sweep.algorithm == CollectiveAlgorithm::nvls && sweep.nodes > 1) {
         throw InputError(command_line(), "--algo",
-                         "NVLS across nodes (NCCL's NVLSTree) is not modelled yet; nvls is for "
-                         "one NVSwitch node");
+                         "NVLS across nodes needs CollNet (SHARP switches) in NCCL; NVLS inside "
+                         "the nodes with trees across them is --algo nvlstree");
+      }
+      if (sweep.algorithm == CollectiveAlgorithm::nvls_tree &&
+          (sweep.nodes < 2 || sweep.collective != sim::Collective::all_reduce)) {
+        throw InputError(command_line(), "--algo",
+                         "NVLSTree is an all_reduce across nodes (--nodes 2 or more); inside "
+                         "one node, --algo nvls");
       }
       std::vector<int> local(static_cast<std::size_t>(sweep.gpus_per_node));
       std::iota(local.begin(), local.end(), 0);
@@ -347,10 +359,11 @@ Command add_collective_command(CLI::App& app) {
                                sweep.collective)) {
         throw InputError(
             command_line(), "--algo",
-            fmt::format("NVLS needs an all_reduce, all_gather or reduce_scatter over 3 GPUs or "
+            fmt::format("{} needs an all_reduce, all_gather or reduce_scatter over 3 GPUs or "
                         "more of one NVSwitch node of Hopper or later GPUs; '{}' has {} {} GPUs "
                         "({}), and this is {} over {}",
-                        machine.name, machine.gpus_per_node, machine.gpu.architecture,
+                        algorithm == "nvls" ? "NVLS" : "NVLSTree", machine.name,
+                        machine.gpus_per_node, machine.gpu.architecture,
                         machine.topology.nvlink.shape == NvlinkShape::nvswitch ? "on NVSwitch"
                                                                                : "without NVSwitch",
                         op, sweep.gpus_per_node));

@@ -11,6 +11,9 @@
 
 namespace epochcast::sim {
 
+// Pipelining chunk of chain and tree algorithms (NCCL moves data in slices of this order).
+inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
+
 // Ring algorithms (ring.cpp). Data is split across the channels. All-reduce is a reduce-scatter
 // then an all-gather: 2(n-1) steps each moving bytes/(channels x n) along every ring edge.
 // Broadcast and reduce run as a chain from (or to) the root, pipelined in chunks.
@@ -39,25 +42,38 @@ TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes);
 
 // Across nodes (hierarchical.cpp): reduce-scatter inside each node, all-reduce each rank's shard
 // across nodes along its rail, all-gather inside each node. Inside a node the rings above are
-// used; across nodes, a ring over the nodes or a pipelined binary tree. `nodes` lists, per
+// used, or NVLS (NCCL's NVLSTree: the NVSwitch reduces, the tree crosses the nodes, the switch
+// multicasts); across nodes, a ring over the nodes or a pipelined binary tree. `nodes` lists, per
 // node, its GPUs in the same local order (rails). In a symmetric simulation only node 0 is
 // listed and `total_nodes` says how many nodes there are: the cross-node steps become mirror
 // transfers, one per rail and step, standing for every node's identical traffic.
+//
+// NCCL streams the data through these stages (one kernel, NCCL_STEPS = 8 steps in flight per
+// channel), so a large all-reduce runs at the rate of its slowest stage, not the sum of the
+// three. The plan cuts the data into `pieces` that follow each other through the stages: a
+// piece enters a stage on a rank once the piece before has left it there, and after the first
+// its steps' latency is hidden (Transfer::pipelined). One piece is the phases back to back.
 struct Hierarchy {
   std::vector<std::vector<int>> nodes;
   std::vector<Ring> local_rings;  // rings over node 0's GPUs; other nodes use the same order
   int total_nodes = 1;
   bool symmetric = false;
+  bool nvls_inside = false;  // NVLSTree (with tree_across only)
 };
 TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, bool tree_across,
-                                     Bytes chunk);
+                                     Bytes chunk, int pieces);
+// The pieces for `bytes` over nodes of `local_gpus`: one per pipeline chunk each GPU's shard
+// holds, at most kHierarchyPieces (NCCL_STEPS, src/include/device.h: the steps a channel keeps in
+// flight), at least one.
+int hierarchy_pieces(Bytes bytes, std::size_t local_gpus);
+inline constexpr std::int64_t kHierarchyPieces = 8;
 
 // NVLink SHARP (nvls.cpp): the NVSwitch reduces and multicasts, so each GPU exchanges its data
 // with the switch once instead of stepping it around a ring. All-reduce: every GPU's NVSwitch
 // links carry S (1 + 1/n) each way (the switch reads every GPU's S/n shards for the reduction,
 // each GPU gets its reduced S/n and stores it once to the multicast address, which delivers
-// every shard to every GPU); all-gather and reduce-scatter move S one way and S/n the other.
-// One fabric transfer per rank carrying the larger direction.
+// every shard to every GPU), one round-trip fabric transfer per rank; all-gather and
+// reduce-scatter move S one way and S/n the other, two one-way transfers per rank.
 TransferPlan nvls_collective(Collective collective, const std::vector<int>& ranks, Bytes bytes);
 // Whether NCCL can run NVLS over `ranks`: one node, 3 GPUs or more (ncclNvlsInit returns for 2
 // or fewer), a Hopper or later GPU (multicast objects need NVSwitch gen3 and CUDA 12.1; NCCL

@@ -22,12 +22,13 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
                              const Transfer& transfer,
                              const std::array<Seconds, kLinkKinds>& step_latency) {
   TransferRoute route;
-  const Path& path = transfer.fabric   ? topology.fabric_path(transfer.src)
+  const bool fabric = transfer.fabric != FabricWay::none;
+  const Path& path = fabric            ? topology.fabric_path(transfer.src, transfer.fabric)
                      : transfer.mirror ? topology.mirror_path(transfer.src)
                                        : topology.path(transfer.src, transfer.dst);
   route.hops = path.hops;
   std::optional<LinkKind> transport;
-  if (transfer.fabric) {
+  if (fabric) {
     transport = LinkKind::nvls;
   } else if (!transfer.mirror && !topology.nccl_peer_to_peer(transfer.src, transfer.dst)) {
     transport = LinkKind::shm;
@@ -101,14 +102,33 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       // As in NCCL, trees only across nodes: inside a node NCCL's tree is a chain, which a ring
       // matches in latency and beats in bandwidth.
       if (across_nodes) {
-        Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
-                    request.total_nodes, request.symmetric};
-        if (request.algorithm != CollectiveAlgorithm::tree) {
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk));
+        const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                          request.total_nodes, request.symmetric};
+        const int pieces = hierarchy_pieces(request.bytes, request.nodes.front().size());
+        const CollectiveAlgorithm a = request.algorithm;
+        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring ||
+            a == CollectiveAlgorithm::nvls) {
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk, pieces));
         }
-        if (request.algorithm == CollectiveAlgorithm::automatic ||
-            request.algorithm == CollectiveAlgorithm::tree) {
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk));
+        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree ||
+            a == CollectiveAlgorithm::nvls) {
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk, pieces));
+        }
+        // NVLSTree: NVLS inside each node, trees across (NCCL enables it across nodes wherever
+        // NVLS runs inside them). NCCL_ALGO=NVLS alone across nodes needs CollNet, so NCCL
+        // falls back to rings and trees (tuning.cc), as `nvls` does here.
+        if ((a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::nvls_tree) &&
+            nvls_available(topology, request.architecture, request.nodes.front(), 1,
+                           request.collective)) {
+          Hierarchy with_nvls = h;
+          with_nvls.nvls_inside = true;
+          candidates.push_back(
+              hierarchical_all_reduce(with_nvls, request.bytes, true, chunk, pieces));
+        }
+        if (candidates.empty()) {
+          // NVLSTree asked for where NCCL cannot run NVLS: NCCL's fallback, rings and trees.
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk, pieces));
+          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk, pieces));
         }
       } else {
         candidates.push_back(ring_all_reduce(build_rings(topology, ranks), request.bytes));
@@ -167,7 +187,9 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   for (TransferPlan& plan : candidates) {
     std::optional<Protocol> fastest;
     for (Protocol protocol : protocols) {
-      if (plan.algorithm == Algorithm::nvls && protocol != Protocol::simple) continue;
+      if ((plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree) &&
+          protocol != Protocol::simple)
+        continue;
       plan.protocol = protocol;
       Seconds t = collective_time(topology, profile, plan);
       if (t < best.time) {

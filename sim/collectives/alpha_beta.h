@@ -75,7 +75,4 @@ struct CollectiveChoice {
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile);
 
-// Pipelining chunk of chain and tree algorithms (NCCL moves data in slices of this order).
-inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
-
 }  // namespace epochcast::sim

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "sim/network/fabric_way.h"
 
 namespace epochcast::sim {
 
@@ -30,22 +31,30 @@ inline constexpr std::string_view kCollectiveNames[] = {
     "broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather",
     "scatter",   "gather", "send_recv",  "all_to_all"};
 
-enum class Algorithm { ring, tree, direct, hierarchical_ring, hierarchical_tree, nvls };
+enum class Algorithm {
+  ring,
+  tree,
+  direct,
+  hierarchical_ring,
+  hierarchical_tree,
+  nvls,
+  nvls_tree,
+};
 
 // NCCL's protocols (their costs: sim/collectives/protocols.h).
 enum class Protocol { simple, ll, ll128 };
 inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
 inline constexpr std::size_t kProtocolCount = 3;
 inline constexpr std::string_view kAlgorithmNames[] = {
-    "ring", "tree", "direct", "hierarchical ring", "hierarchical tree", "nvls"};
+    "ring", "tree", "direct", "hierarchical ring", "hierarchical tree", "nvls", "nvls tree"};
 
 // One point-to-point transfer between GPUs. A `mirror` transfer stands, in a symmetric
 // simulation of a cluster, for the identical transfer every node makes to its neighbour: it
 // leaves src's node through src's NIC and comes back into the same GPU through the network, so
 // it loads exactly the links that one node's share of the traffic loads.
-// A `fabric` transfer is a GPU's traffic with an NVSwitch fabric under NVLink SHARP: out of src
-// into the switch and back into the same GPU, on the GPU's own NVSwitch links, at the profile's
-// nvls efficiency.
+// A `fabric` transfer is a GPU's traffic with an NVSwitch fabric under NVLink SHARP, on the
+// GPU's own NVSwitch links at the profile's nvls efficiency: out of src into the switch and
+// back into the same GPU, or only one of the two ways (FabricWay).
 struct Transfer {
   int src = 0;
   int dst = 0;
@@ -55,7 +64,7 @@ struct Transfer {
   // Transfers of this plan that cross the same link at the same time (ring channels sharing an
   // NVLink pair): the analytic cost divides the bandwidth among them, as the flows do.
   int sharing = 1;
-  bool fabric = false;
+  FabricWay fabric = FabricWay::none;
   // A chunk behind another on the same hop of a pipeline: NCCL keeps several steps in flight per
   // channel (NCCL_STEPS, 8), so its step latency hides behind the chunk before and it costs only
   // its data. A chain of K chunks over n ranks then costs (n-1) alpha + (K+n-2) chunk/beta, as

@@ -29,7 +29,8 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
     const int step_table = t.pipelined ? kPipelinedStepTable : protocol_table;
-    std::uint32_t route = t.fabric   ? routes.fabric_route(t.src, step_table)
+    std::uint32_t route = t.fabric != FabricWay::none
+                              ? routes.fabric_route(t.src, step_table, t.fabric)
                           : t.mirror ? routes.mirror_route(t.src, step_table)
                                      : routes.route(t.src, t.dst, step_table);
     const auto bytes = static_cast<std::int64_t>(

@@ -1,5 +1,8 @@
 // Collectives across nodes: inside each node, then along each rail across nodes, then inside.
 #include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <tuple>
 
 #include "sim/collectives/algorithms.h"
 
@@ -48,22 +51,24 @@ std::vector<Ring> rings_of_node(const Hierarchy& h, std::size_t k) {
 
 // One rail's cross-node all-reduce in a symmetric cluster, as mirror transfers from `gpu`.
 // Ring: 2(N-1) steps of shard/N bytes, exactly what every node does. Tree: NCCL's double binary
-// tree over the nodes, pipelined in chunks; every node is inner in one tree and a leaf in the
-// other, so its NIC sends (and receives) about twice the shard, streamed back to back, and the
-// pipeline takes 2d - 1 more chunk hops to fill and drain. Trees have a root and leaves, so
-// unlike the ring this is an estimate of the node's part (tests compare it with every node's).
-TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk) {
+// tree over the nodes, pipelined in chunks; beyond two nodes every node is inner in one tree and
+// a leaf in the other, so its NIC sends (and receives) about twice the shard, streamed back to
+// back (over two nodes each tree is a root and a leaf: the shard once, as tuning.cc's tree
+// bandwidth, bwInter for 2 nodes and bwInter/2 beyond), and the pipeline takes 2d - 1 more
+// chunk hops to fill and drain (`drain`: only after the last piece of a pipelined all-reduce).
+// Trees have a root and leaves, so unlike the ring this is an estimate of the node's part
+// (tests compare it with every node's).
+TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk, bool drain) {
   TransferPlan plan;
   std::int64_t steps = 2 * (nodes - 1);
   Bytes size(ceil_div(shard.value(), nodes));
   int previous = -1;
   if (tree) {
-    // The stream of 2K chunks goes through the NIC back to back; the pipeline's fill and drain
-    // add 2d - 1 chunk hops, each paying the latency.
     Tree shape;
     shape.ranks.resize(static_cast<std::size_t>(nodes));
-    previous = plan.add(Transfer{gpu, gpu, true, Bytes(2 * shard.value()), {}});
-    steps = 2 * shape.depth() - 1;
+    const std::int64_t streamed = nodes == 2 ? shard.value() : 2 * shard.value();
+    previous = plan.add(Transfer{gpu, gpu, true, Bytes(streamed), {}});
+    steps = drain ? 2 * shape.depth() - 1 : 0;
     // Each of the two trees carries half the shard, in chunks of at most `chunk`.
     size = Bytes(std::min(chunk.value(), ceil_div(shard.value(), 2)));
   }
@@ -75,51 +80,129 @@ TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chu
   return plan;
 }
 
+// Per rank, the transfers of a phase that touch it.
+using Touching = std::map<int, std::vector<int>>;
+
+// Pieces keep their order on every hop of a stage: a piece's first transfer on a hop waits for
+// the last transfer of the piece before on the same hop, so one hop never carries two pieces
+// at once (the analytic cost has no other way to share a link's time) and a fast stage runs
+// ahead while a slow one streams.
+class HopOrder {
+ public:
+  // Orders plan.transfers[from, end) behind the previous piece's transfers on their hops.
+  void order(TransferPlan& plan, std::size_t from) {
+    std::set<Key> seen;
+    for (std::size_t i = from; i < plan.transfers.size(); ++i) {
+      Transfer& t = plan.transfers[i];
+      const Key key{t.src, t.dst, t.mirror, t.fabric};
+      if (seen.insert(key).second) {
+        auto before = previous_.find(key);
+        if (before != previous_.end()) t.deps.push_back(before->second);
+      }
+      current_[key] = static_cast<int>(i);
+    }
+  }
+  void next_piece() {
+    for (const auto& [key, index] : current_)
+      previous_[key] = index;
+    current_.clear();
+  }
+
+ private:
+  using Key = std::tuple<int, int, bool, FabricWay>;
+  std::map<Key, int> previous_, current_;
+};
+
 }  // namespace
 
-TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_across,
-                                     Bytes chunk) {
+TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_across, Bytes chunk,
+                                     int pieces) {
+  if (h.nvls_inside && !tree_across) {
+    throw std::logic_error("NVLS inside the nodes goes with trees across them (NVLSTree)");
+  }
   TransferPlan plan;
   plan.collective = Collective::all_reduce;
-  plan.algorithm = tree_across ? Algorithm::hierarchical_tree : Algorithm::hierarchical_ring;
-  plan.channels = static_cast<int>(h.local_rings.size());
+  plan.algorithm = h.nvls_inside ? Algorithm::nvls_tree
+                   : tree_across ? Algorithm::hierarchical_tree
+                                 : Algorithm::hierarchical_ring;
+  plan.channels = h.nvls_inside ? 1 : static_cast<int>(h.local_rings.size());
   for (const std::vector<int>& node : h.nodes)
     plan.ranks.insert(plan.ranks.end(), node.begin(), node.end());
   const std::size_t local = h.nodes.front().size();
-  const Bytes shard(ceil_div(bytes.value(), static_cast<std::int64_t>(local)));
+  pieces = std::max(1, pieces);
+  const Bytes piece(ceil_div(bytes.value(), pieces));
+  const Bytes shard(ceil_div(piece.value(), static_cast<std::int64_t>(local)));
 
-  std::map<int, std::vector<int>> after_scatter;
-  for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-    for (auto& [rank, deps] :
-         append_phase(plan, ring_reduce_scatter(rings_of_node(h, k), bytes), {})) {
-      after_scatter[rank] = deps;
+  HopOrder scatter_order, rail_order, gather_order;
+  for (int p = 0; p < pieces; ++p) {
+    const std::size_t first = plan.transfers.size();
+    Touching after_scatter;
+    for (std::size_t k = 0; k < h.nodes.size(); ++k) {
+      const TransferPlan phase =
+          h.nvls_inside ? nvls_collective(Collective::reduce_scatter, h.nodes[k], piece)
+                        : ring_reduce_scatter(rings_of_node(h, k), piece);
+      for (auto& [rank, deps] : append_phase(plan, phase, {}))
+        after_scatter[rank] = deps;
     }
-  }
-  std::map<int, std::vector<int>> after_rails;
-  for (std::size_t r = 0; r < local; ++r) {
-    TransferPlan rail;
-    if (h.symmetric) {
-      rail = mirrored_rail(h.nodes.front()[r], h.total_nodes, shard, tree_across, chunk);
-    } else {
-      std::vector<int> members;
-      for (const std::vector<int>& node : h.nodes)
-        members.push_back(node[r]);
-      if (tree_across) {
-        rail = double_tree_all_reduce(members, shard, chunk);
+    scatter_order.order(plan, first);
+    const std::size_t rails_first = plan.transfers.size();
+    Touching rails;
+    for (std::size_t r = 0; r < local; ++r) {
+      TransferPlan rail;
+      if (h.symmetric) {
+        rail = mirrored_rail(h.nodes.front()[r], h.total_nodes, shard, tree_across, chunk,
+                             p == pieces - 1);
       } else {
-        rail = ring_all_reduce({Ring{members}}, shard);
+        std::vector<int> members;
+        for (const std::vector<int>& node : h.nodes)
+          members.push_back(node[r]);
+        rail = tree_across ? double_tree_all_reduce(members, shard, chunk)
+                           : ring_all_reduce({Ring{members}}, shard);
       }
+      for (auto& [rank, deps] : append_phase(plan, rail, after_scatter))
+        rails[rank] = deps;
     }
-    for (auto& [rank, deps] : append_phase(plan, rail, after_scatter))
-      after_rails[rank] = deps;
-  }
-  // Ranks whose rail had nothing to do (one node) go on from their reduce-scatter.
-  for (auto& [rank, deps] : after_scatter)
-    after_rails.emplace(rank, deps);
-  for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-    append_phase(plan, ring_all_gather(rings_of_node(h, k), bytes), after_rails);
+    rail_order.order(plan, rails_first);
+    // Ranks whose rail had nothing to do (one node) go on from their reduce-scatter.
+    for (auto& [rank, deps] : after_scatter)
+      rails.emplace(rank, deps);
+    const std::size_t gather_first = plan.transfers.size();
+    for (std::size_t k = 0; k < h.nodes.size(); ++k) {
+      const TransferPlan phase = h.nvls_inside
+                                     ? nvls_collective(Collective::all_gather, h.nodes[k], piece)
+                                     : ring_all_gather(rings_of_node(h, k), piece);
+      append_phase(plan, phase, rails);
+    }
+    gather_order.order(plan, gather_first);
+    // NCCL costs NVLS's reduction and its multicast as one step (tuning.cc: NVLSTree's latency
+    // is one intra-node hwLat, 23 us, plus the tree's): the multicast's step latency is already
+    // in the reduction's. A piece after the first streams behind it: its latency is hidden.
+    const std::size_t hidden_from = p > 0           ? first
+                                    : h.nvls_inside ? gather_first
+                                                    : plan.transfers.size();
+    for (std::size_t i = hidden_from; i < plan.transfers.size(); ++i)
+      plan.transfers[i].pipelined = true;
+    // Inside a node, one piece's reduce-scatter and the previous piece's all-gather step along
+    // the same ring edges at once: the analytic cost shares those links between the two (the
+    // flows share them by themselves). The first reduce-scatter and the last all-gather run alone.
+    if (!h.nvls_inside) {
+      const std::size_t end = plan.transfers.size();
+      for (std::size_t i = p > 0 ? first : end; i < rails_first; ++i)
+        plan.transfers[i].sharing *= 2;
+      for (std::size_t i = p + 1 < pieces ? gather_first : end; i < end; ++i)
+        plan.transfers[i].sharing *= 2;
+    }
+    for (HopOrder* order : {&scatter_order, &rail_order, &gather_order})
+      order->next_piece();
   }
   return plan;
+}
+
+int hierarchy_pieces(Bytes bytes, std::size_t local_gpus) {
+  const std::int64_t per_gpu_chunks =
+      bytes.value() /
+      (static_cast<std::int64_t>(std::max<std::size_t>(1, local_gpus)) * kPipelineChunkBytes);
+  return static_cast<int>(std::clamp<std::int64_t>(per_gpu_chunks, 1, kHierarchyPieces));
 }
 
 }  // namespace epochcast::sim

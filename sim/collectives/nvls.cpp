@@ -13,16 +13,24 @@ TransferPlan nvls_collective(Collective collective, const std::vector<int>& rank
   plan.ranks = ranks;
   const auto n = static_cast<std::int64_t>(ranks.size());
   const std::int64_t shard = (bytes.value() + n - 1) / n;
-  // The larger direction of a GPU's traffic with the switch.
-  const std::int64_t per_gpu =
-      collective == Collective::all_reduce ? bytes.value() + shard : bytes.value();
-  for (int rank : ranks) {
+  // All-reduce: S(1 + 1/n) each way, one round trip. Reduce-scatter: the switch reads all of a
+  // GPU's S and returns its reduced S/n; all-gather the reverse. Each way on its own links.
+  auto add = [&](int rank, FabricWay way, std::int64_t bytes_that_way) {
     Transfer t;
     t.src = rank;
     t.dst = rank;
-    t.fabric = true;
-    t.bytes = Bytes(per_gpu);
+    t.fabric = way;
+    t.bytes = Bytes(bytes_that_way);
     plan.add(std::move(t));
+  };
+  for (int rank : ranks) {
+    if (collective == Collective::all_reduce) {
+      add(rank, FabricWay::round_trip, bytes.value() + shard);
+    } else {
+      const bool gathers = collective == Collective::all_gather;
+      add(rank, FabricWay::into_switch, gathers ? shard : bytes.value());
+      add(rank, FabricWay::out_of_switch, gathers ? bytes.value() : shard);
+    }
   }
   return plan;
 }

@@ -62,6 +62,7 @@ Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol) {
       return microseconds(kTree[p]);
     case Algorithm::direct:
     case Algorithm::nvls:
+    case Algorithm::nvls_tree:
       break;
   }
   return Seconds(0);
@@ -105,7 +106,8 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
 
 int nccl_channels(const TransferPlan& plan, const Topology& topology) {
   constexpr int kNvlinkRings = 24, kOtherRings = 2;
-  if (plan.algorithm == Algorithm::nvls) return kNvlsChannelsHopper;
+  if (plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree)
+    return kNvlsChannelsHopper;
   if (plan.ranks.size() < 2) return 0;
   std::vector<int> local;
   for (int gpu : plan.ranks) {

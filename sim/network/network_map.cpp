@@ -87,8 +87,8 @@ double NetworkMap::data_factor(std::uint32_t route) const {
   return found == data_factors_.end() ? 1.0 : found->second;
 }
 
-std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table) {
-  auto key = std::make_tuple(src, dst, via, step_table);
+std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, FabricWay way) {
+  auto key = std::make_tuple(src, dst, via, step_table, way);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
   std::uint32_t id = 0;
@@ -103,7 +103,7 @@ std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table) {
       id = add(topology_.mirror_path(src), step_table, std::nullopt);
       break;
     case Via::fabric:
-      id = add(topology_.fabric_path(src), step_table, LinkKind::nvls);
+      id = add(topology_.fabric_path(src, way), step_table, LinkKind::nvls);
       break;
   }
   routes_.emplace(key, id);
@@ -118,8 +118,8 @@ std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
   return cached(gpu, gpu, Via::mirror, step_table);
 }
 
-std::uint32_t NetworkMap::fabric_route(int gpu, int step_table) {
-  return cached(gpu, gpu, Via::fabric, step_table);
+std::uint32_t NetworkMap::fabric_route(int gpu, int step_table, FabricWay way) {
+  return cached(gpu, gpu, Via::fabric, step_table, way);
 }
 
 }  // namespace epochcast::sim

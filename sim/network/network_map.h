@@ -43,7 +43,8 @@ class NetworkMap {
   // peer-to-peer); -1 for plain copies.
   std::uint32_t route(int src, int dst, int step_table);
   std::uint32_t mirror_route(int gpu, int step_table);
-  std::uint32_t fabric_route(int gpu, int step_table);  // NVLink SHARP (Topology::fabric_path)
+  // NVLink SHARP (Topology::fabric_path).
+  std::uint32_t fabric_route(int gpu, int step_table, FabricWay way);
   // What a flow on the route carries per byte of data (RouteRate::data_factor).
   double data_factor(std::uint32_t route) const;
 
@@ -54,13 +55,13 @@ class NetworkMap {
  private:
   std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport);
   enum class Via { peer, mirror, fabric };
-  std::uint32_t cached(int src, int dst, Via via, int step_table);
+  std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way = FabricWay::none);
 
   const Topology& topology_;
   const HardwareProfile& profile_;
   MaxMinFairNetwork& network_;
   std::vector<std::array<Seconds, kLinkKinds>> step_tables_;
-  std::map<std::tuple<int, int, Via, int>, std::uint32_t> routes_;
+  std::map<std::tuple<int, int, Via, int, FabricWay>, std::uint32_t> routes_;
   std::map<std::uint32_t, double> data_factors_;  // routes whose factor is not 1
 };
 

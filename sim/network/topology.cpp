@@ -303,19 +303,26 @@ int Topology::nvswitch_of(int gpu) const {
   return -1;
 }
 
-const Path& Topology::fabric_path(int gpu) const {
-  auto found = fabric_paths_.find(gpu);
+const Path& Topology::fabric_path(int gpu, FabricWay way) const {
+  auto found = fabric_paths_.find({gpu, way});
   if (found != fabric_paths_.end()) return found->second;
   const int fabric = nvswitch_of(gpu);
-  if (fabric < 0) throw std::logic_error("a fabric path needs an NVSwitch");
-  Path up = shortest(gpu_vertex(gpu), fabric);
-  Path down = shortest(fabric, gpu_vertex(gpu));
+  if (fabric < 0 || way == FabricWay::none) {
+    throw std::logic_error("a fabric path needs an NVSwitch and a way");
+  }
   Path p;
-  p.hops = up.hops;
-  p.hops.insert(p.hops.end(), down.hops.begin(), down.hops.end());
-  p.latency = up.latency + down.latency;
-  p.bottleneck = std::min(up.bottleneck, down.bottleneck);
-  return fabric_paths_.emplace(gpu, std::move(p)).first->second;
+  if (way == FabricWay::out_of_switch) {
+    p = shortest(fabric, gpu_vertex(gpu));
+  } else {
+    p = shortest(gpu_vertex(gpu), fabric);
+  }
+  if (way == FabricWay::round_trip) {
+    Path down = shortest(fabric, gpu_vertex(gpu));
+    p.hops.insert(p.hops.end(), down.hops.begin(), down.hops.end());
+    p.latency = p.latency + down.latency;
+    p.bottleneck = std::min(p.bottleneck, down.bottleneck);
+  }
+  return fabric_paths_.emplace(std::make_pair(gpu, way), std::move(p)).first->second;
 }
 
 int Topology::direct_nvlinks(int a, int b) const {

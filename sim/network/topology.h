@@ -13,6 +13,7 @@
 
 #include "core/spec/hardware_spec.h"
 #include "core/units.h"
+#include "sim/network/fabric_way.h"
 
 namespace epochcast::sim {
 
@@ -86,8 +87,9 @@ class Topology {
   // step loads.
   const Path& mirror_path(int gpu) const;
   bool has_network() const { return !nics_.empty(); }
-  // Out of GPU `gpu` into its node's NVSwitch fabric and back into the same GPU (NVLink SHARP).
-  const Path& fabric_path(int gpu) const;
+  // Between GPU `gpu` and its node's NVSwitch fabric (NVLink SHARP): into it and back into the
+  // same GPU, or one way.
+  const Path& fabric_path(int gpu, FabricWay way = FabricWay::round_trip) const;
   // The NVSwitch fabric vertex GPU `gpu` is attached to; -1 if none.
   int nvswitch_of(int gpu) const;
   PathType path_type(int a, int b) const;
@@ -116,7 +118,7 @@ class Topology {
   std::vector<std::vector<int>> nics_;  // per node: NIC vertices
   mutable std::map<std::pair<int, int>, Path> paths_;
   mutable std::map<int, Path> mirror_paths_;
-  mutable std::map<int, Path> fabric_paths_;
+  mutable std::map<std::pair<int, FabricWay>, Path> fabric_paths_;
 };
 
 // The DGX-1 hybrid cube-mesh: (GPU, GPU, NVLinks) for the 8 V100s.

@@ -420,7 +420,8 @@ struct EpochSimulator::Impl {
       std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
-        detail = op.fabric   ? routes->fabric_route(op.src_gpu, op.step_protocol)
+        detail = op.fabric != FabricWay::none
+                     ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric)
                  : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
                              : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
         // A step NCCL stages through host memory moves slower than its links: its flow

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/network/fabric_way.h"
+
 namespace epochcast::sim {
 
 // What an operation is spent on; the breakdown of results is by category.
@@ -60,7 +62,7 @@ struct PlanOp {
   int src_gpu = -1;
   int dst_gpu = -1;
   bool mirror = false;
-  bool fabric = false;  // src_gpu's exchange with its NVSwitch fabric (NVLink SHARP)
+  FabricWay fabric = FabricWay::none;  // src_gpu's exchange with its NVSwitch fabric (NVLS)
   std::int8_t step_protocol = -1;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves

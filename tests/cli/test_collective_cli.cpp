@@ -158,7 +158,12 @@ TEST_CASE("collective across nodes: hierarchical, bounded by the NICs, 16 ranks'
   const nlohmann::json two = rows_of("dgx-h100-cluster --nodes 2 -b 1G -e 1G", "two-nodes.json");
   CHECK(two["nodes"] == 2);
   const nlohmann::json& row = two["rows"][0];
-  CHECK_THAT(row["algorithm"].get<std::string>(), Catch::StartsWith("hierarchical"));
+  // H100 NVSwitch nodes: NVLS inside them, trees across (NCCL's NVLSTree), for a large message.
+  CHECK(row["algorithm"] == "nvls tree");
+  const nlohmann::json rings =
+      rows_of("dgx-h100-cluster --nodes 2 -b 1G -e 1G --algo ring", "two-nodes-ring.json");
+  CHECK(rings["rows"][0]["algorithm"] == "hierarchical ring");
+  CHECK(rings["rows"][0]["busbw_gb_per_s"].get<double>() < row["busbw_gb_per_s"].get<double>());
   CHECK(row["busbw_gb_per_s"].get<double>() ==
         Approx(row["algbw_gb_per_s"].get<double>() * 2 * 15 / 16));
   CHECK(row["busbw_gb_per_s"].get<double>() < one["rows"][0]["busbw_gb_per_s"].get<double>());
@@ -210,6 +215,11 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100 --algo nvls -g 2", "over 3 GPUs or more"},
       {"dgx-h100 --algo nvls --op broadcast", "NVLS needs"},
       {"dgx-h100 --algo nvls --proto ll", "only NCCL's Simple protocol"},
+      {"dgx-h100-cluster --nodes 2 --algo nvls", "is --algo nvlstree"},
+      {"dgx-h100-cluster --algo nvlstree", "across nodes (--nodes 2 or more)"},
+      {"dgx-a100 --nodes 2 --algo nvlstree", "NVLSTree needs"},
+      {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},
+      {"dgx-h100 --algo nvltree", "did you mean 'nvlstree'"},
       {"dgx-h100 --proto ll12", "did you mean 'll128'"},
       {"dgx-h100-cluster --nodes 2 --op all_gather", "only all_reduce"},
       {"seed001-box --nodes 2", "no network section"},

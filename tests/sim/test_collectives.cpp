@@ -313,7 +313,7 @@ TEST_CASE("a mirrored tree across nodes streams 2K chunks, then fills and drains
   const std::int64_t chunk = kPipelineChunkBytes, chunks = 8;
   Hierarchy h{{first(8)}, build_rings(one, first(8)), nodes, true};
   const Bytes bytes(8 * chunks * chunk);  // each of the 8 rails carries `chunks` chunks
-  TransferPlan tree = hierarchical_all_reduce(h, bytes, true, Bytes(chunk));
+  TransferPlan tree = hierarchical_all_reduce(h, bytes, true, Bytes(chunk), 1);
   TransferPlan intra_only = ring_reduce_scatter(h.local_rings, bytes);
   TransferRoute rail = transfer_route(one, p, Transfer{0, 0, true, Bytes(0), {}});
   // Each of the two trees carries half of the rail's shard, still in whole chunks here.
@@ -351,9 +351,12 @@ TEST_CASE("a symmetric cluster simulation gives exactly the full simulation's ti
   const Bytes bytes(std::int64_t{100} << 20);
   Hierarchy everything{all_nodes, build_rings(full, all_nodes[0]), nodes, false};
   Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
+  const int pieces = hierarchy_pieces(bytes, 8);
+  REQUIRE(pieces == 8);
   TransferPlan explicit_plan =
-      hierarchical_all_reduce(everything, bytes, false, Bytes(kPipelineChunkBytes));
-  TransferPlan mirrored = hierarchical_all_reduce(node0, bytes, false, Bytes(kPipelineChunkBytes));
+      hierarchical_all_reduce(everything, bytes, false, Bytes(kPipelineChunkBytes), pieces);
+  TransferPlan mirrored =
+      hierarchical_all_reduce(node0, bytes, false, Bytes(kPipelineChunkBytes), pieces);
   CHECK(mirrored.transfers.size() * nodes < explicit_plan.transfers.size() * 2);
   CHECK(simulate_plan(mirrored, one, p) == simulate_plan(explicit_plan, full, p));
   CHECK(plan_time(one, p, mirrored).value() == Approx(plan_time(full, p, explicit_plan).value()));
@@ -372,7 +375,7 @@ TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double bi
   HardwareProfile p = profile();
   MachineSpec m = machine("dgx-h100-cluster");
   Topology one = Topology::build(m, 1, true);
-  for (int nodes : {4, 8, 16}) {
+  for (int nodes : {2, 4, 8, 16}) {
     Topology full = Topology::build(m, nodes);
     std::vector<std::vector<int>> all_nodes;
     for (int k = 0; k < nodes; ++k) {
@@ -385,10 +388,13 @@ TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double bi
     Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
     for (std::int64_t mib : {1, 8, 64}) {
       const Bytes bytes(mib << 20), chunk(kPipelineChunkBytes);
+      // One piece: the pipeline of chunks across the nodes alone (in pieces, every node's
+      // trees restart their fill and drain with each piece, the mirror streams through).
       double every_node =
-          simulate_plan(hierarchical_all_reduce(everything, bytes, true, chunk), full, p).value();
+          simulate_plan(hierarchical_all_reduce(everything, bytes, true, chunk, 1), full, p)
+              .value();
       double mirrored =
-          simulate_plan(hierarchical_all_reduce(node0, bytes, true, chunk), one, p).value();
+          simulate_plan(hierarchical_all_reduce(node0, bytes, true, chunk, 1), one, p).value();
       INFO(nodes << " nodes, " << mib << " MiB");
       // Trees are not symmetric (a root, inner nodes, leaves), so the mirror is an estimate:
       // within a few percent where the tuner picks trees (small messages), 15% at worst.
@@ -490,4 +496,115 @@ TEST_CASE("NCCL stages GPU-to-GPU steps through host memory beyond its P2P level
   CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::shm)] == host_bridge);
   CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::shm)] ==
         old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)]);
+}
+
+TEST_CASE("across nodes the stages stream: a large all-reduce runs near its slowest stage") {
+  HardwareProfile p = profile();
+  Topology one = Topology::build(machine("dgx-h100-cluster"), 1, true);
+  const std::vector<Ring> rings = build_rings(one, first(8));
+  const Hierarchy h{{first(8)}, rings, 2, true};
+  const Bytes bytes(std::int64_t{512} << 20), chunk(kPipelineChunkBytes);
+  REQUIRE(hierarchy_pieces(bytes, 8) == kHierarchyPieces);
+  CHECK(hierarchy_pieces(Bytes(8 << 20), 8) == 1);  // one chunk per GPU: nothing to stream
+  CHECK(hierarchy_pieces(Bytes(std::int64_t{3} * 8 << 20), 8) == 3);
+  const double in_turn =
+      simulate_plan(hierarchical_all_reduce(h, bytes, false, chunk, 1), one, p).value();
+  const double streamed =
+      simulate_plan(hierarchical_all_reduce(h, bytes, false, chunk, kHierarchyPieces), one, p)
+          .value();
+  // The stages alone, as flows: the node's reduce-scatter (its all-gather takes as long) and
+  // every rail's cross-node ring at once.
+  const double scatter = simulate_plan(ring_reduce_scatter(rings, bytes), one, p).value();
+  TransferPlan rails;
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    for (int step = 0; step < 2; ++step) {
+      Transfer t{gpu, gpu, true, Bytes(bytes.value() / 8 / 2), {}};
+      if (step > 0) t.deps = {static_cast<int>(rails.transfers.size()) - 1};
+      rails.add(std::move(t));
+    }
+  }
+  const double rail = simulate_plan(rails, one, p).value();
+  INFO("scatter " << scatter << " s, rails " << rail << " s, in turn " << in_turn << " s, streamed "
+                  << streamed << " s");
+  CHECK(in_turn == Approx(2 * scatter + rail).epsilon(0.01));
+  // Streamed, the node's NVLink ring edges carry one piece's reduce-scatter beside another's
+  // all-gather, so the slowest stage here is both of them together (less the step latencies
+  // the pieces after the first hide); the first piece's reduce-scatter and the last one's
+  // all-gather stick out by an eighth each.
+  const double slowest = std::max(2 * scatter, rail);
+  CHECK(streamed >= 0.98 * slowest);
+  CHECK(streamed < slowest * (1 + 2.0 / kHierarchyPieces) * 1.02);
+  CHECK(streamed < 0.75 * in_turn);
+}
+
+TEST_CASE("NVLSTree: NVLS inside H100 nodes, trees across them, where NCCL enables it") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  // Reduce-scatter and all-gather by NVLS: S into the switch and S/n out of it, or the reverse,
+  // each way on its own links, so either takes S at the NVLS rate.
+  for (Collective c : {Collective::reduce_scatter, Collective::all_gather}) {
+    TransferPlan plan = nvls_collective(c, first(8), Bytes(64 << 20));
+    REQUIRE(plan.transfers.size() == 16);
+    std::int64_t into = 0, out = 0;
+    for (const Transfer& t : plan.transfers) {
+      if (t.src != 0) continue;
+      (t.fabric == FabricWay::into_switch ? into : out) += t.bytes.value();
+    }
+    CHECK(into == (c == Collective::reduce_scatter ? 64 << 20 : 8 << 20));
+    CHECK(out == (c == Collective::reduce_scatter ? 8 << 20 : 64 << 20));
+    const TransferRoute route = transfer_route(one, p, plan.transfers[0]);
+    CHECK(route.slowest == LinkKind::nvls);
+    CHECK(simulate_plan(plan, one, p).value() ==
+          Approx(route.latency.value() + (64 << 20) / route.bandwidth.value()).epsilon(1e-3));
+  }
+  CollectiveRequest request{
+      Collective::all_reduce, Bytes(std::int64_t{1} << 30), {first(8)}, 2, true, 0};
+  request.architecture = m.gpu.architecture;
+  const CollectiveChoice large = choose_collective(request, one, p);
+  CHECK(large.plan.algorithm == Algorithm::nvls_tree);
+  CHECK(nccl_channels(large.plan, one) == kNvlsChannelsHopper);
+  CHECK(protocol_base_latency(Algorithm::nvls_tree, Protocol::simple).value() == 0);
+  bool inside = false, across = false;
+  for (const Transfer& t : large.plan.transfers) {
+    inside = inside || t.fabric != FabricWay::none;
+    across = across || t.mirror;
+  }
+  CHECK(inside);
+  CHECK(across);
+  // Small messages: LL's short steps on rings and trees; NVLS costs a 25 us step at least.
+  request.bytes = Bytes(4096);
+  CHECK(choose_collective(request, one, p).plan.algorithm != Algorithm::nvls_tree);
+  // NCCL_ALGO=NVLSTree forces it; NCCL_ALGO=NVLS across nodes needs CollNet and falls back.
+  request.algorithm = CollectiveAlgorithm::nvls_tree;
+  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::nvls_tree);
+  request.algorithm = CollectiveAlgorithm::nvls;
+  request.bytes = Bytes(std::int64_t{1} << 30);
+  const Algorithm fallback = choose_collective(request, one, p).plan.algorithm;
+  CHECK((fallback == Algorithm::hierarchical_ring || fallback == Algorithm::hierarchical_tree));
+  // Not on A100 nodes (no multicast), not inside one node (NCCL disables it there).
+  MachineSpec a100 = machine("dgx-a100");
+  Topology a100_one = Topology::build(a100, 1, true);
+  request.algorithm = CollectiveAlgorithm::automatic;
+  request.architecture = a100.gpu.architecture;
+  CHECK(choose_collective(request, a100_one, p).plan.algorithm != Algorithm::nvls_tree);
+  request.architecture = m.gpu.architecture;
+  request.total_nodes = 1;
+  request.symmetric = false;
+  request.algorithm = CollectiveAlgorithm::nvls_tree;
+  CHECK(choose_collective(request, Topology::build(m, 1), p).plan.algorithm == Algorithm::ring);
+  // The multicast's latency is the reduction's (one NVLS step), and a symmetric cluster's
+  // NVLSTree equals every node's wherever the trees stream the same (two nodes, one piece).
+  std::vector<std::vector<int>> both{first(8), {8, 9, 10, 11, 12, 13, 14, 15}};
+  Topology full = Topology::build(m, 2);
+  Hierarchy every{both, build_rings(full, both[0]), 2, false, true};
+  Hierarchy mirrored{{first(8)}, build_rings(one, first(8)), 2, true, true};
+  const Bytes small(std::int64_t{8} << 20);
+  CHECK(simulate_plan(hierarchical_all_reduce(mirrored, small, true, Bytes(kPipelineChunkBytes), 1),
+                      one, p)
+            .value() == Approx(simulate_plan(hierarchical_all_reduce(every, small, true,
+                                                                     Bytes(kPipelineChunkBytes), 1),
+                                             full, p)
+                                   .value())
+                            .epsilon(0.10));
 }

@@ -211,8 +211,8 @@ Command add_collective_command(CLI::App& app) {
   command->add_option("--nodes", args->nodes, "Nodes (identical, over the machine's network)")
       ->check(integer_within(1, 65536));
   command->add_option("--algo", args->algorithm,
-                      "auto, ring, tree, nvls or nvlstree (as NCCL_ALGO; trees and NVLSTree "
-                      "across nodes, NVLS inside one NVSwitch node)");
+                      "auto, ring, tree, nvls, nvlstree or collnet (as NCCL_ALGO; trees, "
+                      "NVLSTree and CollNet across nodes, NVLS inside one NVSwitch node)");
   command->add_option("--proto", args->protocol, "auto, ll, ll128 or simple (as NCCL_PROTO)");
   command->add_option("-d,--dtype", args->dtype,
                       "Data type: float, half, bfloat16, double, int8, uint8, int32, uint32, "
@@ -252,11 +252,6 @@ Command add_collective_command(CLI::App& app) {
                                                 "nvls", "nvlstree", "collnet"};
     const std::string_view algorithm =
         choice(args->algorithm, kAlgorithms, "--algo", "an algorithm");
-    if (algorithm == "collnet") {
-      throw InputError(command_line(), "--algo",
-                       "collnet (in-network reduction, SHARP on InfiniBand switches) is not "
-                       "modelled yet; use auto, ring, tree, nvls or nvlstree");
-    }
     constexpr std::string_view kProtocols[] = {"auto", "simple", "ll", "ll128"};
     const std::string_view protocol = choice(args->protocol, kProtocols, "--proto", "a protocol");
     if (protocol != "auto") {
@@ -292,6 +287,7 @@ Command add_collective_command(CLI::App& app) {
                       : algorithm == "tree"     ? CollectiveAlgorithm::tree
                       : algorithm == "nvls"     ? CollectiveAlgorithm::nvls
                       : algorithm == "nvlstree" ? CollectiveAlgorithm::nvls_tree
+                      : algorithm == "collnet"  ? CollectiveAlgorithm::collnet
                                                 : CollectiveAlgorithm::automatic;
 
     const std::filesystem::path file = resolve_data_file(
@@ -334,6 +330,24 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("the root must be one of the {} ranks: 0 to {}", ranks, ranks - 1));
     }
     sweep.root = args->root;
+    if (sweep.algorithm == CollectiveAlgorithm::collnet) {
+      // As NCCL_ALGO=CollNet with NCCL_COLLNET_ENABLE=1 and the SHARP plugin: an all-reduce
+      // across nodes whose switches reduce.
+      if (sweep.protocol && *sweep.protocol != sim::Protocol::simple) {
+        throw InputError(command_line(), "--proto", "collnet runs only NCCL's Simple protocol");
+      }
+      if (sweep.nodes < 2 || sweep.collective != sim::Collective::all_reduce) {
+        throw InputError(command_line(), "--algo",
+                         "CollNet is an all_reduce across nodes (--nodes 2 or more)");
+      }
+      if (!machine.topology.network->in_network_reduction) {
+        throw InputError(command_line(), "--algo",
+                         fmt::format("CollNet needs switches that reduce in the network (SHARP); "
+                                     "the machine '{}' does not say so (its network section's "
+                                     "in_network_reduction: true)",
+                                     machine.name));
+      }
+    }
     const bool nvls_family = sweep.algorithm == CollectiveAlgorithm::nvls ||
                              sweep.algorithm == CollectiveAlgorithm::nvls_tree;
     if (nvls_family) {
@@ -342,10 +356,14 @@ Command add_collective_command(CLI::App& app) {
         throw InputError(command_line(), "--proto",
                          fmt::format("{} runs only NCCL's Simple protocol", algorithm));
       }
-      if (sweep.algorithm == CollectiveAlgorithm::nvls && sweep.nodes > 1) {
+      if (sweep.algorithm == CollectiveAlgorithm::nvls && sweep.nodes > 1 &&
+          !machine.topology.network->in_network_reduction) {
         throw InputError(command_line(), "--algo",
-                         "NVLS across nodes needs CollNet (SHARP switches) in NCCL; NVLS inside "
-                         "the nodes with trees across them is --algo nvlstree");
+                         fmt::format("NVLS across nodes needs switches that reduce in the network "
+                                     "(SHARP, with NCCL's CollNet), which the machine '{}' does "
+                                     "not say it has; NVLS inside the nodes with trees across "
+                                     "them is --algo nvlstree",
+                                     machine.name));
       }
       if (sweep.algorithm == CollectiveAlgorithm::nvls_tree &&
           (sweep.nodes < 2 || sweep.collective != sim::Collective::all_reduce)) {
@@ -382,8 +400,7 @@ Command add_collective_command(CLI::App& app) {
     fmt::print(out, "{}", render_table(rows, type, redop));
     fmt::print(out,
                "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
-               "B/s. Protocols and NVLS as NCCL's tuning model costs them; CollNet is not "
-               "modelled yet.\n",
+               "B/s. Protocols, NVLS and CollNet as NCCL's tuning model costs them.\n",
                sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
     std::fflush(out);
     if (csv) csv->write(render_csv(rows, type, redop));

@@ -37,6 +37,11 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
       counts[sim::VertexKind::nvswitch], counts[sim::VertexKind::nic],
       counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
       t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
+  if (t.in_network_reduction()) {
+    fmt::print(
+        "  The network's switches reduce (SHARP): NCCL's CollNet with --algo collnet, "
+        "or collective_algorithm: collnet.\n\n");
+  }
 
   // Links grouped by what they are.
   std::map<std::string, std::pair<int, const sim::TopologyLink*>> groups;
@@ -65,8 +70,9 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
   fmt::print("{}\n", links.render());
   if (t.nodes() == 1 && m.topology.network) {
     const NetworkTopology& n = *m.topology.network;
-    fmt::print("Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s\n\n",
-               n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9);
+    fmt::print("Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s{}\n\n",
+               n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9,
+               n.in_network_reduction ? "; its switches reduce (SHARP, NCCL's CollNet)" : "");
   }
 
   // The matrices cover the first node; across nodes, one pair stands for all.

@@ -259,8 +259,9 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
     }
   }
   if (auto network_node = top.optional("network")) {
-    yaml::MapReader network(*network_node, {"nics_per_node", "nic_gbit_per_s", "latency_us",
-                                            "nodes_per_leaf", "oversubscription"});
+    yaml::MapReader network(*network_node,
+                            {"nics_per_node", "nic_gbit_per_s", "latency_us", "nodes_per_leaf",
+                             "oversubscription", "in_network_reduction"});
     NetworkTopology n;
     yaml::Node nics = network.required("nics_per_node");
     n.nics_per_node = nics.as_int32_in(1, limits::kMaxGpusPerNode);
@@ -276,6 +277,9 @@ MachineTopology read_topology(const yaml::Node& node, const MachineSpec& m) {
     if (auto o = network.optional("oversubscription")) {
       // 1 is non-blocking; beyond a thousand to one nothing is left of a fabric.
       n.oversubscription = o->as_number_in(1, 1000);
+    }
+    if (auto sharp = network.optional("in_network_reduction")) {
+      n.in_network_reduction = sharp->as_bool();
     }
     t.network = n;
   }

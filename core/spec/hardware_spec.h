@@ -103,6 +103,9 @@ struct NetworkTopology {
   Seconds latency;                // NIC to NIC through the fabric
   int nodes_per_leaf = 0;         // 0: every node on one non-blocking switch
   double oversubscription = 1.0;  // leaf downlink / uplink capacity
+  // The switches reduce in the network (NVIDIA SHARP on Quantum InfiniBand switches), which
+  // NCCL's CollNet algorithms use when enabled (NCCL_COLLNET_ENABLE=1 and the SHARP plugin).
+  bool in_network_reduction = false;
 };
 
 struct MachineTopology {

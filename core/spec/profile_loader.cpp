@@ -238,11 +238,24 @@ HardwareProfile read_profile(const yaml::Document& document) {
   // Those written before NVLink SHARP had figures take NCCL's own model of it: its efficiency
   // on top of the NVSwitch links' (nvlsEfficiency, Hopper 0.85) and its latency (25 us), as
   // topologies/profiles/default.yaml cites them.
-  constexpr std::size_t kNvswitch = 3, kHostBridge = 5, kShm = 6, kNvls = 7;
-  static_assert(kLinkKindKeys[kNvswitch] == "nvswitch" &&
+  // Those written before SHARP had figures take NCCL's model of CollNet: the network links'
+  // efficiency times 0.85 and 31 us a step (tuning.cc), as default.yaml cites them.
+  constexpr std::size_t kNvswitch = 3, kNetwork = 4, kHostBridge = 5, kShm = 6, kNvls = 7,
+                        kSharp = 8;
+  static_assert(kLinkKindKeys[kNvswitch] == "nvswitch" && kLinkKindKeys[kNetwork] == "network" &&
                 kLinkKindKeys[kHostBridge] == "host_bridge" && kLinkKindKeys[kShm] == "shm" &&
-                kLinkKindKeys[kNvls] == "nvls");
+                kLinkKindKeys[kNvls] == "nvls" && kLinkKindKeys[kSharp] == "sharp");
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (i == kSharp) {
+      constexpr double kNcclCollnetEfficiency = 0.85;
+      constexpr double kNcclCollnetLatencyUs = 31;
+      auto e = link_efficiency.optional(kLinkKindKeys[i]);
+      auto l = step_latency.optional(kLinkKindKeys[i]);
+      p.links.efficiency[i] =
+          e ? fraction(*e) : p.links.efficiency[kNetwork] * kNcclCollnetEfficiency;
+      p.links.step_latency[i] = l ? micros(*l) : microseconds(kNcclCollnetLatencyUs);
+      continue;
+    }
     if (i == kNvls) {
       constexpr double kNcclNvlsEfficiency = 0.85;
       constexpr double kNcclNvlsLatencyUs = 25;

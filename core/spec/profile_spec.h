@@ -93,9 +93,10 @@ struct TransferCosts {
 
 // Interconnect links as applications see them, per kind of link (LinkKind order: PCIe through a
 // switch, socket, NVLink, NVSwitch, network, PCIe into a CPU's host bridge, and NCCL's
-// shared-memory transport staging through host memory, and NVLink SHARP through an NVSwitch).
-inline constexpr std::string_view kLinkKindKeys[] = {"pcie",    "socket",      "nvlink", "nvswitch",
-                                                     "network", "host_bridge", "shm",    "nvls"};
+// shared-memory transport staging through host memory, NVLink SHARP through an NVSwitch, and
+// SHARP's reduction in the network's switches).
+inline constexpr std::string_view kLinkKindKeys[] = {
+    "pcie", "socket", "nvlink", "nvswitch", "network", "host_bridge", "shm", "nvls", "sharp"};
 inline constexpr std::size_t kLinkKinds = std::size(kLinkKindKeys);
 struct LinkCosts {
   // Fraction of a link's datasheet bandwidth that transfers reach.

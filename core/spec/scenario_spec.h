@@ -45,11 +45,13 @@ inline constexpr std::string_view kFrameworkNames[] = {"pytorch-1", "pytorch-2"}
 // choice between them by message size. Inside a node collectives always run on rings.
 // As NCCL_ALGO: the tuner's choice, or one algorithm (tree: across nodes; nvls: NVLink SHARP
 // inside an NVSwitch node of 3 GPUs or more, rings elsewhere; nvlstree: NVLS inside such nodes
-// and trees across them, rings inside one node; where NCCL cannot run the algorithm asked for,
-// it falls back to rings and trees, and so does the simulator).
-enum class CollectiveAlgorithm { automatic, ring, tree, nvls, nvls_tree };
-inline constexpr std::string_view kCollectiveAlgorithmNames[] = {"auto", "ring", "tree", "nvls",
-                                                                 "nvlstree"};
+// and trees across them, rings inside one node; collnet: the network's switches reduce across
+// nodes (SHARP; NCCL_COLLNET_ENABLE=1), on machines whose network says in_network_reduction;
+// where NCCL cannot run the algorithm asked for, it falls back to rings and trees, and so does
+// the simulator).
+enum class CollectiveAlgorithm { automatic, ring, tree, nvls, nvls_tree, collnet };
+inline constexpr std::string_view kCollectiveAlgorithmNames[] = {"auto", "ring",     "tree",
+                                                                 "nvls", "nvlstree", "collnet"};
 
 enum class BatchMeaning { global, per_gpu };
 inline constexpr std::string_view kBatchMeaningNames[] = {"global", "per_gpu"};

@@ -41,26 +41,35 @@ TransferPlan send_recv(int src, int dst, Bytes bytes);
 TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes);
 
 // Across nodes (hierarchical.cpp): reduce-scatter inside each node, all-reduce each rank's shard
-// across nodes along its rail, all-gather inside each node. Inside a node the rings above are
-// used, or NVLS (NCCL's NVLSTree: the NVSwitch reduces, the tree crosses the nodes, the switch
-// multicasts); across nodes, a ring over the nodes or a pipelined binary tree. `nodes` lists, per
-// node, its GPUs in the same local order (rails). In a symmetric simulation only node 0 is
-// listed and `total_nodes` says how many nodes there are: the cross-node steps become mirror
-// transfers, one per rail and step, standing for every node's identical traffic.
+// across nodes along its rail, all-gather inside each node. `nodes` lists, per node, its GPUs in
+// the same local order (rails). In a symmetric simulation only node 0 is listed and
+// `total_nodes` says how many nodes there are: the cross-node steps become mirror transfers, one
+// per rail and step, standing for every node's identical traffic.
+//
+// Inside a node: the rings above, NVLS (the NVSwitch reduces and multicasts) or direct copies
+// (every GPU sends each peer its share at once, through an NVSwitch). Across nodes: a ring over
+// the nodes, NCCL's pipelined double binary tree, or the network's switches reducing the shard
+// (SHARP) — each GPU sends its shard once and gets the result back. The combinations NCCL runs:
+// rings + ring or tree (its ring and tree algorithms), NVLS + tree (NVLSTree), NVLS + in the
+// network (NVLS across nodes, which NCCL runs only with CollNet), direct + in the network
+// (CollNet Direct, on NVSwitch nodes), rings + in the network (CollNet Chain elsewhere; NCCL
+// chains the GPUs to the NIC, which rings approximate in bytes per link).
 //
 // NCCL streams the data through these stages (one kernel, NCCL_STEPS = 8 steps in flight per
 // channel), so a large all-reduce runs at the rate of its slowest stage, not the sum of the
 // three. The plan cuts the data into `pieces` that follow each other through the stages: a
-// piece enters a stage on a rank once the piece before has left it there, and after the first
-// its steps' latency is hidden (Transfer::pipelined). One piece is the phases back to back.
+// piece takes a hop of a stage once the piece before has left that hop, and after the first
+// its steps' latency is hidden (Transfer::pipelined). One piece is the stages back to back.
+enum class InsideNodes { rings, nvls, direct };
+enum class AcrossNodes { ring, tree, in_network };
 struct Hierarchy {
   std::vector<std::vector<int>> nodes;
   std::vector<Ring> local_rings;  // rings over node 0's GPUs; other nodes use the same order
   int total_nodes = 1;
   bool symmetric = false;
-  bool nvls_inside = false;  // NVLSTree (with tree_across only)
+  InsideNodes inside = InsideNodes::rings;
 };
-TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, bool tree_across,
+TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, AcrossNodes across,
                                      Bytes chunk, int pieces);
 // The pieces for `bytes` over nodes of `local_gpus`: one per pipeline chunk each GPU's shard
 // holds, at most kHierarchyPieces (NCCL_STEPS, src/include/device.h: the steps a channel keeps in

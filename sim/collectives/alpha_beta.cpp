@@ -30,6 +30,8 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
   std::optional<LinkKind> transport;
   if (fabric) {
     transport = LinkKind::nvls;
+  } else if (transfer.in_network) {
+    transport = LinkKind::sharp;
   } else if (!transfer.mirror && !topology.nccl_peer_to_peer(transfer.src, transfer.dst)) {
     transport = LinkKind::shm;
   }
@@ -106,29 +108,56 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
                           request.total_nodes, request.symmetric};
         const int pieces = hierarchy_pieces(request.bytes, request.nodes.front().size());
         const CollectiveAlgorithm a = request.algorithm;
-        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring ||
-            a == CollectiveAlgorithm::nvls) {
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk, pieces));
+        // NCCL_ALGO=NVLS across nodes: NVLS inside, the switches reduce across, which NCCL
+        // runs only with CollNet enabled (NCCL_COLLNET_ENABLE=1); without switches that reduce,
+        // NCCL falls back to rings and trees.
+        const bool nvls_inside = nvls_available(topology, request.architecture,
+                                                request.nodes.front(), 1, request.collective);
+        if (a == CollectiveAlgorithm::nvls && nvls_inside && topology.in_network_reduction()) {
+          Hierarchy with_nvls = h;
+          with_nvls.inside = InsideNodes::nvls;
+          candidates.push_back(hierarchical_all_reduce(with_nvls, request.bytes,
+                                                       AcrossNodes::in_network, chunk, pieces));
         }
-        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree ||
-            a == CollectiveAlgorithm::nvls) {
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk, pieces));
+        const bool fall_back = a == CollectiveAlgorithm::nvls && candidates.empty();
+        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring || fall_back) {
+          candidates.push_back(
+              hierarchical_all_reduce(h, request.bytes, AcrossNodes::ring, chunk, pieces));
+        }
+        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree || fall_back) {
+          candidates.push_back(
+              hierarchical_all_reduce(h, request.bytes, AcrossNodes::tree, chunk, pieces));
         }
         // NVLSTree: NVLS inside each node, trees across (NCCL enables it across nodes wherever
-        // NVLS runs inside them). NCCL_ALGO=NVLS alone across nodes needs CollNet, so NCCL
-        // falls back to rings and trees (tuning.cc), as `nvls` does here.
+        // NVLS runs inside them).
         if ((a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::nvls_tree) &&
-            nvls_available(topology, request.architecture, request.nodes.front(), 1,
-                           request.collective)) {
+            nvls_inside) {
           Hierarchy with_nvls = h;
-          with_nvls.nvls_inside = true;
+          with_nvls.inside = InsideNodes::nvls;
           candidates.push_back(
-              hierarchical_all_reduce(with_nvls, request.bytes, true, chunk, pieces));
+              hierarchical_all_reduce(with_nvls, request.bytes, AcrossNodes::tree, chunk, pieces));
+        }
+        // CollNet only when asked for (NCCL_COLLNET_ENABLE is off by default and needs the
+        // SHARP plugin), and only over switches that reduce: Direct where the node's GPUs share
+        // an NVSwitch (NCCL disables it elsewhere), Chain otherwise.
+        if (a == CollectiveAlgorithm::collnet && topology.in_network_reduction()) {
+          Hierarchy collnet = h;
+          const std::vector<int>& node = request.nodes.front();
+          const int fabric = topology.nvswitch_of(node.front());
+          const bool on_nvswitch = fabric >= 0 && std::all_of(node.begin(), node.end(), [&](int g) {
+                                     return topology.nvswitch_of(g) == fabric;
+                                   });
+          collnet.inside = on_nvswitch ? InsideNodes::direct : InsideNodes::rings;
+          candidates.push_back(hierarchical_all_reduce(collnet, request.bytes,
+                                                       AcrossNodes::in_network, chunk, pieces));
         }
         if (candidates.empty()) {
-          // NVLSTree asked for where NCCL cannot run NVLS: NCCL's fallback, rings and trees.
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, false, chunk, pieces));
-          candidates.push_back(hierarchical_all_reduce(h, request.bytes, true, chunk, pieces));
+          // NVLSTree or CollNet asked for where NCCL cannot run it: NCCL's fallback, rings and
+          // trees.
+          candidates.push_back(
+              hierarchical_all_reduce(h, request.bytes, AcrossNodes::ring, chunk, pieces));
+          candidates.push_back(
+              hierarchical_all_reduce(h, request.bytes, AcrossNodes::tree, chunk, pieces));
         }
       } else {
         candidates.push_back(ring_all_reduce(build_rings(topology, ranks), request.bytes));
@@ -187,7 +216,10 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   for (TransferPlan& plan : candidates) {
     std::optional<Protocol> fastest;
     for (Protocol protocol : protocols) {
-      if ((plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree) &&
+      // NVLS, NVLSTree and CollNet run Simple only (tuning.cc).
+      if ((plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree ||
+           plan.algorithm == Algorithm::collnet_direct ||
+           plan.algorithm == Algorithm::collnet_chain) &&
           protocol != Protocol::simple)
         continue;
       plan.protocol = protocol;

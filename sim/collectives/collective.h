@@ -39,6 +39,8 @@ enum class Algorithm {
   hierarchical_tree,
   nvls,
   nvls_tree,
+  collnet_direct,
+  collnet_chain,
 };
 
 // NCCL's protocols (their costs: sim/collectives/protocols.h).
@@ -46,7 +48,8 @@ enum class Protocol { simple, ll, ll128 };
 inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
 inline constexpr std::size_t kProtocolCount = 3;
 inline constexpr std::string_view kAlgorithmNames[] = {
-    "ring", "tree", "direct", "hierarchical ring", "hierarchical tree", "nvls", "nvls tree"};
+    "ring", "tree",      "direct",         "hierarchical ring", "hierarchical tree",
+    "nvls", "nvls tree", "collnet direct", "collnet chain"};
 
 // One point-to-point transfer between GPUs. A `mirror` transfer stands, in a symmetric
 // simulation of a cluster, for the identical transfer every node makes to its neighbour: it
@@ -70,6 +73,9 @@ struct Transfer {
   // its data. A chain of K chunks over n ranks then costs (n-1) alpha + (K+n-2) chunk/beta, as
   // NCCL's tuning model has it (latency per hop, not per chunk).
   bool pipelined = false;
+  // A mirror transfer whose data the network's switches reduce (SHARP, NCCL's CollNet): out
+  // through the NIC and the reduced result back, once each way, at the profile's sharp figures.
+  bool in_network = false;
 };
 
 struct TransferPlan {

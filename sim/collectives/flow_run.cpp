@@ -31,7 +31,7 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     const int step_table = t.pipelined ? kPipelinedStepTable : protocol_table;
     std::uint32_t route = t.fabric != FabricWay::none
                               ? routes.fabric_route(t.src, step_table, t.fabric)
-                          : t.mirror ? routes.mirror_route(t.src, step_table)
+                          : t.mirror ? routes.mirror_route(t.src, step_table, t.in_network)
                                      : routes.route(t.src, t.dst, step_table);
     const auto bytes = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(t.bytes.value()) / share * routes.data_factor(route)));

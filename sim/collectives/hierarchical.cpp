@@ -94,7 +94,7 @@ class HopOrder {
     std::set<Key> seen;
     for (std::size_t i = from; i < plan.transfers.size(); ++i) {
       Transfer& t = plan.transfers[i];
-      const Key key{t.src, t.dst, t.mirror, t.fabric};
+      const Key key{t.src, t.dst, t.mirror, t.fabric};  // in_network: a mirror's own hop
       if (seen.insert(key).second) {
         auto before = previous_.find(key);
         if (before != previous_.end()) t.deps.push_back(before->second);
@@ -113,19 +113,56 @@ class HopOrder {
   std::map<Key, int> previous_, current_;
 };
 
+Algorithm algorithm_of(InsideNodes inside, AcrossNodes across) {
+  if (inside == InsideNodes::rings && across == AcrossNodes::ring)
+    return Algorithm::hierarchical_ring;
+  if (inside == InsideNodes::rings && across == AcrossNodes::tree)
+    return Algorithm::hierarchical_tree;
+  if (inside == InsideNodes::nvls && across == AcrossNodes::tree) return Algorithm::nvls_tree;
+  if (inside == InsideNodes::direct && across == AcrossNodes::in_network)
+    return Algorithm::collnet_direct;
+  if (inside == InsideNodes::rings && across == AcrossNodes::in_network)
+    return Algorithm::collnet_chain;
+  if (inside == InsideNodes::nvls && across == AcrossNodes::in_network) return Algorithm::nvls;
+  throw std::logic_error("a combination of stages NCCL does not run");
+}
+
+// One piece's reduce-scatter (or all-gather) inside node k.
+TransferPlan inside_node(const Hierarchy& h, std::size_t k, Collective collective, Bytes piece) {
+  switch (h.inside) {
+    case InsideNodes::nvls:
+      return nvls_collective(collective, h.nodes[k], piece);
+    case InsideNodes::direct:
+      // Either way every GPU sends each peer one n-th: its partial shard to be reduced there,
+      // or its reduced shard.
+      return direct_all_to_all(h.nodes[k], piece);
+    case InsideNodes::rings:
+      break;
+  }
+  return collective == Collective::reduce_scatter ? ring_reduce_scatter(rings_of_node(h, k), piece)
+                                                  : ring_all_gather(rings_of_node(h, k), piece);
+}
+
+// Every node's GPU at `rail` sends its shard through its NIC to the switches, which reduce it
+// with the other nodes' and return the result: one exchange each way.
+TransferPlan in_network_rail(const std::vector<int>& members, Bytes shard) {
+  TransferPlan plan;
+  for (int gpu : members) {
+    Transfer t{gpu, gpu, true, shard, {}};
+    t.in_network = true;
+    plan.add(std::move(t));
+  }
+  return plan;
+}
+
 }  // namespace
 
-TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_across, Bytes chunk,
-                                     int pieces) {
-  if (h.nvls_inside && !tree_across) {
-    throw std::logic_error("NVLS inside the nodes goes with trees across them (NVLSTree)");
-  }
+TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, AcrossNodes across,
+                                     Bytes chunk, int pieces) {
   TransferPlan plan;
   plan.collective = Collective::all_reduce;
-  plan.algorithm = h.nvls_inside ? Algorithm::nvls_tree
-                   : tree_across ? Algorithm::hierarchical_tree
-                                 : Algorithm::hierarchical_ring;
-  plan.channels = h.nvls_inside ? 1 : static_cast<int>(h.local_rings.size());
+  plan.algorithm = algorithm_of(h.inside, across);
+  plan.channels = h.inside == InsideNodes::rings ? static_cast<int>(h.local_rings.size()) : 1;
   for (const std::vector<int>& node : h.nodes)
     plan.ranks.insert(plan.ranks.end(), node.begin(), node.end());
   const std::size_t local = h.nodes.front().size();
@@ -138,9 +175,7 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_
     const std::size_t first = plan.transfers.size();
     Touching after_scatter;
     for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-      const TransferPlan phase =
-          h.nvls_inside ? nvls_collective(Collective::reduce_scatter, h.nodes[k], piece)
-                        : ring_reduce_scatter(rings_of_node(h, k), piece);
+      const TransferPlan phase = inside_node(h, k, Collective::reduce_scatter, piece);
       for (auto& [rank, deps] : append_phase(plan, phase, {}))
         after_scatter[rank] = deps;
     }
@@ -148,16 +183,19 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_
     const std::size_t rails_first = plan.transfers.size();
     Touching rails;
     for (std::size_t r = 0; r < local; ++r) {
+      std::vector<int> members;
+      for (const std::vector<int>& node : h.nodes)
+        members.push_back(node[r]);
       TransferPlan rail;
-      if (h.symmetric) {
-        rail = mirrored_rail(h.nodes.front()[r], h.total_nodes, shard, tree_across, chunk,
-                             p == pieces - 1);
+      if (across == AcrossNodes::in_network) {
+        // The same exchange for every node: the mirror is exact.
+        rail = in_network_rail(members, shard);
+      } else if (h.symmetric) {
+        rail = mirrored_rail(members.front(), h.total_nodes, shard, across == AcrossNodes::tree,
+                             chunk, p == pieces - 1);
       } else {
-        std::vector<int> members;
-        for (const std::vector<int>& node : h.nodes)
-          members.push_back(node[r]);
-        rail = tree_across ? double_tree_all_reduce(members, shard, chunk)
-                           : ring_all_reduce({Ring{members}}, shard);
+        rail = across == AcrossNodes::tree ? double_tree_all_reduce(members, shard, chunk)
+                                           : ring_all_reduce({Ring{members}}, shard);
       }
       for (auto& [rank, deps] : append_phase(plan, rail, after_scatter))
         rails[rank] = deps;
@@ -168,24 +206,21 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, bool tree_
       rails.emplace(rank, deps);
     const std::size_t gather_first = plan.transfers.size();
     for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-      const TransferPlan phase = h.nvls_inside
-                                     ? nvls_collective(Collective::all_gather, h.nodes[k], piece)
-                                     : ring_all_gather(rings_of_node(h, k), piece);
-      append_phase(plan, phase, rails);
+      append_phase(plan, inside_node(h, k, Collective::all_gather, piece), rails);
     }
     gather_order.order(plan, gather_first);
     // NCCL costs NVLS's reduction and its multicast as one step (tuning.cc: NVLSTree's latency
     // is one intra-node hwLat, 23 us, plus the tree's): the multicast's step latency is already
     // in the reduction's. A piece after the first streams behind it: its latency is hidden.
-    const std::size_t hidden_from = p > 0           ? first
-                                    : h.nvls_inside ? gather_first
-                                                    : plan.transfers.size();
+    const std::size_t hidden_from = p > 0                           ? first
+                                    : h.inside == InsideNodes::nvls ? gather_first
+                                                                    : plan.transfers.size();
     for (std::size_t i = hidden_from; i < plan.transfers.size(); ++i)
       plan.transfers[i].pipelined = true;
     // Inside a node, one piece's reduce-scatter and the previous piece's all-gather step along
     // the same ring edges at once: the analytic cost shares those links between the two (the
     // flows share them by themselves). The first reduce-scatter and the last all-gather run alone.
-    if (!h.nvls_inside) {
+    if (h.inside != InsideNodes::nvls) {
       const std::size_t end = plan.transfers.size();
       for (std::size_t i = p > 0 ? first : end; i < rails_first; ++i)
         plan.transfers[i].sharing *= 2;

@@ -21,6 +21,7 @@ int hardware_class(LinkKind kind) {
     case LinkKind::nvls:
       return 0;
     case LinkKind::network:
+    case LinkKind::sharp:
       return 2;
     case LinkKind::pcie:
     case LinkKind::socket:
@@ -63,6 +64,8 @@ Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol) {
     case Algorithm::direct:
     case Algorithm::nvls:
     case Algorithm::nvls_tree:
+    case Algorithm::collnet_direct:
+    case Algorithm::collnet_chain:
       break;
   }
   return Seconds(0);

@@ -31,7 +31,8 @@ namespace epochcast::sim {
 std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
                                                         Protocol protocol);
 // NCCL's base latency of a collective run by `algorithm` under `protocol` (0 for direct copies,
-// which NCCL runs as point-to-point operations outside its tuning model, and for NVLS).
+// which NCCL runs as point-to-point operations outside its tuning model, and for NVLS, NVLSTree
+// and CollNet: tuning.cc baseLat 0).
 Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol);
 // NCCL's channels for a plan: each runs as one CTA of the collective's kernel, so they are also
 // the SMs it holds while it runs. NVLS on Hopper: 16 (NVLS_NCHANNELS_SM90); rings whose every

@@ -102,6 +102,9 @@ std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, Fabr
     case Via::mirror:
       id = add(topology_.mirror_path(src), step_table, std::nullopt);
       break;
+    case Via::in_network:
+      id = add(topology_.mirror_path(src), step_table, LinkKind::sharp);
+      break;
     case Via::fabric:
       id = add(topology_.fabric_path(src, way), step_table, LinkKind::nvls);
       break;
@@ -114,8 +117,8 @@ std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
   return cached(src, dst, Via::peer, step_table);
 }
 
-std::uint32_t NetworkMap::mirror_route(int gpu, int step_table) {
-  return cached(gpu, gpu, Via::mirror, step_table);
+std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network) {
+  return cached(gpu, gpu, in_network ? Via::in_network : Via::mirror, step_table);
 }
 
 std::uint32_t NetworkMap::fabric_route(int gpu, int step_table, FabricWay way) {

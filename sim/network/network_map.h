@@ -42,7 +42,8 @@ class NetworkMap {
   // slowest link kind (collective steps, staged through host memory where NCCL does not use
   // peer-to-peer); -1 for plain copies.
   std::uint32_t route(int src, int dst, int step_table);
-  std::uint32_t mirror_route(int gpu, int step_table);
+  // `in_network`: the switches reduce the data (SHARP), at the profile's sharp figures.
+  std::uint32_t mirror_route(int gpu, int step_table, bool in_network = false);
   // NVLink SHARP (Topology::fabric_path).
   std::uint32_t fabric_route(int gpu, int step_table, FabricWay way);
   // What a flow on the route carries per byte of data (RouteRate::data_factor).
@@ -54,7 +55,7 @@ class NetworkMap {
 
  private:
   std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport);
-  enum class Via { peer, mirror, fabric };
+  enum class Via { peer, mirror, in_network, fabric };
   std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way = FabricWay::none);
 
   const Topology& topology_;

@@ -24,10 +24,12 @@ enum class VertexKind { gpu, cpu, pcie_switch, nvswitch, nic, leaf_switch, spine
 // transport, which stages a collective's steps through host memory over the PCIe links of a
 // route where NCCL does not use peer-to-peer (Topology::nccl_peer_to_peer).
 // `nvls` likewise names the rate and step latency of NVLink SHARP's exchanges with an NVSwitch
-// fabric over a GPU's NVSwitch links.
-enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm, nvls };
-inline constexpr std::string_view kLinkKindNames[] = {
-    "PCIe", "socket", "NVLink", "NVSwitch", "network", "host bridge", "shared memory", "NVLS"};
+// fabric over a GPU's NVSwitch links, and `sharp` those of a reduction in the network's
+// switches (NCCL's CollNet) over a GPU's NIC.
+enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm, nvls, sharp };
+inline constexpr std::string_view kLinkKindNames[] = {"PCIe",          "socket",  "NVLink",
+                                                      "NVSwitch",      "network", "host bridge",
+                                                      "shared memory", "NVLS",    "network SHARP"};
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;
@@ -87,6 +89,8 @@ class Topology {
   // step loads.
   const Path& mirror_path(int gpu) const;
   bool has_network() const { return !nics_.empty(); }
+  // Whether the network's switches reduce (SHARP), for NCCL's CollNet.
+  bool in_network_reduction() const { return in_network_reduction_; }
   // Between GPU `gpu` and its node's NVSwitch fabric (NVLink SHARP): into it and back into the
   // same GPU, or one way.
   const Path& fabric_path(int gpu, FabricWay way = FabricWay::round_trip) const;
@@ -114,6 +118,7 @@ class Topology {
   int gpus_per_node_ = 1;
   int nodes_ = 1;
   bool peer_to_peer_ = true;
+  bool in_network_reduction_ = false;
   P2pLevel nccl_p2p_level_ = P2pLevel::pxb;
   std::vector<std::vector<int>> nics_;  // per node: NIC vertices
   mutable std::map<std::pair<int, int>, Path> paths_;

@@ -422,7 +422,7 @@ struct EpochSimulator::Impl {
         network_resource();
         detail = op.fabric != FabricWay::none
                      ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric)
-                 : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol)
+                 : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network)
                              : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
         // A step NCCL stages through host memory moves slower than its links: its flow
         // carries proportionally more.

@@ -63,6 +63,7 @@ struct PlanOp {
   int dst_gpu = -1;
   bool mirror = false;
   FabricWay fabric = FabricWay::none;  // src_gpu's exchange with its NVSwitch fabric (NVLS)
+  bool in_network = false;             // a mirror step the network's switches reduce (SHARP)
   std::int8_t step_protocol = -1;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves

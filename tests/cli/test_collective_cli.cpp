@@ -210,12 +210,14 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100 -d flot", "did you mean 'float'"},
       {"dgx-h100 -g 9", "has 8 GPUs per node; expected 1 to 8"},
       {"dgx-h100 -g 1", "at least 2 GPUs"},
-      {"dgx-h100 --algo collnet", "not modelled yet"},
+      {"dgx-h100 --algo collnet", "an all_reduce across nodes"},
+      {"dgx-a100 --nodes 2 --algo collnet", "in_network_reduction: true"},
+      {"dgx-h100-cluster --nodes 2 --algo collnet --proto ll", "collnet runs only"},
       {"dgx-a100 --algo nvls", "NVLS needs an all_reduce, all_gather or reduce_scatter"},
       {"dgx-h100 --algo nvls -g 2", "over 3 GPUs or more"},
       {"dgx-h100 --algo nvls --op broadcast", "NVLS needs"},
       {"dgx-h100 --algo nvls --proto ll", "only NCCL's Simple protocol"},
-      {"dgx-h100-cluster --nodes 2 --algo nvls", "is --algo nvlstree"},
+      {"dgx-h100 --nodes 2 --algo nvls", "is --algo nvlstree"},
       {"dgx-h100-cluster --algo nvlstree", "across nodes (--nodes 2 or more)"},
       {"dgx-a100 --nodes 2 --algo nvlstree", "NVLSTree needs"},
       {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},
@@ -236,4 +238,20 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(c.says));
   }
+}
+
+TEST_CASE("collective --algo collnet: the switches reduce across nodes, as NCCL's CollNet") {
+  const nlohmann::json collnet =
+      rows_of("dgx-h100-cluster --nodes 16 -b 1G -e 1G --algo collnet", "collnet.json");
+  const nlohmann::json rings =
+      rows_of("dgx-h100-cluster --nodes 16 -b 1G -e 1G --algo ring", "collnet-rings.json");
+  CHECK(collnet["rows"][0]["algorithm"] == "collnet direct");
+  CHECK(collnet["rows"][0]["protocol"] == "simple");
+  // Sixteen nodes: a ring's NIC carries 2 x 15/16 of its shard, CollNet's the shard once.
+  CHECK(collnet["rows"][0]["busbw_gb_per_s"].get<double>() >
+        1.1 * rings["rows"][0]["busbw_gb_per_s"].get<double>());
+  // NVLS inside the nodes with the switches reducing across them.
+  const nlohmann::json nvls =
+      rows_of("dgx-h100-cluster --nodes 16 -b 1G -e 1G --algo nvls", "nvls-sharp.json");
+  CHECK(nvls["rows"][0]["algorithm"] == "nvls");
 }

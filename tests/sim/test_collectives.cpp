@@ -313,7 +313,7 @@ TEST_CASE("a mirrored tree across nodes streams 2K chunks, then fills and drains
   const std::int64_t chunk = kPipelineChunkBytes, chunks = 8;
   Hierarchy h{{first(8)}, build_rings(one, first(8)), nodes, true};
   const Bytes bytes(8 * chunks * chunk);  // each of the 8 rails carries `chunks` chunks
-  TransferPlan tree = hierarchical_all_reduce(h, bytes, true, Bytes(chunk), 1);
+  TransferPlan tree = hierarchical_all_reduce(h, bytes, AcrossNodes::tree, Bytes(chunk), 1);
   TransferPlan intra_only = ring_reduce_scatter(h.local_rings, bytes);
   TransferRoute rail = transfer_route(one, p, Transfer{0, 0, true, Bytes(0), {}});
   // Each of the two trees carries half of the rail's shard, still in whole chunks here.
@@ -353,10 +353,10 @@ TEST_CASE("a symmetric cluster simulation gives exactly the full simulation's ti
   Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
   const int pieces = hierarchy_pieces(bytes, 8);
   REQUIRE(pieces == 8);
-  TransferPlan explicit_plan =
-      hierarchical_all_reduce(everything, bytes, false, Bytes(kPipelineChunkBytes), pieces);
+  TransferPlan explicit_plan = hierarchical_all_reduce(everything, bytes, AcrossNodes::ring,
+                                                       Bytes(kPipelineChunkBytes), pieces);
   TransferPlan mirrored =
-      hierarchical_all_reduce(node0, bytes, false, Bytes(kPipelineChunkBytes), pieces);
+      hierarchical_all_reduce(node0, bytes, AcrossNodes::ring, Bytes(kPipelineChunkBytes), pieces);
   CHECK(mirrored.transfers.size() * nodes < explicit_plan.transfers.size() * 2);
   CHECK(simulate_plan(mirrored, one, p) == simulate_plan(explicit_plan, full, p));
   CHECK(plan_time(one, p, mirrored).value() == Approx(plan_time(full, p, explicit_plan).value()));
@@ -391,10 +391,12 @@ TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double bi
       // One piece: the pipeline of chunks across the nodes alone (in pieces, every node's
       // trees restart their fill and drain with each piece, the mirror streams through).
       double every_node =
-          simulate_plan(hierarchical_all_reduce(everything, bytes, true, chunk, 1), full, p)
+          simulate_plan(hierarchical_all_reduce(everything, bytes, AcrossNodes::tree, chunk, 1),
+                        full, p)
               .value();
       double mirrored =
-          simulate_plan(hierarchical_all_reduce(node0, bytes, true, chunk, 1), one, p).value();
+          simulate_plan(hierarchical_all_reduce(node0, bytes, AcrossNodes::tree, chunk, 1), one, p)
+              .value();
       INFO(nodes << " nodes, " << mib << " MiB");
       // Trees are not symmetric (a root, inner nodes, leaves), so the mirror is an estimate:
       // within a few percent where the tuner picks trees (small messages), 15% at worst.
@@ -508,9 +510,10 @@ TEST_CASE("across nodes the stages stream: a large all-reduce runs near its slow
   CHECK(hierarchy_pieces(Bytes(8 << 20), 8) == 1);  // one chunk per GPU: nothing to stream
   CHECK(hierarchy_pieces(Bytes(std::int64_t{3} * 8 << 20), 8) == 3);
   const double in_turn =
-      simulate_plan(hierarchical_all_reduce(h, bytes, false, chunk, 1), one, p).value();
+      simulate_plan(hierarchical_all_reduce(h, bytes, AcrossNodes::ring, chunk, 1), one, p).value();
   const double streamed =
-      simulate_plan(hierarchical_all_reduce(h, bytes, false, chunk, kHierarchyPieces), one, p)
+      simulate_plan(hierarchical_all_reduce(h, bytes, AcrossNodes::ring, chunk, kHierarchyPieces),
+                    one, p)
           .value();
   // The stages alone, as flows: the node's reduce-scatter (its all-gather takes as long) and
   // every rail's cross-node ring at once.
@@ -575,12 +578,16 @@ TEST_CASE("NVLSTree: NVLS inside H100 nodes, trees across them, where NCCL enabl
   // Small messages: LL's short steps on rings and trees; NVLS costs a 25 us step at least.
   request.bytes = Bytes(4096);
   CHECK(choose_collective(request, one, p).plan.algorithm != Algorithm::nvls_tree);
-  // NCCL_ALGO=NVLSTree forces it; NCCL_ALGO=NVLS across nodes needs CollNet and falls back.
+  // NCCL_ALGO=NVLSTree forces it; NCCL_ALGO=NVLS across nodes needs CollNet, so without
+  // switches that reduce NCCL falls back.
   request.algorithm = CollectiveAlgorithm::nvls_tree;
   CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::nvls_tree);
   request.algorithm = CollectiveAlgorithm::nvls;
   request.bytes = Bytes(std::int64_t{1} << 30);
-  const Algorithm fallback = choose_collective(request, one, p).plan.algorithm;
+  MachineSpec plain = m;
+  plain.topology.network->in_network_reduction = false;
+  const Algorithm fallback =
+      choose_collective(request, Topology::build(plain, 1, true), p).plan.algorithm;
   CHECK((fallback == Algorithm::hierarchical_ring || fallback == Algorithm::hierarchical_tree));
   // Not on A100 nodes (no multicast), not inside one node (NCCL disables it there).
   MachineSpec a100 = machine("dgx-a100");
@@ -597,14 +604,98 @@ TEST_CASE("NVLSTree: NVLS inside H100 nodes, trees across them, where NCCL enabl
   // NVLSTree equals every node's wherever the trees stream the same (two nodes, one piece).
   std::vector<std::vector<int>> both{first(8), {8, 9, 10, 11, 12, 13, 14, 15}};
   Topology full = Topology::build(m, 2);
-  Hierarchy every{both, build_rings(full, both[0]), 2, false, true};
-  Hierarchy mirrored{{first(8)}, build_rings(one, first(8)), 2, true, true};
+  Hierarchy every{both, build_rings(full, both[0]), 2, false, InsideNodes::nvls};
+  Hierarchy mirrored{{first(8)}, build_rings(one, first(8)), 2, true, InsideNodes::nvls};
   const Bytes small(std::int64_t{8} << 20);
-  CHECK(simulate_plan(hierarchical_all_reduce(mirrored, small, true, Bytes(kPipelineChunkBytes), 1),
+  CHECK(simulate_plan(hierarchical_all_reduce(mirrored, small, AcrossNodes::tree,
+                                              Bytes(kPipelineChunkBytes), 1),
                       one, p)
-            .value() == Approx(simulate_plan(hierarchical_all_reduce(every, small, true,
-                                                                     Bytes(kPipelineChunkBytes), 1),
-                                             full, p)
-                                   .value())
-                            .epsilon(0.10));
+            .value() ==
+        Approx(simulate_plan(hierarchical_all_reduce(every, small, AcrossNodes::tree,
+                                                     Bytes(kPipelineChunkBytes), 1),
+                             full, p)
+                   .value())
+            .epsilon(0.10));
+}
+
+TEST_CASE("CollNet: the switches reduce each GPU's shard, sent once and returned once") {
+  HardwareProfile p = profile();
+  const double sharp = p.links.efficiency[static_cast<std::size_t>(LinkKind::sharp)];
+  // NCCL's model of it, as the profile cites: the network's efficiency times the 0.85 tuning.cc
+  // applies to CollNet Direct, one step of 31 us; a profile written before takes the same.
+  CHECK(sharp == Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::network)] * 0.85));
+  CHECK(p.links.step_latency[static_cast<std::size_t>(LinkKind::sharp)].value() == Approx(31e-6));
+  HardwareProfile old = written_before(p, "sharp");
+  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::sharp)] == Approx(sharp));
+  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::sharp)].value() == Approx(31e-6));
+
+  MachineSpec m = machine("dgx-h100-cluster");
+  REQUIRE(m.topology.network->in_network_reduction);
+  Topology one = Topology::build(m, 1, true);
+  CHECK(one.in_network_reduction());
+  CollectiveRequest request{Collective::all_reduce, Bytes(8 << 20), {first(8)}, 16, true, 0};
+  request.architecture = m.gpu.architecture;
+  // Never the tuner's own choice (NCCL_COLLNET_ENABLE is off by default).
+  const Algorithm automatic = choose_collective(request, one, p).plan.algorithm;
+  CHECK(automatic != Algorithm::collnet_direct);
+  request.algorithm = CollectiveAlgorithm::collnet;
+  const CollectiveChoice direct = choose_collective(request, one, p);
+  REQUIRE(direct.plan.algorithm == Algorithm::collnet_direct);
+  CHECK(direct.plan.protocol == Protocol::simple);
+  // One piece (8 MiB over 8 GPUs): direct copies inside, one exchange per GPU with the
+  // switches of its 1 MiB shard, direct copies inside again, each stage costed on its own.
+  int in_network = 0;
+  for (const Transfer& t : direct.plan.transfers) {
+    if (!t.in_network) continue;
+    ++in_network;
+    CHECK(t.mirror);
+    CHECK(t.bytes.value() == 1 << 20);
+    const TransferRoute route = transfer_route(one, p, t);
+    CHECK(route.slowest == LinkKind::sharp);
+    CHECK(route.latency.value() == Approx(31e-6));
+    CHECK(route.bandwidth.value() == Approx(m.topology.network->nic_bandwidth.value() * sharp));
+  }
+  CHECK(in_network == 8);
+  const double inside = plan_time(one, p, direct_all_to_all(first(8), Bytes(8 << 20))).value();
+  const TransferRoute rail = transfer_route(one, p, direct.plan.transfers[56]);
+  REQUIRE(direct.plan.transfers[56].in_network);
+  CHECK(plan_time(one, p, direct.plan).value() ==
+        Approx(2 * inside + rail.latency.value() + (1 << 20) / rail.bandwidth.value()));
+  // The exchange is the same for every node: the mirror equals every node simulated.
+  std::vector<std::vector<int>> nodes{first(8), {8, 9, 10, 11, 12, 13, 14, 15}};
+  Topology full = Topology::build(m, 2);
+  const Bytes bytes(std::int64_t{256} << 20), chunk(kPipelineChunkBytes);
+  Hierarchy every{nodes, build_rings(full, nodes[0]), 2, false, InsideNodes::direct};
+  Hierarchy mirrored{{first(8)}, build_rings(one, first(8)), 2, true, InsideNodes::direct};
+  const int pieces = hierarchy_pieces(bytes, 8);
+  CHECK(simulate_plan(
+            hierarchical_all_reduce(mirrored, bytes, AcrossNodes::in_network, chunk, pieces), one,
+            p) ==
+        simulate_plan(hierarchical_all_reduce(every, bytes, AcrossNodes::in_network, chunk, pieces),
+                      full, p));
+  // Across many nodes a NIC carries the shard once each way, against 2(N-1)/N of it for rings.
+  request.bytes = Bytes(std::int64_t{1} << 30);
+  const double collnet = simulate_plan(choose_collective(request, one, p).plan, one, p).value();
+  request.algorithm = CollectiveAlgorithm::ring;
+  const double rings = simulate_plan(choose_collective(request, one, p).plan, one, p).value();
+  CHECK(collnet < 0.9 * rings);
+  // NVLS inside the nodes with the switches reducing across (NCCL_ALGO=NVLS with CollNet).
+  request.algorithm = CollectiveAlgorithm::nvls;
+  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::nvls);
+  // Without switches that reduce, NCCL falls back to rings and trees.
+  MachineSpec plain = m;
+  plain.topology.network->in_network_reduction = false;
+  Topology without = Topology::build(plain, 1, true);
+  for (CollectiveAlgorithm a : {CollectiveAlgorithm::collnet, CollectiveAlgorithm::nvls}) {
+    request.algorithm = a;
+    const Algorithm fallback = choose_collective(request, without, p).plan.algorithm;
+    CHECK((fallback == Algorithm::hierarchical_ring || fallback == Algorithm::hierarchical_tree));
+  }
+  // Nodes without an NVSwitch: CollNet Chain, the GPUs to the NIC on rings.
+  MachineSpec v100 = machine("dgx1-v100");
+  v100.topology.network->in_network_reduction = true;
+  Topology v100_one = Topology::build(v100, 1, true);
+  request.algorithm = CollectiveAlgorithm::collnet;
+  request.architecture = v100.gpu.architecture;
+  CHECK(choose_collective(request, v100_one, p).plan.algorithm == Algorithm::collnet_chain);
 }

@@ -320,9 +320,12 @@ Command add_collective_command(CLI::App& app) {
                                    "nodes",
                                    machine.name));
     }
-    if (sweep.nodes > 1 && sweep.collective != sim::Collective::all_reduce) {
+    if (sweep.nodes > 1 && (sweep.collective == sim::Collective::broadcast ||
+                            sweep.collective == sim::Collective::reduce)) {
       throw InputError(command_line(), "--op",
-                       fmt::format("across nodes only all_reduce is modelled yet, not {}", op));
+                       fmt::format("across nodes all_reduce, all_gather, reduce_scatter and "
+                                   "alltoall are modelled, not {} yet",
+                                   op));
     }
     if (args->root >= ranks) {
       throw InputError(

@@ -39,6 +39,11 @@ TransferPlan send_recv(int src, int dst, Bytes bytes);
 // All-to-all (nccl-tests' alltoall): every rank sends bytes / n to every other rank at once; a
 // rank's n - 1 sends share its links.
 TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes);
+// The same over `nodes` identical nodes in a symmetric simulation: each of node 0's GPUs sends
+// its share to every local peer and, as one mirror transfer through its NIC, the shares of all
+// n (N - 1) GPUs of the other nodes (with NCCL's PXN a share for another rail goes first to the
+// local GPU of that rail over NVLink, then out of its NIC: the NIC bytes are the same).
+TransferPlan mirrored_all_to_all(const std::vector<int>& node, int nodes, Bytes bytes);
 
 // Across nodes (hierarchical.cpp): reduce-scatter inside each node, all-reduce each rank's shard
 // across nodes along its rail, all-gather inside each node. `nodes` lists, per node, its GPUs in
@@ -69,8 +74,16 @@ struct Hierarchy {
   bool symmetric = false;
   InsideNodes inside = InsideNodes::rings;
 };
-TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes, AcrossNodes across,
-                                     Bytes chunk, int pieces);
+// All-reduce, and (rings inside and across only, as NCCL runs them) reduce-scatter — inside, then
+// along the rails, each rank ending with its share — and all-gather, the reverse. Sizes as
+// nccl-tests counts them: the buffer each rank holds (all-reduce, reduce-scatter's input), the
+// gathered buffer (all-gather).
+TransferPlan hierarchical_collective(const Hierarchy& hierarchy, Collective collective, Bytes bytes,
+                                     AcrossNodes across, Bytes chunk, int pieces);
+inline TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes,
+                                            AcrossNodes across, Bytes chunk, int pieces) {
+  return hierarchical_collective(hierarchy, Collective::all_reduce, bytes, across, chunk, pieces);
+}
 // The pieces for `bytes` over nodes of `local_gpus`: one per pipeline chunk each GPU's shard
 // holds, at most kHierarchyPieces (NCCL_STEPS, src/include/device.h: the steps a channel keeps in
 // flight), at least one.

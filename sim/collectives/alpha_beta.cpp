@@ -96,10 +96,26 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   std::vector<int> ranks = flatten(request.nodes);
   std::vector<TransferPlan> candidates;
   const bool across_nodes = request.total_nodes > 1;
-  if (across_nodes && request.collective != Collective::all_reduce) {
-    throw std::logic_error("across nodes only all-reduce is planned");
+  const Collective c = request.collective;
+  if (across_nodes && c != Collective::all_reduce) {
+    // NCCL runs reduce-scatter and all-gather across nodes on rings, all-to-all as direct
+    // point-to-point sends.
+    if (c == Collective::reduce_scatter || c == Collective::all_gather) {
+      const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                        request.total_nodes, request.symmetric};
+      candidates.push_back(
+          hierarchical_collective(h, c, request.bytes, AcrossNodes::ring, chunk,
+                                  hierarchy_pieces(request.bytes, request.nodes.front().size())));
+    } else if (c == Collective::all_to_all) {
+      candidates.push_back(
+          request.symmetric
+              ? mirrored_all_to_all(request.nodes.front(), request.total_nodes, request.bytes)
+              : direct_all_to_all(ranks, request.bytes));
+    } else {
+      throw std::logic_error("across nodes: all-reduce, reduce-scatter, all-gather, all-to-all");
+    }
   }
-  switch (request.collective) {
+  switch (across_nodes && c != Collective::all_reduce ? Collective::send_recv : c) {
     case Collective::all_reduce:
       // As in NCCL, trees only across nodes: inside a node NCCL's tree is a chain, which a ring
       // matches in latency and beats in bandwidth.
@@ -185,7 +201,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       candidates.push_back(direct_gather(ranks, request.root, request.bytes));
       break;
     case Collective::send_recv:
-      candidates.push_back(send_recv(ranks.at(0), ranks.at(1), request.bytes));
+      if (!across_nodes) candidates.push_back(send_recv(ranks.at(0), ranks.at(1), request.bytes));
       break;
     case Collective::all_to_all:
       candidates.push_back(direct_all_to_all(ranks, request.bytes));
@@ -215,6 +231,27 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   best.time = Seconds(std::numeric_limits<double>::infinity());
   for (TransferPlan& plan : candidates) {
     std::optional<Protocol> fastest;
+    if (plan.algorithm == Algorithm::direct && !request.protocol) {
+      // Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
+      // NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
+      std::int64_t largest = 0;
+      for (const Transfer& t : plan.transfers)
+        largest = std::max(largest, t.bytes.value());
+      if (c == Collective::all_to_all) {
+        // A mirror transfer carries many sends at once: each is one rank's share.
+        const auto total =
+            static_cast<std::int64_t>(request.nodes.front().size()) *
+            (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
+        largest = (request.bytes.value() + total - 1) / total;
+      }
+      plan.protocol = largest <= kP2pLlThresholdBytes ? Protocol::ll : Protocol::simple;
+      const Seconds t = collective_time(topology, profile, plan);
+      if (t < best.time) {
+        best.time = t;
+        best.plan = std::move(plan);
+      }
+      continue;
+    }
     for (Protocol protocol : protocols) {
       // NVLS, NVLSTree and CollNet run Simple only (tuning.cc).
       if ((plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree ||

@@ -74,5 +74,7 @@ struct CollectiveChoice {
 // or Simple for large ones.
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile);
+// Point-to-point sends of at most this many bytes run under LL (NCCL_P2P_LL_THRESHOLD).
+inline constexpr std::int64_t kP2pLlThresholdBytes = 16384;
 
 }  // namespace epochcast::sim

@@ -50,7 +50,8 @@ std::vector<Ring> rings_of_node(const Hierarchy& h, std::size_t k) {
 }
 
 // One rail's cross-node all-reduce in a symmetric cluster, as mirror transfers from `gpu`.
-// Ring: 2(N-1) steps of shard/N bytes, exactly what every node does. Tree: NCCL's double binary
+// Ring: 2(N-1) steps of shard/N bytes (N-1 for a reduce-scatter or an all-gather of the shard:
+// `ring_steps`), exactly what every node does. Tree: NCCL's double binary
 // tree over the nodes, pipelined in chunks; beyond two nodes every node is inner in one tree and
 // a leaf in the other, so its NIC sends (and receives) about twice the shard, streamed back to
 // back (over two nodes each tree is a root and a leaf: the shard once, as tuning.cc's tree
@@ -58,9 +59,10 @@ std::vector<Ring> rings_of_node(const Hierarchy& h, std::size_t k) {
 // chunk hops to fill and drain (`drain`: only after the last piece of a pipelined all-reduce).
 // Trees have a root and leaves, so unlike the ring this is an estimate of the node's part
 // (tests compare it with every node's).
-TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk, bool drain) {
+TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk, bool drain,
+                           int ring_steps) {
   TransferPlan plan;
-  std::int64_t steps = 2 * (nodes - 1);
+  std::int64_t steps = ring_steps * (nodes - 1);
   Bytes size(ceil_div(shard.value(), nodes));
   int previous = -1;
   if (tree) {
@@ -157,10 +159,18 @@ TransferPlan in_network_rail(const std::vector<int>& members, Bytes shard) {
 
 }  // namespace
 
-TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, AcrossNodes across,
-                                     Bytes chunk, int pieces) {
+TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, Bytes bytes,
+                                     AcrossNodes across, Bytes chunk, int pieces) {
+  const bool all_reduce = collective == Collective::all_reduce;
+  if (!all_reduce && collective != Collective::reduce_scatter &&
+      collective != Collective::all_gather) {
+    throw std::logic_error("across nodes: all-reduce, reduce-scatter and all-gather");
+  }
+  if (!all_reduce && (across != AcrossNodes::ring || h.inside != InsideNodes::rings)) {
+    throw std::logic_error("NCCL runs reduce-scatter and all-gather across nodes on rings");
+  }
   TransferPlan plan;
-  plan.collective = Collective::all_reduce;
+  plan.collective = collective;
   plan.algorithm = algorithm_of(h.inside, across);
   plan.channels = h.inside == InsideNodes::rings ? static_cast<int>(h.local_rings.size()) : 1;
   for (const std::vector<int>& node : h.nodes)
@@ -170,65 +180,80 @@ TransferPlan hierarchical_all_reduce(const Hierarchy& h, Bytes bytes, AcrossNode
   const Bytes piece(ceil_div(bytes.value(), pieces));
   const Bytes shard(ceil_div(piece.value(), static_cast<std::int64_t>(local)));
 
-  HopOrder scatter_order, rail_order, gather_order;
+  // The stages in order: an all-reduce reduces inside, across, then gathers inside; a
+  // reduce-scatter ends across the nodes with each rank's share; an all-gather starts there.
+  enum class Stage { scatter_inside, rails, gather_inside };
+  std::vector<Stage> stages;
+  if (collective != Collective::all_gather) stages.push_back(Stage::scatter_inside);
+  stages.push_back(Stage::rails);
+  if (collective != Collective::reduce_scatter) stages.push_back(Stage::gather_inside);
+  const int ring_steps = all_reduce ? 2 : 1;
+
+  std::vector<HopOrder> orders(stages.size());
   for (int p = 0; p < pieces; ++p) {
     const std::size_t first = plan.transfers.size();
-    Touching after_scatter;
-    for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-      const TransferPlan phase = inside_node(h, k, Collective::reduce_scatter, piece);
-      for (auto& [rank, deps] : append_phase(plan, phase, {}))
-        after_scatter[rank] = deps;
-    }
-    scatter_order.order(plan, first);
-    const std::size_t rails_first = plan.transfers.size();
-    Touching rails;
-    for (std::size_t r = 0; r < local; ++r) {
-      std::vector<int> members;
-      for (const std::vector<int>& node : h.nodes)
-        members.push_back(node[r]);
-      TransferPlan rail;
-      if (across == AcrossNodes::in_network) {
-        // The same exchange for every node: the mirror is exact.
-        rail = in_network_rail(members, shard);
-      } else if (h.symmetric) {
-        rail = mirrored_rail(members.front(), h.total_nodes, shard, across == AcrossNodes::tree,
-                             chunk, p == pieces - 1);
+    std::vector<std::size_t> stage_first;
+    Touching entry;  // per rank, what its part of the next stage waits for
+    for (Stage stage : stages) {
+      stage_first.push_back(plan.transfers.size());
+      Touching after;
+      if (stage == Stage::rails) {
+        for (std::size_t r = 0; r < local; ++r) {
+          std::vector<int> members;
+          for (const std::vector<int>& node : h.nodes)
+            members.push_back(node[r]);
+          TransferPlan rail;
+          if (across == AcrossNodes::in_network) {
+            // The same exchange for every node: the mirror is exact.
+            rail = in_network_rail(members, shard);
+          } else if (h.symmetric) {
+            rail = mirrored_rail(members.front(), h.total_nodes, shard, across == AcrossNodes::tree,
+                                 chunk, p == pieces - 1, ring_steps);
+          } else if (across == AcrossNodes::tree) {
+            rail = double_tree_all_reduce(members, shard, chunk);
+          } else {
+            rail = all_reduce ? ring_all_reduce({Ring{members}}, shard)
+                   : collective == Collective::reduce_scatter
+                       ? ring_reduce_scatter({Ring{members}}, shard)
+                       : ring_all_gather({Ring{members}}, shard);
+          }
+          for (auto& [rank, deps] : append_phase(plan, rail, entry))
+            after[rank] = deps;
+        }
+        // Ranks whose rail had nothing to do (one node) go on from the stage before.
+        for (auto& [rank, deps] : entry)
+          after.emplace(rank, deps);
       } else {
-        rail = across == AcrossNodes::tree ? double_tree_all_reduce(members, shard, chunk)
-                                           : ring_all_reduce({Ring{members}}, shard);
+        const Collective inside =
+            stage == Stage::scatter_inside ? Collective::reduce_scatter : Collective::all_gather;
+        for (std::size_t k = 0; k < h.nodes.size(); ++k) {
+          for (auto& [rank, deps] : append_phase(plan, inside_node(h, k, inside, piece), entry))
+            after[rank] = deps;
+        }
       }
-      for (auto& [rank, deps] : append_phase(plan, rail, after_scatter))
-        rails[rank] = deps;
+      orders[stage_first.size() - 1].order(plan, stage_first.back());
+      entry = std::move(after);
     }
-    rail_order.order(plan, rails_first);
-    // Ranks whose rail had nothing to do (one node) go on from their reduce-scatter.
-    for (auto& [rank, deps] : after_scatter)
-      rails.emplace(rank, deps);
-    const std::size_t gather_first = plan.transfers.size();
-    for (std::size_t k = 0; k < h.nodes.size(); ++k) {
-      append_phase(plan, inside_node(h, k, Collective::all_gather, piece), rails);
-    }
-    gather_order.order(plan, gather_first);
+    const std::size_t end = plan.transfers.size();
     // NCCL costs NVLS's reduction and its multicast as one step (tuning.cc: NVLSTree's latency
     // is one intra-node hwLat, 23 us, plus the tree's): the multicast's step latency is already
     // in the reduction's. A piece after the first streams behind it: its latency is hidden.
     const std::size_t hidden_from = p > 0                           ? first
-                                    : h.inside == InsideNodes::nvls ? gather_first
-                                                                    : plan.transfers.size();
-    for (std::size_t i = hidden_from; i < plan.transfers.size(); ++i)
+                                    : h.inside == InsideNodes::nvls ? stage_first.back()
+                                                                    : end;
+    for (std::size_t i = hidden_from; i < end; ++i)
       plan.transfers[i].pipelined = true;
     // Inside a node, one piece's reduce-scatter and the previous piece's all-gather step along
-    // the same ring edges at once: the analytic cost shares those links between the two (the
-    // flows share them by themselves). The first reduce-scatter and the last all-gather run alone.
-    if (h.inside != InsideNodes::nvls) {
-      const std::size_t end = plan.transfers.size();
-      for (std::size_t i = p > 0 ? first : end; i < rails_first; ++i)
+    // the same links at once: the analytic cost shares those links between the two (the flows
+    // share them by themselves). The first reduce-scatter and the last all-gather run alone.
+    if (all_reduce && h.inside != InsideNodes::nvls) {
+      for (std::size_t i = p > 0 ? first : end; i < stage_first[1]; ++i)
         plan.transfers[i].sharing *= 2;
-      for (std::size_t i = p + 1 < pieces ? gather_first : end; i < end; ++i)
+      for (std::size_t i = p + 1 < pieces ? stage_first[2] : end; i < end; ++i)
         plan.transfers[i].sharing *= 2;
     }
-    for (HopOrder* order : {&scatter_order, &rail_order, &gather_order})
-      order->next_piece();
+    for (HopOrder& order : orders)
+      order.next_piece();
   }
   return plan;
 }

@@ -223,7 +223,7 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},
       {"dgx-h100 --algo nvltree", "did you mean 'nvlstree'"},
       {"dgx-h100 --proto ll12", "did you mean 'll128'"},
-      {"dgx-h100-cluster --nodes 2 --op all_gather", "only all_reduce"},
+      {"dgx-h100-cluster --nodes 2 --op broadcast", "not broadcast yet"},
       {"seed001-box --nodes 2", "no network section"},
       {"dgx-h100 --set links.efficiency.nvswich=0.5", "did you mean 'links.efficiency.nvswitch'"},
       {"dgx-h100 --set links.efficiency.nvswitch=2", "expected a number from 0.0001 to 1"},
@@ -254,4 +254,19 @@ TEST_CASE("collective --algo collnet: the switches reduce across nodes, as NCCL'
   const nlohmann::json nvls =
       rows_of("dgx-h100-cluster --nodes 16 -b 1G -e 1G --algo nvls", "nvls-sharp.json");
   CHECK(nvls["rows"][0]["algorithm"] == "nvls");
+}
+
+TEST_CASE(
+    "collective across nodes: all_gather, reduce_scatter and alltoall with all ranks' factor") {
+  for (const char* op : {"all_gather", "reduce_scatter", "alltoall"}) {
+    const nlohmann::json rows =
+        rows_of(std::string("dgx-h100-cluster --nodes 2 -b 256M -e 256M --op ") + op,
+                std::string("across-") + op + ".json");
+    INFO(op);
+    const nlohmann::json& row = rows["rows"][0];
+    CHECK(row["busbw_gb_per_s"].get<double>() ==
+          Approx(row["algbw_gb_per_s"].get<double>() * 15 / 16));
+    CHECK(row["algorithm"] == (std::string(op) == "alltoall" ? "direct" : "hierarchical ring"));
+    CHECK(row["busbw_gb_per_s"].get<double>() > 0);
+  }
 }

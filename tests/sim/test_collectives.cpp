@@ -699,3 +699,49 @@ TEST_CASE("CollNet: the switches reduce each GPU's shard, sent once and returned
   request.architecture = v100.gpu.architecture;
   CHECK(choose_collective(request, v100_one, p).plan.algorithm == Algorithm::collnet_chain);
 }
+
+TEST_CASE("across nodes: reduce-scatter and all-gather on rings, all-to-all direct, mirrored") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  const int nodes = 4;
+  Topology full = Topology::build(m, nodes);
+  Topology one = Topology::build(m, 1, true);
+  std::vector<std::vector<int>> all_nodes;
+  for (int k = 0; k < nodes; ++k) {
+    std::vector<int> gpus;
+    for (int g = 0; g < 8; ++g)
+      gpus.push_back(k * 8 + g);
+    all_nodes.push_back(gpus);
+  }
+  const Bytes bytes(std::int64_t{64} << 20);
+  for (Collective c : {Collective::reduce_scatter, Collective::all_gather}) {
+    INFO(kCollectiveNames[static_cast<int>(c)]);
+    CollectiveRequest mirrored{c, bytes, {first(8)}, nodes, true, 0};
+    CollectiveRequest every{c, bytes, all_nodes, nodes, false, 0};
+    const CollectiveChoice a = choose_collective(mirrored, one, p);
+    const CollectiveChoice b = choose_collective(every, full, p);
+    CHECK(a.plan.algorithm == Algorithm::hierarchical_ring);
+    // Rings are the same on every node: the mirror is exact.
+    CHECK(simulate_plan(a.plan, one, p) == simulate_plan(b.plan, full, p));
+    // Each GPU's NIC carries (N-1)/N of its node's share S/8 once, one way each.
+    std::int64_t nic_bytes = 0;
+    for (const Transfer& t : a.plan.transfers) {
+      if (t.mirror && t.src == 0) nic_bytes += t.bytes.value();
+    }
+    CHECK(nic_bytes == bytes.value() / 8 / nodes * (nodes - 1));
+  }
+  CollectiveRequest mirrored{Collective::all_to_all, bytes, {first(8)}, nodes, true, 0};
+  CollectiveRequest every{Collective::all_to_all, bytes, all_nodes, nodes, false, 0};
+  const CollectiveChoice a = choose_collective(mirrored, one, p);
+  const CollectiveChoice b = choose_collective(every, full, p);
+  // Every GPU's shares for the other nodes leave through its NIC: the NICs bound it, so the
+  // mirror's one transfer per GPU takes what every node's 24 sends each take.
+  CHECK(simulate_plan(a.plan, one, p).value() ==
+        Approx(simulate_plan(b.plan, full, p).value()).epsilon(0.05));
+  // Point-to-point sends: LL up to 16 KiB each, Simple beyond, as NCCL_P2P_LL_THRESHOLD.
+  CHECK(a.plan.protocol == Protocol::simple);
+  mirrored.bytes = Bytes(32 * 16384);
+  CHECK(choose_collective(mirrored, one, p).plan.protocol == Protocol::ll);
+  mirrored.bytes = Bytes(32 * 16384 + 32 * 1024);
+  CHECK(choose_collective(mirrored, one, p).plan.protocol == Protocol::simple);
+}

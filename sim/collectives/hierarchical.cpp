@@ -49,16 +49,31 @@ std::vector<Ring> rings_of_node(const Hierarchy& h, std::size_t k) {
   return rings;
 }
 
+// The most half-shards a node sends (and receives) in NCCL's double binary tree over `nodes`:
+// per tree one up to its parent (but the root) and one down to each child, the second tree
+// being the first over the nodes in reverse. 2 over two nodes (a root and a leaf in each tree),
+// 3 over four, 4 from about eight on (inner in one tree with two children, a leaf in the other).
+std::int64_t double_tree_half_shards(int nodes) {
+  Tree shape;
+  shape.ranks.resize(static_cast<std::size_t>(nodes));
+  auto sends = [&](int position) {
+    return (position > 0 ? 1 : 0) + static_cast<int>(shape.children(position).size());
+  };
+  int most = 0;
+  for (int p = 0; p < nodes; ++p)
+    most = std::max(most, sends(p) + sends(nodes - 1 - p));
+  return most;
+}
+
 // One rail's cross-node all-reduce in a symmetric cluster, as mirror transfers from `gpu`.
 // Ring: 2(N-1) steps of shard/N bytes (N-1 for a reduce-scatter or an all-gather of the shard:
 // `ring_steps`), exactly what every node does. Tree: NCCL's double binary
-// tree over the nodes, pipelined in chunks; beyond two nodes every node is inner in one tree and
-// a leaf in the other, so its NIC sends (and receives) about twice the shard, streamed back to
-// back (over two nodes each tree is a root and a leaf: the shard once, as tuning.cc's tree
-// bandwidth, bwInter for 2 nodes and bwInter/2 beyond), and the pipeline takes 2d - 1 more
-// chunk hops to fill and drain (`drain`: only after the last piece of a pipelined all-reduce).
-// Trees have a root and leaves, so unlike the ring this is an estimate of the node's part
-// (tests compare it with every node's).
+// tree over the nodes, pipelined in chunks; the busiest node's NIC sends (and receives) its
+// half-shards back to back (double_tree_half_shards: the shard once over two nodes, twice over
+// many, as tuning.cc's tree bandwidth, bwInter for 2 nodes and bwInter/2 beyond), and the
+// pipeline takes 2d - 1 more chunk hops to fill and drain (`drain`: only after the last piece of
+// a pipelined all-reduce). Trees have a root and leaves, so unlike the ring this is an estimate
+// of the node's part (tests compare it with every node's).
 TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chunk, bool drain,
                            int ring_steps) {
   TransferPlan plan;
@@ -68,7 +83,7 @@ TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chu
   if (tree) {
     Tree shape;
     shape.ranks.resize(static_cast<std::size_t>(nodes));
-    const std::int64_t streamed = nodes == 2 ? shard.value() : 2 * shard.value();
+    const std::int64_t streamed = double_tree_half_shards(nodes) * ceil_div(shard.value(), 2);
     previous = plan.add(Transfer{gpu, gpu, true, Bytes(streamed), {}});
     steps = drain ? 2 * shape.depth() - 1 : 0;
     // Each of the two trees carries half the shard, in chunks of at most `chunk`.

@@ -1,4 +1,6 @@
-// Tree algorithms: pipelined reduce up and broadcast down a binary tree.
+// Tree algorithms: pipelined reduce up and broadcast down a binary tree. A chunk after the first
+// on a hop costs only its data (Transfer::pipelined): NCCL keeps several steps in flight per
+// channel, so the latency is paid per hop, not per chunk, as in its tuning model.
 #include <algorithm>
 
 #include "sim/collectives/algorithms.h"
@@ -35,6 +37,7 @@ TreePass tree_pass(TransferPlan& plan, const Tree& tree, Bytes bytes, Bytes chun
         t.src = tree.ranks[static_cast<std::size_t>(p)];
         t.dst = tree.ranks[static_cast<std::size_t>(tree.parent(p))];
         t.bytes = size;
+        t.pipelined = k > 0;
         for (int c : tree.children(p))
           t.deps.push_back(up[static_cast<std::size_t>(c)]);
         if (k > 0)
@@ -48,6 +51,7 @@ TreePass tree_pass(TransferPlan& plan, const Tree& tree, Bytes bytes, Bytes chun
         t.src = tree.ranks[static_cast<std::size_t>(tree.parent(p))];
         t.dst = tree.ranks[static_cast<std::size_t>(p)];
         t.bytes = size;
+        t.pipelined = k > 0;
         int parent = tree.parent(p);
         if (parent > 0) {
           t.deps.push_back(down[static_cast<std::size_t>(parent)]);

@@ -88,124 +88,141 @@ std::vector<int> flatten(const std::vector<std::vector<int>>& nodes) {
   return out;
 }
 
+// Whether the node's GPUs all hang off one NVSwitch fabric.
+bool on_one_nvswitch(const Topology& topology, const std::vector<int>& node) {
+  const int fabric = topology.nvswitch_of(node.front());
+  return fabric >= 0 && std::all_of(node.begin(), node.end(),
+                                    [&](int gpu) { return topology.nvswitch_of(gpu) == fabric; });
+}
+
+// An all-reduce across nodes: every algorithm NCCL could run for it, as NCCL_ALGO allows.
+std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& request,
+                                                  const Topology& topology) {
+  const Bytes chunk(kPipelineChunkBytes);
+  const Hierarchy rings{request.nodes, build_rings(topology, request.nodes.front()),
+                        request.total_nodes, request.symmetric};
+  const int pieces = hierarchy_pieces(request.bytes, request.nodes.front().size());
+  auto plan = [&](InsideNodes inside, AcrossNodes across) {
+    Hierarchy h = rings;
+    h.inside = inside;
+    return hierarchical_all_reduce(h, request.bytes, across, chunk, pieces);
+  };
+  const CollectiveAlgorithm a = request.algorithm;
+  const bool automatic = a == CollectiveAlgorithm::automatic;
+  const bool nvls_inside =
+      nvls_available(topology, request.architecture, request.nodes.front(), 1, request.collective);
+  const bool switches_reduce = topology.in_network_reduction();
+  std::vector<TransferPlan> candidates;
+  if (automatic || a == CollectiveAlgorithm::ring)
+    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::ring));
+  if (automatic || a == CollectiveAlgorithm::tree)
+    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::tree));
+  // NVLSTree: NVLS inside each node, trees across (NCCL enables it across nodes wherever NVLS
+  // runs inside them).
+  if ((automatic || a == CollectiveAlgorithm::nvls_tree) && nvls_inside)
+    candidates.push_back(plan(InsideNodes::nvls, AcrossNodes::tree));
+  // NCCL_ALGO=NVLS across nodes: NVLS inside, the switches reduce across, which NCCL runs only
+  // with CollNet enabled (NCCL_COLLNET_ENABLE=1).
+  if (a == CollectiveAlgorithm::nvls && nvls_inside && switches_reduce)
+    candidates.push_back(plan(InsideNodes::nvls, AcrossNodes::in_network));
+  // CollNet only when asked for (NCCL_COLLNET_ENABLE is off by default and needs the SHARP
+  // plugin), and only over switches that reduce: Direct where the node's GPUs share an
+  // NVSwitch (NCCL disables it elsewhere), Chain otherwise.
+  if (a == CollectiveAlgorithm::collnet && switches_reduce) {
+    candidates.push_back(plan(
+        on_one_nvswitch(topology, request.nodes.front()) ? InsideNodes::direct : InsideNodes::rings,
+        AcrossNodes::in_network));
+  }
+  if (candidates.empty()) {
+    // Asked for where NCCL cannot run it: NCCL's fallback, rings and trees.
+    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::ring));
+    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::tree));
+  }
+  return candidates;
+}
+
+// Another collective across nodes: NCCL runs reduce-scatter and all-gather on rings, all-to-all
+// as direct point-to-point sends.
+TransferPlan other_across_nodes(const CollectiveRequest& request, const Topology& topology) {
+  const Collective c = request.collective;
+  if (c == Collective::reduce_scatter || c == Collective::all_gather) {
+    const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                      request.total_nodes, request.symmetric};
+    return hierarchical_collective(h, c, request.bytes, AcrossNodes::ring,
+                                   Bytes(kPipelineChunkBytes),
+                                   hierarchy_pieces(request.bytes, request.nodes.front().size()));
+  }
+  if (c == Collective::all_to_all) {
+    return request.symmetric
+               ? mirrored_all_to_all(request.nodes.front(), request.total_nodes, request.bytes)
+               : direct_all_to_all(flatten(request.nodes), request.bytes);
+  }
+  throw std::logic_error("across nodes: all-reduce, reduce-scatter, all-gather, all-to-all");
+}
+
+// A collective inside one node. As in NCCL, trees only across nodes: inside a node NCCL's tree
+// is a chain, which a ring matches in latency and beats in bandwidth; broadcast and reduce run
+// on rings only, as a pipelined chain from or to the root.
+TransferPlan in_one_node(const CollectiveRequest& request, const Topology& topology) {
+  const Bytes chunk(kPipelineChunkBytes);
+  const std::vector<int> ranks = flatten(request.nodes);
+  switch (request.collective) {
+    case Collective::all_reduce:
+      return ring_all_reduce(build_rings(topology, ranks), request.bytes);
+    case Collective::broadcast:
+      return ring_broadcast(build_rings(topology, ranks), request.root, request.bytes, chunk);
+    case Collective::reduce:
+      return ring_reduce(build_rings(topology, ranks), request.root, request.bytes, chunk);
+    case Collective::reduce_scatter:
+      return ring_reduce_scatter(build_rings(topology, ranks), request.bytes);
+    case Collective::all_gather:
+      return ring_all_gather(build_rings(topology, ranks), request.bytes);
+    case Collective::scatter:
+      return direct_scatter(ranks, request.root, request.bytes);
+    case Collective::gather:
+      return direct_gather(ranks, request.root, request.bytes);
+    case Collective::send_recv:
+      return send_recv(ranks.at(0), ranks.at(1), request.bytes);
+    case Collective::all_to_all:
+      break;
+  }
+  return direct_all_to_all(ranks, request.bytes);
+}
+
+// Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
+// NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
+Protocol point_to_point_protocol(const CollectiveRequest& request, const TransferPlan& plan) {
+  std::int64_t largest = 0;
+  for (const Transfer& t : plan.transfers)
+    largest = std::max(largest, t.bytes.value());
+  if (request.collective == Collective::all_to_all) {
+    // A mirror transfer carries many sends at once: each is one rank's share.
+    const auto total =
+        static_cast<std::int64_t>(request.nodes.front().size()) *
+        (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
+    largest = (request.bytes.value() + total - 1) / total;
+  }
+  return largest <= kP2pLlThresholdBytes ? Protocol::ll : Protocol::simple;
+}
+
+// NVLS, NVLSTree and CollNet run Simple only (tuning.cc).
+bool simple_only(Algorithm algorithm) {
+  return algorithm == Algorithm::nvls || algorithm == Algorithm::nvls_tree ||
+         algorithm == Algorithm::collnet_direct || algorithm == Algorithm::collnet_chain;
+}
+
 }  // namespace
 
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile) {
-  const Bytes chunk(kPipelineChunkBytes);
-  std::vector<int> ranks = flatten(request.nodes);
+  const std::vector<int> ranks = flatten(request.nodes);
   std::vector<TransferPlan> candidates;
-  const bool across_nodes = request.total_nodes > 1;
-  const Collective c = request.collective;
-  if (across_nodes && c != Collective::all_reduce) {
-    // NCCL runs reduce-scatter and all-gather across nodes on rings, all-to-all as direct
-    // point-to-point sends.
-    if (c == Collective::reduce_scatter || c == Collective::all_gather) {
-      const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
-                        request.total_nodes, request.symmetric};
-      candidates.push_back(
-          hierarchical_collective(h, c, request.bytes, AcrossNodes::ring, chunk,
-                                  hierarchy_pieces(request.bytes, request.nodes.front().size())));
-    } else if (c == Collective::all_to_all) {
-      candidates.push_back(
-          request.symmetric
-              ? mirrored_all_to_all(request.nodes.front(), request.total_nodes, request.bytes)
-              : direct_all_to_all(ranks, request.bytes));
-    } else {
-      throw std::logic_error("across nodes: all-reduce, reduce-scatter, all-gather, all-to-all");
-    }
-  }
-  switch (across_nodes && c != Collective::all_reduce ? Collective::send_recv : c) {
-    case Collective::all_reduce:
-      // As in NCCL, trees only across nodes: inside a node NCCL's tree is a chain, which a ring
-      // matches in latency and beats in bandwidth.
-      if (across_nodes) {
-        const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
-                          request.total_nodes, request.symmetric};
-        const int pieces = hierarchy_pieces(request.bytes, request.nodes.front().size());
-        const CollectiveAlgorithm a = request.algorithm;
-        // NCCL_ALGO=NVLS across nodes: NVLS inside, the switches reduce across, which NCCL
-        // runs only with CollNet enabled (NCCL_COLLNET_ENABLE=1); without switches that reduce,
-        // NCCL falls back to rings and trees.
-        const bool nvls_inside = nvls_available(topology, request.architecture,
-                                                request.nodes.front(), 1, request.collective);
-        if (a == CollectiveAlgorithm::nvls && nvls_inside && topology.in_network_reduction()) {
-          Hierarchy with_nvls = h;
-          with_nvls.inside = InsideNodes::nvls;
-          candidates.push_back(hierarchical_all_reduce(with_nvls, request.bytes,
-                                                       AcrossNodes::in_network, chunk, pieces));
-        }
-        const bool fall_back = a == CollectiveAlgorithm::nvls && candidates.empty();
-        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::ring || fall_back) {
-          candidates.push_back(
-              hierarchical_all_reduce(h, request.bytes, AcrossNodes::ring, chunk, pieces));
-        }
-        if (a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::tree || fall_back) {
-          candidates.push_back(
-              hierarchical_all_reduce(h, request.bytes, AcrossNodes::tree, chunk, pieces));
-        }
-        // NVLSTree: NVLS inside each node, trees across (NCCL enables it across nodes wherever
-        // NVLS runs inside them).
-        if ((a == CollectiveAlgorithm::automatic || a == CollectiveAlgorithm::nvls_tree) &&
-            nvls_inside) {
-          Hierarchy with_nvls = h;
-          with_nvls.inside = InsideNodes::nvls;
-          candidates.push_back(
-              hierarchical_all_reduce(with_nvls, request.bytes, AcrossNodes::tree, chunk, pieces));
-        }
-        // CollNet only when asked for (NCCL_COLLNET_ENABLE is off by default and needs the
-        // SHARP plugin), and only over switches that reduce: Direct where the node's GPUs share
-        // an NVSwitch (NCCL disables it elsewhere), Chain otherwise.
-        if (a == CollectiveAlgorithm::collnet && topology.in_network_reduction()) {
-          Hierarchy collnet = h;
-          const std::vector<int>& node = request.nodes.front();
-          const int fabric = topology.nvswitch_of(node.front());
-          const bool on_nvswitch = fabric >= 0 && std::all_of(node.begin(), node.end(), [&](int g) {
-                                     return topology.nvswitch_of(g) == fabric;
-                                   });
-          collnet.inside = on_nvswitch ? InsideNodes::direct : InsideNodes::rings;
-          candidates.push_back(hierarchical_all_reduce(collnet, request.bytes,
-                                                       AcrossNodes::in_network, chunk, pieces));
-        }
-        if (candidates.empty()) {
-          // NVLSTree or CollNet asked for where NCCL cannot run it: NCCL's fallback, rings and
-          // trees.
-          candidates.push_back(
-              hierarchical_all_reduce(h, request.bytes, AcrossNodes::ring, chunk, pieces));
-          candidates.push_back(
-              hierarchical_all_reduce(h, request.bytes, AcrossNodes::tree, chunk, pieces));
-        }
-      } else {
-        candidates.push_back(ring_all_reduce(build_rings(topology, ranks), request.bytes));
-      }
-      break;
-    // NCCL runs broadcast and reduce on rings only: a pipelined chain from or to the root.
-    case Collective::broadcast:
-      candidates.push_back(
-          ring_broadcast(build_rings(topology, ranks), request.root, request.bytes, chunk));
-      break;
-    case Collective::reduce:
-      candidates.push_back(
-          ring_reduce(build_rings(topology, ranks), request.root, request.bytes, chunk));
-      break;
-    case Collective::reduce_scatter:
-      candidates.push_back(ring_reduce_scatter(build_rings(topology, ranks), request.bytes));
-      break;
-    case Collective::all_gather:
-      candidates.push_back(ring_all_gather(build_rings(topology, ranks), request.bytes));
-      break;
-    case Collective::scatter:
-      candidates.push_back(direct_scatter(ranks, request.root, request.bytes));
-      break;
-    case Collective::gather:
-      candidates.push_back(direct_gather(ranks, request.root, request.bytes));
-      break;
-    case Collective::send_recv:
-      if (!across_nodes) candidates.push_back(send_recv(ranks.at(0), ranks.at(1), request.bytes));
-      break;
-    case Collective::all_to_all:
-      candidates.push_back(direct_all_to_all(ranks, request.bytes));
-      break;
+  if (request.total_nodes == 1) {
+    candidates.push_back(in_one_node(request, topology));
+  } else if (request.collective == Collective::all_reduce) {
+    candidates = all_reduce_across_nodes(request, topology);
+  } else {
+    candidates.push_back(other_across_nodes(request, topology));
   }
   // NVLink SHARP where NCCL can run it: the tuner weighs it against the rings; NCCL_ALGO=NVLS
   // takes it alone. Simple is its only protocol.
@@ -232,19 +249,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   for (TransferPlan& plan : candidates) {
     std::optional<Protocol> fastest;
     if (plan.algorithm == Algorithm::direct && !request.protocol) {
-      // Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
-      // NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
-      std::int64_t largest = 0;
-      for (const Transfer& t : plan.transfers)
-        largest = std::max(largest, t.bytes.value());
-      if (c == Collective::all_to_all) {
-        // A mirror transfer carries many sends at once: each is one rank's share.
-        const auto total =
-            static_cast<std::int64_t>(request.nodes.front().size()) *
-            (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
-        largest = (request.bytes.value() + total - 1) / total;
-      }
-      plan.protocol = largest <= kP2pLlThresholdBytes ? Protocol::ll : Protocol::simple;
+      plan.protocol = point_to_point_protocol(request, plan);
       const Seconds t = collective_time(topology, profile, plan);
       if (t < best.time) {
         best.time = t;
@@ -253,12 +258,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       continue;
     }
     for (Protocol protocol : protocols) {
-      // NVLS, NVLSTree and CollNet run Simple only (tuning.cc).
-      if ((plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree ||
-           plan.algorithm == Algorithm::collnet_direct ||
-           plan.algorithm == Algorithm::collnet_chain) &&
-          protocol != Protocol::simple)
-        continue;
+      if (simple_only(plan.algorithm) && protocol != Protocol::simple) continue;
       plan.protocol = protocol;
       Seconds t = collective_time(topology, profile, plan);
       if (t < best.time) {

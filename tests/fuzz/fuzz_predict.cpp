@@ -92,7 +92,7 @@ const std::vector<Key> kKeys = {
     {"training.bucket_cap_mib", {}},
     {"training.first_bucket_mib", {}},
     {"training.collectives", {"flows", "analytic"}},
-    {"training.collective_algorithm", {"auto", "ring", "tree", "nvls"}},
+    {"training.collective_algorithm", {"auto", "ring", "tree", "nvls", "nvlstree", "collnet"}},
     {"training.wait_for_slowest_gpu", kBools},
     {"training.nccl_sm_contention", kBools},
     {"training.share_cpu_cores", kBools},

@@ -190,7 +190,8 @@ TrainingSpec read_training(const yaml::Node& node) {
       node, {"strategy", "optimizer", "optimizer_implementation", "precision", "framework",
              "epochs", "drop_last", "sync_every_step", "gradient_accumulation", "bucket_cap_mib",
              "first_bucket_mib", "collectives", "collective_algorithm", "cudnn_benchmark",
-             "memory_format", "wait_for_slowest_gpu", "nccl_sm_contention", "share_cpu_cores"});
+             "memory_format", "wait_for_slowest_gpu", "nccl_sm_contention", "share_cpu_cores",
+             "nccl_memory_contention"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -210,6 +211,9 @@ TrainingSpec read_training(const yaml::Node& node) {
   if (auto sync = map.optional("sync_every_step")) training.sync_every_step = sync->as_bool();
   if (auto slowest = map.optional("wait_for_slowest_gpu")) {
     training.wait_for_slowest_gpu = slowest->as_bool();
+  }
+  if (auto memory = map.optional("nccl_memory_contention")) {
+    training.nccl_memory_contention = memory->as_bool();
   }
   if (auto contention = map.optional("nccl_sm_contention")) {
     training.nccl_sm_contention = contention->as_bool();

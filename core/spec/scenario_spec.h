@@ -109,6 +109,9 @@ struct TrainingSpec {
   // ddp's all-reduces run beside the backward pass on their own stream, their kernels holding
   // one SM per NCCL channel; false: compute keeps every SM, for comparison.
   bool nccl_sm_contention = true;
+  // ddp's all-reduces also read and write the GPU's memory while they run, and the
+  // memory-bound kernels beside them get the rest of its bandwidth; false: all of it.
+  bool nccl_memory_contention = true;
   // The main threads and loader workers of a node's ranks share its host.cores; false: each
   // has a core of its own, for comparison.
   bool share_cpu_cores = true;

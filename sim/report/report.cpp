@@ -116,6 +116,12 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.nccl_sm_contention: false leaves it out",
         s.machine.gpu.name, s.machine.gpu.sm_count));
   }
+  if (several && s.training.strategy == Strategy::ddp && s.training.nccl_memory_contention) {
+    out.push_back(
+        "ddp's all-reduces move their data through GPU memory (three accesses per byte a GPU "
+        "receives, two under NVLS) and the memory-bound kernels of the backward pass beside them "
+        "get the rest of its bandwidth; training.nccl_memory_contention: false leaves it out");
+  }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {
     for (const KernelWork& k : layer.forward)

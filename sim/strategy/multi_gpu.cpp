@@ -45,15 +45,60 @@ SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
   return c.step.device.kernel_time(k, 1);
 }
 
-// The compute stream's speed while an all-reduce runs beside it on the communication stream:
-// NCCL's kernel holds one SM per channel (protocols.h: nccl_channels), so the step's kernels
-// get the rest (training.nccl_sm_contention: false, all of them).
-double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& choice) {
-  if (!c.step.scenario.training.nccl_sm_contention) return 1;
+// The share of the backward pass's kernel time that memory bandwidth bounds, at `batch`.
+double memory_bound_share(const MultiGpuContext& c, std::int64_t batch) {
+  double memory = 0, total = 0;
+  for (const LayerCosts& layer : c.step.analysis.layers) {
+    for (const auto* kernels : {&layer.backward_input, &layer.backward_weight}) {
+      for (const KernelWork& k : *kernels) {
+        const KernelExplanation e = c.step.device.explain(k, batch);
+        total += e.seconds;
+        if (e.bound == KernelBound::memory) memory += e.seconds;
+      }
+    }
+  }
+  return total > 0 ? memory / total : 0;
+}
+
+// The share of GPU `gpu`'s memory bandwidth a collective's kernels take while it runs. Per byte
+// a GPU receives over a link in a ring or tree step, NCCL's primitives touch its memory three
+// times: the sender writes it into the receive buffer, the kernel reads it back and reads the
+// local input to reduce with it (recvReduceSend) or writes it to the output (recvCopySend);
+// what it sends on is written into the next GPU's memory, counted there. Under NVLS the switch
+// reads each GPU's data and writes the reduced result into each by multicast: twice per byte.
+double nccl_memory_share(const MultiGpuContext& c, const CollectiveChoice& choice, int gpu) {
+  if (choice.time.value() <= 0) return 0;
+  double touched = 0;
+  for (const Transfer& t : choice.plan.transfers) {
+    if (t.fabric != FabricWay::none) {
+      if (t.src == gpu && t.fabric != FabricWay::into_switch)
+        touched += 2.0 * static_cast<double>(t.bytes.value());
+    } else if (t.mirror ? t.src == gpu : t.dst == gpu) {
+      touched += 3.0 * static_cast<double>(t.bytes.value());
+    }
+  }
+  const double bandwidth = c.step.device.effective_bandwidth(OpClass::elementwise).value();
+  return std::min(0.9, touched / choice.time.value() / bandwidth);
+}
+
+// The compute stream's speed while an all-reduce runs beside it on the communication stream.
+// NCCL's kernel holds one SM per channel (protocols.h: nccl_channels), so compute-bound
+// kernels get the rest of the SMs (training.nccl_sm_contention: false, all of them); and it
+// moves data through the GPU's memory (nccl_memory_share), so memory-bound kernels get the
+// rest of the bandwidth (training.nccl_memory_contention: false, all of it). The step's
+// kernels, in the backward pass's mix of the two (memory_bound_share), then take
+// f / (1 - memory share) + (1 - f) / (1 - SM share) of their time.
+double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& choice,
+                            double memory_bound) {
+  const TrainingSpec& training = c.step.scenario.training;
+  double sm_share = 0, memory_share = 0;
   const int sms = c.step.scenario.machine.gpu.sm_count;
   const int held = nccl_channels(choice.plan, c.topology);
-  if (sms <= 0 || held <= 0) return 1;
-  return static_cast<double>(std::max(sms - held, 1)) / sms;
+  if (training.nccl_sm_contention && sms > 0 && held > 0)
+    sm_share = static_cast<double>(std::min(held, sms - 1)) / sms;
+  if (training.nccl_memory_contention && !choice.plan.ranks.empty())
+    memory_share = nccl_memory_share(c, choice, choice.plan.ranks.front());
+  return 1 / (memory_bound / (1 - memory_share) + (1 - memory_bound) / (1 - sm_share));
 }
 
 std::int64_t param_bytes(const MultiGpuContext& c, std::int64_t elements) {
@@ -356,6 +401,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     }
   }
   if (communicate) {
+    const double memory_bound = memory_bound_share(c, batch);
     std::vector<std::vector<std::int32_t>> ends(buckets.size());
     for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
       std::vector<CollectiveSite> sites;
@@ -367,7 +413,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
           add_collective(plan, choice, c.analytic, sites,
                          fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
                                      static_cast<double>(buckets[bucket].bytes.value()) / kMiB),
-                         true, compute_speed_beside(c, choice));
+                         true, compute_speed_beside(c, choice, memory_bound));
     }
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       StepBuilder& b = rank[i];

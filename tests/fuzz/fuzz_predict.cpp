@@ -95,6 +95,7 @@ const std::vector<Key> kKeys = {
     {"training.collective_algorithm", {"auto", "ring", "tree", "nvls", "nvlstree", "collnet"}},
     {"training.wait_for_slowest_gpu", kBools},
     {"training.nccl_sm_contention", kBools},
+    {"training.nccl_memory_contention", kBools},
     {"training.share_cpu_cores", kBools},
     {"loader.workers", {}},
     {"loader.prefetch_factor", {}},

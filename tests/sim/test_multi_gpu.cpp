@@ -235,6 +235,23 @@ TEST_CASE("ddp's all-reduces hold SMs: the backward beside them runs slower, and
   CHECK(predict_point(analytic, eight).breakdown.backward > free.breakdown.backward);
 }
 
+TEST_CASE("ddp's all-reduces take memory bandwidth from the memory-bound kernels beside them") {
+  const std::vector<yaml::Override> base = {{"training.wait_for_slowest_gpu", "false", ""},
+                                            {"training.nccl_sm_contention", "false", ""}};
+  std::vector<yaml::Override> off_overrides = base;
+  off_overrides.push_back({"training.nccl_memory_contention", "false", ""});
+  ScenarioSpec on = scenario(kDdpResnet, base);
+  ScenarioSpec off = scenario(kDdpResnet, off_overrides);
+  const SweepPoint one{1, 64, 64}, eight{8, 512, 64};
+  CHECK(predict_point(on, one).epoch_seconds == predict_point(off, one).epoch_seconds);
+  const PointResult slowed = predict_point(on, eight), free = predict_point(off, eight);
+  CHECK(slowed.breakdown.backward > free.breakdown.backward);
+  CHECK(slowed.epoch_seconds > free.epoch_seconds);
+  // At most the overlapped part of the backward at a tenth of its speed (the share is capped
+  // at 0.9); in fact far less: only its memory-bound kernels slow down.
+  CHECK(slowed.epoch_seconds < free.epoch_seconds * 1.1);
+}
+
 TEST_CASE("ranks' main threads and loader workers share the node's cores") {
   // 8 ranks of 1 + 8 threads, each batch 128 ms of CPU: on the DGX A100's 128 cores every
   // thread has a core; on 16, the busy ones share them and the input falls behind.

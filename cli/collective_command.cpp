@@ -320,13 +320,6 @@ Command add_collective_command(CLI::App& app) {
                                    "nodes",
                                    machine.name));
     }
-    if (sweep.nodes > 1 && (sweep.collective == sim::Collective::broadcast ||
-                            sweep.collective == sim::Collective::reduce)) {
-      throw InputError(command_line(), "--op",
-                       fmt::format("across nodes all_reduce, all_gather, reduce_scatter and "
-                                   "alltoall are modelled, not {} yet",
-                                   op));
-    }
     if (args->root >= ranks) {
       throw InputError(
           command_line(), "-r",

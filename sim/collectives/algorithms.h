@@ -80,6 +80,13 @@ struct Hierarchy {
 // gathered buffer (all-gather).
 TransferPlan hierarchical_collective(const Hierarchy& hierarchy, Collective collective, Bytes bytes,
                                      AcrossNodes across, Bytes chunk, int pieces);
+// Broadcast from `root` and reduce into it across nodes, as NCCL runs them: a pipelined chain
+// along each channel's ring through every GPU of every node, the data split over the channels
+// (each crossing between nodes through its own NIC). In a symmetric simulation (`root` then on
+// node 0) node 0's part stands for every node's, and the last chunk's hops through the other
+// nodes are added one after another, so the chain has NCCL's length.
+TransferPlan chain_across_nodes(const Hierarchy& hierarchy, Collective collective, int root,
+                                Bytes bytes, Bytes chunk);
 inline TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes,
                                             AcrossNodes across, Bytes chunk, int pieces) {
   return hierarchical_collective(hierarchy, Collective::all_reduce, bytes, across, chunk, pieces);

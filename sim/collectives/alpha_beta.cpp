@@ -141,8 +141,8 @@ std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& reque
   return candidates;
 }
 
-// Another collective across nodes: NCCL runs reduce-scatter and all-gather on rings, all-to-all
-// as direct point-to-point sends.
+// Another collective across nodes: NCCL runs reduce-scatter, all-gather, broadcast and reduce on
+// rings, all-to-all as direct point-to-point sends.
 TransferPlan other_across_nodes(const CollectiveRequest& request, const Topology& topology) {
   const Collective c = request.collective;
   if (c == Collective::reduce_scatter || c == Collective::all_gather) {
@@ -152,12 +152,23 @@ TransferPlan other_across_nodes(const CollectiveRequest& request, const Topology
                                    Bytes(kPipelineChunkBytes),
                                    hierarchy_pieces(request.bytes, request.nodes.front().size()));
   }
+  if (c == Collective::broadcast || c == Collective::reduce) {
+    const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                      request.total_nodes, request.symmetric};
+    // In a symmetric cluster node 0 stands for the root's node: the root's place in its node.
+    const std::vector<int>& node = request.nodes.front();
+    const int root =
+        request.symmetric
+            ? node[static_cast<std::size_t>(request.root % static_cast<int>(node.size()))]
+            : request.root;
+    return chain_across_nodes(h, c, root, request.bytes, Bytes(kPipelineChunkBytes));
+  }
   if (c == Collective::all_to_all) {
     return request.symmetric
                ? mirrored_all_to_all(request.nodes.front(), request.total_nodes, request.bytes)
                : direct_all_to_all(flatten(request.nodes), request.bytes);
   }
-  throw std::logic_error("across nodes: all-reduce, reduce-scatter, all-gather, all-to-all");
+  throw std::logic_error("across nodes: no scatter, gather or send/receive");
 }
 
 // A collective inside one node. As in NCCL, trees only across nodes: inside a node NCCL's tree

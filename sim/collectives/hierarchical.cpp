@@ -1,5 +1,6 @@
 // Collectives across nodes: inside each node, then along each rail across nodes, then inside.
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -270,6 +271,91 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
     for (HopOrder& order : orders)
       order.next_piece();
   }
+  return plan;
+}
+
+TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int root, Bytes bytes,
+                                Bytes chunk) {
+  const bool broadcast = collective == Collective::broadcast;
+  if (!broadcast && collective != Collective::reduce) {
+    throw std::logic_error("a chain across nodes: broadcast or reduce");
+  }
+  // One channel per rail, as NCCL's rings across nodes each cross through their own NIC: the
+  // node's first ring, turned to leave the node from rail r's GPU.
+  const std::vector<int>& base = h.local_rings.front().order;
+  std::vector<std::vector<int>> orders;  // node 0's order on each channel
+  for (std::size_t r = 0; r < base.size(); ++r) {
+    std::vector<int> order = base;
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>((r + 1) % base.size()),
+                order.end());
+    orders.push_back(std::move(order));
+  }
+  if (!h.symmetric) {
+    // Every node simulated: each channel's ring runs through the nodes one after another, each
+    // node in the same local order; the chain follows it from (or into) the root.
+    std::vector<Ring> flat(orders.size());
+    for (std::size_t c = 0; c < orders.size(); ++c) {
+      for (const std::vector<int>& node : h.nodes) {
+        for (int gpu : orders[c]) {
+          const auto local = std::find(h.nodes.front().begin(), h.nodes.front().end(), gpu) -
+                             h.nodes.front().begin();
+          flat[c].order.push_back(node[static_cast<std::size_t>(local)]);
+        }
+      }
+    }
+    TransferPlan plan = broadcast ? ring_broadcast(flat, root, bytes, chunk)
+                                  : ring_reduce(flat, root, bytes, chunk);
+    plan.algorithm = Algorithm::hierarchical_ring;
+    return plan;
+  }
+  // Node 0 stands for every node (the root's node only starts or ends the chain): on each
+  // channel its GPUs pass the chunks on, and the last (into the root, the first) crosses to
+  // the next node through its NIC as a mirror transfer. The last chunk then still has the other
+  // N - 1 nodes' hops to make, one after another, each at its step latency: n - 1 inside each
+  // and a crossing after each, the last back into the root's node (a channel's ring entered
+  // from the root partway along its node's part crosses N times; about nN hops in all).
+  TransferPlan plan;
+  plan.collective = collective;
+  plan.algorithm = Algorithm::hierarchical_ring;
+  plan.ranks = h.nodes.front();
+  plan.channels = static_cast<int>(orders.size());
+  const auto channels = static_cast<std::int64_t>(orders.size());
+  for (std::size_t c = 0; c < orders.size(); ++c) {
+    const std::vector<int>& order = orders[c];
+    const std::int64_t share = bytes.value() / channels +
+                               (static_cast<std::int64_t>(c) < bytes.value() % channels ? 1 : 0);
+    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share, chunk.value()));
+    // Hops of node 0's part: (src, dst), the NIC crossing as (gpu, gpu).
+    std::vector<std::pair<int, int>> hops;
+    if (!broadcast) hops.emplace_back(order.back(), order.back());
+    for (std::size_t k = 0; k + 1 < order.size(); ++k)
+      hops.emplace_back(order[k], order[k + 1]);
+    if (broadcast) hops.emplace_back(order.back(), order.back());
+    std::vector<int> previous_chunk(hops.size(), -1);
+    int last = -1;
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const Bytes size(std::min(chunk.value(), share - k * chunk.value()));
+      int previous_hop = -1;
+      for (std::size_t j = 0; j < hops.size(); ++j) {
+        Transfer t{hops[j].first, hops[j].second, hops[j].first == hops[j].second, size, {}};
+        if (previous_hop >= 0) t.deps.push_back(previous_hop);
+        if (previous_chunk[j] >= 0) {
+          t.deps.push_back(previous_chunk[j]);
+          t.pipelined = true;
+        }
+        previous_hop = plan.add(std::move(t));
+        previous_chunk[j] = previous_hop;
+      }
+      last = previous_hop;
+    }
+    const Bytes tail(std::min(chunk.value(), std::max<std::int64_t>(share, 1)));
+    for (int node = 1; node < h.total_nodes; ++node) {
+      for (std::size_t k = 0; k + 1 < order.size(); ++k)
+        last = plan.add(Transfer{order[k], order[k + 1], false, tail, {last}});
+      last = plan.add(Transfer{order.back(), order.back(), true, tail, {last}});
+    }
+  }
+  (void)root;
   return plan;
 }
 

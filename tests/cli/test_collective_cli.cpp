@@ -223,7 +223,7 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},
       {"dgx-h100 --algo nvltree", "did you mean 'nvlstree'"},
       {"dgx-h100 --proto ll12", "did you mean 'll128'"},
-      {"dgx-h100-cluster --nodes 2 --op broadcast", "not broadcast yet"},
+      {"dgx-h100-cluster --nodes 2 --op broadcast -r 16", "0 to 15"},
       {"seed001-box --nodes 2", "no network section"},
       {"dgx-h100 --set links.efficiency.nvswich=0.5", "did you mean 'links.efficiency.nvswitch'"},
       {"dgx-h100 --set links.efficiency.nvswitch=2", "expected a number from 0.0001 to 1"},
@@ -258,14 +258,15 @@ TEST_CASE("collective --algo collnet: the switches reduce across nodes, as NCCL'
 
 TEST_CASE(
     "collective across nodes: all_gather, reduce_scatter and alltoall with all ranks' factor") {
-  for (const char* op : {"all_gather", "reduce_scatter", "alltoall"}) {
+  for (const char* op : {"all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce"}) {
     const nlohmann::json rows =
         rows_of(std::string("dgx-h100-cluster --nodes 2 -b 256M -e 256M --op ") + op,
                 std::string("across-") + op + ".json");
     INFO(op);
     const nlohmann::json& row = rows["rows"][0];
+    const bool rooted = std::string(op) == "broadcast" || std::string(op) == "reduce";
     CHECK(row["busbw_gb_per_s"].get<double>() ==
-          Approx(row["algbw_gb_per_s"].get<double>() * 15 / 16));
+          Approx(row["algbw_gb_per_s"].get<double>() * (rooted ? 1.0 : 15.0 / 16)));
     CHECK(row["algorithm"] == (std::string(op) == "alltoall" ? "direct" : "hierarchical ring"));
     CHECK(row["busbw_gb_per_s"].get<double>() > 0);
   }

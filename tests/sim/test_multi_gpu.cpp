@@ -362,7 +362,9 @@ TEST_CASE("with the tuner's trees, a symmetric cluster stays within 5% of every 
     INFO(p.gpus << " GPUs");
     PointResult mirrored = predict_point(s, p);
     PointResult full = predict_point(s, p, every_node);
-    CHECK(mirrored.epoch_seconds == Approx(full.epoch_seconds).epsilon(0.001));
+    // The all-reduces' share of memory bandwidth follows their time, which the mirror
+    // estimates (below), so the backward beside them moves with it a little.
+    CHECK(mirrored.epoch_seconds == Approx(full.epoch_seconds).epsilon(0.003));
     // The mirrored tree is an estimate: where the tuner's ring/tree boundary falls among DDP's
     // buckets (with LL128's short steps it does, at 26-32 MB), it can take the ring where every
     // node simulated takes the tree; and DDP's 25 MB buckets under NVLSTree cross the nodes in

@@ -245,25 +245,21 @@ HardwareProfile read_profile(const yaml::Document& document) {
   static_assert(kLinkKindKeys[kNvswitch] == "nvswitch" && kLinkKindKeys[kNetwork] == "network" &&
                 kLinkKindKeys[kHostBridge] == "host_bridge" && kLinkKindKeys[kShm] == "shm" &&
                 kLinkKindKeys[kNvls] == "nvls" && kLinkKindKeys[kSharp] == "sharp");
+  // A kind NCCL models on top of another: `factor` of that kind's efficiency, `latency_us` a
+  // step, unless the profile gives its own.
+  auto nccl_model = [&](std::size_t i, std::size_t on, double factor, double latency_us) {
+    auto e = link_efficiency.optional(kLinkKindKeys[i]);
+    auto l = step_latency.optional(kLinkKindKeys[i]);
+    p.links.efficiency[i] = e ? fraction(*e) : p.links.efficiency[on] * factor;
+    p.links.step_latency[i] = l ? micros(*l) : microseconds(latency_us);
+  };
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
     if (i == kSharp) {
-      constexpr double kNcclCollnetEfficiency = 0.85;
-      constexpr double kNcclCollnetLatencyUs = 31;
-      auto e = link_efficiency.optional(kLinkKindKeys[i]);
-      auto l = step_latency.optional(kLinkKindKeys[i]);
-      p.links.efficiency[i] =
-          e ? fraction(*e) : p.links.efficiency[kNetwork] * kNcclCollnetEfficiency;
-      p.links.step_latency[i] = l ? micros(*l) : microseconds(kNcclCollnetLatencyUs);
+      nccl_model(i, kNetwork, 0.85, 31);  // CollNet Direct on Hopper, hwLat NET
       continue;
     }
     if (i == kNvls) {
-      constexpr double kNcclNvlsEfficiency = 0.85;
-      constexpr double kNcclNvlsLatencyUs = 25;
-      auto e = link_efficiency.optional(kLinkKindKeys[i]);
-      auto l = step_latency.optional(kLinkKindKeys[i]);
-      p.links.efficiency[i] =
-          e ? fraction(*e) : p.links.efficiency[kNvswitch] * kNcclNvlsEfficiency;
-      p.links.step_latency[i] = l ? micros(*l) : microseconds(kNcclNvlsLatencyUs);
+      nccl_model(i, kNvswitch, 0.85, 25);  // nvlsEfficiency, hwLat NVLINK
       continue;
     }
     if (i == kHostBridge || i == kShm) {

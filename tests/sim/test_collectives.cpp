@@ -32,6 +32,17 @@ HardwareProfile written_before(const HardwareProfile& p, const std::string& kind
     text.erase(at, text.find('}', at) - at);
   return load_profile_from_string(text, "old.yaml");
 }
+// `nodes` nodes of 8 GPUs, numbered node by node.
+std::vector<std::vector<int>> cluster(int nodes) {
+  std::vector<std::vector<int>> out;
+  for (int k = 0; k < nodes; ++k) {
+    std::vector<int> gpus;
+    for (int g = 0; g < 8; ++g)
+      gpus.push_back(k * 8 + g);
+    out.push_back(gpus);
+  }
+  return out;
+}
 std::vector<int> first(int n) {
   std::vector<int> ranks;
   for (int i = 0; i < n; ++i)
@@ -342,13 +353,7 @@ TEST_CASE("a symmetric cluster simulation gives exactly the full simulation's ti
   const int nodes = 4;
   Topology full = Topology::build(m, nodes);
   Topology one = Topology::build(m, 1, true);
-  std::vector<std::vector<int>> all_nodes;
-  for (int k = 0; k < nodes; ++k) {
-    std::vector<int> gpus;
-    for (int g = 0; g < 8; ++g)
-      gpus.push_back(k * 8 + g);
-    all_nodes.push_back(gpus);
-  }
+  std::vector<std::vector<int>> all_nodes = cluster(nodes);
   const Bytes bytes(std::int64_t{100} << 20);
   Hierarchy everything{all_nodes, build_rings(full, all_nodes[0]), nodes, false};
   Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
@@ -378,13 +383,7 @@ TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double bi
   Topology one = Topology::build(m, 1, true);
   for (int nodes : {2, 4, 8, 16}) {
     Topology full = Topology::build(m, nodes);
-    std::vector<std::vector<int>> all_nodes;
-    for (int k = 0; k < nodes; ++k) {
-      std::vector<int> gpus;
-      for (int g = 0; g < 8; ++g)
-        gpus.push_back(k * 8 + g);
-      all_nodes.push_back(gpus);
-    }
+    std::vector<std::vector<int>> all_nodes = cluster(nodes);
     Hierarchy everything{all_nodes, build_rings(full, all_nodes[0]), nodes, false};
     Hierarchy node0{{all_nodes[0]}, build_rings(one, all_nodes[0]), nodes, true};
     for (std::int64_t mib : {1, 8, 64}) {
@@ -707,13 +706,7 @@ TEST_CASE("across nodes: reduce-scatter and all-gather on rings, all-to-all dire
   const int nodes = 4;
   Topology full = Topology::build(m, nodes);
   Topology one = Topology::build(m, 1, true);
-  std::vector<std::vector<int>> all_nodes;
-  for (int k = 0; k < nodes; ++k) {
-    std::vector<int> gpus;
-    for (int g = 0; g < 8; ++g)
-      gpus.push_back(k * 8 + g);
-    all_nodes.push_back(gpus);
-  }
+  std::vector<std::vector<int>> all_nodes = cluster(nodes);
   const Bytes bytes(std::int64_t{64} << 20);
   for (Collective c : {Collective::reduce_scatter, Collective::all_gather}) {
     INFO(kCollectiveNames[static_cast<int>(c)]);
@@ -753,13 +746,7 @@ TEST_CASE("broadcast and reduce across nodes: a chain through every node, one ch
   Topology one = Topology::build(m, 1, true);
   for (int nodes : {2, 4}) {
     Topology full = Topology::build(m, nodes);
-    std::vector<std::vector<int>> all_nodes;
-    for (int k = 0; k < nodes; ++k) {
-      std::vector<int> gpus;
-      for (int g = 0; g < 8; ++g)
-        gpus.push_back(k * 8 + g);
-      all_nodes.push_back(gpus);
-    }
+    std::vector<std::vector<int>> all_nodes = cluster(nodes);
     for (Collective c : {Collective::broadcast, Collective::reduce}) {
       for (std::int64_t kib : {8, 1024, 256 * 1024}) {
         INFO(nodes << " nodes, " << kCollectiveNames[static_cast<int>(c)] << ", " << kib << " KiB");

@@ -353,6 +353,12 @@ Command add_collective_command(CLI::App& app) {
                          fmt::format("{} runs only NCCL's Simple protocol", algorithm));
       }
       if (sweep.algorithm == CollectiveAlgorithm::nvls && sweep.nodes > 1 &&
+          sweep.collective != sim::Collective::all_reduce) {
+        throw InputError(
+            command_line(), "--algo",
+            fmt::format("NVLS across nodes is modelled for all_reduce only, not {}", op));
+      }
+      if (sweep.algorithm == CollectiveAlgorithm::nvls && sweep.nodes > 1 &&
           !machine.topology.network->in_network_reduction) {
         throw InputError(command_line(), "--algo",
                          fmt::format("NVLS across nodes needs switches that reduce in the network "

@@ -210,6 +210,7 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
     const std::size_t first = plan.transfers.size();
     std::vector<std::size_t> stage_first;
     Touching entry;  // per rank, what its part of the next stage waits for
+    std::vector<std::size_t> drain;
     for (Stage stage : stages) {
       stage_first.push_back(plan.transfers.size());
       Touching after;
@@ -233,8 +234,15 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
                        ? ring_reduce_scatter({Ring{members}}, shard)
                        : ring_all_gather({Ring{members}}, shard);
           }
+          const std::size_t rail_first = plan.transfers.size();
           for (auto& [rank, deps] : append_phase(plan, rail, entry))
             after[rank] = deps;
+          // A mirrored tree's fill and drain hops (after its stream) are the pipeline's depth:
+          // they keep their latency even behind earlier pieces.
+          if (h.symmetric && across == AcrossNodes::tree) {
+            for (std::size_t i = rail_first + 1; i < plan.transfers.size(); ++i)
+              drain.push_back(i);
+          }
         }
         // Ranks whose rail had nothing to do (one node) go on from the stage before.
         for (auto& [rank, deps] : entry)
@@ -259,6 +267,8 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
                                                                     : end;
     for (std::size_t i = hidden_from; i < end; ++i)
       plan.transfers[i].pipelined = true;
+    for (std::size_t i : drain)
+      plan.transfers[i].pipelined = false;
     // Inside a node, one piece's reduce-scatter and the previous piece's all-gather step along
     // the same links at once: the analytic cost shares those links between the two (the flows
     // share them by themselves). The first reduce-scatter and the last all-gather run alone.
@@ -324,7 +334,8 @@ TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int r
     const std::vector<int>& order = orders[c];
     const std::int64_t share = bytes.value() / channels +
                                (static_cast<std::int64_t>(c) < bytes.value() % channels ? 1 : 0);
-    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share, chunk.value()));
+    const std::int64_t step = std::max(chunk.value(), ceil_div(share, kMaxChainChunks));
+    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share, step));
     // Hops of node 0's part: (src, dst), the NIC crossing as (gpu, gpu).
     std::vector<std::pair<int, int>> hops;
     if (!broadcast) hops.emplace_back(order.back(), order.back());
@@ -334,7 +345,7 @@ TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int r
     std::vector<int> previous_chunk(hops.size(), -1);
     int last = -1;
     for (std::int64_t k = 0; k < chunks; ++k) {
-      const Bytes size(std::min(chunk.value(), share - k * chunk.value()));
+      const Bytes size(std::min(step, share - k * step));
       int previous_hop = -1;
       for (std::size_t j = 0; j < hops.size(); ++j) {
         Transfer t{hops[j].first, hops[j].second, hops[j].first == hops[j].second, size, {}};
@@ -348,7 +359,7 @@ TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int r
       }
       last = previous_hop;
     }
-    const Bytes tail(std::min(chunk.value(), std::max<std::int64_t>(share, 1)));
+    const Bytes tail(std::min(step, std::max<std::int64_t>(share, 1)));
     for (int node = 1; node < h.total_nodes; ++node) {
       for (std::size_t k = 0; k + 1 < order.size(); ++k)
         last = plan.add(Transfer{order[k], order[k + 1], false, tail, {last}});

@@ -111,7 +111,9 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology) {
   constexpr int kNvlinkRings = 24, kOtherRings = 2;
   if (plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree)
     return kNvlsChannelsHopper;
-  if (plan.ranks.size() < 2) return 0;
+  // A collective of one rank moves nothing; a symmetric cluster's plan over nodes of one GPU
+  // lists that GPU only, its steps crossing the network.
+  if (plan.transfers.empty()) return 0;
   std::vector<int> local;
   for (int gpu : plan.ranks) {
     if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);

@@ -87,10 +87,11 @@ TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes
     auto at = std::find(order.begin(), order.end(), root);
     std::rotate(order.begin(), into_root ? std::next(at) : at, order.end());
     Bytes share = channel_share(bytes, channels.size(), c);
-    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share.value(), chunk.value()));
+    const Bytes step(std::max(chunk.value(), ceil_div(share.value(), kMaxChainChunks)));
+    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share.value(), step.value()));
     std::vector<int> previous_chunk(static_cast<std::size_t>(n - 1), -1);
     for (std::int64_t k = 0; k < chunks; ++k) {
-      Bytes size(std::min(chunk.value(), share.value() - k * chunk.value()));
+      Bytes size(std::min(step.value(), share.value() - k * step.value()));
       int previous_hop = -1;
       for (int j = 0; j + 1 < n; ++j) {
         Transfer t;

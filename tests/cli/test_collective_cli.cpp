@@ -218,6 +218,7 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100 --algo nvls --op broadcast", "NVLS needs"},
       {"dgx-h100 --algo nvls --proto ll", "only NCCL's Simple protocol"},
       {"dgx-h100 --nodes 2 --algo nvls", "is --algo nvlstree"},
+      {"dgx-h100-cluster --nodes 2 --algo nvls --op all_gather", "all_reduce only"},
       {"dgx-h100-cluster --algo nvlstree", "across nodes (--nodes 2 or more)"},
       {"dgx-a100 --nodes 2 --algo nvlstree", "NVLSTree needs"},
       {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},

@@ -776,3 +776,48 @@ TEST_CASE("broadcast and reduce across nodes: a chain through every node, one ch
     }
   }
 }
+
+TEST_CASE("a mirrored tree in pieces keeps its fill and drain: time grows with the message") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  for (CollectiveAlgorithm a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls_tree}) {
+    for (int nodes : {16, 512}) {
+      double before = 0;
+      for (std::int64_t mib : {4, 8, 16, 32, 64}) {
+        CollectiveRequest request{
+            Collective::all_reduce, Bytes(mib << 20), {first(8)}, nodes, true, 0};
+        request.algorithm = a;
+        request.protocol = Protocol::simple;
+        request.architecture = m.gpu.architecture;
+        const double t = choose_collective(request, one, p).time.value();
+        INFO(nodes << " nodes, " << mib << " MiB");
+        CHECK(t > before);
+        before = t;
+      }
+    }
+  }
+  // The drain's 2d - 1 hops pay their latency after the last piece too.
+  const Hierarchy h{{first(8)}, build_rings(one, first(8)), 16, true};
+  const Bytes bytes(64 << 20), chunk(kPipelineChunkBytes);
+  const TransferPlan plan =
+      hierarchical_all_reduce(h, bytes, AcrossNodes::tree, chunk, kHierarchyPieces);
+  int with_latency = 0;
+  for (const Transfer& t : plan.transfers)
+    with_latency += t.mirror && !t.pipelined ? 1 : 0;
+  CHECK(with_latency == 8 * (1 + 2 * 4 - 1));  // per rail: the first stream, then the drain
+}
+
+TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains stay small") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  CollectiveRequest request{Collective::all_reduce, Bytes(1 << 20), {{0}}, 2, true, 0};
+  const CollectiveChoice choice = choose_collective(request, one, p);
+  CHECK(nccl_channels(choice.plan, one) == 2);
+  // A 1 TiB broadcast: at most 4096 chunks on each ring's 7 hops.
+  const std::vector<Ring> rings = build_rings(one, first(8));
+  const TransferPlan chain =
+      ring_broadcast(rings, 0, Bytes(std::int64_t{1} << 40), Bytes(kPipelineChunkBytes));
+  CHECK(chain.transfers.size() <= rings.size() * 7 * kMaxChainChunks);
+}

@@ -127,6 +127,16 @@ struct TrainingSpec {
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
   ConvolutionSettings convolution;
 };
+
+// The optimizer implementation a training runs: the scenario's, or its framework's default
+// (PyTorch 1.x: torch.optim's per-tensor loop; PyTorch 2.x: foreach).
+inline OptimizerImplementation resolved_optimizer_implementation(const TrainingSpec& training) {
+  if (training.optimizer_implementation != OptimizerImplementation::automatic) {
+    return training.optimizer_implementation;
+  }
+  return training.framework == Framework::pytorch1 ? OptimizerImplementation::for_loop
+                                                   : OptimizerImplementation::foreach;
+}
 inline constexpr std::string_view kCollectiveFidelityNames[] = {"flows", "analytic"};
 
 // Other jobs on the same machine (a shared system): the share of each GPU's SMs and memory

@@ -17,6 +17,7 @@
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/ddp_reducer.h"
+#include "runtime/train/optimizers.h"
 #include "runtime/train/profiler.h"
 
 #ifdef EPOCHCAST_TORCH_CUDA
@@ -196,23 +197,6 @@ void clear_gradients(const std::vector<torch::Tensor>& parameters, bool set_to_n
   }
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(Optimizer kind,
-                                                        std::vector<torch::Tensor> parameters) {
-  switch (kind) {
-    case Optimizer::sgd:
-      return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(0.01));
-    case Optimizer::momentum:
-      return std::make_unique<torch::optim::SGD>(parameters,
-                                                 torch::optim::SGDOptions(0.01).momentum(0.9));
-    case Optimizer::adam:
-      return std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(1e-3));
-    case Optimizer::adamw:
-      return std::make_unique<torch::optim::AdamW>(
-          parameters, torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
-  }
-  throw std::logic_error("unknown optimizer");
-}
-
 SampleShape sample_shape_of(const ScenarioSpec& scenario, const ModelAnalysis& analysis) {
   SampleShape s;
   s.shape = analysis.input_shape;
@@ -242,7 +226,7 @@ struct Rig {
   std::vector<torch::Device> dp_devices;  // dp: every device; else empty
   TorchModel model{nullptr};
   std::vector<torch::Tensor> parameters;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<StepOptimizer> optimizer;
   std::unique_ptr<cuda::Stream> comm_stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
   std::unique_ptr<DdpReducer> reducer;
@@ -490,7 +474,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       for (int d = 0; d < point.gpus; ++d)
         rig.dp_devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(d));
     }
-    rig.optimizer = make_optimizer(training.optimizer, rig.parameters);
+    rig.optimizer = make_step_optimizer(
+        training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
     rig.step();  // the trial: no reducer yet, so no communication
   } catch (const std::exception& error) {
     trial_ok = false;
@@ -526,7 +511,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       // state (the trial step's moments were local).
       rig.reducer->broadcast_from_rank0(rig.parameters);
       rig.reducer->broadcast_from_rank0(rig.model->buffers());
-      rig.optimizer = make_optimizer(training.optimizer, rig.parameters);
+      rig.optimizer = make_step_optimizer(
+          training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
     }
 
     auto start = Clock::now();

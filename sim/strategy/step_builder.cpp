@@ -233,11 +233,7 @@ std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch,
 }
 
 OptimizerImplementation optimizer_implementation(const TrainingSpec& training) {
-  if (training.optimizer_implementation != OptimizerImplementation::automatic) {
-    return training.optimizer_implementation;
-  }
-  return training.framework == Framework::pytorch1 ? OptimizerImplementation::for_loop
-                                                   : OptimizerImplementation::foreach;
+  return resolved_optimizer_implementation(training);
 }
 
 std::vector<Call> optimizer_calls(const StepContext& context) {

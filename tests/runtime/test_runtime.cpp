@@ -19,6 +19,9 @@
 #include <atomic>
 #include <filesystem>
 
+#include <ATen/record_function.h>
+#include <torch/version.h>
+
 using namespace epochcast;
 using namespace epochcast::runtime;
 
@@ -307,4 +310,48 @@ TEST_CASE("PyTorch 2's foreach optimizer steps equal torch.optim's per-parameter
     }
   }
   CHECK_THROWS(make_step_optimizer(Optimizer::adam, OptimizerImplementation::fused, {}));
+}
+
+namespace {
+
+// The multi-tensor calls an optimizer step dispatches, counted as ATen records them.
+std::vector<std::string>& foreach_calls() {
+  static std::vector<std::string> calls;
+  return calls;
+}
+std::unique_ptr<at::ObserverContext> record_foreach(const at::RecordFunction& fn) {
+  const std::string name = fn.name();
+  if (name.rfind("aten::_foreach_", 0) == 0) foreach_calls().push_back(name);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a foreach step launches the multi-tensor ops the simulator costs, whatever the count") {
+  // sim/strategy/step_builder.cpp: SGD one _foreach_add_; momentum mul_, add_, add_; Adam lerp_,
+  // mul_, addcmul_, sqrt, div_, add_, addcdiv_ (7; PyTorch 1.13 has no _foreach_lerp_: mul_ and
+  // add_, 8); AdamW one mul_ more. Independent of the number of parameters.
+  const int lerp = TORCH_VERSION_MAJOR >= 2 ? 1 : 2;
+  const std::pair<Optimizer, int> expected[] = {{Optimizer::sgd, 1},
+                                                {Optimizer::momentum, 3},
+                                                {Optimizer::adam, 6 + lerp},
+                                                {Optimizer::adamw, 7 + lerp}};
+  for (const auto& [kind, count] : expected) {
+    for (int tensors : {3, 40}) {
+      INFO(kOptimizerNames[static_cast<std::size_t>(kind)] << ", " << tensors << " tensors");
+      std::vector<torch::Tensor> params;
+      for (int i = 0; i < tensors; ++i) {
+        params.push_back(torch::ones({i + 1}).set_requires_grad(true));
+        params.back().mutable_grad() = torch::ones({i + 1});
+      }
+      auto optimizer = make_step_optimizer(kind, OptimizerImplementation::foreach, params);
+      optimizer->step();  // momentum's first step copies the buffers one by one
+      foreach_calls().clear();
+      const at::CallbackHandle handle =
+          at::addThreadLocalCallback(at::RecordFunctionCallback(record_foreach));
+      optimizer->step();
+      at::removeCallback(handle);
+      CHECK(static_cast<int>(foreach_calls().size()) == count);
+    }
+  }
 }

@@ -2,9 +2,11 @@
 #include "runtime/data/synthetic_loader.h"
 
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <time.h>
 
 #ifdef EPOCHCAST_TORCH_CUDA
@@ -123,7 +125,18 @@ void SyntheticLoader::worker_loop(int worker) {
       space_.wait(lock, [&] { return stopping_ || index < first_batch_ + handed_out_ + ahead; });
       if (stopping_) return;
     }
-    Host batch = make_batch(index);
+    Host batch;
+    try {
+      batch = make_batch(index);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!failure_) {
+        failure_ = std::current_exception();
+        failed_batch_ = index;
+      }
+      ready_.notify_all();
+      return;
+    }
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     done_.emplace(index, std::move(batch));
@@ -135,6 +148,8 @@ void SyntheticLoader::start_workers(std::int64_t first_batch) {
   first_batch_ = first_batch;
   handed_out_ = 0;
   stopping_ = false;
+  failure_ = nullptr;
+  failed_batch_ = -1;
   done_.clear();
   for (int w = 0; w < options_.workers; ++w)
     threads_.emplace_back([this, w] { worker_loop(w); });
@@ -165,8 +180,17 @@ SyntheticLoader::Host SyntheticLoader::take_host_batch() {
     host = make_batch(next_index_);
   } else {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return done_.count(next_index_) > 0; });
+    // Batches before a failed one are handed out first, in order.
+    ready_.wait(lock, [&] { return done_.count(next_index_) > 0 || failed_batch_ == next_index_; });
     auto found = done_.find(next_index_);
+    if (found == done_.end()) {
+      try {
+        std::rethrow_exception(failure_);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(
+            fmt::format("a loader worker failed making batch {}: {}", next_index_, e.what()));
+      }
+    }
     host = std::move(found->second);
     done_.erase(found);
     ++handed_out_;

@@ -355,3 +355,22 @@ TEST_CASE("a foreach step launches the multi-tensor ops the simulator costs, wha
     }
   }
 }
+
+TEST_CASE("a loader worker's failure reaches the training thread as an error, in batch order") {
+  // No classes to draw labels from: making any batch fails inside LibTorch.
+  SampleShape broken = mnist_sample();
+  broken.classes = 0;
+  for (int workers : {0, 2}) {
+    INFO(workers << " workers");
+    LoaderOptions options;
+    options.samples = 64;
+    options.batch = 8;
+    options.workers = workers;
+    SyntheticLoader loader(broken, options, torch::kCPU);
+    if (workers == 0) {
+      CHECK_THROWS(loader.next());
+    } else {
+      CHECK_THROWS_WITH(loader.next(), Catch::Contains("a loader worker failed making batch 0"));
+    }
+  }
+}

@@ -130,10 +130,7 @@ void SyntheticLoader::worker_loop(int worker) {
       batch = make_batch(index);
     } catch (...) {
       std::lock_guard lock(mutex_);
-      if (!failure_) {
-        failure_ = std::current_exception();
-        failed_batch_ = index;
-      }
+      failures_.emplace(index, std::current_exception());
       ready_.notify_all();
       return;
     }
@@ -148,8 +145,7 @@ void SyntheticLoader::start_workers(std::int64_t first_batch) {
   first_batch_ = first_batch;
   handed_out_ = 0;
   stopping_ = false;
-  failure_ = nullptr;
-  failed_batch_ = -1;
+  failures_.clear();
   done_.clear();
   for (int w = 0; w < options_.workers; ++w)
     threads_.emplace_back([this, w] { worker_loop(w); });
@@ -181,11 +177,12 @@ SyntheticLoader::Host SyntheticLoader::take_host_batch() {
   } else {
     std::unique_lock lock(mutex_);
     // Batches before a failed one are handed out first, in order.
-    ready_.wait(lock, [&] { return done_.count(next_index_) > 0 || failed_batch_ == next_index_; });
+    ready_.wait(lock,
+                [&] { return done_.count(next_index_) > 0 || failures_.count(next_index_) > 0; });
     auto found = done_.find(next_index_);
     if (found == done_.end()) {
       try {
-        std::rethrow_exception(failure_);
+        std::rethrow_exception(failures_.at(next_index_));
       } catch (const std::exception& e) {
         throw std::runtime_error(
             fmt::format("a loader worker failed making batch {}: {}", next_index_, e.what()));

@@ -108,10 +108,10 @@ class SyntheticLoader {
   std::int64_t handed_out_ = 0;        // batches handed out since the workers started
   std::int64_t first_batch_ = 0;       // where the workers started
   bool stopping_ = false;
-  // A worker's failure, handed to the training thread when it asks for the batch (as PyTorch's
-  // DataLoader re-raises a worker's exception in the main process), instead of terminating.
-  std::exception_ptr failure_;
-  std::int64_t failed_batch_ = -1;
+  // Workers' failures by batch index, handed to the training thread when it asks for that batch
+  // (as PyTorch's DataLoader re-raises a worker's exception in the main process), instead of
+  // terminating. Several workers can fail, in any order.
+  std::map<std::int64_t, std::exception_ptr> failures_;
   std::vector<std::thread> threads_;
   double cpu_seconds_ = 0;
   std::int64_t samples_made_ = 0;

@@ -62,22 +62,13 @@ TransferPlan direct_all_to_all(const std::vector<int>& ranks, Bytes bytes) {
 }
 
 TransferPlan mirrored_all_to_all(const std::vector<int>& node, int nodes, Bytes bytes) {
-  TransferPlan plan;
-  plan.collective = Collective::all_to_all;
-  plan.algorithm = Algorithm::direct;
-  plan.ranks = node;
   const auto local = static_cast<std::int64_t>(node.size());
   const std::int64_t ranks = local * nodes;
   const Bytes share((bytes.value() + ranks - 1) / ranks);
-  for (int src : node) {
-    for (int dst : node) {
-      if (src == dst) continue;
-      Transfer t{src, dst, false, share, {}};
-      t.sharing = static_cast<int>(local - 1);
-      plan.add(std::move(t));
-    }
+  // Inside the node, the sends of an all-to-all over its GPUs of one share each.
+  TransferPlan plan = direct_all_to_all(node, Bytes(share.value() * local));
+  for (int src : node)
     plan.add(Transfer{src, src, true, Bytes(share.value() * local * (nodes - 1)), {}});
-  }
   return plan;
 }
 

@@ -366,7 +366,6 @@ TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int r
       last = plan.add(Transfer{order.back(), order.back(), true, tail, {last}});
     }
   }
-  (void)root;
   return plan;
 }
 

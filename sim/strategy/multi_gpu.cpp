@@ -78,6 +78,8 @@ double nccl_memory_share(const MultiGpuContext& c, const CollectiveChoice& choic
     }
   }
   const double bandwidth = c.step.device.effective_bandwidth(OpClass::elementwise).value();
+  // Capped so that the kernels beside it always keep a tenth of the bandwidth: the count can
+  // exceed it where the collective's time is an underestimate (a latency-bound one).
   return std::min(0.9, touched / choice.time.value() / bandwidth);
 }
 

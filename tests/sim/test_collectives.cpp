@@ -43,6 +43,19 @@ std::vector<std::vector<int>> cluster(int nodes) {
   }
   return out;
 }
+// A link kind NCCL models on top of another (`base`): the profile's figures are `factor` of the
+// base kind's efficiency and `latency_us` a step, and a profile written before the kind had
+// figures takes the same.
+void check_nccl_model(const HardwareProfile& p, LinkKind kind, LinkKind base, double factor,
+                      double latency_us) {
+  const auto k = static_cast<std::size_t>(kind);
+  const double expected = p.links.efficiency[static_cast<std::size_t>(base)] * factor;
+  const HardwareProfile old = written_before(p, std::string(kLinkKindKeys[k]));
+  for (const HardwareProfile* profile : {&p, &old}) {
+    CHECK(profile->links.efficiency[k] == Approx(expected));
+    CHECK(profile->links.step_latency[k].value() == Approx(latency_us * 1e-6));
+  }
+}
 std::vector<int> first(int n) {
   std::vector<int> ranks;
   for (int i = 0; i < n; ++i)
@@ -265,13 +278,8 @@ TEST_CASE("NVLS: one step at its latency, S(1 + 1/n) each way over a GPU's NVSwi
   const double nvls = p.links.efficiency[static_cast<std::size_t>(LinkKind::nvls)];
   // NCCL's model of it, as the profile cites: the NVSwitch links' efficiency times Hopper's
   // nvlsEfficiency 0.85, one step at 25 us.
-  CHECK(nvls == Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)] * 0.85));
-  CHECK(p.links.step_latency[static_cast<std::size_t>(LinkKind::nvls)].value() == Approx(25e-6));
   // A profile written before NVLS had figures takes NCCL's model on top of its NVSwitch links.
-  HardwareProfile old = written_before(p, "nvls");
-  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::nvls)] ==
-        Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)] * 0.85));
-  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::nvls)].value() == Approx(25e-6));
+  check_nccl_model(p, LinkKind::nvls, LinkKind::nvswitch, 0.85, 25);
   MachineSpec m = machine("dgx-h100");
   Topology t = Topology::build(m, 1);
   const double link = m.gpu.nvlink->per_link_per_direction.value() * m.gpu.nvlink->links;
@@ -623,11 +631,7 @@ TEST_CASE("CollNet: the switches reduce each GPU's shard, sent once and returned
   const double sharp = p.links.efficiency[static_cast<std::size_t>(LinkKind::sharp)];
   // NCCL's model of it, as the profile cites: the network's efficiency times the 0.85 tuning.cc
   // applies to CollNet Direct, one step of 31 us; a profile written before takes the same.
-  CHECK(sharp == Approx(p.links.efficiency[static_cast<std::size_t>(LinkKind::network)] * 0.85));
-  CHECK(p.links.step_latency[static_cast<std::size_t>(LinkKind::sharp)].value() == Approx(31e-6));
-  HardwareProfile old = written_before(p, "sharp");
-  CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::sharp)] == Approx(sharp));
-  CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::sharp)].value() == Approx(31e-6));
+  check_nccl_model(p, LinkKind::sharp, LinkKind::network, 0.85, 31);
 
   MachineSpec m = machine("dgx-h100-cluster");
   REQUIRE(m.topology.network->in_network_reduction);

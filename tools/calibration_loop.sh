@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # The measure -> calibrate -> validate loop on the machine at hand, in one command. It builds
-# epochcast with the runtime when needed, trains every scenario for real (per-layer profiles and
-# the microbenchmarks, several interleaved rounds), validates each with --holdout
-# every-other-batch (calibrated on half the batch sizes, the uncalibrated figure beside it),
-# calibrates one profile on all the files together, and prints a summary table last. Measurement
-# files, reports, plots, the profile and machine.txt land in validate/data/<machine>/ (or --data).
+# what it needs, trains every scenario for real (per-layer profiles and the microbenchmarks,
+# several interleaved rounds), validates each with --holdout every-other-batch (calibrated on half
+# the batch sizes, the uncalibrated figure beside it), calibrates one profile on all the files
+# together, and prints a summary table last. Measurement files, reports, plots, the profile and
+# machine.txt land in validate/data/<machine>/ (or --data).
 #
 #   tools/calibration_loop.sh                     # scenarios/calibration/gpu-*.yaml on one GPU
 #   tools/calibration_loop.sh --device cpu tests/validate/scenarios/cpu-*.yaml   # CI's CPU loop
 #
-# A GPU machine without a package registry (a cloud instance, a cluster node) builds with the
-# Debian packages fetched beforehand on a Debian 12 machine that has one, then carried along:
-#   tools/calibration_loop.sh --fetch-deps .deps  # on the Debian machine: the .debs into .deps/
-#   tools/calibration_loop.sh --deps .deps        # on the GPU machine: unpacked into .deps/root
+# A lent GPU machine (no package registry, a command limit, few files back) measures only, and
+# the reports are made where epochcast is built (docs/guide.md, "Calibrating on a lent GPU"):
+#   tools/calibration_loop.sh --fetch-deps .deps  # here: the Debian packages into .deps/
+#   tools/calibration_loop.sh --deps .deps --measure-only --timeout 540 --out "$OUT"   # there
+#   tools/calibration_loop.sh --no-measure --data validate/data/h100-sxm-1gpu   # here again
 # LibTorch comes from the Python environment's PyTorch (torch.utils.cmake_prefix_path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   cat <<'EOF'
 
 Options:
@@ -30,24 +31,42 @@ Options:
   --iterations N          timed iterations per point and round (default 20)
   --warmup N              warm-up iterations per point (default 3)
   --build DIR             build folder (default build, as tools/setup.sh makes it); built
-                          there with the runtime unless it already holds epochcast-run
+                          there with the runtime unless it already holds what is needed
   --deps DIR              unpack DIR/*.deb (from --fetch-deps) and build against them
   --fetch-deps DIR        download the build's Debian packages into DIR, then stop
   --skip-tests            do not run the runtime's GPU tests before measuring
   --no-measure            keep the measurement files as they are and redo the calibrations and
                           reports (after a change to the simulator or the calibration)
+  --measure-only          build only the runtime (no simulator, no Ceres) and measure: the
+                          reports are made later with --no-measure where epochcast is built
+  --timeout SECONDS       finish within SECONDS, the build included: each scenario gets its
+                          share of what is left, a run cut short keeps its finished points
+                          (--resume goes on), and the files are packed in time
+  --out DIR               on exit, whatever happened, pack the data folder, the build logs and
+                          this loop's log into DIR/calibration-loop.tar.gz (and the summary
+                          into DIR/summary.txt): what a lent machine's $OUT brings back
+  --dry-run               say what would be built, measured and packed, the time it is expected
+                          to take and whether it fits --timeout and the machine's 8 files back;
+                          nothing is built or run
 EOF
 }
 
 # The Debian 12 packages the build needs beyond a compiler, CMake, CUDA and PyTorch.
 DEB_PACKAGES=(libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev
               catch2)
+# What the time estimate assumes (a --dry-run prints it): a fresh 16-core machine builds the
+# runtime alone in about 3 minutes (most of it LibTorch's headers), a run's start (CUDA context,
+# cuDNN, the microbenchmarks) takes about 40 s, and one point of a small model 1.5 s a round (its
+# layer profile, partial batch and validation) plus its iterations at up to 20 ms each.
+EST_BUILD_S=180 EST_TESTS_S=30 EST_RUN_START_S=40 EST_POINT_S=1.5 EST_ITERATION_S=0.02
+OUT_FILES_LIMIT=8  # files a lent machine brings back from $OUT
 
 device=auto hardware="" data="" rounds=3 iterations=20 warmup=3 build=build deps=""
-run_tests=1 measure=1 scenarios=()
+run_tests=1 measure=1 report=1 timeout=0 out="" dry_run=0 scenarios=()
 while (($#)); do
   case "$1" in
-    --device|--hardware|--data|--rounds|--iterations|--warmup|--build|--deps|--fetch-deps)
+    --device|--hardware|--data|--rounds|--iterations|--warmup|--build|--deps|--fetch-deps|\
+    --timeout|--out)
       (($# >= 2)) || { echo "calibration_loop.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
   esac
   case "$1" in
@@ -59,8 +78,12 @@ while (($#)); do
     --warmup) warmup=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --deps) deps=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
     --skip-tests) run_tests=0; shift ;;
     --no-measure) measure=0; run_tests=0; shift ;;
+    --measure-only) report=0; shift ;;
+    --dry-run) dry_run=1; shift ;;
     --fetch-deps)
       mkdir -p "$2"
       # A fresh Debian has no package lists yet: fetch them (as root) when the download fails.
@@ -73,55 +96,28 @@ while (($#)); do
     *) scenarios+=("$1"); shift ;;
   esac
 done
+for n in rounds iterations warmup timeout; do
+  [[ ${!n} =~ ^[0-9]+$ ]] || {
+    echo "calibration_loop.sh: --$n expects a whole number, got '${!n}'" >&2; exit 2; }
+done
+case $device in auto|cpu|cuda) ;; *)
+  echo "calibration_loop.sh: --device expects auto, cpu or cuda, got '$device'" >&2; exit 2 ;;
+esac
+if ((!measure && !report)); then
+  echo "calibration_loop.sh: --no-measure and --measure-only together leave nothing to do" >&2
+  exit 2
+fi
 ((${#scenarios[@]})) || scenarios=(scenarios/calibration/gpu-*.yaml)
 for s in "${scenarios[@]}"; do
   [[ -f $s ]] || { echo "calibration_loop.sh: no scenario file '$s'" >&2; exit 2; }
 done
 
+started=$SECONDS
+seconds_left() {  # of --timeout; a large number without one
+  if ((timeout > 0)); then echo $((timeout - (SECONDS - started))); else echo 999999; fi
+}
 has_gpu() { command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; }
 
-# --- Build -----------------------------------------------------------------------------------
-prefix_path=""
-if [[ -n $deps ]]; then
-  # Unpacked beside the .debs, never into /: the packages' files must not replace the system's.
-  mkdir -p "$deps/root"
-  for f in "$deps"/*.deb; do dpkg -x "$f" "$deps/root"; done
-  prefix_path="$(realpath "$deps/root/usr")"
-  export LD_LIBRARY_PATH="$prefix_path/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-if torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2> /dev/null); then
-  # PyTorch's LibTorch (CUDA) takes precedence over Debian's CPU-only libtorch-dev.
-  prefix_path="$torch_prefix${prefix_path:+;$prefix_path}"
-fi
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DEPOCHCAST_BUILD_RUNTIME=ON)
-if [[ -n $prefix_path ]]; then cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix_path"); fi
-if nccl_dir=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' \
-    2> /dev/null); then
-  # PyTorch's own NCCL (the nvidia-nccl wheel) rather than the CUDA Toolkit's: LibTorch and
-  # epochcast load one libnccl.so.2 between them, and it must be the one LibTorch was built with.
-  cmake_args+=("-DEPOCHCAST_NCCL_INCLUDE=$nccl_dir/include"
-               "-DEPOCHCAST_NCCL_LIBRARY=$(ls "$nccl_dir"/lib/libnccl.so* | head -1)")
-fi
-needed=$build/cli/epochcast-run
-((measure)) || needed=$build/cli/epochcast  # reports alone need no runtime
-if [[ ! -x $needed ]]; then
-  echo "== building epochcast with the runtime in $build/"
-  cmake -S . -B "$build" "${cmake_args[@]}" > "$build.configure.log" 2>&1 \
-    || { cat "$build.configure.log"; exit 1; }
-  grep "epochcast runtime" "$build.configure.log" || true
-  cmake --build "$build" -j"$(nproc)" > "$build.build.log" 2>&1 \
-    || { tail -50 "$build.build.log"; exit 1; }
-fi
-# (A build without CUDA on a GPU machine: epochcast run itself says so and stops.)
-epochcast="$build/cli/epochcast"
-
-if ((run_tests)) && has_gpu && [[ $device != cpu ]]; then
-  # The CUDA API and NCCL on the real device before anything is measured with them.
-  echo "== the runtime's GPU tests"
-  ctest --test-dir "$build" -L gpu --output-on-failure
-fi
-
-# --- Measure, validate each model on held-out batch sizes --------------------------------------
 if [[ -z $hardware ]] && has_gpu && nvidia-smi -L | grep -q "H200"; then
   hardware_h200=1
 fi
@@ -134,11 +130,145 @@ machine_of() {  # the machine a scenario runs on here
 }
 first_machine=$(machine_of "${scenarios[0]}")
 data=${data:-validate/data/$(basename "$first_machine" .yaml)}
-mkdir -p "$data"
 
+# The points of a scenario's sweep: the product of its `gpus:` and `batch:` lists.
+sweep_points() {
+  local gpus batches
+  gpus=$(sed -n 's/^ *gpus: *\[\(.*\)\].*/\1/p' "$1" | head -1 | tr ',' ' ' | wc -w)
+  batches=$(sed -n 's/^ *batch: *\[\(.*\)\].*/\1/p' "$1" | head -1 | tr ',' ' ' | wc -w)
+  echo $((${gpus:-1} * ${batches:-1}))
+}
+
+build_targets=()
+((measure)) && build_targets+=(epochcast-run)
+((measure && run_tests)) && build_targets+=(epochcast_cuda_tests)
+((report)) && build_targets+=(epochcast)
+needs_build=0
+for t in "${build_targets[@]}"; do
+  case $t in
+    epochcast-run|epochcast) [[ -x $build/cli/$t ]] || needs_build=1 ;;
+    *) [[ -x $build/tests/$t ]] || needs_build=1 ;;
+  esac
+done
+
+# --- Dry run: the plan, its time, and what comes back ------------------------------------------
+if ((dry_run)); then
+  estimate=0
+  echo "build: ${build_targets[*]} in $build/ ($( ((needs_build)) && echo "to build, about \
+${EST_BUILD_S} s on 16 cores" || echo "already built"))"
+  ((needs_build)) && estimate=$EST_BUILD_S
+  if ((measure && run_tests)); then
+    echo "tests: the runtime's GPU tests (ctest -L gpu) where there is a GPU, about ${EST_TESTS_S} s"
+    estimate=$((estimate + EST_TESTS_S))
+  fi
+  if ((measure)); then
+    for s in "${scenarios[@]}"; do
+      points=$(sweep_points "$s")
+      scenario_s=$(awk -v p="$points" -v r="$rounds" -v i="$iterations" -v w="$warmup" \
+        -v start="$EST_RUN_START_S" -v per="$EST_POINT_S" -v it="$EST_ITERATION_S" \
+        'BEGIN { printf "%d", start + p * r * (per + (i + w) * it) + 0.999 }')
+      echo "measure: $s, $points points x $rounds rounds x ($warmup + $iterations) iterations," \
+        "about $scenario_s s"
+      estimate=$((estimate + scenario_s))
+    done
+  fi
+  ((report)) && echo "report: validate (held out) and one joint profile into $data/"
+  echo "expected: about $estimate s$( ((timeout > 0)) && echo " of the $timeout s allowed")"
+  status=0
+  if ((timeout > 0 && estimate > timeout)); then
+    echo "does not fit: cut --rounds or --iterations, or measure fewer scenarios per command;" \
+      "a run cut short by --timeout keeps its points and --resume goes on" >&2
+    status=1
+  fi
+  if [[ -n $out ]]; then
+    files=(calibration-loop.tar.gz)
+    ((report)) && files+=(summary.txt)
+    echo "into $out: ${files[*]} (${#files[@]} files of the $OUT_FILES_LIMIT a lent machine" \
+      "brings back): $data/, $build.configure.log, $build.build.log, the loop's log"
+    ((${#files[@]} <= OUT_FILES_LIMIT)) || status=1
+  fi
+  exit $status
+fi
+
+# --- On exit, whatever happened: pack what a lent machine brings back ---------------------------
+log=""
+if [[ -n $out ]]; then
+  mkdir -p "$out" "$data"
+  log="$data/calibration-loop.log"
+  exec > >(tee -a "$log") 2>&1
+  pack() {
+    local status=$?
+    set +e
+    echo "== exit $status after $((SECONDS - started)) s: packing into $out"
+    local logs=()
+    for f in "$build.configure.log" "$build.build.log" "$build.tests.log"; do
+      [[ -f $f ]] && logs+=("$f")
+    done
+    sleep 1  # let tee write the last lines
+    tar czf "$out/calibration-loop.tar.gz" "$data" "${logs[@]}" 2> /dev/null
+    [[ -f $data/summary.txt ]] && cp "$data/summary.txt" "$out/summary.txt"
+    return $status
+  }
+  trap pack EXIT
+fi
+
+# --- Build -----------------------------------------------------------------------------------
+prefix_path=""
+if [[ -n $deps ]]; then
+  # Unpacked beside the .debs, never into /: the packages' files must not replace the system's.
+  mkdir -p "$deps/root"
+  for f in "$deps"/*.deb; do dpkg -x "$f" "$deps/root"; done
+  prefix_path="$(realpath "$deps/root/usr")"
+  export LD_LIBRARY_PATH="$prefix_path/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if ((measure)) && torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' \
+    2> /dev/null); then
+  # PyTorch's LibTorch (CUDA) takes precedence over Debian's CPU-only libtorch-dev.
+  prefix_path="$torch_prefix${prefix_path:+;$prefix_path}"
+fi
+cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+((measure)) && cmake_args+=(-DEPOCHCAST_BUILD_RUNTIME=ON)
+((report)) || cmake_args+=(-DEPOCHCAST_RUNTIME_ONLY=ON)
+if [[ -n $prefix_path ]]; then cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix_path"); fi
+if ((measure)) && nccl_dir=$(python3 -c \
+    'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2> /dev/null); then
+  # PyTorch's own NCCL (the nvidia-nccl wheel) rather than the CUDA Toolkit's: LibTorch and
+  # epochcast load one libnccl.so.2 between them, and it must be the one LibTorch was built with.
+  cmake_args+=("-DEPOCHCAST_NCCL_INCLUDE=$nccl_dir/include"
+               "-DEPOCHCAST_NCCL_LIBRARY=$(ls "$nccl_dir"/lib/libnccl.so* | head -1)")
+fi
+if ((needs_build)); then
+  echo "== building ${build_targets[*]} in $build/"
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S . -B "$build" "${cmake_args[@]}" > "$build.configure.log" 2>&1 \
+      || { tail -40 "$build.configure.log"; exit 1; }
+  fi
+  grep "epochcast runtime" "$build.configure.log" 2> /dev/null || true
+  cmake --build "$build" -j"$(nproc)" --target "${build_targets[@]}" > "$build.build.log" 2>&1 \
+    || { grep -B2 -A8 -m5 "error" "$build.build.log" || tail -50 "$build.build.log"; exit 1; }
+  echo "   built in $((SECONDS - started)) s"
+fi
+# (A build without CUDA on a GPU machine: epochcast run itself says so and stops.)
+epochcast="$build/cli/epochcast"
+epochcast_run="$build/cli/epochcast-run"
+
+mkdir -p "$data"
+if ((measure)) && ((run_tests)) && has_gpu && [[ $device != cpu ]]; then
+  # The CUDA API and NCCL on the real device before anything is measured with them. A failure
+  # is reported, and the measurements still run: they say for themselves what works.
+  echo "== the runtime's GPU tests"
+  if ! timeout 120 ctest --test-dir "$build" -L gpu --output-on-failure \
+      > "$build.tests.log" 2>&1; then
+    echo "warning: the runtime's GPU tests failed (the measurements go on):" >&2
+    tail -30 "$build.tests.log" >&2
+  fi
+fi
+
+# --- Measure --------------------------------------------------------------------------------
+warnings=0
 if ((measure)); then
   {
-    echo "commit: $(git describe --always --dirty 2> /dev/null || echo unknown)"
+    echo "commit: $(git describe --always --dirty 2> /dev/null || echo "${EPOCHCAST_COMMIT:-unknown}")"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "command: $0 --device $device --rounds $rounds --iterations $iterations --warmup $warmup ${scenarios[*]}"
     if has_gpu; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
@@ -146,27 +276,67 @@ if ((measure)); then
     echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
   } > "$data/machine.txt"
+  reserve=20  # seconds kept for packing the results
+  for ((k = 0; k < ${#scenarios[@]}; k++)); do
+    s=${scenarios[k]}
+    machine=$(machine_of "$s")
+    name=$(basename "$s" .yaml)
+    measured="$data/$name.json"
+    # Each scenario gets its share of the time left, so that a slow one cannot starve the rest.
+    share=$((($(seconds_left) - reserve) / (${#scenarios[@]} - k)))
+    if ((share < 30)); then
+      echo "warning: $name not measured: ${share} s left for it (--timeout $timeout)" >&2
+      warnings=$((warnings + 1))
+      continue
+    fi
+    echo "== measuring $name on $machine$( ((timeout > 0)) && echo " (at most $share s)")"
+    # --resume: a run cut short (a lease that ended, Ctrl-C, its share of --timeout) goes on
+    # where it stopped; the microbenchmarks, saved before the first point, are not run again.
+    bench=(--bench)
+    if [[ -f $measured ]] && grep -q '"benchmarks"' "$measured"; then bench=(); fi
+    point_timeout=$((share < 120 ? share : 120))
+    # SIGTERM at the share's end: the run saves its finished points and stops; a second signal
+    # 15 s later ends it whatever it is doing.
+    status=0
+    timeout --signal=TERM --kill-after=15 "$share" \
+      "$epochcast_run" run "$s" --set "hardware=$machine" --device "$device" --profile-layers \
+      "${bench[@]}" --rounds "$rounds" --iterations "$iterations" --warmup "$warmup" --resume \
+      --timeout "$point_timeout" --quiet -o "$measured" || status=$?
+    if ((status != 0)); then
+      # One scenario's failure (a point that failed, a crash, its time up) is a warning: the
+      # others are still measured, and what this one finished is in its file.
+      echo "warning: measuring $name ended with status $status; its finished points are in" \
+        "$measured" >&2
+      warnings=$((warnings + 1))
+    fi
+    if [[ $device != cpu ]] && python3 -c 'import torch; assert torch.cuda.is_available()' \
+        2> /dev/null && (($(seconds_left) > reserve + 30)); then
+      # The same model, batch sizes and optimizer in a plain PyTorch eager Python loop: what
+      # the harness's step time is compared against (tools/pytorch_reference.py).
+      timeout 60 python3 tools/pytorch_reference.py "$s" --iterations "$iterations" \
+        --warmup "$warmup" -o "$data/$name.pytorch.json" \
+        || { echo "warning: the PyTorch reference of $name failed" >&2; warnings=$((warnings + 1)); }
+    fi
+  done
+fi
+if ((!report)); then
+  echo "measured into $data/ with $warnings warning(s); make the reports where epochcast is" \
+    "built: tools/calibration_loop.sh --no-measure --data $data ${scenarios[*]}"
+  exit 0
 fi
 
+# --- Validate each model on held-out batch sizes ------------------------------------------------
 files=()
 for s in "${scenarios[@]}"; do
   machine=$(machine_of "$s")
   name=$(basename "$s" .yaml)
   measured="$data/$name.json"
-  files+=("$measured")
-  echo "== $name on $machine"
-  if ((measure)); then
-    # --resume: a run cut short (a lease that ended, Ctrl-C) goes on where it stopped; the
-    # microbenchmarks, saved before the first point, are not run again.
-    bench=(--bench)
-    if [[ -f $measured ]] && grep -q '"benchmarks"' "$measured"; then bench=(); fi
-    "$epochcast" run "$s" --set "hardware=$machine" --device "$device" --profile-layers \
-      "${bench[@]}" --rounds "$rounds" --iterations "$iterations" --warmup "$warmup" --resume \
-      --quiet -o "$measured"
-  elif [[ ! -f $measured ]]; then
-    echo "calibration_loop.sh: --no-measure, but there is no $measured" >&2
+  if [[ ! -f $measured ]]; then
+    echo "calibration_loop.sh: there is no $measured to validate" >&2
     exit 2
   fi
+  files+=("$measured")
+  echo "== $name on $machine"
   plot=()
   if command -v gnuplot > /dev/null; then plot=(--plot "$data/$name.png"); fi
   "$epochcast" validate "$s" "$measured" --set "hardware=$machine" --holdout every-other-batch \
@@ -193,6 +363,7 @@ field() {
   [[ -n $value ]] || { echo "calibration_loop.sh: no figure for /$2/ in $1" >&2; exit 1; }
   echo "$value"
 }
+{
 printf '\nHeld-out MAPE (calibrated on every other batch size, validated on the rest), %s:\n' \
   "$data"
 printf '%-30s %9s %13s %9s %6s %19s\n' scenario "held out" uncalibrated Spearman best \
@@ -208,3 +379,11 @@ for s in "${scenarios[@]}"; do
   printf '%-30s %8s%% %12s%% %9s %6s %18s%%\n' "$name" "$held_out" "$uncalibrated" "$spearman" \
     "$best" "$joint"
 done
+# The harness against the same model in a plain PyTorch eager loop, where one was run.
+for s in "${scenarios[@]}"; do
+  name=$(basename "$s" .yaml)
+  if [[ -f $data/$name.pytorch.json ]] && command -v python3 > /dev/null; then
+    python3 tools/pytorch_reference.py --compare "$data/$name.json" "$data/$name.pytorch.json"
+  fi
+done
+} | tee "$data/summary.txt"

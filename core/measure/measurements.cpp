@@ -72,6 +72,9 @@ MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds) {
     sample_cpu += r.loader_sample_cpu_s / n;
     whole_epoch += r.epoch_s_measured.value_or(0) / n;
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, r.peak_memory_bytes);
+    if (r.peak_reserved_bytes)
+      out.peak_reserved_bytes =
+          std::max(out.peak_reserved_bytes.value_or(0), *r.peak_reserved_bytes);
     if (r.parameters_identical && out.parameters_identical)
       out.parameters_identical = *out.parameters_identical && *r.parameters_identical;
   }
@@ -140,6 +143,8 @@ Json point_json(const MeasuredPoint& p) {
   j["loader_sample_cpu_s"] = p.loader_sample_cpu_s;
   j["peak_memory_bytes"] = p.peak_memory_bytes;
   j["memory_source"] = p.memory_source;
+  put_optional(j, "peak_reserved_bytes", p.peak_reserved_bytes);
+  put_optional(j, "cuda_context_bytes", p.cuda_context_bytes);
   j["first_loss"] = p.first_loss;
   j["last_loss"] = p.last_loss;
   put_optional(j, "parameters_identical", p.parameters_identical);
@@ -155,6 +160,7 @@ Json point_json(const MeasuredPoint& p) {
     }
     j["layers"] = std::move(layers);
   }
+  if (!p.profile_note.empty()) j["profile_note"] = p.profile_note;
   return j;
 }
 
@@ -288,10 +294,10 @@ Spread read_spread(const Node& node) {
 }
 
 MeasuredEnvironment read_environment(const Node& node) {
-  MapReader m(node,
-              {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
-               "driver_version", "cuda_version", "nccl_version", "torch_version", "mpi_version",
-               "ranks", "cpu_threads", "host_allocator", "epochcast_version", "started_at"});
+  MapReader m(node, {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
+                     "driver_version", "cuda_version", "nccl_version", "torch_version",
+                     "mpi_version", "ranks", "cpu_threads", "host_allocator", "epochcast_version",
+                     "started_at", "cublas_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark"});
   MeasuredEnvironment e;
   e.host = str_or(m, "host");
   static constexpr std::string_view kinds[] = {"cuda", "cpu"};
@@ -309,6 +315,9 @@ MeasuredEnvironment read_environment(const Node& node) {
   e.host_allocator = str_or(m, "host_allocator");
   e.epochcast_version = str_or(m, "epochcast_version");
   e.started_at = str_or(m, "started_at");
+  if (auto flag = m.optional("cublas_allow_tf32")) e.cublas_allow_tf32 = flag->as_bool();
+  if (auto flag = m.optional("cudnn_allow_tf32")) e.cudnn_allow_tf32 = flag->as_bool();
+  if (auto flag = m.optional("cudnn_benchmark")) e.cudnn_benchmark = flag->as_bool();
   return e;
 }
 
@@ -339,7 +348,10 @@ MeasuredPoint read_point(const Node& node) {
                                               "last_loss",
                                               "parameters_identical",
                                               "rounds",
-                                              "layers"};
+                                              "layers",
+                                              "peak_reserved_bytes",
+                                              "cuda_context_bytes",
+                                              "profile_note"};
   MapReader m(node, keys);
   MeasuredPoint p;
   p.gpus = small_count(m, "gpus", 1);
@@ -373,6 +385,9 @@ MeasuredPoint read_point(const Node& node) {
   p.last_loss = num(m, "last_loss");
   if (auto same = m.optional("parameters_identical")) p.parameters_identical = same->as_bool();
   p.rounds = small_count_or(m, "rounds", 1, 1);
+  if (m.has("peak_reserved_bytes")) p.peak_reserved_bytes = count(m, "peak_reserved_bytes");
+  if (m.has("cuda_context_bytes")) p.cuda_context_bytes = count(m, "cuda_context_bytes");
+  p.profile_note = str_or(m, "profile_note");
   if (auto layers = m.optional("layers")) {
     for (const Node& item : layers->items()) {
       MapReader l(item, {"index", "name", "type", "forward_s", "backward_s"});
@@ -561,6 +576,9 @@ std::string to_json(const MeasurementFile& file) {
                           {"host_allocator", e.host_allocator},
                           {"epochcast_version", e.epochcast_version},
                           {"started_at", e.started_at}};
+  if (e.cublas_allow_tf32) j["environment"]["cublas_allow_tf32"] = *e.cublas_allow_tf32;
+  if (e.cudnn_allow_tf32) j["environment"]["cudnn_allow_tf32"] = *e.cudnn_allow_tf32;
+  if (e.cudnn_benchmark) j["environment"]["cudnn_benchmark"] = *e.cudnn_benchmark;
   Json points = Json::array();
   for (const MeasuredPoint& p : file.points)
     points.push_back(point_json(p));

@@ -36,6 +36,11 @@ struct MeasuredEnvironment {
 
   std::string epochcast_version;
   std::string started_at;  // UTC, ISO 8601
+  // The math the run set on a GPU (nullopt on the CPU): torch.backends.cuda.matmul.allow_tf32,
+  // torch.backends.cudnn.allow_tf32 and torch.backends.cudnn.benchmark.
+  std::optional<bool> cublas_allow_tf32;
+  std::optional<bool> cudnn_allow_tf32;
+  std::optional<bool> cudnn_benchmark;
 };
 
 // The spread of a repeated measurement, as nccl-tests reports it (and percentiles beside).
@@ -95,6 +100,11 @@ struct MeasuredPoint {
   std::optional<bool> parameters_identical;
   std::vector<LayerTiming> layers;  // empty unless profiled
   int rounds = 1;                   // interleaved rounds its figures combine (combine_rounds)
+  // On a GPU: the caching allocator's peak reserved bytes (allocated plus its cache, what
+  // nvidia-smi sees of the process beside the context) and the CUDA context's own bytes.
+  std::optional<std::int64_t> peak_reserved_bytes;
+  std::optional<std::int64_t> cuda_context_bytes;
+  std::string profile_note;  // why `layers` is empty although profiling was asked for
 };
 
 // nccl-tests' figures for one collective size.

@@ -532,6 +532,7 @@ std::string_view efficiency_precision(TrainingPrecision precision) {
     case TrainingPrecision::amp_bf16:
       return "bf16";
     case TrainingPrecision::fp32:
+    case TrainingPrecision::fp32_strict:
       break;
   }
   return "fp32";

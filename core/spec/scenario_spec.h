@@ -31,9 +31,12 @@ enum class OptimizerImplementation { automatic, for_loop, foreach, fused };
 inline constexpr std::string_view kOptimizerImplementationNames[] = {"auto", "for_loop", "foreach",
                                                                      "fused"};
 
-enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16 };
+// fp32 is PyTorch's default float32 math: cuBLAS in full fp32 (torch.backends.cuda.matmul.
+// allow_tf32 = False since PyTorch 1.12) and cuDNN convolutions on TF32 tensor cores
+// (torch.backends.cudnn.allow_tf32 = True). tf32 allows TF32 for both; fp32_strict for neither.
+enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16, fp32_strict };
 inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
-                                                               "amp_bf16"};
+                                                               "amp_bf16", "fp32_strict"};
 
 // The eager-framework generation the training loop runs on: PyTorch 1.x steps optimizers one
 // parameter tensor at a time and zeroes gradients; PyTorch 2.x uses multi-tensor ("foreach")

@@ -211,7 +211,9 @@ void bench_throughput(const DevicePlan& devices, Benchmarks& out) {
   }
   std::vector<std::int64_t> sizes = devices.cuda ? std::vector<std::int64_t>{1024, 4096, 8192}
                                                  : std::vector<std::int64_t>{256, 512, 1024};
-  const bool tf32_before = at::globalContext().allowTF32CuBLAS();
+  // The "fp32" rows are strict float32 (no TF32 anywhere); the flags are put back as found.
+  const bool cublas_tf32_before = at::globalContext().allowTF32CuBLAS();
+  const bool cudnn_tf32_before = at::globalContext().allowTF32CuDNN();
   for (const Precision& p : precisions) {
     if (devices.cuda) {
       at::globalContext().setAllowTF32CuBLAS(p.tf32);
@@ -239,8 +241,8 @@ void bench_throughput(const DevicePlan& devices, Benchmarks& out) {
          flops / t / 1e12});
   }
   if (devices.cuda) {
-    at::globalContext().setAllowTF32CuBLAS(tf32_before);
-    at::globalContext().setAllowTF32CuDNN(tf32_before);
+    at::globalContext().setAllowTF32CuBLAS(cublas_tf32_before);
+    at::globalContext().setAllowTF32CuDNN(cudnn_tf32_before);
   }
 }
 

@@ -203,6 +203,13 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
+std::int64_t memory_in_use(int device) {
+  EPOCHCAST_CHECK(device, cudaSetDevice(device));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  EPOCHCAST_CHECK(device, cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::int64_t>(total_bytes - free_bytes);
+}
+
 void set_error_context(int rank, const std::string& host) {
   ErrorContext& context = error_context();
   const std::lock_guard lock(context.mutex);
@@ -219,9 +226,12 @@ Stream::Stream(int device) : device_(device) {
   stream_ = stream;
 }
 
+Stream::Stream(int device, void* borrowed_handle)
+    : device_(device), stream_(borrowed_handle), owned_(false) {}
+
 Stream::~Stream() {
   // Returns at once; CUDA releases the stream when its queued work completes.
-  if (stream_ != nullptr) {
+  if (stream_ != nullptr && owned_) {
     EPOCHCAST_CHECK_NOTHROW(device_, cudaStreamDestroy(detail::as_stream(stream_)));
   }
 }
@@ -249,6 +259,20 @@ void Stream::make_default_stream_wait() const {
   const OrderingEvent event(device_);
   EPOCHCAST_CHECK(device_, cudaEventRecord(event.get(), detail::as_stream(stream_)));
   EPOCHCAST_CHECK(device_, cudaStreamWaitEvent(cudaStreamLegacy, event.get(), 0));
+}
+
+void hold_stream(const Stream* stream, double seconds) {
+  int device = 0;
+  if (stream != nullptr) {
+    device = stream->device();
+    EPOCHCAST_CHECK(device, cudaSetDevice(device));
+  } else {
+    EPOCHCAST_CHECK(std::nullopt, cudaGetDevice(&device));
+  }
+  const cudaStream_t target =
+      stream != nullptr ? detail::as_stream(stream->handle()) : cudaStreamLegacy;
+  const auto nanoseconds = static_cast<unsigned long long>(std::max(0.0, seconds) * 1e9);
+  EPOCHCAST_CHECK(device, detail::launch_spin_kernel(nanoseconds, target));
 }
 
 // --- EventTimer ---------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ struct DeviceInfo {
   std::string nccl_version;     // "2.27.3", empty without NCCL
 };
 DeviceInfo device_info(int device);
+// Bytes of the device's memory in use (total minus free, cudaMemGetInfo): every allocation of
+// every process on it, the CUDA contexts included.
+std::int64_t memory_in_use(int device);
 
 // Process-wide rank and host for error messages (set once by the launcher).
 void set_error_context(int rank, const std::string& host);
@@ -47,6 +50,9 @@ void set_error_context(int rank, const std::string& host);
 class Stream {
  public:
   explicit Stream(int device);
+  // A stream someone else owns (LibTorch's current stream: c10::cuda::getCurrentCUDAStream),
+  // used without being destroyed.
+  Stream(int device, void* borrowed_handle);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -61,7 +67,13 @@ class Stream {
  private:
   int device_;
   void* stream_ = nullptr;
+  bool owned_ = true;
 };
+
+// Keeps `stream` (nullptr: the current device's legacy default stream) busy for about `seconds`
+// with a spinning kernel. Work queued behind it then runs back to back once it ends, whatever
+// the host's pace: how device time is measured for kernels shorter than their launch.
+void hold_stream(const Stream* stream, double seconds);
 
 // Times device work as nccl-tests does: events recorded on a stream around the work.
 class EventTimer {

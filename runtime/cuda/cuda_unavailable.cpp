@@ -26,13 +26,22 @@ void set_device(int) {
 DeviceInfo device_info(int) {
   unavailable("device_info");
 }
+std::int64_t memory_in_use(int) {
+  unavailable("memory_in_use");
+}
 // Error messages name the rank and host only in the CUDA build; nothing to record here.
 void set_error_context(int, const std::string&) {}
 
 Stream::Stream(int device) : device_(device) {
   unavailable("Stream");
 }
+Stream::Stream(int device, void*) : device_(device), owned_(false) {
+  unavailable("Stream");
+}
 Stream::~Stream() = default;
+void hold_stream(const Stream*, double) {
+  unavailable("hold_stream");
+}
 void Stream::synchronize() const {
   unavailable("Stream::synchronize");
 }

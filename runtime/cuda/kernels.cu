@@ -1,5 +1,5 @@
-// The runtime's own kernels: an empty one (launch cost) and a float fill (known answers for
-// collectives).
+// The runtime's own kernels: an empty one (launch cost), a spinning one (holds a stream while
+// the host queues work to be timed) and a float fill (known answers for collectives).
 #include <algorithm>
 
 #include "runtime/cuda/kernels.h"
@@ -8,6 +8,20 @@ namespace epochcast::cuda::detail {
 namespace {
 
 __global__ void empty_kernel() {}
+
+// %globaltimer counts nanoseconds whatever the SM clock does (PTX ISA, "Special Registers:
+// %globaltimer"); its resolution is about a microsecond, plenty for a hold of milliseconds.
+__device__ unsigned long long global_nanoseconds() {
+  unsigned long long now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
+__global__ void spin_kernel(unsigned long long nanoseconds) {
+  const unsigned long long start = global_nanoseconds();
+  while (global_nanoseconds() - start < nanoseconds) {
+  }
+}
 
 __global__ void fill_float_kernel(float* data, std::size_t count, float value) {
   const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
@@ -21,6 +35,11 @@ __global__ void fill_float_kernel(float* data, std::size_t count, float value) {
 
 cudaError_t launch_empty_kernel(cudaStream_t stream) {
   empty_kernel<<<1, 1, 0, stream>>>();
+  return cudaGetLastError();
+}
+
+cudaError_t launch_spin_kernel(unsigned long long nanoseconds, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
   return cudaGetLastError();
 }
 

@@ -18,6 +18,7 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "runtime/measure/environment.h"
+#include "runtime/train/precision.h"
 
 namespace epochcast::runtime {
 
@@ -66,6 +67,14 @@ MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& 
   file.settings.seed = options.run.seed;
   file.settings.rounds = options.rounds;
   file.environment = describe_environment(devices, world);
+  if (devices.cuda) {
+    // The float32 math every point runs with (measure_point sets it): what makes fp32 on a GPU
+    // mean one thing or another.
+    MathFlags math = math_flags(scenario.training);
+    file.environment.cublas_allow_tf32 = math.cublas_allow_tf32;
+    file.environment.cudnn_allow_tf32 = math.cudnn_allow_tf32;
+    file.environment.cudnn_benchmark = math.cudnn_benchmark;
+  }
   return file;
 }
 

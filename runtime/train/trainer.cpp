@@ -9,15 +9,16 @@
 #include <optional>
 #include <sstream>
 
-#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 #include <torch/version.h>
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/data/synthetic_loader.h"
+#include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/ddp_reducer.h"
 #include "runtime/train/optimizers.h"
+#include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
 
 #ifdef EPOCHCAST_TORCH_CUDA
@@ -68,14 +69,32 @@ void reset_peak_memory(const torch::Device& device) {
   }
 }
 
-std::pair<std::int64_t, std::string> peak_memory(const torch::Device& device) {
+struct PeakMemory {
+  std::int64_t allocated = 0;
+  std::string source;
+  std::optional<std::int64_t> reserved;  // the caching allocator's peak, GPU only
+  std::optional<std::int64_t> context;   // the device's bytes in use beyond the allocator's
+};
+
+PeakMemory peak_memory(const torch::Device& device) {
+  PeakMemory peak;
 #ifdef EPOCHCAST_TORCH_CUDA
   if (device.is_cuda()) {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return {stats.allocated_bytes[0].peak, "cuda_caching_allocator"};
+    peak.allocated = stats.allocated_bytes[0].peak;
+    peak.source = "cuda_caching_allocator";
+    peak.reserved = stats.reserved_bytes[0].peak;
+    // What the device holds beyond the allocator's blocks: the CUDA context, cuBLAS/cuDNN
+    // handles and NCCL's buffers; nvidia-smi shows it beside the reserved bytes.
+    peak.context = std::max<std::int64_t>(
+        0, cuda::memory_in_use(device.index()) - stats.reserved_bytes[0].current);
+    return peak;
   }
 #endif
-  if (device.is_cuda()) return {0, "unavailable (LibTorch without CUDA allocator statistics)"};
+  if (device.is_cuda()) {
+    peak.source = "unavailable (LibTorch without CUDA allocator statistics)";
+    return peak;
+  }
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
@@ -83,10 +102,13 @@ std::pair<std::int64_t, std::string> peak_memory(const torch::Device& device) {
       std::istringstream fields(line.substr(6));
       std::int64_t kib = 0;
       fields >> kib;
-      return {kib * 1024, "process_peak_rss"};
+      peak.allocated = kib * 1024;
+      peak.source = "process_peak_rss";
+      return peak;
     }
   }
-  return {0, "unavailable"};
+  peak.source = "unavailable";
+  return peak;
 }
 
 void release_cached_memory(const torch::Device& device) {
@@ -96,53 +118,6 @@ void release_cached_memory(const torch::Device& device) {
   (void)device;
 #endif
 }
-
-// --- precision
-// ------------------------------------------------------------------------------------
-
-// Autocast for the forward pass, as torch.autocast(device, dtype) sets it.
-class AutocastScope {
- public:
-  AutocastScope(TrainingPrecision precision, const torch::Device& device) {
-    if (precision != TrainingPrecision::amp_fp16 && precision != TrainingPrecision::amp_bf16)
-      return;
-    at::ScalarType dtype = precision == TrainingPrecision::amp_fp16 ? at::kHalf : at::kBFloat16;
-    type_ = device.type();
-    active_ = true;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(type_, true);
-    at::autocast::set_autocast_dtype(type_, dtype);
-#else
-    if (type_ == torch::kCUDA) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(dtype);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(dtype);
-    }
-#endif
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!active_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(type_, false);
-#else
-    if (type_ == torch::kCUDA) {
-      at::autocast::set_enabled(false);
-    } else {
-      at::autocast::set_cpu_enabled(false);
-    }
-#endif
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool active_ = false;
-  torch::DeviceType type_ = torch::kCPU;
-};
 
 // Dynamic loss scaling for fp16 (what torch.cuda.amp.GradScaler does): scale the loss, unscale
 // the gradients, skip the step and halve the scale on overflow, double it after 2000 good steps.
@@ -291,21 +266,6 @@ struct Rig {
   }
 };
 
-// Times `body` on the rank's device: CUDA events around it on a GPU, the clock on the CPU.
-template <typename Body>
-double timed(const torch::Device& device, Body&& body) {
-  if (device.is_cuda() && cuda::compiled_with_cuda()) {
-    cuda::EventTimer timer;
-    timer.start();
-    body();
-    timer.stop();
-    return timer.elapsed_seconds();
-  }
-  auto start = Clock::now();
-  body();
-  return seconds_since(start);
-}
-
 }  // namespace
 
 std::uint64_t parameter_hash(const std::vector<torch::Tensor>& parameters) {
@@ -418,12 +378,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
           : torch::Device(torch::kCPU);
   if (device.is_cuda()) cuda::set_device(device.index());
   const TrainingSpec& training = scenario.training;
-  if (devices.cuda) {
-    bool tf32 = training.precision == TrainingPrecision::tf32;
-    at::globalContext().setAllowTF32CuBLAS(tf32);
-    at::globalContext().setAllowTF32CuDNN(tf32);
-    at::globalContext().setBenchmarkCuDNN(training.convolution.cudnn_benchmark);
-  }
+  if (devices.cuda) apply_math_flags(math_flags(training));
 
   Rig rig(scenario, point, options, group, device);
   auto finish = [&](MeasuredPoint&& r) {
@@ -541,13 +496,14 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     rig.loader->reset_counters();
     // Nothing of the warm-up may still be queued when the first timed step starts.
     synchronize(device);
-    std::vector<double> samples;
+    IterationClock clock(device);
     torch::Tensor first_loss;
     for (int i = 0; i < options.timed_iterations && !timed_out; ++i) {
-      samples.push_back(timed(device, [&] { rig.step(); }));
+      clock.time([&] { rig.step(); });
       if (i == 0) first_loss = rig.last_loss;
       timed_out = out_of_time();
     }
+    std::vector<double> samples = clock.seconds();
     if (stop_agreed) return interrupted(std::move(result));
     if (samples.empty()) {
       result.status = PointStatus::timeout;
@@ -583,11 +539,12 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
     // The partial batch, timed on its own: its fixed costs do not shrink with its size.
     if (result.partial_batch > 0 && accumulation == 1) {
-      std::vector<double> partial;
+      IterationClock partial_clock(device);
       for (int r = 0; r < 3; ++r) {
         rig.loader->seek(full_batches);
-        partial.push_back(timed(device, [&] { rig.step(); }));
+        partial_clock.time([&] { rig.step(); });
       }
+      std::vector<double> partial = partial_clock.seconds();
       group.all_reduce_max(partial.data(), partial.size());
       result.partial_iteration_s = spread_of(partial).median;
       epoch += *result.partial_iteration_s;
@@ -611,10 +568,11 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       rig.model->eval();
       rig.evaluate(validation.next());  // warm-up
       synchronize(device);
-      std::vector<double> times;
+      IterationClock validation_clock(device);
       for (int i = 0; i < options.validation_iterations; ++i) {
-        times.push_back(timed(device, [&] { rig.evaluate(validation.next()); }));
+        validation_clock.time([&] { rig.evaluate(validation.next()); });
       }
+      std::vector<double> times = validation_clock.seconds();
       rig.model->train();
       group.all_reduce_max(times.data(), times.size());
       result.validation_iteration_s = spread_of(times).median;
@@ -643,10 +601,16 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       result.epoch_s_measured = group.max(seconds_since(epoch_start));
     }
 
-    auto [peak, source] = peak_memory(device);
-    double peak_max = group.max(static_cast<double>(peak));
-    result.peak_memory_bytes = static_cast<std::int64_t>(peak_max);
-    result.memory_source = source;
+    PeakMemory peak = peak_memory(device);
+    result.peak_memory_bytes =
+        static_cast<std::int64_t>(group.max(static_cast<double>(peak.allocated)));
+    result.memory_source = peak.source;
+    if (peak.reserved) {
+      result.peak_reserved_bytes =
+          static_cast<std::int64_t>(group.max(static_cast<double>(*peak.reserved)));
+      result.cuda_context_bytes =
+          static_cast<std::int64_t>(group.max(static_cast<double>(peak.context.value_or(0))));
+    }
 
     if (group.size() > 1) {
       std::vector<std::uint64_t> hashes = group.all_gather(parameter_hash(rig.parameters));
@@ -660,7 +624,22 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     if (options.profile_layers && group.rank() == 0) {
       rig.loader->seek(0);
       Batch batch = rig.loader->next();
-      result.layers = profile_layers(rig.model, batch.inputs, 5);
+      ProfileOptions profile;
+      profile.precision = training.precision;
+      try {
+        result.layers = profile_layers(rig.model, batch.inputs, profile);
+      } catch (const std::exception& error) {
+        // The point trained fine: the profile's several graphs alive at once are what did not
+        // fit (or failed), and the point's figures stand without it.
+        if (!is_out_of_memory(error)) throw;
+        result.layers.clear();
+        result.profile_note = fmt::format(
+            "the layer profile ran out of memory ({} graphs of a layer at once); the point's "
+            "timings stand",
+            profile.calls);
+        rig.model->zero_grad();
+        release_cached_memory(device);
+      }
     }
     group.barrier();
   } catch (const std::exception& error) {

@@ -42,6 +42,7 @@ CostOptions cost_options(TrainingPrecision precision) {
       break;
     case TrainingPrecision::fp32:
     case TrainingPrecision::tf32:
+    case TrainingPrecision::fp32_strict:
       options.activation_dtype = DType::float32;
       break;
   }
@@ -67,6 +68,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   };
   switch (precision) {
     case TrainingPrecision::fp32:
+    case TrainingPrecision::fp32_strict:
       matrix_peak_ = vector_peak_;
       break;
     case TrainingPrecision::tf32:

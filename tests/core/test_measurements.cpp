@@ -24,6 +24,9 @@ MeasurementFile sample_file() {
   f.environment.device_name = "Some CPU";
   f.environment.ranks = 2;
   f.environment.host_allocator = "glibc, freed memory retained";
+  f.environment.cublas_allow_tf32 = false;
+  f.environment.cudnn_allow_tf32 = true;
+  f.environment.cudnn_benchmark = false;
   MeasuredPoint p;
   p.gpus = 2;
   p.global_batch = 32;
@@ -38,6 +41,9 @@ MeasurementFile sample_file() {
   p.parameters_identical = true;
   p.layers = {{0, "conv1", "conv2d", 1e-4, 2e-4}};
   p.rounds = 3;
+  p.peak_reserved_bytes = 3 << 20;
+  p.cuda_context_bytes = 500 << 20;
+  p.profile_note = "the layer profile ran out of memory";
   f.points.push_back(p);
   MeasuredPoint oom;
   oom.gpus = 1;
@@ -79,6 +85,10 @@ TEST_CASE("a measurement file reads back exactly as it was written") {
   CHECK(back.settings.rounds == 3);
   CHECK(back.points[0].rounds == 3);
   CHECK(back.environment.host_allocator == f.environment.host_allocator);
+  CHECK(back.environment.cudnn_allow_tf32 == std::optional<bool>(true));
+  CHECK(back.environment.cublas_allow_tf32 == std::optional<bool>(false));
+  CHECK(back.points[0].cuda_context_bytes == std::optional<std::int64_t>(500 << 20));
+  CHECK(back.points[0].profile_note == f.points[0].profile_note);
 }
 
 TEST_CASE("a point measured in rounds pools its samples and re-estimates its epoch") {

@@ -6,9 +6,11 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/campaign.h"
+#include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/ddp_reducer.h"
 #include "runtime/train/optimizers.h"
+#include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
 #include "runtime/train/trainer.h"
 #include "core/spec/scenario_spec.h"
@@ -191,7 +193,9 @@ TEST_CASE("on one rank the ddp reducer leaves exactly the gradients of plain bac
 
 TEST_CASE("the profiling pass times every layer of the model") {
   TorchModel model = build_torch_model(load_model(source("scenarios/models/mnist-cnn.yaml")));
-  auto timings = profile_layers(model, torch::randn({8, 1, 28, 28}), 2);
+  ProfileOptions options;
+  options.trials = 2;
+  auto timings = profile_layers(model, torch::randn({8, 1, 28, 28}), options);
   REQUIRE(timings.size() == model->layer_count());
   for (std::size_t i = 0; i < timings.size(); ++i) {
     CHECK(timings[i].index == static_cast<int>(i));
@@ -373,4 +377,88 @@ TEST_CASE("a loader worker's failure reaches the training thread as an error, in
       CHECK_THROWS_WITH(loader.next(), Catch::Contains("a loader worker failed making batch 0"));
     }
   }
+}
+
+namespace {
+
+// Every op ATen records on this thread while a callback is installed.
+std::vector<std::string>& recorded_ops() {
+  static std::vector<std::string> ops;
+  return ops;
+}
+std::unique_ptr<at::ObserverContext> record_op(const at::RecordFunction& fn) {
+  recorded_ops().emplace_back(fn.name());
+  return nullptr;
+}
+
+// How many casts to a 16-bit type the layer profile of mnist-cnn records in `precision`.
+std::size_t casts_while_profiling(TrainingPrecision precision) {
+  TorchModel model = build_torch_model(load_model(source("scenarios/models/mnist-cnn.yaml")));
+  ProfileOptions options;
+  options.trials = 1;
+  options.precision = precision;
+  recorded_ops().clear();
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(record_op).needsInputs(false).scopes({at::RecordScope::FUNCTION}));
+  profile_layers(model, torch::randn({4, 1, 28, 28}), options);
+  at::removeCallback(handle);
+  return static_cast<std::size_t>(
+      std::count_if(recorded_ops().begin(), recorded_ops().end(), [](const std::string& name) {
+        return name == "aten::_to_copy" || name == "aten::_autocast_to_reduced_precision";
+      }));
+}
+
+}  // namespace
+
+TEST_CASE("the layer profile runs each layer under the scenario's autocast, as training does") {
+  // A bf16 profile casts the inputs and weights of every convolution and linear layer (autocast
+  // on the CPU: bf16), in each call, as the forward pass of a training step does: far more
+  // casts than the fp32 profile's few (its own bookkeeping).
+  const std::size_t fp32 = casts_while_profiling(TrainingPrecision::fp32);
+  const std::size_t bf16 = casts_while_profiling(TrainingPrecision::amp_bf16);
+  // mnist-cnn: 4 such layers, each cast at least twice in its warm-up and timed call.
+  CHECK(bf16 >= fp32 + 4 * 2 * 2);
+}
+
+TEST_CASE("device time per call runs each trial's preparation, then its calls back to back") {
+  int prepared = 0;
+  std::vector<int> called;
+  double per_call = device_seconds_per_call(
+      torch::Device(torch::kCPU), 4, 3,
+      [&](int k) {
+        called.push_back(k);
+        torch::mm(torch::ones({64, 64}), torch::ones({64, 64}));
+      },
+      [&] { ++prepared; });
+  CHECK(prepared == 3);
+  CHECK(called == std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3});
+  CHECK(per_call > 0);
+  IterationClock clock(torch::Device(torch::kCPU));
+  for (int i = 0; i < 3; ++i)
+    clock.time([] { torch::mm(torch::ones({64, 64}), torch::ones({64, 64})); });
+  std::vector<double> seconds = clock.seconds();
+  REQUIRE(seconds.size() == 3);
+  CHECK(std::all_of(seconds.begin(), seconds.end(), [](double s) { return s > 0; }));
+}
+
+TEST_CASE("fp32 keeps PyTorch's default math; tf32 and fp32_strict change it") {
+  // PyTorch >= 1.12: torch.backends.cuda.matmul.allow_tf32 False, torch.backends.cudnn.allow_tf32
+  // True (docs: "TensorFloat-32 (TF32) on Ampere (and later) devices").
+  TrainingSpec training;
+  struct Case {
+    TrainingPrecision precision;
+    bool cublas, cudnn;
+  };
+  for (const Case& c :
+       {Case{TrainingPrecision::fp32, false, true}, Case{TrainingPrecision::tf32, true, true},
+        Case{TrainingPrecision::fp32_strict, false, false},
+        Case{TrainingPrecision::amp_bf16, false, true}}) {
+    training.precision = c.precision;
+    MathFlags flags = math_flags(training);
+    INFO(kTrainingPrecisionNames[static_cast<std::size_t>(c.precision)]);
+    CHECK(flags.cublas_allow_tf32 == c.cublas);
+    CHECK(flags.cudnn_allow_tf32 == c.cudnn);
+  }
+  training.convolution.cudnn_benchmark = true;
+  CHECK(math_flags(training).cudnn_benchmark);
 }

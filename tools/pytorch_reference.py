@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""The harness's yardstick: a scenario's model trained by a plain PyTorch eager Python loop.
+
+`epochcast run` trains through LibTorch from C++; users train from Python. This script trains
+the same model (built from the zoo's YAML), on synthetic data of the same shape made the same
+way (random samples on the host, pinned, copied asynchronously), with the same optimizer,
+precision and loss read-back, at each batch size of the scenario's sweep, and times every
+iteration with CUDA events as the harness does. The loop's summary prints the two side by side.
+
+    tools/pytorch_reference.py SCENARIO.yaml [--iterations N] [--warmup N] -o REFERENCE.json
+    tools/pytorch_reference.py --compare MEASURED.json REFERENCE.json
+
+Needs PyTorch with CUDA, and PyYAML. Single-GPU scenarios only (strategy single); the layer
+types of the calibration models (conv1d/2d, linear, pooling, activations, dropout, flatten,
+reshape); anything else is refused by name.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def fail(message):
+    print(f"pytorch_reference.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_yaml(path):
+    try:
+        import yaml
+    except ImportError:
+        fail("needs PyYAML (python3 -m pip install pyyaml)")
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def model_file(name):
+    for folder in ("scenarios/models", "zoo"):
+        path = os.path.join(ROOT, folder, name + ".yaml")
+        if os.path.exists(path):
+            return path
+    fail(f"no model '{name}' in scenarios/models/")
+
+
+def pair(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def build_model(spec, torch):
+    """nn.Sequential of the zoo model's layers; in_channels/in_features tracked by shape."""
+    nn = torch.nn
+    shape = list(spec["input"]["shape"])  # per sample
+    layers = []
+    for entry in spec["layers"]:
+        layer = {"type": entry} if isinstance(entry, str) else dict(entry)
+        kind = layer["type"]
+        if kind in ("conv1d", "conv2d"):
+            conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
+            module = conv(shape[0], layer["out_channels"], pair(layer["kernel"]),
+                          stride=pair(layer.get("stride", 1)),
+                          padding=pair(layer.get("padding", 0)),
+                          bias=layer.get("bias", True))
+        elif kind == "linear":
+            module = nn.Linear(shape[-1], layer["out_features"], bias=layer.get("bias", True))
+        elif kind in ("maxpool1d", "maxpool2d", "avgpool1d", "avgpool2d"):
+            pools = {"maxpool1d": nn.MaxPool1d, "maxpool2d": nn.MaxPool2d,
+                     "avgpool1d": nn.AvgPool1d, "avgpool2d": nn.AvgPool2d}
+            module = pools[kind](pair(layer["kernel"]), stride=pair(layer.get("stride")),
+                                 padding=pair(layer.get("padding", 0)))
+        elif kind == "relu":
+            module = nn.ReLU()
+        elif kind == "sigmoid":
+            module = nn.Sigmoid()
+        elif kind == "tanh":
+            module = nn.Tanh()
+        elif kind == "dropout":
+            module = nn.Dropout(layer.get("p", 0.5))
+        elif kind == "flatten":
+            module = nn.Flatten()
+        elif kind == "reshape":
+            target = layer["shape"]
+            module = Reshape(target, torch)
+        else:
+            fail(f"layer type '{kind}' is not supported here (only the calibration models')")
+        layers.append(module)
+        # The per-sample output shape, from a probe on the CPU (one sample, no gradients).
+        with torch.no_grad():
+            shape = list(module.eval()(torch.zeros([1] + shape)).shape[1:])
+    return nn.Sequential(*layers)
+
+
+def Reshape(target, torch):
+    class _Reshape(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape([x.shape[0]] + list(target))
+    return _Reshape()
+
+
+def math_flags(precision, torch):
+    """PyTorch's defaults for fp32 (cuDNN TF32 on, cuBLAS TF32 off), as the runtime sets them."""
+    cublas, cudnn = {"fp32": (False, True), "tf32": (True, True),
+                     "fp32_strict": (False, False)}.get(precision, (False, True))
+    torch.backends.cuda.matmul.allow_tf32 = cublas
+    torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def measure(scenario_path, iterations, warmup):
+    import torch
+    if not torch.cuda.is_available():
+        fail("needs a CUDA GPU")
+    scenario = load_yaml(scenario_path)
+    training = scenario.get("training", {})
+    if training.get("strategy", "single") != "single":
+        fail("only strategy single (one GPU) is supported")
+    model_spec = load_yaml(model_file(scenario["model"]))
+    dataset = scenario["dataset"]
+    shape = dataset.get("sample_shape", model_spec["input"]["shape"])
+    classes = dataset.get("classes", 10)
+    precision = training.get("precision", "fp32")
+    optimizer_name = training.get("optimizer", "sgd")
+    sync_every_step = training.get("sync_every_step", True)
+    torch.backends.cudnn.benchmark = training.get("convolution", {}).get("cudnn_benchmark", False)
+    math_flags(precision, torch)
+    device = torch.device("cuda", 0)
+    autocast_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(precision)
+    result = {"scenario": scenario.get("name"), "torch": torch.__version__,
+              "device": torch.cuda.get_device_name(0), "precision": precision,
+              "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+              "cublas_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+              "optimizer": optimizer_name, "points": []}
+    generator = torch.Generator().manual_seed(1)
+    for batch in scenario["sweep"]["batch"]:
+        torch.manual_seed(1)
+        model = build_model(model_spec, torch).to(device).train()
+        parameters = list(model.parameters())
+        # torch.optim's defaults: foreach on CUDA tensors (PyTorch 2), as the simulator costs.
+        if optimizer_name == "adam":
+            optimizer = torch.optim.Adam(parameters, lr=1e-3)
+        elif optimizer_name == "adamw":
+            optimizer = torch.optim.AdamW(parameters, lr=1e-3)
+        elif optimizer_name == "momentum":
+            optimizer = torch.optim.SGD(parameters, lr=1e-2, momentum=0.9)
+        else:
+            optimizer = torch.optim.SGD(parameters, lr=1e-2)
+        scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp_fp16")
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        # One label per output row, as the harness draws them: a sequence model's output has
+        # a row per token, the others one per sample.
+        with torch.no_grad():
+            out_shape = list(model.eval()(torch.zeros([1] + list(shape), device=device)).shape)
+        model.train()
+        rows = 1
+        for d in out_shape[1:-1]:
+            rows *= d
+        labels = min(classes, out_shape[-1])
+
+        def step():
+            x = torch.randn([batch] + list(shape), generator=generator).pin_memory()
+            y = torch.randint(0, labels, (batch * rows,), generator=generator).pin_memory()
+            x = x.to(device, non_blocking=True)
+            y = y.to(device, non_blocking=True)
+            with torch.autocast("cuda", dtype=autocast_dtype or torch.float16,
+                                enabled=autocast_dtype is not None):
+                logits = model(x)
+            loss = loss_fn(logits.float().reshape(-1, logits.shape[-1]), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            if sync_every_step:
+                loss.item()
+
+        try:
+            for _ in range(warmup):
+                step()
+            torch.cuda.synchronize()
+            events = []
+            for _ in range(iterations):
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                stop.record()
+                events.append((start, stop))
+            torch.cuda.synchronize()
+            samples = [s.elapsed_time(e) / 1e3 for s, e in events]
+            result["points"].append({"global_batch": batch, "status": "ok",
+                                     "median_s": statistics.median(samples),
+                                     "samples_s": samples})
+        except torch.OutOfMemoryError:
+            result["points"].append({"global_batch": batch, "status": "oom"})
+        del model, optimizer
+        torch.cuda.empty_cache()
+    return result
+
+
+def compare(measured_path, reference_path):
+    with open(measured_path, encoding="utf-8") as f:
+        measured = json.load(f)
+    with open(reference_path, encoding="utf-8") as f:
+        reference = json.load(f)
+    harness = {p["global_batch"]: p["iteration_s"]["median"]
+               for p in measured.get("points", []) if p.get("status") == "ok"}
+    print(f"\n{measured.get('scenario', '?')}: harness (LibTorch, C++) against PyTorch "
+          f"{reference.get('torch', '?')} eager Python, median step time")
+    print(f"{'batch':>7} {'harness ms':>11} {'PyTorch ms':>11} {'harness/PyTorch':>16}")
+    ratios = []
+    for p in reference["points"]:
+        b = p["global_batch"]
+        if p.get("status") != "ok" or b not in harness:
+            continue
+        ratio = harness[b] / p["median_s"]
+        ratios.append(ratio)
+        print(f"{b:>7} {harness[b] * 1e3:>11.3f} {p['median_s'] * 1e3:>11.3f} "
+              f"{(ratio - 1) * 100:>+15.1f}%")
+    if ratios:
+        mean_abs = sum(abs(r - 1) for r in ratios) / len(ratios) * 100
+        print(f"mean |harness - PyTorch| / PyTorch: {mean_abs:.1f}% over {len(ratios)} batch sizes")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="?")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("-o", "--output")
+    parser.add_argument("--compare", nargs=2, metavar=("MEASURED", "REFERENCE"))
+    args = parser.parse_args()
+    if args.compare:
+        compare(*args.compare)
+        return
+    if not args.scenario or not args.output:
+        fail("give a scenario and -o REFERENCE.json (or --compare MEASURED REFERENCE)")
+    result = measure(args.scenario, args.iterations, max(args.warmup, 1))
+    temporary = args.output + ".partial"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(temporary, args.output)
+    print(f"PyTorch reference written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()

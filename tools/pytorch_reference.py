@@ -3,9 +3,10 @@
 
 `epochcast run` trains through LibTorch from C++; users train from Python. This script trains
 the same model (built from the zoo's YAML), on synthetic data of the same shape made the same
-way (random samples on the host, pinned, copied asynchronously), with the same optimizer,
-precision and loss read-back, at each batch size of the scenario's sweep, and times every
-iteration with CUDA events as the harness does. The loop's summary prints the two side by side.
+way (each sample drawn and normalised on the host, stacked, pinned, copied asynchronously), with
+the same optimizer, precision and loss read-back, at each batch size of the scenario's sweep, and
+times every iteration with CUDA events as the harness does: whole iterations, and the step alone
+(batches made beforehand). The loop's summary prints the two side by side.
 
     tools/pytorch_reference.py SCENARIO.yaml [--iterations N] [--warmup N] -o REFERENCE.json
     tools/pytorch_reference.py --compare MEASURED.json REFERENCE.json
@@ -132,7 +133,6 @@ def measure(scenario_path, iterations, warmup):
               "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
               "cublas_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
               "optimizer": optimizer_name, "points": []}
-    generator = torch.Generator().manual_seed(1)
     for batch in scenario["sweep"]["batch"]:
         torch.manual_seed(1)
         model = build_model(model_spec, torch).to(device).train()
@@ -159,11 +159,21 @@ def measure(scenario_path, iterations, warmup):
             rows *= d
         labels = min(classes, out_shape[-1])
 
-        def step():
-            x = torch.randn([batch] + list(shape), generator=generator).pin_memory()
-            y = torch.randint(0, labels, (batch * rows,), generator=generator).pin_memory()
-            x = x.to(device, non_blocking=True)
-            y = y.to(device, non_blocking=True)
+        def sample_batch(index):
+            """The harness's synthetic loader (runtime/data/synthetic_loader.cpp), in Python:
+            each sample from its own seeded generator, normalised on its own, then stacked and
+            pinned, in the training thread (workers: 0)."""
+            xs, ys = [], []
+            for i in range(batch):
+                g = torch.Generator().manual_seed(1000003 * index + i)
+                x = torch.randn(list(shape), generator=g) * 3.0 + 1.0
+                xs.append((x - x.mean()) / (x.std() + 1e-6))
+                ys.append(torch.randint(0, labels, (rows,), generator=g))
+            return torch.stack(xs).pin_memory(), torch.stack(ys).reshape(-1).pin_memory()
+
+        def step(host_batch):
+            x = host_batch[0].to(device, non_blocking=True)
+            y = host_batch[1].to(device, non_blocking=True)
             with torch.autocast("cuda", dtype=autocast_dtype or torch.float16,
                                 enabled=autocast_dtype is not None):
                 logits = model(x)
@@ -175,23 +185,31 @@ def measure(scenario_path, iterations, warmup):
             if sync_every_step:
                 loss.item()
 
-        try:
-            for _ in range(warmup):
-                step()
+        def timed(body):
+            for i in range(warmup):
+                body(i)
             torch.cuda.synchronize()
             events = []
-            for _ in range(iterations):
+            for i in range(iterations):
                 start = torch.cuda.Event(enable_timing=True)
                 stop = torch.cuda.Event(enable_timing=True)
                 start.record()
-                step()
+                body(warmup + i)
                 stop.record()
                 events.append((start, stop))
             torch.cuda.synchronize()
-            samples = [s.elapsed_time(e) / 1e3 for s, e in events]
+            return [s.elapsed_time(e) / 1e3 for s, e in events]
+
+        try:
+            # The whole iteration, data included, as the harness times it.
+            samples = timed(lambda i: step(sample_batch(i)))
+            # The step alone: batches made beforehand (two, alternating), the copy included.
+            ready = [sample_batch(0), sample_batch(1)]
+            step_samples = timed(lambda i: step(ready[i % 2]))
             result["points"].append({"global_batch": batch, "status": "ok",
                                      "median_s": statistics.median(samples),
-                                     "samples_s": samples})
+                                     "step_median_s": statistics.median(step_samples),
+                                     "samples_s": samples, "step_samples_s": step_samples})
         except torch.OutOfMemoryError:
             result["points"].append({"global_batch": batch, "status": "oom"})
         del model, optimizer
@@ -204,23 +222,34 @@ def compare(measured_path, reference_path):
         measured = json.load(f)
     with open(reference_path, encoding="utf-8") as f:
         reference = json.load(f)
-    harness = {p["global_batch"]: p["iteration_s"]["median"]
-               for p in measured.get("points", []) if p.get("status") == "ok"}
-    print(f"\n{measured.get('scenario', '?')}: harness (LibTorch, C++) against PyTorch "
-          f"{reference.get('torch', '?')} eager Python, median step time")
-    print(f"{'batch':>7} {'harness ms':>11} {'PyTorch ms':>11} {'harness/PyTorch':>16}")
-    ratios = []
+    harness = {p["global_batch"]: p for p in measured.get("points", []) if p.get("status") == "ok"}
+    print(f"\n{measured.get('scenario', '?')}: the harness (LibTorch from C++) against PyTorch "
+          f"{reference.get('torch', '?')} from Python, same model, data and optimizer; median ms")
+    print(f"{'batch':>7} {'iteration':>10} {'Python':>9} {'diff':>8}   {'step':>9} {'Python':>9} "
+          f"{'diff':>8}")
+    whole, steps = [], []
     for p in reference["points"]:
         b = p["global_batch"]
         if p.get("status") != "ok" or b not in harness:
             continue
-        ratio = harness[b] / p["median_s"]
-        ratios.append(ratio)
-        print(f"{b:>7} {harness[b] * 1e3:>11.3f} {p['median_s'] * 1e3:>11.3f} "
-              f"{(ratio - 1) * 100:>+15.1f}%")
-    if ratios:
-        mean_abs = sum(abs(r - 1) for r in ratios) / len(ratios) * 100
-        print(f"mean |harness - PyTorch| / PyTorch: {mean_abs:.1f}% over {len(ratios)} batch sizes")
+        h = harness[b]
+        iteration = h["iteration_s"]["median"]
+        # The harness's step: its iteration less the mean wait for the loader (workers: 0, so
+        # the wait is the batch being made in the training thread).
+        step = max(iteration - h.get("loader_wait_s", 0), 0)
+        whole.append(iteration / p["median_s"] - 1)
+        line = (f"{b:>7} {iteration * 1e3:>10.3f} {p['median_s'] * 1e3:>9.3f} "
+                f"{whole[-1] * 100:>+7.1f}%")
+        if "step_median_s" in p:
+            steps.append(step / p["step_median_s"] - 1)
+            line += (f"   {step * 1e3:>9.3f} {p['step_median_s'] * 1e3:>9.3f} "
+                     f"{steps[-1] * 100:>+7.1f}%")
+        print(line)
+    for name, diffs in (("iteration", whole), ("step", steps)):
+        if diffs:
+            mean_abs = sum(abs(d) for d in diffs) / len(diffs) * 100
+            print(f"{name}: mean |harness - Python| / Python {mean_abs:.1f}% over "
+                  f"{len(diffs)} batch sizes")
 
 
 def main():

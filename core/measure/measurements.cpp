@@ -196,6 +196,7 @@ Json benchmarks_json(const Benchmarks& b) {
     j["dispatch"] = Json{{"op_dispatch_s", b.dispatch->op_dispatch_s},
                          {"kernel_launch_s", b.dispatch->kernel_launch_s},
                          {"kernel_device_s", b.dispatch->kernel_device_s}};
+    put_optional(j["dispatch"], "python_op_dispatch_s", b.dispatch->python_op_dispatch_s);
   }
   if (!b.throughput.empty()) {
     Json list = Json::array();
@@ -420,16 +421,20 @@ Benchmarks read_benchmarks(const Node& node) {
   if (auto list = m.optional("copies")) {
     for (const Node& item : list->items()) {
       MapReader c(item, {"kind", "pinned", "source", "destination", "bytes", "time_s", "gbps"});
-      b.copies.push_back({str(c, "kind"), c.required("pinned").as_bool(), small_count(c, "source"),
-                          small_count(c, "destination"), count(c, "bytes", 1),
-                          nonnegative(c, "time_s"), nonnegative(c, "gbps")});
+      // -1 is the host (the end of a host-to-device or device-to-host copy).
+      b.copies.push_back({str(c, "kind"), c.required("pinned").as_bool(),
+                          small_count(c, "source", -1), small_count(c, "destination", -1),
+                          count(c, "bytes", 1), nonnegative(c, "time_s"), nonnegative(c, "gbps")});
     }
   }
   if (auto d = m.optional("dispatch")) {
-    MapReader r(*d, {"op_dispatch_s", "kernel_launch_s", "kernel_device_s"});
+    MapReader r(*d,
+                {"op_dispatch_s", "kernel_launch_s", "kernel_device_s", "python_op_dispatch_s"});
     b.dispatch =
         DispatchMeasurement{nonnegative(r, "op_dispatch_s"), nonnegative(r, "kernel_launch_s"),
-                            nonnegative(r, "kernel_device_s")};
+                            nonnegative(r, "kernel_device_s"), std::nullopt};
+    if (r.has("python_op_dispatch_s"))
+      b.dispatch->python_op_dispatch_s = nonnegative(r, "python_op_dispatch_s");
   }
   if (auto list = m.optional("throughput")) {
     for (const Node& item : list->items()) {

@@ -121,8 +121,8 @@ struct CollectiveMeasurement {
 struct CopyMeasurement {
   std::string kind;  // "host_to_device", "device_to_host", "peer", "host_memcpy"
   bool pinned = false;
-  int source = 0;
-  int destination = 0;
+  int source = 0;       // a device index, or -1 for the host
+  int destination = 0;  // likewise
   std::int64_t bytes = 0;
   double time_s = 0;
   double gbps = 0;
@@ -142,6 +142,9 @@ struct DispatchMeasurement {
   double op_dispatch_s = 0;    // host time per tiny eager op (framework dispatch + launch)
   double kernel_launch_s = 0;  // host time per empty CUDA kernel launch (0 on the CPU)
   double kernel_device_s = 0;  // device time per empty kernel launched back to back
+  // The same op from a Python loop (PyTorch eager): what a user's training script pays per op.
+  // nullopt where python3 with torch was not found.
+  std::optional<double> python_op_dispatch_s;
 };
 
 struct LargestBatch {

@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/model/torch_model.h"
@@ -153,7 +158,63 @@ void bench_copies(const DevicePlan& devices, Benchmarks& out) {
 // --- dispatch and launch
 // --------------------------------------------------------------------------
 
-void bench_dispatch(const DevicePlan& devices, Benchmarks& out) {
+// The C++ loop below, written in Python: same op, tensor, warm-up, count and median of five.
+constexpr const char* kPythonDispatchLoop = R"(
+import sys, time, torch
+d = sys.argv[1]
+x = torch.ones(1, device=d)
+with torch.no_grad():
+    for _ in range(200):
+        x.add_(1)
+    if d == 'cuda':
+        torch.cuda.synchronize()
+    t = []
+    for _ in range(5):
+        s = time.perf_counter()
+        for _ in range(5000):
+            x.add_(1)
+        t.append((time.perf_counter() - s) / 5000)
+        if d == 'cuda':
+            torch.cuda.synchronize()
+t.sort()
+print(repr(t[2]))
+)";
+
+// Host seconds per eager op from a Python loop, by a python3 child (EPOCHCAST_PYTHON names
+// another interpreter); nullopt, with the reason in `why`, where none imports torch.
+std::optional<double> python_dispatch_seconds(bool cuda, std::string& why) {
+  const char* configured = std::getenv("EPOCHCAST_PYTHON");
+  const std::string python = configured != nullptr && *configured ? configured : "python3";
+  // The script goes through a file: quoting it for the shell would be fragile.
+  char script_path[] = "/tmp/epochcast-dispatch-XXXXXX";
+  const int fd = mkstemp(script_path);
+  if (fd < 0) {
+    why = "cannot write its script to /tmp";
+    return std::nullopt;
+  }
+  const std::string script = kPythonDispatchLoop;
+  const bool written =
+      write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  close(fd);
+  std::optional<double> seconds;
+  if (written) {
+    const std::string command =
+        fmt::format("'{}' '{}' {} 2>/dev/null", python, script_path, cuda ? "cuda" : "cpu");
+    if (FILE* child = popen(command.c_str(), "r")) {
+      char line[128] = {};
+      const bool read = std::fgets(line, sizeof line, child) != nullptr;
+      const int status = pclose(child);
+      char* end = nullptr;
+      const double value = read ? std::strtod(line, &end) : 0;
+      if (status == 0 && read && end != line && value > 0 && value < 1) seconds = value;
+    }
+  }
+  std::remove(script_path);
+  if (!seconds) why = fmt::format("{} with torch was not found (or its loop failed)", python);
+  return seconds;
+}
+
+void bench_dispatch(const DevicePlan& devices, bool single_process, Benchmarks& out) {
   torch::Device device = devices.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   torch::NoGradGuard no_grad;
   torch::Tensor x = torch::ones({1}, torch::TensorOptions().device(device));
@@ -175,6 +236,16 @@ void bench_dispatch(const DevicePlan& devices, Benchmarks& out) {
     cuda::LaunchResult launch = cuda::empty_kernel_launch(0, 10000);
     d.kernel_launch_s = launch.host_seconds_per_launch;
     d.kernel_device_s = launch.device_seconds_per_kernel;
+  }
+  // Users train from Python: its interpreter and bindings come on top of the same dispatch.
+  // Not under MPI with several ranks, where forking a child is unsafe.
+  std::string why;
+  if (!single_process) {
+    out.skipped.push_back("python dispatch: not measured under MPI with several ranks");
+  } else if (auto python = python_dispatch_seconds(devices.cuda, why)) {
+    d.python_op_dispatch_s = *python;
+  } else {
+    out.skipped.push_back("python dispatch: " + why);
   }
   out.dispatch = d;
 }
@@ -326,7 +397,7 @@ Benchmarks run_benchmarks(const BenchOptions& options, const DevicePlan& devices
   if (wanted(options, "collectives")) bench_collectives(options, devices, world, out);
   if (world.rank() == 0) {
     if (wanted(options, "copies")) bench_copies(devices, out);
-    if (wanted(options, "dispatch")) bench_dispatch(devices, out);
+    if (wanted(options, "dispatch")) bench_dispatch(devices, world.size() == 1, out);
     if (wanted(options, "throughput")) bench_throughput(devices, out);
     if (wanted(options, "fit")) bench_fit(options, devices, out);
   }

@@ -268,7 +268,8 @@ fi
 warnings=0
 if ((measure)); then
   {
-    echo "commit: $(git describe --always --dirty 2> /dev/null || echo "${EPOCHCAST_COMMIT:-unknown}")"
+    # EPOCHCAST_COMMIT first: a lent machine's copy of .git may not be the working tree's.
+    echo "commit: ${EPOCHCAST_COMMIT:-$(git describe --always --dirty 2> /dev/null || echo unknown)}"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "command: $0 --device $device --rounds $rounds --iterations $iterations --warmup $warmup ${scenarios[*]}"
     if has_gpu; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
@@ -366,18 +367,21 @@ field() {
 {
 printf '\nHeld-out MAPE (calibrated on every other batch size, validated on the rest), %s:\n' \
   "$data"
-printf '%-30s %9s %13s %9s %6s %19s\n' scenario "held out" uncalibrated Spearman best \
-  "all, joint profile"
+printf '%-30s %9s %13s %15s %9s %6s %19s\n' scenario "held out" uncalibrated \
+  "loader measured" Spearman best "all, joint profile"
 for s in "${scenarios[@]}"; do
   name=$(basename "$s" .yaml)
   report="$data/$name.holdout.txt"
   held_out=$(field "$report" '^held-out points: .* MAPE \([0-9.]*\)%.*')
-  uncalibrated=$(field "$report" '^uncalibrated .*held-out MAPE \([0-9.]*\)%.*')
+  uncalibrated=$(field "$report" '^uncalibrated (.*held-out MAPE \([0-9.]*\)%.*')
+  # Where the scenario states no loader cost: the hardware's priors with the loader's own clock.
+  loader=$(sed -n 's/^uncalibrated, loader measured .*held-out MAPE \([0-9.]*\)%.*/\1%/p' \
+    "$report" | head -1)
   spearman=$(field "$report" '^held-out points: .* Spearman \([-0-9.]*\);.*')
   best=$(field "$report" '^held-out points: .*best configuration: \([a-z]*\).*')
   joint=$(field "$data/$name.profile.txt" '^all points: .* MAPE \([0-9.]*\)%.*')
-  printf '%-30s %8s%% %12s%% %9s %6s %18s%%\n' "$name" "$held_out" "$uncalibrated" "$spearman" \
-    "$best" "$joint"
+  printf '%-30s %8s%% %12s%% %15s %9s %6s %18s%%\n' "$name" "$held_out" "$uncalibrated" \
+    "${loader:--}" "$spearman" "$best" "$joint"
 done
 # The harness against the same model in a plain PyTorch eager loop, where one was run.
 for s in "${scenarios[@]}"; do

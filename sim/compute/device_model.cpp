@@ -68,23 +68,30 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   };
   switch (precision) {
     case TrainingPrecision::fp32:
-    case TrainingPrecision::fp32_strict:
+      // PyTorch's default float32 math (since 1.12): cuBLAS in fp32
+      // (torch.backends.cuda.matmul.allow_tf32 = False), cuDNN convolutions on TF32 tensor cores
+      // where the GPU has them (torch.backends.cudnn.allow_tf32 = True); PyTorch docs, "CUDA
+      // semantics: TensorFloat-32 (TF32) on Ampere (and later) devices".
       matrix_peak_ = vector_peak_;
+      conv_peak_ = at_least_fp32(Precision::tf32);
+      break;
+    case TrainingPrecision::fp32_strict:
+      matrix_peak_ = conv_peak_ = vector_peak_;
       break;
     case TrainingPrecision::tf32:
-      matrix_peak_ = at_least_fp32(Precision::tf32);
+      matrix_peak_ = conv_peak_ = at_least_fp32(Precision::tf32);
       break;
     case TrainingPrecision::amp_fp16:
-      matrix_peak_ = at_least_fp32(Precision::fp16);
+      matrix_peak_ = conv_peak_ = at_least_fp32(Precision::fp16);
       break;
     case TrainingPrecision::amp_bf16:
-      matrix_peak_ = at_least_fp32(Precision::bf16);
+      matrix_peak_ = conv_peak_ = at_least_fp32(Precision::bf16);
       break;
   }
   const CostOptions sizes = cost_options(precision);
   conv_context_.activation_bytes = element_bytes(sizes.activation_dtype);
   conv_context_.weight_bytes = element_bytes(sizes.parameter_dtype);
-  conv_context_.tensor_cores = tensor_cores();
+  conv_context_.tensor_cores = conv_tensor_cores();
   // tf32 reads fp32 operands; the 16-bit precisions read 2-byte ones.
   conv_context_.channel_multiple =
       kTensorCoreBytes /
@@ -92,8 +99,17 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   conv_context_.channels_last = convolution.channels_last;
 }
 
+FlopsPerSecond DeviceModel::unit_peak(OpClass op_class) const {
+  return op_class == OpClass::conv ? conv_peak_ : matrix_peak_;
+}
+
+bool DeviceModel::on_tensor_cores(OpClass op_class) const {
+  return is_matrix_op(op_class) && op_class != OpClass::depthwise_conv &&
+         unit_peak(op_class).value() > vector_peak_.value();
+}
+
 FlopsPerSecond DeviceModel::peak(OpClass op_class) const {
-  return is_matrix_op(op_class) && op_class != OpClass::depthwise_conv ? matrix_peak_
+  return is_matrix_op(op_class) && op_class != OpClass::depthwise_conv ? unit_peak(op_class)
                                                                        : vector_peak_;
 }
 
@@ -123,9 +139,7 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch,
 
 double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t batch) const {
   if (kernel.has_gemm_shape) {
-    const bool on_tensor_cores = is_matrix_op(kernel.op_class) &&
-                                 kernel.op_class != OpClass::depthwise_conv && tensor_cores();
-    const TileChoice t = tiles(kernel, batch, on_tensor_cores);
+    const TileChoice t = tiles(kernel, batch, on_tensor_cores(kernel.op_class));
     const GemmShape& g = kernel.gemm;
     const double useful =
         scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
@@ -159,7 +173,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.flops = scaled(kernel.flops, batch);
   e.bytes = scaled(kernel.bytes, batch);
   e.efficiency = profile_.gpu.compute[static_cast<std::size_t>(kernel.op_class)];
-  e.peak = part.tensor_cores ? matrix_peak_ : vector_peak_;
+  e.peak = part.tensor_cores ? unit_peak(kernel.op_class) : vector_peak_;
   e.bandwidth = effective_bandwidth(kernel.op_class);
   e.memory_utilisation = memory_utilisation(kernel, batch);
   if (kernel.has_gemm_shape) {
@@ -197,8 +211,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
 KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
   if (!kernel.has_conv_geometry) {
     KernelPart part{kernel, false, kernel.has_gemm_shape ? "GEMM" : ""};
-    part.tensor_cores = is_matrix_op(kernel.op_class) &&
-                        kernel.op_class != OpClass::depthwise_conv && tensor_cores();
+    part.tensor_cores = on_tensor_cores(kernel.op_class);
     if (kernel.op_class == OpClass::depthwise_conv) {
       // A direct kernel over the output (PyTorch's depthwise convolution), not a tiled GEMM:
       // one filter per channel leaves no product to tile.

@@ -69,8 +69,11 @@ class DeviceModel {
   const GpuSpec& gpu() const { return gpu_; }
   const HardwareProfile& profile() const { return profile_; }
   TrainingPrecision precision() const { return precision_; }
-  // Whether GEMMs and convolutions run on tensor cores (a matrix unit faster than fp32).
+  // Whether GEMMs run on tensor cores (a matrix unit faster than fp32).
   bool tensor_cores() const { return matrix_peak_.value() > vector_peak_.value(); }
+  // Whether convolutions do: under fp32 they differ from GEMMs (cuDNN's TF32 is on by default,
+  // cuBLAS's off).
+  bool conv_tensor_cores() const { return conv_peak_.value() > vector_peak_.value(); }
 
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
@@ -82,8 +85,12 @@ class DeviceModel {
   ConvolutionSettings convolution_;
   ConvContext conv_context_;
   TileFamily tile_family_;
-  FlopsPerSecond matrix_peak_;  // GEMM and convolution units at this precision
+  FlopsPerSecond matrix_peak_;  // the GEMM unit at this precision
+  FlopsPerSecond conv_peak_;    // the convolution unit at this precision
   FlopsPerSecond vector_peak_;  // FP32 CUDA cores
+  // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
+  FlopsPerSecond unit_peak(OpClass op_class) const;
+  bool on_tensor_cores(OpClass op_class) const;
 };
 
 // Element sizes of tensors under a training precision (mixed precision keeps fp32 weights).

@@ -134,7 +134,13 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.cudnn_benchmark: true takes the fastest algorithm instead");
   }
   DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
-  if (device.tensor_cores() && !s.training.convolution.channels_last) {
+  if (s.training.precision == TrainingPrecision::fp32 && device.conv_tensor_cores()) {
+    out.push_back(
+        "fp32: convolutions on TF32 tensor cores and GEMMs in full fp32, PyTorch's defaults "
+        "(torch.backends.cudnn.allow_tf32 True, torch.backends.cuda.matmul.allow_tf32 False); "
+        "training.precision: fp32_strict turns TF32 off everywhere, tf32 on everywhere");
+  }
+  if (device.conv_tensor_cores() && !s.training.convolution.channels_last) {
     out.push_back(
         "NCHW activations: each tensor-core convolution pass transposes its input and output to "
         "NHWC and back; training.memory_format: channels_last removes the transposes");

@@ -89,13 +89,20 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
   CHECK_THAT(r.output, Catch::Contains("for pascal at fp32"));
 
   // With cudnn.benchmark the fastest algorithm runs: a 3x3 stride-1 convolution of ResNet-50
-  // takes Winograd in fp32; under mixed precision on an A100 the tensor cores' implicit GEMM
-  // wins, with the NCHW transposes unless the activations are channels-last.
+  // takes Winograd in strict fp32; in PyTorch's default fp32 (cuDNN on TF32) and under mixed
+  // precision on an A100 the tensor cores' implicit GEMM wins, with the NCHW transposes unless
+  // the activations are channels-last.
   CommandResult winograd = run_command(epochcast_binary() +
                                        " inspect resnet-50 --hardware dgx-a100 --batch 64 "
-                                       "--cudnn-benchmark");
+                                       "--precision fp32_strict --cudnn-benchmark");
   REQUIRE(winograd.exit_code == 0);
   CHECK_THAT(winograd.output, Catch::Contains("Winograd F(4x4,3x3) (4 kernels)"));
+  CommandResult tf32_convolutions = run_command(epochcast_binary() +
+                                                " inspect resnet-50 --hardware dgx-a100 "
+                                                "--batch 64 --cudnn-benchmark");
+  REQUIRE(tf32_convolutions.exit_code == 0);
+  CHECK_THAT(tf32_convolutions.output, !Catch::Contains("Winograd"));
+  CHECK_THAT(tf32_convolutions.output, Catch::Contains("+ NCHW<->NHWC transposes"));
   CommandResult amp = run_command(epochcast_binary() +
                                   " inspect resnet-50 --hardware dgx-a100 --batch 64 "
                                   "--precision amp_fp16 --cudnn-benchmark");

@@ -83,6 +83,32 @@ TEST_CASE("a large GEMM runs at peak x efficiency, on tensor cores under mixed p
   CHECK(bf16.kernel_time(k, 1).ns() == Approx(expected(Precision::bf16).ns()).margin(1));
 }
 
+TEST_CASE("fp32 is PyTorch's: convolutions on TF32 tensor cores, GEMMs in fp32; fp32_strict none") {
+  // torch.backends.cudnn.allow_tf32 defaults to True, torch.backends.cuda.matmul.allow_tf32 to
+  // False. Measured on an H100 (validate/data/h100-sxm-1gpu/precision/): every convolution
+  // layer as fast under fp32 as under tf32 and up to 7x slower under fp32_strict; every linear
+  // layer as fast under fp32 as under fp32_strict and up to 4x slower than under tf32.
+  const GpuSpec& h100 = gpu("h100-sxm");
+  const double fp32_peak = h100.peak_for(Precision::fp32)->value();
+  const double tf32_peak = h100.peak_for(Precision::tf32)->value();
+  DeviceModel fp32(h100, default_profile(), TrainingPrecision::fp32);
+  DeviceModel strict(h100, default_profile(), TrainingPrecision::fp32_strict);
+  DeviceModel tf32(h100, default_profile(), TrainingPrecision::tf32);
+  CHECK(fp32.peak(OpClass::conv).value() == tf32_peak);
+  CHECK(fp32.peak(OpClass::gemm).value() == fp32_peak);
+  CHECK(fp32.peak(OpClass::depthwise_conv).value() == fp32_peak);
+  CHECK(fp32.conv_tensor_cores());
+  CHECK_FALSE(fp32.tensor_cores());
+  CHECK(strict.peak(OpClass::conv).value() == fp32_peak);
+  CHECK_FALSE(strict.conv_tensor_cores());
+  CHECK(tf32.peak(OpClass::gemm).value() == tf32_peak);
+  // Without TF32 units (Volta) fp32 is fp32 everywhere.
+  DeviceModel v100(gpu("v100-sxm2-16gb"), default_profile(), TrainingPrecision::fp32);
+  CHECK_FALSE(v100.conv_tensor_cores());
+  CHECK(v100.peak(OpClass::conv).value() ==
+        gpu("v100-sxm2-16gb").peak_for(Precision::fp32)->value());
+}
+
 TEST_CASE("without a faster unit, mixed precision computes at the fp32 rate") {
   const GpuSpec& pascal = gpu("gtx-1080-ti");  // fp16 is 1/64 rate there
   DeviceModel fp32(pascal, default_profile(), TrainingPrecision::fp32);

@@ -49,6 +49,8 @@ DdpReducer::DdpReducer(std::vector<torch::Tensor> parameters, const Group& group
     bucket.flat = torch::zeros({elements}, parameters_[members.front()].options());
     buckets_.push_back(std::move(bucket));
   }
+  inverse_world_size_ = torch::scalar_tensor(1.0 / group_.size(), torch::kFloat);
+  inverse_world_size_.unsafeGetTensorImpl()->set_wrapped_number(true);
   for (std::size_t p = 0; p < parameters_.size(); ++p) {
     hooks_.push_back(parameters_[p].register_hook(
         [this, p](const torch::Tensor& gradient) { on_gradient(p, gradient); }));
@@ -103,7 +105,9 @@ void DdpReducer::prepare(bool synchronise) {
 
 // Runs inside backward (autograd's thread) with the parameter's gradient of this pass. Earlier
 // micro-batches' gradients already sit in .grad, so the bucket gets their sum, pre-divided by
-// the world size as DDP does.
+// the world size as DDP does. The kernels are DDP's: one multiply writing the gradient into its
+// bucket (reducer.cpp, mark_variable_ready_dense: mul_out(bucket_view, grad, div_factor)), and
+// with accumulated gradients the add that AccumulateGrad does before it.
 void DdpReducer::on_gradient(std::size_t parameter, const torch::Tensor& gradient) {
   if (!synchronise_) return;
   auto [b, slot] = where_[parameter];
@@ -111,10 +115,13 @@ void DdpReducer::on_gradient(std::size_t parameter, const torch::Tensor& gradien
   torch::NoGradGuard no_grad;
   torch::Tensor view =
       bucket.flat.narrow(0, bucket.offsets[slot], gradient.numel()).view(gradient.sizes());
-  view.copy_(gradient);
   const torch::Tensor& accumulated = parameters_[parameter].grad();
-  if (accumulated.defined()) view.add_(accumulated);
-  view.div_(static_cast<double>(group_.size()));
+  if (accumulated.defined()) {
+    torch::add_out(view, accumulated, gradient);
+    view.mul_(inverse_world_size_);
+  } else {
+    torch::mul_out(view, gradient, inverse_world_size_);
+  }
   if (--bucket.pending == 0) launch(b);
 }
 

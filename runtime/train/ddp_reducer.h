@@ -72,6 +72,9 @@ class DdpReducer {
   std::vector<Bucket> buckets_;
   std::vector<std::pair<std::size_t, std::size_t>> where_;  // parameter -> (bucket, slot)
   bool synchronise_ = false;
+  // 1 / world size as a float wrapped number (a CPU scalar that kernels on any device take as an
+  // argument, with no conversion), for the one multiply writing each gradient into its bucket.
+  torch::Tensor inverse_world_size_;
 
   // The CPU communication thread and its queue of buckets to all-reduce.
   std::mutex mutex_;

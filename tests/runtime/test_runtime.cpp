@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 
 #include <ATen/record_function.h>
 #include <torch/version.h>
@@ -461,4 +462,44 @@ TEST_CASE("fp32 keeps PyTorch's default math; tf32 and fp32_strict change it") {
   }
   training.convolution.cudnn_benchmark = true;
   CHECK(math_flags(training).cudnn_benchmark);
+}
+
+TEST_CASE("the ddp reducer writes each gradient into its bucket with one kernel, as DDP does") {
+  // PyTorch's reducer: mul_out(bucket_view, grad, 1 / world size), one kernel a parameter (was
+  // copy, add and divide). Counted as the difference to a plain backward of the same model.
+  auto ops_in_backward = [](bool with_reducer) {
+    torch::manual_seed(3);
+    TorchModel model =
+        build_torch_model(load_model(source("scenarios/models/spoken-digits-linear.yaml")));
+    Group group = Group::first_ranks(world(), 1);
+    std::unique_ptr<DdpReducer> reducer;
+    if (with_reducer)
+      reducer = std::make_unique<DdpReducer>(model->parameters(), group, 1 << 20, 25 << 20);
+    torch::Tensor loss = model->forward(torch::randn({4, 1, 12000})).sum();
+    if (reducer) reducer->prepare(true);
+    recorded_ops().clear();
+    const at::CallbackHandle handle =
+        at::addThreadLocalCallback(at::RecordFunctionCallback(record_op).needsInputs(false).scopes(
+            {at::RecordScope::FUNCTION}));
+    loss.backward();
+    at::removeCallback(handle);
+    if (reducer) reducer->finish();
+    std::map<std::string, int> counts;
+    for (const std::string& name : recorded_ops())
+      ++counts[name];
+    return std::make_pair(counts, model->parameters().size());
+  };
+  auto [plain, parameters] = ops_in_backward(false);
+  auto [reduced, same_parameters] = ops_in_backward(true);
+  REQUIRE(parameters == same_parameters);
+  std::string differences;  // shown with any failure below
+  for (const auto& [name, count] : reduced)
+    if (count != plain[name])
+      differences +=
+          name + ": " + std::to_string(plain[name]) + " -> " + std::to_string(count) + "; ";
+  INFO("ops that differ: " << differences);
+  CHECK(reduced["aten::mul"] - plain["aten::mul"] == static_cast<int>(parameters));
+  CHECK(reduced["aten::div_"] == plain["aten::div_"]);
+  CHECK(reduced["aten::copy_"] == plain["aten::copy_"]);
+  CHECK(reduced["aten::add_"] == plain["aten::add_"]);
 }

@@ -141,7 +141,8 @@ Command add_validate_command(CLI::App& app) {
       uncalibrated = validate::validate(scenario, input.measurements, held_out);
       std::vector<double> clocks;
       for (const MeasuredPoint& p : input.measurements.points) {
-        if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0)
+        // The calibration points' clocks only: the held-out points stay unseen.
+        if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && !held_out(p))
           clocks.push_back(p.loader_sample_cpu_s);
       }
       if (!clocks.empty() && scenario.loader.sample_cpu.value() == 0) {

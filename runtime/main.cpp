@@ -28,6 +28,7 @@
 #include "runtime/measure/campaign.h"
 #include "runtime/measure/environment.h"
 #include "runtime/measure/host_memory.h"
+#include "runtime/measure/watchdog.h"
 
 namespace {
 
@@ -92,6 +93,7 @@ struct Arguments {
   std::vector<std::string> bench_sections;
   std::int64_t max_collective_bytes = 0;
   std::int64_t fit_cap = 0;
+  double bench_timeout_s = 900;
 };
 
 epochcast::runtime::DeviceChoice device_choice(const std::string& text) {
@@ -115,6 +117,31 @@ void add_bench_options(CLI::App& command, Arguments& a) {
       .add_option("--fit-cap", a.fit_cap,
                   "Largest batch the fit search tries (default: the data set's size)")
       ->check(epochcast::cli::integer_within(1, epochcast::limits::kMaxSamples));
+  command
+      .add_option("--bench-timeout", a.bench_timeout_s,
+                  "Seconds the microbenchmarks may take before the run is stopped (exit 124)")
+      ->check(CLI::Range(1.0, 86400.0));
+}
+
+// The microbenchmarks under a watchdog: a collective that never returns (a rank without its
+// peers, a hung NCCL) or a stuck driver call ends the process with the reason, exit 124, rather
+// than holding the machine until someone notices.
+epochcast::Benchmarks benchmarks_watched(const Arguments& a,
+                                         const epochcast::runtime::BenchOptions& options,
+                                         const epochcast::runtime::DevicePlan& devices,
+                                         epochcast::runtime::World& world) {
+  epochcast::runtime::Watchdog watchdog;
+  const double limit = a.bench_timeout_s;
+  const int rank = world.rank();
+  watchdog.arm(limit, [limit, rank] {
+    std::cerr << fmt::format(
+        "\nepochcast: rank {}: the microbenchmarks did not finish within {:g} s (--bench-timeout): "
+        "a collective waiting for a rank that is gone, or a stuck GPU; stopped\n",
+        rank, limit);
+  });
+  epochcast::Benchmarks out = epochcast::runtime::run_benchmarks(options, devices, world);
+  watchdog.disarm();
+  return out;
 }
 
 epochcast::runtime::BenchOptions bench_options(const Arguments& a,
@@ -249,8 +276,8 @@ int main(int argc, char** argv) {
       epochcast::MeasurementFile file;
       file.arguments = a.campaign.arguments;
       file.environment = epochcast::runtime::describe_environment(devices, world);
-      file.benchmarks = epochcast::runtime::run_benchmarks(
-          bench_options(a, scenario ? &*scenario : nullptr), devices, world);
+      file.benchmarks =
+          benchmarks_watched(a, bench_options(a, scenario ? &*scenario : nullptr), devices, world);
       if (world.rank() == 0) {
         epochcast::runtime::save_measurements(file, *output);
         std::cerr << "benchmarks written to "
@@ -263,7 +290,7 @@ int main(int argc, char** argv) {
     }
     std::optional<epochcast::Benchmarks> benchmarks;
     if (a.bench) {
-      benchmarks = epochcast::runtime::run_benchmarks(bench_options(a, &*scenario), devices, world);
+      benchmarks = benchmarks_watched(a, bench_options(a, &*scenario), devices, world);
     }
     if (benchmarks_first) stop_campaign_on_signals();
     return epochcast::runtime::run_campaign(*scenario, a.campaign, devices, world, stop,

@@ -239,10 +239,10 @@ if ((measure)) && nccl_dir=$(python3 -c \
 fi
 if ((needs_build)); then
   echo "== building ${build_targets[*]} in $build/"
-  if [[ ! -f $build/CMakeCache.txt ]]; then
-    cmake -S . -B "$build" "${cmake_args[@]}" > "$build.configure.log" 2>&1 \
-      || { tail -40 "$build.configure.log"; exit 1; }
-  fi
+  # Configured every time (incremental, cheap): a cache from another kind of build (without
+  # the runtime, runtime-only, a configure cut short) must take this one's arguments.
+  cmake -S . -B "$build" "${cmake_args[@]}" > "$build.configure.log" 2>&1 \
+    || { tail -40 "$build.configure.log"; exit 1; }
   grep "epochcast runtime" "$build.configure.log" 2> /dev/null || true
   cmake --build "$build" -j"$(nproc)" --target "${build_targets[@]}" > "$build.build.log" 2>&1 \
     || { grep -B2 -A8 -m5 "error" "$build.build.log" || tail -50 "$build.build.log"; exit 1; }
@@ -295,14 +295,16 @@ if ((measure)); then
     # where it stopped; the microbenchmarks, saved before the first point, are not run again.
     bench=(--bench)
     if [[ -f $measured ]] && grep -q '"benchmarks"' "$measured"; then bench=(); fi
-    point_timeout=$((share < 120 ? share : 120))
+    # Under --timeout a point gets at most 2 minutes (or the share); else the runtime's default.
+    point_timeout=()
+    ((timeout > 0)) && point_timeout=(--timeout $((share < 120 ? share : 120)))
     # SIGTERM at the share's end: the run saves its finished points and stops; a second signal
     # 15 s later ends it whatever it is doing.
     status=0
     timeout --signal=TERM --kill-after=15 "$share" \
       "$epochcast_run" run "$s" --set "hardware=$machine" --device "$device" --profile-layers \
       "${bench[@]}" --rounds "$rounds" --iterations "$iterations" --warmup "$warmup" --resume \
-      --timeout "$point_timeout" --quiet -o "$measured" || status=$?
+      "${point_timeout[@]}" --quiet -o "$measured" || status=$?
     if ((status != 0)); then
       # One scenario's failure (a point that failed, a crash, its time up) is a warning: the
       # others are still measured, and what this one finished is in its file.
@@ -314,7 +316,9 @@ if ((measure)); then
         2> /dev/null && (($(seconds_left) > reserve + 30)); then
       # The same model, batch sizes and optimizer in a plain PyTorch eager Python loop: what
       # the harness's step time is compared against (tools/pytorch_reference.py).
-      timeout 60 python3 tools/pytorch_reference.py "$s" --iterations "$iterations" \
+      left=$(($(seconds_left) - reserve))
+      timeout $((left < 60 ? left : 60)) python3 tools/pytorch_reference.py "$s" \
+        --iterations "$iterations" \
         --warmup "$warmup" -o "$data/$name.pytorch.json" \
         || { echo "warning: the PyTorch reference of $name failed" >&2; warnings=$((warnings + 1)); }
     fi

@@ -124,7 +124,16 @@ def measure(scenario_path, iterations, warmup):
     precision = training.get("precision", "fp32")
     optimizer_name = training.get("optimizer", "sgd")
     sync_every_step = training.get("sync_every_step", True)
-    torch.backends.cudnn.benchmark = training.get("convolution", {}).get("cudnn_benchmark", False)
+    # What the reference cannot mirror is refused rather than silently run another way.
+    unsupported = {"memory_format": "channels_first", "framework": "pytorch-2",
+                   "gradient_accumulation": 1, "optimizer_implementation": "auto"}
+    for key, default in unsupported.items():
+        if training.get(key, default) != default:
+            fail(f"training.{key}: {training[key]} is not mirrored here (only {default})")
+    if scenario.get("loader", {}).get("workers", 0) != 0:
+        fail("loader.workers: only 0 (batches made in the training loop) is mirrored here")
+    pin = scenario.get("loader", {}).get("pin_memory", False)
+    torch.backends.cudnn.benchmark = training.get("cudnn_benchmark", False)
     math_flags(precision, torch)
     device = torch.device("cuda", 0)
     autocast_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(precision)
@@ -146,7 +155,11 @@ def measure(scenario_path, iterations, warmup):
             optimizer = torch.optim.SGD(parameters, lr=1e-2, momentum=0.9)
         else:
             optimizer = torch.optim.SGD(parameters, lr=1e-2)
-        scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp_fp16")
+        scaler_type = (torch.amp.GradScaler if hasattr(torch.amp, "GradScaler")
+                       else torch.cuda.amp.GradScaler)  # torch.amp's from PyTorch 2.3
+        scaler = (scaler_type("cuda", enabled=precision == "amp_fp16")
+                  if scaler_type is torch.amp.GradScaler
+                  else scaler_type(enabled=precision == "amp_fp16"))
         loss_fn = torch.nn.CrossEntropyLoss()
 
         # One label per output row, as the harness draws them: a sequence model's output has
@@ -169,11 +182,12 @@ def measure(scenario_path, iterations, warmup):
                 x = torch.randn(list(shape), generator=g) * 3.0 + 1.0
                 xs.append((x - x.mean()) / (x.std() + 1e-6))
                 ys.append(torch.randint(0, labels, (rows,), generator=g))
-            return torch.stack(xs).pin_memory(), torch.stack(ys).reshape(-1).pin_memory()
+            x, y = torch.stack(xs), torch.stack(ys).reshape(-1)
+            return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
 
         def step(host_batch):
-            x = host_batch[0].to(device, non_blocking=True)
-            y = host_batch[1].to(device, non_blocking=True)
+            x = host_batch[0].to(device, non_blocking=pin)
+            y = host_batch[1].to(device, non_blocking=pin)
             with torch.autocast("cuda", dtype=autocast_dtype or torch.float16,
                                 enabled=autocast_dtype is not None):
                 logits = model(x)
@@ -210,7 +224,7 @@ def measure(scenario_path, iterations, warmup):
                                      "median_s": statistics.median(samples),
                                      "step_median_s": statistics.median(step_samples),
                                      "samples_s": samples, "step_samples_s": step_samples})
-        except torch.OutOfMemoryError:
+        except torch.cuda.OutOfMemoryError:
             result["points"].append({"global_batch": batch, "status": "oom"})
         del model, optimizer
         torch.cuda.empty_cache()

@@ -72,6 +72,13 @@ MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds) {
     sample_cpu += r.loader_sample_cpu_s / n;
     whole_epoch += r.epoch_s_measured.value_or(0) / n;
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, r.peak_memory_bytes);
+    if (r.cuda_context_bytes)
+      out.cuda_context_bytes = std::max(out.cuda_context_bytes.value_or(0), *r.cuda_context_bytes);
+    // A round whose layer profile did not fit leaves the layers of the rounds that did.
+    if (out.layers.empty() && !r.layers.empty()) {
+      out.layers = r.layers;
+      out.profile_note.clear();
+    }
     if (r.peak_reserved_bytes)
       out.peak_reserved_bytes =
           std::max(out.peak_reserved_bytes.value_or(0), *r.peak_reserved_bytes);

@@ -51,6 +51,15 @@ void bench_collectives(const BenchOptions& options, const DevicePlan& devices, W
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
   int device = devices.cuda ? world.local_rank() : -1;
+  // Every rank must have a GPU of its own before any of them waits in NCCL's initialisation:
+  // agreed over MPI, so that a rank without one stops them all with the reason.
+  const bool has_device = !devices.cuda || device < devices.device_count;
+  if (!group.all(has_device)) {
+    throw std::runtime_error(fmt::format(
+        "collectives: {} has {} CUDA device(s) visible and {} local rank(s) need one each: "
+        "launch one rank per GPU (mpirun -np N with N at most the GPUs per node)",
+        world.host(), devices.device_count, world.local_rank() + 1));
+  }
   if (devices.cuda) {
     std::string id(cuda::NcclCommunicator::kUniqueIdBytes, '\0');
     if (group.rank() == 0) id = cuda::NcclCommunicator::create_unique_id();

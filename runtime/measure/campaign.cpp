@@ -18,6 +18,7 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "runtime/measure/environment.h"
+#include "runtime/measure/watchdog.h"
 #include "runtime/train/precision.h"
 
 namespace epochcast::runtime {
@@ -77,78 +78,6 @@ MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& 
   }
   return file;
 }
-
-// A thread that never runs the SIGINT/SIGTERM handler: the signal is left to the main thread,
-// whose loop acts on it, and the thread's own waits are never interrupted by it.
-std::thread thread_deaf_to_stop_signals(std::function<void()> body) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigset_t previous;
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);  // inherited by the new thread
-  struct Restore {
-    const sigset_t& mask;
-    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
-  } restore{previous};
-  return std::thread(std::move(body));
-}
-
-// The hard bound on a point: the soft timeout is checked between iterations, so one iteration
-// that never returns (a hung collective, a deadlocked driver) is caught here instead. On expiry
-// it runs `on_expiry` (which saves what is known) and ends the process with exit code 124.
-class Watchdog {
- public:
-  Watchdog() : thread_(thread_deaf_to_stop_signals([this] { loop(); })) {}
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  void arm(double seconds, std::function<void()> on_expiry) {
-    std::lock_guard lock(mutex_);
-    deadline_ = std::chrono::steady_clock::now() +
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(seconds));
-    on_expiry_ = std::move(on_expiry);
-    armed_ = true;
-    wake_.notify_all();
-  }
-  void disarm() {
-    std::lock_guard lock(mutex_);
-    armed_ = false;
-  }
-
- private:
-  void loop() {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-      if (!armed_) {
-        wake_.wait(lock);
-        continue;
-      }
-      if (wake_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ && !stopping_ &&
-          std::chrono::steady_clock::now() >= deadline_) {
-        on_expiry_();
-        std::_Exit(124);
-      }
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::chrono::steady_clock::time_point deadline_;
-  std::function<void()> on_expiry_;
-  bool armed_ = false;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 // Where the file went, for messages.
 std::string described(const OutputFile& output) {

@@ -214,3 +214,22 @@ TEST_CASE("a truncated measurement file is reported as bad JSON where it ends") 
     CHECK_THAT(error.problem(), Catch::Contains("unexpected end of input"));
   }
 }
+
+TEST_CASE("rounds whose layer profile did not fit leave the layers of the rounds that did") {
+  MeasuredPoint first;
+  first.global_batch = first.per_gpu_batch = 64;
+  first.iteration_samples_s = {0.01, 0.011};
+  first.iteration_s = spread_of(first.iteration_samples_s);
+  first.samples_per_s = 64 / first.iteration_s.median;
+  first.profile_note = "the layer profile ran out of memory";
+  first.cuda_context_bytes = 500;
+  MeasuredPoint second = first;
+  second.profile_note.clear();
+  second.layers = {{0, "conv1", "conv2d", 1e-4, 2e-4}};
+  second.cuda_context_bytes = 700;
+  MeasuredPoint combined = combine_rounds({first, second});
+  REQUIRE(combined.layers.size() == 1);
+  CHECK(combined.layers[0].forward_s == 1e-4);
+  CHECK(combined.profile_note.empty());
+  CHECK(combined.cuda_context_bytes == std::optional<std::int64_t>(700));
+}

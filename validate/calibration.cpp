@@ -517,6 +517,34 @@ void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
   }
 }
 
+// The loaders' CPU clocks. One data set (one sample size): its median cost per sample. Files
+// of several sizes (at least 2x apart): a cost per sample plus one per byte of the sample, so
+// that one profile serves each of them and carries over to another data set; one median
+// would charge a 784-float sample what a 12,000-float one costs.
+void fit_sample_cost(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                     Calibration& out) {
+  const auto [smallest, largest] = std::minmax_element(bytes.begin(), bytes.end());
+  const int n = static_cast<int>(seconds.size());
+  if (*largest >= 2 * *smallest) {
+    auto [per_sample, per_byte] = fit_latency_bandwidth(bytes, seconds);
+    if (per_byte > 0) {
+      out.profile.sample_cpu = Seconds(per_sample);
+      out.profile.sample_cpu_per_byte = per_byte;
+      const double rms = latency_bandwidth_rms(bytes, seconds, per_sample, per_byte);
+      out.fitted.push_back({"input.sample_cpu_us", per_sample * 1e6, n, rms,
+                            "the loaders' CPU clocks, against their samples' bytes"});
+      out.fitted.push_back({"input.sample_cpu_ns_per_byte", per_byte * 1e9, n, rms,
+                            "the loaders' CPU clocks, against their samples' bytes"});
+      return;
+    }
+  }
+  const double per_sample = median(seconds);
+  out.profile.sample_cpu = Seconds(per_sample);
+  out.profile.sample_cpu_per_byte.reset();
+  out.fitted.push_back({"input.sample_cpu_us", per_sample * 1e6, n, spread_rms(seconds, per_sample),
+                        "the loaders' CPU clocks (median over points)"});
+}
+
 // The newest measurement's start, not the clock: the same files give the same profile.
 std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
   std::string newest;
@@ -557,13 +585,15 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     fit_efficiencies(observations, out);
   }
 
-  std::vector<double> dispatch, sample_cpu;
+  std::vector<double> dispatch, sample_cpu, sample_bytes;
   for (const MeasuredScenario& input : inputs) {
     if (input.measurements.benchmarks.dispatch)
       dispatch.push_back(input.measurements.benchmarks.dispatch->op_dispatch_s);
     for (const MeasuredPoint& p : input.measurements.points) {
-      if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && (!use || use(p)))
+      if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && (!use || use(p))) {
         sample_cpu.push_back(p.loader_sample_cpu_s);
+        sample_bytes.push_back(static_cast<double>(loader_sample_bytes(input.scenario)));
+      }
     }
   }
   if (!dispatch.empty()) {
@@ -576,13 +606,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   } else {
     out.notes.push_back("host.*_op_us: kept: no dispatch microbenchmark (epochcast bench)");
   }
-  if (!sample_cpu.empty()) {
-    const double per_sample = median(sample_cpu);
-    out.profile.sample_cpu = Seconds(per_sample);
-    out.fitted.push_back({"input.sample_cpu_us", per_sample * 1e6,
-                          static_cast<int>(sample_cpu.size()), spread_rms(sample_cpu, per_sample),
-                          "the loaders' CPU clocks (median over points)"});
-  }
+  if (!sample_cpu.empty()) fit_sample_cost(sample_bytes, sample_cpu, out);
   fit_links(inputs, out);
   fit_end_to_end_figures(inputs, use, out);
 

@@ -35,6 +35,9 @@ std::vector<ProfileFigure> make_figures() {
                           "sync_us", "batch_fetch_us"})
     micros(fmt::format("host.{}", key));
   micros("input.sample_cpu_us");
+  // Nanoseconds a byte of the loader's sample, beside the cost per sample (same bounds: a time
+  // per unit of work).
+  micros("input.sample_cpu_ns_per_byte");
   fraction("transfer.pcie_efficiency");
   fraction("transfer.pageable_efficiency");
   micros("transfer.copy_latency_us");
@@ -104,6 +107,10 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
     if (!profile.sample_cpu) return std::nullopt;
     return profile.sample_cpu->value() * 1e6;
   }
+  if (key == "input.sample_cpu_ns_per_byte") {
+    if (!profile.sample_cpu || !profile.sample_cpu_per_byte) return std::nullopt;
+    return *profile.sample_cpu_per_byte * 1e9;
+  }
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
   if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
   Slot<const HardwareProfile> s = slot(profile, key);
@@ -113,6 +120,11 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
 void set_profile_figure(HardwareProfile& profile, std::string_view key, double value) {
   if (key == "input.sample_cpu_us") {
     profile.sample_cpu = Seconds(value * 1e-6);
+    return;
+  }
+  if (key == "input.sample_cpu_ns_per_byte") {
+    profile.sample_cpu_per_byte = value * 1e-9;
+    if (!profile.sample_cpu) profile.sample_cpu = Seconds(0);
     return;
   }
   if (key == "gpu.optimizer_memory_efficiency") {

@@ -29,7 +29,7 @@ struct ProfileFigure {
 const std::vector<ProfileFigure>& profile_figures();
 const ProfileFigure* find_profile_figure(std::string_view key);
 
-// The value in the key's unit; input.sample_cpu_us is absent unless the profile gives one.
+// The value in the key's unit; the input.* figures are absent unless the profile gives them.
 std::optional<double> profile_figure_value(const HardwareProfile& profile, std::string_view key);
 void set_profile_figure(HardwareProfile& profile, std::string_view key, double value);
 

@@ -181,8 +181,10 @@ HardwareProfile read_profile(const yaml::Document& document) {
       p.calibration.measurements.push_back(file.as_string());
   }
   if (auto i = top.optional("input")) {
-    yaml::MapReader input(*i, {"sample_cpu_us"});
+    yaml::MapReader input(*i, {"sample_cpu_us", "sample_cpu_ns_per_byte"});
     p.sample_cpu = micros(input.required("sample_cpu_us"));
+    if (auto per_byte = input.optional("sample_cpu_ns_per_byte"))
+      p.sample_cpu_per_byte = per_byte->as_number_in(0, 1e6) * 1e-9;
   }
   if (auto d = top.optional("description")) d->as_string();
 
@@ -394,6 +396,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
       y += "    - " + quoted(file) + "\n";
   }
   if (p.sample_cpu) y += "input:\n  sample_cpu_us: " + us(*p.sample_cpu) + "\n";
+  if (p.sample_cpu && p.sample_cpu_per_byte)
+    y += "  sample_cpu_ns_per_byte: " + number(*p.sample_cpu_per_byte * 1e9) + "\n";
   y += "gpu:\n  efficiency:\n";
   for (std::size_t i = 0; i < kOpClassCount; ++i)
     y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
@@ -538,10 +542,25 @@ std::string_view efficiency_precision(TrainingPrecision precision) {
   return "fp32";
 }
 
+std::int64_t loader_sample_bytes(const ScenarioSpec& scenario) {
+  const std::int64_t element = scenario.model.input_dtype == DType::int64 ? 8
+                               : scenario.loader.normalize_on_gpu         ? 1
+                                                                          : 4;
+  return scenario.dataset.sample_shape.elements() * element;
+}
+
+std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
+                                          const ScenarioSpec& scenario) {
+  if (!profile.sample_cpu) return std::nullopt;
+  const double per_byte = profile.sample_cpu_per_byte.value_or(0);
+  return Seconds(profile.sample_cpu->value() +
+                 per_byte * static_cast<double>(loader_sample_bytes(scenario)));
+}
+
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
   resolve_for_device(profile, scenario.machine.gpu.architecture,
                      efficiency_precision(scenario.training.precision));
-  if (profile.sample_cpu) scenario.loader.sample_cpu = *profile.sample_cpu;
+  if (auto cost = profile_sample_cpu(profile, scenario)) scenario.loader.sample_cpu = *cost;
   scenario.profile = std::move(profile);
 }
 

@@ -128,8 +128,12 @@ struct HardwareProfile {
   std::string source_file;
   CalibrationOrigin calibration;
   // The measured CPU time per sample of the input pipeline the profile was calibrated with;
-  // when present it replaces the scenario's loader.sample_cpu_us (apply_profile).
+  // when present it replaces the scenario's loader.sample_cpu_us (apply_profile). Calibrated on
+  // data sets of several sample sizes, it is a cost per sample plus one per byte of the sample
+  // as the loader makes it (sample_cpu_per_byte, seconds a byte), so that it carries over to a
+  // data set of another size.
   std::optional<Seconds> sample_cpu;
+  std::optional<double> sample_cpu_per_byte;
   GpuEfficiency gpu;
   HostCosts host;
   DeviceMemoryCosts memory;

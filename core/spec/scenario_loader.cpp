@@ -352,9 +352,9 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   read_hardware(top.required("hardware"), relative_to, s);
   resolve_for_device(s.profile, s.machine.gpu.architecture,
                      efficiency_precision(s.training.precision));
-  // A calibrated profile knows what the measured input pipeline costs per sample.
-  if (s.profile.sample_cpu) s.loader.sample_cpu = *s.profile.sample_cpu;
   s.dataset = read_dataset(top.required("dataset"), s.model);
+  // A calibrated profile knows what the measured input pipeline costs per sample (and byte).
+  if (auto cost = profile_sample_cpu(s.profile, s)) s.loader.sample_cpu = *cost;
   check_consistency(s, top);
   return s;
 }

@@ -193,6 +193,13 @@ std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point)
 // Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
+// Bytes of one sample as the loader hands it over: float32 elements, one byte each when the GPU
+// normalises (uint8), eight for token ids (int64).
+std::int64_t loader_sample_bytes(const ScenarioSpec& scenario);
+// The loader's CPU time per sample under `profile`'s measured input-pipeline cost (nullopt when
+// the profile has none): its per-sample figure plus its per-byte one for this data set.
+std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
+                                          const ScenarioSpec& scenario);
 // The profile precision whose efficiencies a training precision runs at.
 std::string_view efficiency_precision(TrainingPrecision precision);
 

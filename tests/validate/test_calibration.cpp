@@ -386,6 +386,7 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   p.gpu.compute[0] = 0.123456789;
   p.host.step_overhead = Seconds(0.0123);
   p.sample_cpu = Seconds(1.5e-4);
+  p.sample_cpu_per_byte = 2.5e-9;
   p.gpu.optimizer_memory = 0.71;
   p.sources["gpu.optimizer_memory_efficiency"] = "fitted";
   p.calibration = {"Some GPU", "2026-11-22T00:00:00Z", {"a.json", "b.json"}};
@@ -399,6 +400,8 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   CHECK_FALSE(scenario.profile.gpu.optimizer_memory);  // optional: the default has none
   REQUIRE(back.sample_cpu);
   CHECK(back.sample_cpu->value() == Approx(1.5e-4));
+  REQUIRE(back.sample_cpu_per_byte);
+  CHECK(*back.sample_cpu_per_byte == Approx(2.5e-9));
   CHECK(back.calibration.measurements.size() == 2);
   CHECK(back.sources["gpu.efficiency"] == p.sources["gpu.efficiency"]);
   // Any text reads back as it was: newlines in a name, indented or trailing-newline sources,
@@ -416,9 +419,41 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
     INFO(key);
     CHECK(odd_back.sources[key] == odd.sources[key]);
   }
-  // The measured loader cost replaces the scenario's when the profile is applied.
+  // The measured loader cost replaces the scenario's when the profile is applied: per sample,
+  // plus per byte of the scenario's samples (seed 001's: 12,000 float32).
   apply_profile(scenario, back);
-  CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4));
+  CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4 + 2.5e-9 * 48000));
+}
+
+TEST_CASE("the loaders' cost per sample and per byte is recovered from data sets of two sizes") {
+  // Synthetic truth: 30 us a sample plus 3 ns a byte, on seed 001's clips (12,000 floats) and
+  // seed 003's images (784 floats), both on seed 001's machine. One median would charge each
+  // the other's cost.
+  const double per_sample = 30e-6, per_byte = 3e-9;
+  std::vector<MeasuredScenario> inputs;
+  for (const char* file : {"scenarios/seed-001/linear.yaml", "scenarios/seed-003/desktop.yaml"}) {
+    ScenarioSpec scenario =
+        load_scenario(source(file), {{"hardware", "seed001-box", ""}, {"sweep.gpus", "[1]", ""}});
+    // The epochs too are simulated with that loader, so the end-to-end fit agrees.
+    HardwareProfile truth = scenario.profile;
+    truth.sample_cpu = Seconds(per_sample);
+    truth.sample_cpu_per_byte = per_byte;
+    MeasuredScenario m = synthetic_measurements(scenario, truth);
+    const double bytes = static_cast<double>(loader_sample_bytes(scenario));
+    for (MeasuredPoint& p : m.measurements.points)
+      p.loader_sample_cpu_s = per_sample + per_byte * bytes;
+    inputs.push_back(std::move(m));
+  }
+  Calibration c = calibrate(inputs, {}, {"a.json", "b.json"});
+  REQUIRE(c.profile.sample_cpu);
+  REQUIRE(c.profile.sample_cpu_per_byte);
+  CHECK(c.profile.sample_cpu->value() == Approx(per_sample).epsilon(0.01));
+  CHECK(*c.profile.sample_cpu_per_byte == Approx(per_byte).epsilon(0.01));
+  // One data set alone: its median cost per sample, nothing per byte.
+  Calibration one = calibrate({inputs.front()}, {}, {"a.json"});
+  REQUIRE(one.profile.sample_cpu);
+  CHECK_FALSE(one.profile.sample_cpu_per_byte);
+  CHECK(one.profile.sample_cpu->value() == Approx(per_sample + per_byte * 48000).epsilon(0.01));
 }
 
 TEST_CASE("an optional profile figure, once given, needs its source like the others") {

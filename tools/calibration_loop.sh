@@ -226,9 +226,10 @@ if ((measure)) && torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmak
   # PyTorch's LibTorch (CUDA) takes precedence over Debian's CPU-only libtorch-dev.
   prefix_path="$torch_prefix${prefix_path:+;$prefix_path}"
 fi
-cmake_args=(-DCMAKE_BUILD_TYPE=Release)
-((measure)) && cmake_args+=(-DEPOCHCAST_BUILD_RUNTIME=ON)
-((report)) || cmake_args+=(-DEPOCHCAST_RUNTIME_ONLY=ON)
+# Both switches said every time: a cache left by another kind of build keeps what is not said.
+cmake_args=(-DCMAKE_BUILD_TYPE=Release
+            -DEPOCHCAST_BUILD_RUNTIME=$( ((measure)) && echo ON || echo AUTO)
+            -DEPOCHCAST_RUNTIME_ONLY=$( ((report)) && echo OFF || echo ON))
 if [[ -n $prefix_path ]]; then cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix_path"); fi
 if ((measure)) && nccl_dir=$(python3 -c \
     'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2> /dev/null); then

@@ -130,9 +130,13 @@ def measure(scenario_path, iterations, warmup):
     for key, default in unsupported.items():
         if training.get(key, default) != default:
             fail(f"training.{key}: {training[key]} is not mirrored here (only {default})")
-    if scenario.get("loader", {}).get("workers", 0) != 0:
+    loader = scenario.get("loader") or {}
+    if loader.get("workers", 0) != 0:
         fail("loader.workers: only 0 (batches made in the training loop) is mirrored here")
-    pin = scenario.get("loader", {}).get("pin_memory", False)
+    for key in ("normalize_on_gpu", "prefetch_to_gpu", "gpu_decode_us"):
+        if loader.get(key):
+            fail(f"loader.{key} is not mirrored here")
+    pin = loader.get("pin_memory", False)
     torch.backends.cudnn.benchmark = training.get("cudnn_benchmark", False)
     math_flags(precision, torch)
     device = torch.device("cuda", 0)

@@ -123,8 +123,8 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
     return;
   }
   if (key == "input.sample_cpu_ns_per_byte") {
+    // Only beside a cost per sample (which apply_profile needs to use either): never invented.
     profile.sample_cpu_per_byte = value * 1e-9;
-    if (!profile.sample_cpu) profile.sample_cpu = Seconds(0);
     return;
   }
   if (key == "gpu.optimizer_memory_efficiency") {

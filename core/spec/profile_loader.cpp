@@ -184,7 +184,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
     yaml::MapReader input(*i, {"sample_cpu_us", "sample_cpu_ns_per_byte"});
     p.sample_cpu = micros(input.required("sample_cpu_us"));
     if (auto per_byte = input.optional("sample_cpu_ns_per_byte"))
-      p.sample_cpu_per_byte = per_byte->as_number_in(0, 1e6) * 1e-9;
+      p.sample_cpu_per_byte = per_byte->as_number_in(0, 1e9) * 1e-9;
   }
   if (auto d = top.optional("description")) d->as_string();
 

@@ -194,7 +194,7 @@ std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point)
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
 // Bytes of one sample as the loader hands it over: float32 elements, one byte each when the GPU
-// normalises (uint8), eight for token ids (int64).
+// normalises (uint8), eight for token ids (int64, whatever integer type the model declares).
 std::int64_t loader_sample_bytes(const ScenarioSpec& scenario);
 // The loader's CPU time per sample under `profile`'s measured input-pipeline cost (nullopt when
 // the profile has none): its per-sample figure plus its per-byte one for this data set.

@@ -53,12 +53,20 @@ void bench_collectives(const BenchOptions& options, const DevicePlan& devices, W
   int device = devices.cuda ? world.local_rank() : -1;
   // Every rank must have a GPU of its own before any of them waits in NCCL's initialisation:
   // agreed over MPI, so that a rank without one stops them all with the reason.
+  // And all of them on GPUs or all on CPUs: NCCL on some and MPI on others would never meet.
+  if (!group.all(devices.cuda) && !group.all(!devices.cuda)) {
+    throw std::runtime_error(
+        "collectives: some ranks see CUDA devices and others none: run all of them with "
+        "--device cuda, or all with --device cpu");
+  }
   const bool has_device = !devices.cuda || device < devices.device_count;
   if (!group.all(has_device)) {
-    throw std::runtime_error(fmt::format(
-        "collectives: {} has {} CUDA device(s) visible and {} local rank(s) need one each: "
-        "launch one rank per GPU (mpirun -np N with N at most the GPUs per node)",
-        world.host(), devices.device_count, world.local_rank() + 1));
+    throw std::runtime_error(
+        has_device ? "collectives: another rank has no GPU of its own"
+                   : fmt::format("collectives: {} has {} CUDA device(s) visible and its local "
+                                 "rank {} needs one of its own: launch one rank per GPU "
+                                 "(mpirun -np N with N at most the GPUs per node)",
+                                 world.host(), devices.device_count, world.local_rank()));
   }
   if (devices.cuda) {
     std::string id(cuda::NcclCommunicator::kUniqueIdBytes, '\0');

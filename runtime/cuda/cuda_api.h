@@ -103,7 +103,10 @@ class NcclCommunicator {
   static constexpr std::size_t kUniqueIdBytes = 128;
   // Rank 0 calls this and broadcasts the bytes.
   static std::string create_unique_id();
-  NcclCommunicator(int rank, int size, const std::string& unique_id, int device);
+  // Non-blocking: a rank whose peers do not all arrive within `timeout_s` aborts the
+  // communicator and throws CudaError saying so, instead of waiting for ever.
+  NcclCommunicator(int rank, int size, const std::string& unique_id, int device,
+                   double timeout_s = 300);
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -117,11 +120,21 @@ class NcclCommunicator {
                           ElementType type, const Stream& stream);
   void all_gather(const void* send, void* receive, std::size_t send_count, ElementType type,
                   const Stream& stream);
+  // Throws CudaError (after aborting the communicator) when NCCL has recorded an asynchronous
+  // failure: a peer gone, a network error. Call it while waiting on collectives.
+  void check_health();
+  // ncclCommAbort: pending and future operations fail instead of hanging; idempotent.
+  void abort();
 
  private:
+  void wait_until_ready(double timeout_s, const char* what);
+  void check_launch(int result, const char* what);
+  void check_live(const char* operation) const;
+
   int rank_;
   int size_;
   int device_;
+  double timeout_s_;
   void* comm_ = nullptr;  // ncclComm_t
 };
 

@@ -69,11 +69,16 @@ double EventTimer::elapsed_seconds() {
 std::string NcclCommunicator::create_unique_id() {
   unavailable("NcclCommunicator::create_unique_id");
 }
-NcclCommunicator::NcclCommunicator(int rank, int size, const std::string&, int device)
-    : rank_(rank), size_(size), device_(device) {
+NcclCommunicator::NcclCommunicator(int rank, int size, const std::string&, int device,
+                                   double timeout_s)
+    : rank_(rank), size_(size), device_(device), timeout_s_(timeout_s) {
   unavailable("NcclCommunicator");
 }
 NcclCommunicator::~NcclCommunicator() = default;
+void NcclCommunicator::check_health() {
+  unavailable("NcclCommunicator::check_health");
+}
+void NcclCommunicator::abort() {}
 void NcclCommunicator::all_reduce_sum(void*, std::size_t, ElementType, const Stream&) {
   unavailable("NcclCommunicator::all_reduce_sum");
 }

@@ -449,8 +449,15 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     return finish(std::move(result));
   }
 
-  try {
-    if (ddp && group.size() > 1) {
+  // The communicator and the reducer's buckets, agreed like the trial: a rank that cannot set
+  // them up (out of memory for the buckets, NCCL failing or timing out in its non-blocking
+  // initialisation) tells the others over MPI before anyone queues a collective that would wait
+  // for it on the GPU.
+  if (ddp && group.size() > 1) {
+    bool ready = true;
+    std::string why;
+    PointStatus status = PointStatus::failed;
+    try {
       if (device.is_cuda()) {
         std::string id(cuda::NcclCommunicator::kUniqueIdBytes, '\0');
         if (group.rank() == 0) id = cuda::NcclCommunicator::create_unique_id();
@@ -462,6 +469,20 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       rig.reducer = std::make_unique<DdpReducer>(
           rig.parameters, group, training.first_bucket_cap.value(), training.bucket_cap.value(),
           rig.nccl.get(), rig.comm_stream.get());
+    } catch (const std::exception& error) {
+      ready = false;
+      why = error.what();
+      if (is_out_of_memory(error)) status = PointStatus::oom;
+    }
+    if (!group.all(ready)) {
+      result.status = ready ? PointStatus::failed : status;
+      result.reason = ready ? "another rank could not set up ddp (its buckets or NCCL)" : why;
+      return finish(std::move(result));
+    }
+  }
+
+  try {
+    if (ddp && group.size() > 1) {
       // As DDP does on wrapping: everyone starts from rank 0's weights, and a fresh optimizer
       // state (the trial step's moments were local).
       rig.reducer->broadcast_from_rank0(rig.parameters);

@@ -299,7 +299,8 @@ int main(int argc, char** argv) {
     std::cerr << error.what() << "\n";
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "epochcast run: " << error.what() << "\n";
+    std::cerr << (bench_command->parsed() ? "epochcast bench: " : "epochcast run: ") << error.what()
+              << "\n";
     return 1;
   }
 }

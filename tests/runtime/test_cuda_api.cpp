@@ -189,6 +189,14 @@ TEST_CASE("a one-rank NCCL all-reduce leaves values unchanged and broadcast from
   buffer.fill_float(7.0f, stream);
   communicator.all_gather(buffer.data(), output.data(), count, cuda::ElementType::float32, stream);
   check_ends(output, 7.0f);
+
+  // Healthy, then aborted: what follows an abort fails at once instead of waiting.
+  CHECK_NOTHROW(communicator.check_health());
+  communicator.abort();
+  CHECK_THROWS_AS(
+      communicator.all_reduce_sum(buffer.data(), count, cuda::ElementType::float32, stream),
+      cuda::CudaError);
+  CHECK_THROWS_AS(communicator.check_health(), cuda::CudaError);
 }
 
 TEST_CASE("an empty kernel launch costs the host less than a millisecond", "[cuda][gpu]") {

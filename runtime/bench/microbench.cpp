@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/profiler.h"
 
@@ -21,10 +22,6 @@ namespace epochcast::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 double median_of(std::vector<double> values) {
   return spread_of(std::move(values)).median;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/measure/measurements.h"
+
 #ifdef EPOCHCAST_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -14,15 +16,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return values.empty() ? 0 : spread_of(std::move(values)).median;
 }
 
 bool on_gpu(const torch::Device& device) {
@@ -36,6 +31,10 @@ constexpr double kLongestHoldSeconds = 1.0;
 constexpr double kHoldMargin = 0.8;
 
 }  // namespace
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 std::unique_ptr<cuda::Stream> current_stream(const torch::Device& device) {
 #ifdef EPOCHCAST_TORCH_CUDA

@@ -14,6 +14,9 @@
 
 namespace epochcast::runtime {
 
+// Seconds of the host's monotonic clock since `start`.
+double seconds_since(std::chrono::steady_clock::time_point start);
+
 // LibTorch's current stream on `device`, which its eager ops are queued on (borrowed, not
 // owned); the legacy default stream where LibTorch has no CUDA.
 std::unique_ptr<cuda::Stream> current_stream(const torch::Device& device);

@@ -492,12 +492,31 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     // A stop is agreed over the group like the timeout (one all-reduce for both): a rank that
     // stopped alone would leave the others waiting in the next step's all-reduce.
     bool stop_agreed = false;
+    // NCCL's own view of the communicator joins the agreement: a rank whose NCCL recorded an
+    // asynchronous failure (a peer gone, a network error) aborts it, and every rank stops the
+    // point together instead of queueing the next all-reduce behind a dead one.
+    std::string nccl_failure;
     auto out_of_time = [&] {
-      std::array<double, 2> stop_or_late{stop_requested.load() ? 1.0 : 0.0,
-                                         seconds_since(start) > options.timeout_s ? 1.0 : 0.0};
-      group.all_reduce_max(stop_or_late.data(), stop_or_late.size());
-      stop_agreed = stop_or_late[0] > 0;
-      return stop_agreed || stop_or_late[1] > 0;
+      bool nccl_failed = false;
+      if (rig.nccl) {
+        try {
+          rig.nccl->check_health();
+        } catch (const cuda::CudaError& error) {
+          nccl_failed = true;
+          nccl_failure = error.what();
+        }
+      }
+      std::array<double, 3> stop_late_failed{stop_requested.load() ? 1.0 : 0.0,
+                                             seconds_since(start) > options.timeout_s ? 1.0 : 0.0,
+                                             nccl_failed ? 1.0 : 0.0};
+      group.all_reduce_max(stop_late_failed.data(), stop_late_failed.size());
+      if (stop_late_failed[2] > 0) {
+        throw std::runtime_error(nccl_failure.empty()
+                                     ? "another rank's NCCL communicator failed; the point stopped"
+                                     : nccl_failure);
+      }
+      stop_agreed = stop_late_failed[0] > 0;
+      return stop_agreed || stop_late_failed[1] > 0;
     };
     auto interrupted = [&](MeasuredPoint&& r) {
       r.status = PointStatus::failed;

@@ -40,11 +40,10 @@ def load_yaml(path):
 
 
 def model_file(name):
-    for folder in ("scenarios/models", "zoo"):
-        path = os.path.join(ROOT, folder, name + ".yaml")
-        if os.path.exists(path):
-            return path
-    fail(f"no model '{name}' in scenarios/models/")
+    path = os.path.join(ROOT, "scenarios/models", name + ".yaml")
+    if not os.path.exists(path):
+        fail(f"no model '{name}' in scenarios/models/")
+    return path
 
 
 def pair(value):

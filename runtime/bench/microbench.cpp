@@ -9,13 +9,18 @@
 #include <optional>
 #include <string>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/profiler.h"
+
+extern char** environ;
 
 namespace epochcast::runtime {
 
@@ -48,9 +53,9 @@ void bench_collectives(const BenchOptions& options, const DevicePlan& devices, W
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
   int device = devices.cuda ? world.local_rank() : -1;
-  // Every rank must have a GPU of its own before any of them waits in NCCL's initialisation:
-  // agreed over MPI, so that a rank without one stops them all with the reason.
-  // And all of them on GPUs or all on CPUs: NCCL on some and MPI on others would never meet.
+  // All ranks on GPUs or all on CPUs (NCCL on some and MPI on others would never meet), and
+  // every rank with a GPU of its own before any of them waits in NCCL's initialisation: agreed
+  // over MPI, so that a rank that cannot take part stops them all with the reason.
   if (!group.all(devices.cuda) && !group.all(!devices.cuda)) {
     throw std::runtime_error(
         "collectives: some ranks see CUDA devices and others none: run all of them with "
@@ -195,37 +200,44 @@ print(repr(t[2]))
 )";
 
 // Host seconds per eager op from a Python loop, by a python3 child (EPOCHCAST_PYTHON names
-// another interpreter); nullopt, with the reason in `why`, where none imports torch.
+// another interpreter) started without a shell (`python -c SCRIPT DEVICE`, under timeout(1): an
+// interpreter that hangs importing torch or starting CUDA costs two minutes); nullopt, with the
+// reason in `why`, where none imports torch.
 std::optional<double> python_dispatch_seconds(bool cuda, std::string& why) {
   const char* configured = std::getenv("EPOCHCAST_PYTHON");
-  const std::string python = configured != nullptr && *configured ? configured : "python3";
-  // The script goes through a file: quoting it for the shell would be fragile.
-  char script_path[] = "/tmp/epochcast-dispatch-XXXXXX";
-  const int fd = mkstemp(script_path);
-  if (fd < 0) {
-    why = "cannot write its script to /tmp";
-    return std::nullopt;
+  std::string python = configured != nullptr && *configured ? configured : "python3";
+  std::string script = kPythonDispatchLoop;
+  std::string device = cuda ? "cuda" : "cpu";
+  std::string timeout = "timeout", limit = "120", flag = "-c";
+  std::vector<char*> argv = {timeout.data(), limit.data(),  python.data(), flag.data(),
+                             script.data(),  device.data(), nullptr};
+  why = fmt::format("{} with torch was not found (or its loop failed)", python);
+  int pipe_ends[2];
+  if (pipe(pipe_ends) != 0) return std::nullopt;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_ends[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_ends[1]);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t child = 0;
+  const int spawned = posix_spawnp(&child, "timeout", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_ends[1]);
+  std::string output;
+  if (spawned == 0) {
+    char buffer[256];
+    for (ssize_t n; (n = read(pipe_ends[0], buffer, sizeof buffer)) > 0;)
+      output.append(buffer, static_cast<std::size_t>(n));
   }
-  const std::string script = kPythonDispatchLoop;
-  const bool written =
-      write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
-  close(fd);
-  std::optional<double> seconds;
-  if (written) {
-    const std::string command =
-        fmt::format("'{}' '{}' {} 2>/dev/null", python, script_path, cuda ? "cuda" : "cpu");
-    if (FILE* child = popen(command.c_str(), "r")) {
-      char line[128] = {};
-      const bool read = std::fgets(line, sizeof line, child) != nullptr;
-      const int status = pclose(child);
-      char* end = nullptr;
-      const double value = read ? std::strtod(line, &end) : 0;
-      if (status == 0 && read && end != line && value > 0 && value < 1) seconds = value;
-    }
-  }
-  std::remove(script_path);
-  if (!seconds) why = fmt::format("{} with torch was not found (or its loop failed)", python);
-  return seconds;
+  close(pipe_ends[0]);
+  int status = -1;
+  if (spawned == 0) waitpid(child, &status, 0);
+  if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(output.c_str(), &end);
+  if (end == output.c_str() || !(value > 0 && value < 1)) return std::nullopt;
+  return value;
 }
 
 void bench_dispatch(const DevicePlan& devices, bool single_process, Benchmarks& out) {

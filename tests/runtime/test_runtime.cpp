@@ -3,6 +3,7 @@
 // clang-format off
 // LibTorch's headers define a CHECK macro of their own: they must come before Catch's, whose
 // CHECK then wins.
+#include "runtime/bench/microbench.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/campaign.h"
@@ -20,10 +21,12 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <ATen/record_function.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 using namespace epochcast;
 using namespace epochcast::runtime;
@@ -502,4 +505,31 @@ TEST_CASE("the ddp reducer writes each gradient into its bucket with one kernel,
   CHECK(reduced["aten::div_"] == plain["aten::div_"]);
   CHECK(reduced["aten::copy_"] == plain["aten::copy_"]);
   CHECK(reduced["aten::add_"] == plain["aten::add_"]);
+}
+
+TEST_CASE("bench records Python's dispatch from the interpreter EPOCHCAST_PYTHON names") {
+  // A stand-in interpreter that answers as the Python loop would (5 us an op) when called as
+  // `python -c SCRIPT cpu`; one that fails leaves the figure out, with the reason.
+  const std::filesystem::path fake = std::filesystem::temp_directory_path() /
+                                     ("epochcast-test-fake-python-" + std::to_string(getpid()));
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\n[ \"$1\" = -c ] && [ \"$3\" = cpu ] && echo 5e-06\n";
+  }
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  BenchOptions options;
+  options.sections = {"dispatch"};
+  DevicePlan cpu = plan_devices(DeviceChoice::cpu);
+  setenv("EPOCHCAST_PYTHON", fake.c_str(), 1);
+  Benchmarks with = run_benchmarks(options, cpu, world());
+  setenv("EPOCHCAST_PYTHON", "/nonexistent/python", 1);
+  Benchmarks without = run_benchmarks(options, cpu, world());
+  unsetenv("EPOCHCAST_PYTHON");
+  std::filesystem::remove(fake);
+  REQUIRE(with.dispatch);
+  CHECK(with.dispatch->python_op_dispatch_s == std::optional<double>(5e-6));
+  REQUIRE(without.dispatch);
+  CHECK_FALSE(without.dispatch->python_op_dispatch_s);
+  REQUIRE(without.skipped.size() == 1);
+  CHECK_THAT(without.skipped[0], Catch::Contains("/nonexistent/python with torch was not found"));
 }

@@ -186,12 +186,26 @@ ContentionSpec read_contention(const yaml::Node& node) {
 }
 
 TrainingSpec read_training(const yaml::Node& node) {
-  yaml::MapReader map(
-      node, {"strategy", "optimizer", "optimizer_implementation", "precision", "framework",
-             "epochs", "drop_last", "sync_every_step", "gradient_accumulation", "bucket_cap_mib",
-             "first_bucket_mib", "collectives", "collective_algorithm", "cudnn_benchmark",
-             "memory_format", "wait_for_slowest_gpu", "nccl_sm_contention", "share_cpu_cores",
-             "nccl_memory_contention"});
+  yaml::MapReader map(node, {"strategy",
+                             "optimizer",
+                             "optimizer_implementation",
+                             "precision",
+                             "framework",
+                             "epochs",
+                             "drop_last",
+                             "sync_every_step",
+                             "gradient_accumulation",
+                             "bucket_cap_mib",
+                             "first_bucket_mib",
+                             "collectives",
+                             "collective_algorithm",
+                             "cudnn_benchmark",
+                             "memory_format",
+                             "wait_for_slowest_gpu",
+                             "nccl_sm_contention",
+                             "share_cpu_cores",
+                             "nccl_memory_contention",
+                             "broadcast_buffers"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -219,6 +233,7 @@ TrainingSpec read_training(const yaml::Node& node) {
     training.nccl_sm_contention = contention->as_bool();
   }
   if (auto cores = map.optional("share_cpu_cores")) training.share_cpu_cores = cores->as_bool();
+  if (auto sync = map.optional("broadcast_buffers")) training.broadcast_buffers = sync->as_bool();
   if (auto accumulate = map.optional("gradient_accumulation")) {
     training.gradient_accumulation = accumulate->as_int32_in(1, limits::kMaxGradientAccumulation);
     if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp) {

@@ -129,6 +129,10 @@ struct TrainingSpec {
   // Which all-reduce algorithm across nodes, as NCCL_ALGO forces it: auto lets the tuner pick.
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
   ConvolutionSettings convolution;
+  // ddp: before the forward of each step (the first after a synchronised backward) rank 0's
+  // buffers (batch-norm statistics) are broadcast to every rank, as DistributedDataParallel's
+  // broadcast_buffers=True, its default, does; false: no broadcast.
+  bool broadcast_buffers = true;
 };
 
 // The optimizer implementation a training runs: the scenario's, or its framework's default

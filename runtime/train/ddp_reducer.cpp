@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/train/coalesced_buffers.h"
 
 namespace epochcast::runtime {
 
@@ -92,6 +93,27 @@ void DdpReducer::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors)
                        static_cast<std::size_t>(contiguous.numel() * contiguous.element_size()), 0);
       if (!contiguous.is_same(t)) t.copy_(contiguous);
     }
+  }
+}
+
+void DdpReducer::sync_buffers(const std::vector<torch::Tensor>& buffers) {
+  if (group_.size() < 2 || buffers.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (const std::vector<std::size_t>& bucket :
+       plan_coalesced_buffers(buffers, kBufferBroadcastBytes)) {
+    torch::Tensor flat = flatten_buffer(buffers, bucket);
+    const auto bytes = static_cast<std::size_t>(flat.numel() * flat.element_size());
+    if (on_cuda_) {
+      // NCCL's stream waits for the flattening; the forward's stream waits for the broadcast.
+      stream_->wait_for(nullptr);
+      nccl_->broadcast(flat.data_ptr(), bytes, cuda::ElementType::bytes, 0, *stream_);
+      stream_->make_default_stream_wait();
+    } else {
+      group_.broadcast(flat.data_ptr(), bytes, 0);
+    }
+    std::vector<torch::Tensor> received = unflatten_buffer(flat, buffers, bucket);
+    for (std::size_t k = 0; k < bucket.size(); ++k)
+      buffers[bucket[k]].copy_(received[k]);
   }
 }
 

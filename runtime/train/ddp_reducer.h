@@ -42,6 +42,12 @@ class DdpReducer {
 
   // Copies rank 0's parameters (or buffers) to every rank, as DDP does when it wraps a model.
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
+  // DDP's buffer sync before a forward (broadcast_buffers=True): rank 0's buffers (batch-norm
+  // statistics) flattened into coalesced buckets of kBufferBroadcastBytes, one broadcast each,
+  // and copied back into every rank's buffers, ordered on the device before the forward.
+  void sync_buffers(const std::vector<torch::Tensor>& buffers);
+  // DDP's broadcast_bucket_size for that sync.
+  static constexpr std::int64_t kBufferBroadcastBytes = 250LL * 1024 * 1024;
 
   // Before a backward pass: `synchronise` false accumulates locally (gradient accumulation's
   // early micro-batches, DDP's no_sync()).

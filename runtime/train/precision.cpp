@@ -20,6 +20,14 @@ void apply_math_flags(const MathFlags& flags) {
   at::globalContext().setBenchmarkCuDNN(flags.cudnn_benchmark);
 }
 
+bool autocast_enabled(torch::DeviceType type) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(type);
+#else
+  return type == torch::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
 AutocastScope::AutocastScope(TrainingPrecision precision, const torch::Device& device) {
   if (precision != TrainingPrecision::amp_fp16 && precision != TrainingPrecision::amp_bf16) return;
   at::ScalarType dtype = precision == TrainingPrecision::amp_fp16 ? at::kHalf : at::kBFloat16;

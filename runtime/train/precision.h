@@ -21,6 +21,9 @@ MathFlags math_flags(const TrainingSpec& training);
 // Sets them process-wide (LibTorch's global context), as the Python flags do.
 void apply_math_flags(const MathFlags& flags);
 
+// Whether autocast is on for the device type in the calling thread.
+bool autocast_enabled(torch::DeviceType type);
+
 // Autocast for the forward pass, as `with torch.autocast(device, dtype)` sets it; nothing for
 // the float32 precisions.
 class AutocastScope {

@@ -16,15 +16,14 @@
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
+#include "runtime/train/data_parallel.h"
 #include "runtime/train/ddp_reducer.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
 
 #ifdef EPOCHCAST_TORCH_CUDA
-// LibTorch's data parallelism (replicate, scatter, parallel_apply, gather) needs its CUDA build.
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/nn/parallel/data_parallel.h>
 #endif
 
 namespace epochcast::runtime {
@@ -194,8 +193,8 @@ struct Rig {
   const RunOptions& options;
   const Group& group;
   torch::Device device;
-  std::vector<torch::Device> dp_devices;  // dp: every device; else empty
   TorchModel model{nullptr};
+  std::unique_ptr<DataParallel> data_parallel;  // dp on more than one device
   std::vector<torch::Tensor> parameters;
   std::unique_ptr<StepOptimizer> optimizer;
   std::unique_ptr<cuda::Stream> comm_stream;
@@ -224,14 +223,7 @@ struct Rig {
     if (scenario.training.convolution.channels_last && inputs.dim() == 4) {
       inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
     }
-    if (dp_devices.size() > 1) {
-#ifdef EPOCHCAST_TORCH_CUDA
-      return torch::nn::parallel::data_parallel(model, inputs, dp_devices, device);
-#else
-      throw std::logic_error("dp across devices needs LibTorch built with CUDA");
-#endif
-    }
-    return model->forward(inputs);
+    return data_parallel ? data_parallel->forward(inputs) : model->forward(inputs);
   }
 
   // One optimizer step over `accumulation()` micro-batches; returns the last loss (a host sync
@@ -241,10 +233,15 @@ struct Rig {
     for (int m = 0; m < micro_batches; ++m) {
       Batch batch = loader->next();
       bool last = m + 1 == micro_batches;
+      // DDP syncs buffers in the forward that follows a synchronised backward: the first
+      // micro-batch of each step (no_sync() turns it off for the others).
+      if (reducer && m == 0 && scenario.training.broadcast_buffers)
+        reducer->sync_buffers(model->buffers());
       if (reducer) reducer->prepare(last);
       torch::Tensor loss = cross_entropy(forward(batch.inputs), batch.labels);
       scaler.scale(loss / micro_batches).backward();
       if (reducer) reducer->finish();
+      if (data_parallel) data_parallel->reduce_gradients();
       if (last) {
         last_loss = loss.detach();
         if (scenario.training.sync_every_step) last_loss.item<double>();
@@ -379,6 +376,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
   Rig rig(scenario, point, options, group, device);
   auto finish = [&](MeasuredPoint&& r) {
     rig.reducer.reset();
+    rig.data_parallel.reset();
     rig.loader.reset();
     rig.optimizer.reset();
     rig.model = TorchModel(nullptr);
@@ -422,8 +420,11 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
                                                    loader_options, device);
     if (training.strategy == Strategy::dp && point.gpus > 1) {
+      std::vector<torch::Device> gpus;
       for (int d = 0; d < point.gpus; ++d)
-        rig.dp_devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(d));
+        gpus.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(d));
+      rig.data_parallel =
+          std::make_unique<DataParallel>(rig.model, std::move(gpus), training.precision);
     }
     rig.optimizer = make_step_optimizer(
         training.optimizer, resolved_optimizer_implementation(training), rig.parameters);

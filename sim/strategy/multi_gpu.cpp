@@ -103,26 +103,55 @@ double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& ch
   return 1 / (memory_bound / (1 - memory_share) + (1 - memory_bound) / (1 - sm_share));
 }
 
-std::int64_t param_bytes(const MultiGpuContext& c, std::int64_t elements) {
-  return elements * element_bytes(c.step.analysis.options.parameter_dtype);
-}
-
-// Parameter tensors split into buffers of at most `cap` bytes, in registration order (a tensor
-// larger than the cap gets a buffer of its own), as torch.cuda.comm coalesces them.
-std::vector<std::int64_t> coalesced_buffers(const MultiGpuContext& c, std::int64_t cap) {
+// take_tensors over (torch dtype number, bytes) pairs; see coalesced_parameters.
+std::vector<std::int64_t> take_tensors(const std::vector<std::pair<int, std::int64_t>>& tensors,
+                                       std::int64_t cap) {
   std::vector<std::int64_t> buffers;
-  std::int64_t current = 0;
-  for (const ParamTensor& t : c.step.analysis.param_tensors) {
-    std::int64_t bytes = param_bytes(c, t.elements);
-    if (current > 0 && current + bytes > cap) {
-      buffers.push_back(current);
-      current = 0;
+  std::map<int, std::int64_t> open;  // torch's ScalarType order: int64 (4) before float32 (6)
+  for (const auto& [dtype, bytes] : tensors) {
+    std::int64_t& filled = open[dtype];
+    filled += bytes;
+    if (filled >= cap) {
+      buffers.push_back(filled);
+      filled = 0;
     }
-    current += bytes;
   }
-  if (current > 0) buffers.push_back(current);
+  for (const auto& [dtype, filled] : open) {
+    if (filled > 0) buffers.push_back(filled);
+  }
   return buffers;
 }
+
+constexpr int kTorchInt64 = 4;
+constexpr int kTorchFloat32 = 6;
+
+}  // namespace
+
+std::vector<std::int64_t> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap) {
+  const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+  // Parameters share one dtype, so its number only has to differ from the buffers'.
+  std::vector<std::pair<int, std::int64_t>> tensors;
+  for (const ParamTensor& t : analysis.param_tensors)
+    tensors.emplace_back(kTorchFloat32, checked_product(t.elements, element));
+  return take_tensors(tensors, cap);
+}
+
+std::vector<std::int64_t> coalesced_module_buffers(const ModelAnalysis& analysis,
+                                                   std::int64_t cap) {
+  // Batch norm's buffers (the only layer with any), in registration order: running mean and
+  // running variance in float32 (also under autocast), num_batches_tracked in int64.
+  std::vector<std::pair<int, std::int64_t>> tensors;
+  for (const LayerCosts& layer : analysis.layers) {
+    if (layer.buffers <= 0) continue;
+    const std::int64_t features = (layer.buffers - 1) / 2;
+    tensors.emplace_back(kTorchFloat32, features * 4);
+    tensors.emplace_back(kTorchFloat32, features * 4);
+    tensors.emplace_back(kTorchInt64, 8);
+  }
+  return take_tensors(tensors, cap);
+}
+
+namespace {
 
 // Samples of each of DataParallel's chunks: torch.chunk-like, ceil(batch / gpus) each.
 std::vector<std::int64_t> chunk_sizes(std::int64_t batch, int gpus) {
@@ -187,9 +216,16 @@ std::vector<std::int64_t> data_parallel_forward(const MultiGpuContext& c, Iterat
   MultiGpuContext local = c;
   local.nodes = {participants};
   std::vector<std::int32_t> params_arrived(static_cast<std::size_t>(replicas), -1);
-  for (std::int64_t bytes : coalesced_buffers(c, kDataParallelBucketBytes)) {
-    std::int32_t flat = main.kernel("flatten parameters", Category::communication, costs.forward_op,
-                                    copy_time(c, bytes));
+  // The parameters, then the buffers (batch-norm statistics, not differentiated), each in
+  // coalesced buffers of their own.
+  std::vector<std::pair<std::int64_t, const char*>> transfers;
+  for (std::int64_t bytes : coalesced_parameters(c.step.analysis, kDataParallelBucketBytes))
+    transfers.emplace_back(bytes, "parameters");
+  for (std::int64_t bytes : coalesced_module_buffers(c.step.analysis, kDataParallelBucketBytes))
+    transfers.emplace_back(bytes, "buffers");
+  for (const auto& [bytes, what] : transfers) {
+    std::int32_t flat = main.kernel(fmt::format("flatten {}", what), Category::communication,
+                                    costs.forward_op, copy_time(c, bytes));
     main.host("broadcast_coalesced (NCCL)", Category::communication,
               c.profile.links.collective_launch);
     std::vector<CollectiveSite> sites;
@@ -198,9 +234,9 @@ std::vector<std::int64_t> data_parallel_forward(const MultiGpuContext& c, Iterat
       if (r == 0) ready.push_back(flat);
       sites.push_back({r, Lane{LaneKind::compute, r}, ready});
     }
-    std::vector<std::int32_t> ends = add_collective(
-        plan, local.collective(Collective::broadcast, Bytes(bytes), 0), c.analytic, sites,
-        fmt::format("broadcast parameters ({:.1f} MiB)", to_mib(Bytes(bytes))));
+    std::vector<std::int32_t> ends =
+        add_collective(plan, local.collective(Collective::broadcast, Bytes(bytes), 0), c.analytic,
+                       sites, fmt::format("broadcast {} ({:.1f} MiB)", what, to_mib(Bytes(bytes))));
     for (int r = 0; r < replicas; ++r)
       params_arrived[static_cast<std::size_t>(r)] = ends[static_cast<std::size_t>(r)];
   }
@@ -283,7 +319,7 @@ IterationPlan data_parallel_training_step(const MultiGpuContext& c, int gpus, st
     participants.push_back(r);
   MultiGpuContext local = c;
   local.nodes = {participants};
-  for (std::int64_t bytes : coalesced_buffers(c, kDataParallelBucketBytes)) {
+  for (std::int64_t bytes : coalesced_parameters(c.step.analysis, kDataParallelBucketBytes)) {
     std::vector<CollectiveSite> sites;
     for (int r = 0; r < replicas; ++r) {
       StepBuilder flatten(c.step, plan, 1, r);
@@ -371,6 +407,15 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   // ready[r][b]: the ops after which rank r may start all-reducing bucket b.
   std::vector<std::vector<std::vector<std::int32_t>>> ready(ranks.size());
   const bool accumulate = training.framework == Framework::pytorch1 || !zero_grad;
+  // DDP's buffer sync (broadcast_buffers): in the forward after a synchronised backward, the
+  // first of a cycle, rank 0's buffers are flattened, broadcast on NCCL's stream and copied back
+  // before the module runs (c10d's broadcast_coalesced).
+  const bool several = ranks.size() > 1 || c.total_nodes > 1;
+  const std::vector<std::int64_t> buffer_syncs =
+      zero_grad && several && training.broadcast_buffers
+          ? coalesced_module_buffers(analysis, kDdpBufferBroadcastBytes)
+          : std::vector<std::int64_t>{};
+  std::vector<std::vector<std::vector<std::int32_t>>> sync_ready(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     int gpu = ranks[i];
     rank.emplace_back(c.step, plan, gpu, gpu);
@@ -380,6 +425,28 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     b.copy_batch(batch);
     if (zero_grad) b.emit(zero_grad_calls(c.step));
     b.host("DistributedDataParallel forward", Category::forward, costs.forward_op);
+    for (std::int64_t bytes : buffer_syncs) {
+      std::int32_t flat = b.kernel("flatten buffers", Category::communication, costs.forward_op,
+                                   copy_time(c, bytes));
+      std::int32_t launched = b.host("launch broadcast of buffers", Category::communication,
+                                     c.profile.links.collective_launch);
+      sync_ready[i].push_back({flat, launched});
+    }
+  }
+  for (std::size_t k = 0; k < buffer_syncs.size(); ++k) {
+    std::vector<CollectiveSite> sites;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, sync_ready[i][k]});
+    std::vector<std::int32_t> ends = add_collective(
+        plan, c.collective(Collective::broadcast, Bytes(buffer_syncs[k]), 0), c.analytic, sites,
+        fmt::format("broadcast buffers ({:.2f} MiB)", to_mib(Bytes(buffer_syncs[k]))));
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      rank[i].kernel("copy broadcast buffers back", Category::communication, costs.forward_op,
+                     copy_time(c, buffer_syncs[k]), {ends[i]});
+    }
+  }
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    StepBuilder& b = rank[i];
     b.emit(forward_calls(c.step, batch, true));
     b.emit(loss_forward_calls(c.step, batch));
     b.emit(loss_backward_calls(c.step, batch));

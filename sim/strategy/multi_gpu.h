@@ -33,6 +33,15 @@ struct MultiGpuContext {
 
 // nn.DataParallel's parameter buckets (torch.cuda.comm's 10 MiB buffers), in registration order.
 inline constexpr std::int64_t kDataParallelBucketBytes = 10 * kMiB;
+// DistributedDataParallel's broadcast_bucket_size, for its per-forward buffer sync.
+inline constexpr std::int64_t kDdpBufferBroadcastBytes = 250 * kMiB;
+
+// Bytes of each coalesced transfer of the model's parameters, or of its buffers (batch-norm
+// running statistics in float32, its step count in int64), cut as torch's take_tensors cuts
+// them (torch/csrc/utils/tensor_flatten.cpp): each dtype fills a buffer of its own in order,
+// which closes as soon as it holds `cap` bytes or more; buffers left open follow in dtype order.
+std::vector<std::int64_t> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap);
+std::vector<std::int64_t> coalesced_module_buffers(const ModelAnalysis& analysis, std::int64_t cap);
 
 // DataParallel over the first `gpus` GPUs with a global batch of `batch`.
 IterationPlan data_parallel_training_step(const MultiGpuContext& context, int gpus,

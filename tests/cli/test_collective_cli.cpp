@@ -97,12 +97,15 @@ TEST_CASE("collective on an H100 NVSwitch node: NVLS for large all-reduces, as N
   CHECK(rows_of("dgx-a100 -b 8G -e 8G", "a100.json")["rows"][0]["algorithm"] == "ring");
 }
 
-TEST_CASE("collective --proto forces NCCL's protocol; LL128 needs NVLink") {
-  // Forced, each protocol costs its own steps: LL at a quarter of the bandwidth for all-reduce.
-  const double simple =
-      rows_of("dgx-h100 -b 1G -e 1G --proto simple", "simple.json")["rows"][0]["busbw_gb_per_s"];
+TEST_CASE("collective --proto forces NCCL's protocol, LL128 needs NVLink") {
+  // Forced, each protocol costs its own steps: LL at a quarter of the bandwidth for all-reduce,
+  // against Simple on the same ring (left to choose, Simple takes NVLS on this NVSwitch, which
+  // has no LL).
+  const double simple = rows_of("dgx-h100 -b 1G -e 1G --proto simple --algo ring",
+                                "simple.json")["rows"][0]["busbw_gb_per_s"];
   const nlohmann::json ll = rows_of("dgx-h100 -b 1G -e 1G --proto ll", "ll.json")["rows"][0];
   CHECK(ll["protocol"] == "ll");
+  CHECK(ll["algorithm"] == "ring");
   CHECK(ll["busbw_gb_per_s"].get<double>() == Approx(simple / 4).epsilon(0.02));
   // 8 RTX 4090 over PCIe: NCCL leaves LL128 off (no NVLink, and Ada is not among its GPUs).
   for (const nlohmann::json& row :

@@ -136,7 +136,7 @@ TEST_CASE("predict --plot draws epoch time, breakdown and scaling with data and 
     CHECK(entry.path().extension() != ".partial");
 }
 
-TEST_CASE("predict --plot of one GPU count draws no scaling figure; SVG works too") {
+TEST_CASE("predict --plot of one GPU count draws no scaling figure, SVG works too") {
   std::filesystem::path dir = out_path("plots-svg");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

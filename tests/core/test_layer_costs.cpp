@@ -124,7 +124,7 @@ TEST_CASE("dropout holds a one-byte mask per element and costs nothing at p = 0"
   CHECK(a.layers[2].forward_kernels() == 0);
 }
 
-TEST_CASE("max pooling keeps int64 indices; average pooling keeps nothing") {
+TEST_CASE("max pooling keeps int64 indices, average pooling keeps nothing") {
   ModelAnalysis a = analyze_text(
       "  - {type: conv2d, out_channels: 2, kernel: 1}\n"
       "  - {type: maxpool2d, kernel: 2}\n"

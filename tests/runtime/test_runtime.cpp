@@ -9,6 +9,8 @@
 #include "runtime/measure/campaign.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
+#include "runtime/train/coalesced_buffers.h"
+#include "runtime/train/data_parallel.h"
 #include "runtime/train/ddp_reducer.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
@@ -42,7 +44,13 @@ World& world() {
   static char name[] = "epochcast_runtime_tests";
   static char* args[] = {name, nullptr};
   static char** argv = args;
-  return World::initialize(&argc, &argv);
+  static World& initialized = []() -> World& {
+    World& w = World::initialize(&argc, &argv);
+    // Under mpirun every rank must finalize MPI before it exits ([mpi] tests).
+    std::atexit([] { World::finalize(); });
+    return w;
+  }();
+  return initialized;
 }
 
 SampleShape mnist_sample() {
@@ -445,7 +453,7 @@ TEST_CASE("device time per call runs each trial's preparation, then its calls ba
   CHECK(std::all_of(seconds.begin(), seconds.end(), [](double s) { return s > 0; }));
 }
 
-TEST_CASE("fp32 keeps PyTorch's default math; tf32 and fp32_strict change it") {
+TEST_CASE("fp32 keeps PyTorch's default math, tf32 and fp32_strict change it") {
   // PyTorch >= 1.12: torch.backends.cuda.matmul.allow_tf32 False, torch.backends.cudnn.allow_tf32
   // True (docs: "TensorFloat-32 (TF32) on Ampere (and later) devices").
   TrainingSpec training;
@@ -532,4 +540,171 @@ TEST_CASE("bench records Python's dispatch from the interpreter EPOCHCAST_PYTHON
   CHECK_FALSE(without.dispatch->python_op_dispatch_s);
   REQUIRE(without.skipped.size() == 1);
   CHECK_THAT(without.skipped[0], Catch::Contains("/nonexistent/python with torch was not found"));
+}
+
+// --- dp: nn.DataParallel's step, on several "devices" that are all this CPU ---------------------
+
+namespace {
+
+TorchModel small_batchnorm_model() {
+  return build_torch_model(load_model_from_string(R"(kind: model
+name: dp-test
+input: {shape: [3, 8, 8], dtype: float32}
+layers:
+  - {type: conv2d, out_channels: 4, kernel: 3, padding: 1}
+  - {type: batchnorm2d}
+  - relu
+  - flatten
+  - {type: linear, out_features: 10}
+)",
+                                                  "dp-test"));
+}
+
+std::vector<torch::Device> cpu_devices(int n) {
+  return std::vector<torch::Device>(n, torch::kCPU);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "dp's coalesced buffers follow torch's take_tensors: per dtype, in order, up to the cap") {
+  auto f = [](std::int64_t n) { return torch::zeros({n}, torch::kFloat); };  // 4n bytes
+  auto l = [](std::int64_t n) { return torch::zeros({n}, torch::kLong); };   // 8n bytes
+  // cap 100 B: floats 40 + 40 + 40 close a buffer at 120; the 200-byte one is alone; the int64s
+  // close at 176; the last float is left open and comes after them.
+  std::vector<torch::Tensor> tensors{f(10), l(2), f(10), f(10), f(50), l(20), f(1)};
+  auto buffers = plan_coalesced_buffers(tensors, 100);
+  std::vector<std::vector<std::size_t>> expected{{0, 2, 3}, {4}, {1, 5}, {6}};
+  // Left open at the end: int64 before float (torch's dtype order), whatever came first.
+  auto mixed = plan_coalesced_buffers({f(1), l(1)}, 100);
+  CHECK(mixed == std::vector<std::vector<std::size_t>>{{1}, {0}});
+  CHECK(buffers == expected);
+  // ResNet-50's parameters (97.5 MiB of float32) make 9 buffers of 10 MiB or a little more, as
+  // the simulator's dp plans them (test_strategies).
+  TorchModel resnet = build_torch_model(load_model(source("scenarios/models/resnet-50.yaml")));
+  auto resnet_buffers = plan_coalesced_buffers(resnet->parameters(), kDataParallelBufferBytes);
+  CHECK(resnet_buffers.size() == 9);
+}
+
+TEST_CASE("dp on three devices leaves the gradients one module computes on the whole batch") {
+  torch::manual_seed(5);
+  TorchModel model = build_torch_model(load_model(source("scenarios/models/mnist-cnn.yaml")));
+  model->eval();  // dropout off: every pass computes the same function
+  torch::Tensor input = torch::randn({7, 1, 28, 28});  // chunks of 3, 3 and 1
+  model->forward(input).sum().backward();
+  std::vector<torch::Tensor> expected;
+  for (const torch::Tensor& p : model->parameters())
+    expected.push_back(p.grad().clone());
+  model->zero_grad(/*set_to_none=*/true);
+
+  DataParallel dp(model, cpu_devices(3), TrainingPrecision::fp32, /*buffer_bytes=*/64 * 1024);
+  CHECK(dp.parameter_buffer_count() > 2);  // several buffers: the unflattening is exercised
+  torch::Tensor output = dp.forward(input);
+  CHECK(output.sizes() == torch::IntArrayRef({7, 10}));
+  output.sum().backward();
+  dp.reduce_gradients();
+  auto parameters = model->parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    CHECK(torch::allclose(parameters[i].grad(), expected[i], 1e-4, 1e-5));
+  // Only the module keeps gradients; the replicas' were summed into it and released.
+  for (std::size_t r = 1; r < 3; ++r) {
+    for (const torch::Tensor& p : dp.replica(r)->parameters())
+      CHECK_FALSE(p.grad().defined());
+  }
+  // A batch smaller than the device count runs on as many replicas as it has samples.
+  dp.forward(torch::randn({2, 1, 28, 28}));
+  CHECK(dp.last_forward_threads().size() == 2);
+}
+
+TEST_CASE("dp replicas persist, and each forward gives them the module's current values") {
+  torch::manual_seed(6);
+  TorchModel model = small_batchnorm_model();
+  DataParallel dp(model, cpu_devices(2), TrainingPrecision::fp32);
+  const TorchModelImpl* replica = dp.replica(1).get();
+  dp.forward(torch::randn({4, 3, 8, 8}));
+  // The module changes (an optimizer step; its BatchNorm statistics moved in training)...
+  {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& p : model->parameters())
+      p.add_(0.25);
+  }
+  dp.forward(torch::randn({4, 3, 8, 8}));
+  // ...and the same replica object now holds the module's values, buffers included.
+  CHECK(dp.replica(1).get() == replica);
+  auto mine = model->parameters();
+  auto theirs = dp.replica(1)->parameters();
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    CHECK(torch::equal(mine[i], theirs[i]));
+  // Buffers too: in training each replica then moves its copy of the statistics with its own
+  // chunk, so compare after an evaluation forward, which moves none.
+  model->eval();
+  dp.forward(torch::randn({4, 3, 8, 8}));
+  CHECK_FALSE(dp.replica(1)->is_training());
+  auto my_buffers = model->buffers();
+  auto their_buffers = dp.replica(1)->buffers();
+  REQUIRE(my_buffers.size() == 3);  // running mean, running variance, batches tracked
+  for (std::size_t i = 0; i < my_buffers.size(); ++i)
+    CHECK(torch::equal(my_buffers[i], their_buffers[i]));
+}
+
+TEST_CASE("dp runs each replica on a thread of its own with the caller's grad mode and autocast") {
+  TorchModel model = small_batchnorm_model();
+  DataParallel dp(model, cpu_devices(3), TrainingPrecision::amp_bf16);
+  torch::Tensor output;
+  {
+    AutocastScope autocast(TrainingPrecision::amp_bf16, torch::kCPU);
+    output = dp.forward(torch::randn({6, 3, 8, 8}));
+  }
+  // Autocast reached the replicas: their linear layers ran in bfloat16.
+  CHECK(output.scalar_type() == torch::kBFloat16);
+  const auto& threads = dp.last_forward_threads();
+  REQUIRE(threads.size() == 3);
+  for (std::size_t r = 0; r < threads.size(); ++r) {
+    CHECK(threads[r].thread != std::this_thread::get_id());
+    for (std::size_t q = 0; q < r; ++q)
+      CHECK(threads[r].thread != threads[q].thread);
+    CHECK(threads[r].grad_enabled);
+    CHECK(threads[r].autocast_enabled);
+  }
+  {
+    torch::NoGradGuard no_grad;  // evaluation: no graph in any replica
+    output = dp.forward(torch::randn({6, 3, 8, 8}));
+  }
+  CHECK_FALSE(output.requires_grad());
+  for (const ReplicaThreadState& state : dp.last_forward_threads())
+    CHECK_FALSE(state.grad_enabled);
+  DataParallel fp32(model, cpu_devices(2), TrainingPrecision::fp32);
+  fp32.forward(torch::randn({6, 3, 8, 8}));
+  for (const ReplicaThreadState& state : fp32.last_forward_threads())
+    CHECK_FALSE(state.autocast_enabled);
+}
+
+TEST_CASE("an error in a replica's forward reaches the caller as an exception") {
+  TorchModel model = small_batchnorm_model();
+  DataParallel dp(model, cpu_devices(2), TrainingPrecision::fp32);
+  CHECK_THROWS(dp.forward(torch::randn({4, 5, 8, 8})));  // 5 channels where the model takes 3
+  // The replicas are still usable afterwards.
+  CHECK(dp.forward(torch::randn({4, 3, 8, 8})).size(0) == 4);
+}
+
+// Run by ctest under `mpirun -np 2` (hidden from the single-process run).
+TEST_CASE("ddp's buffer sync gives every rank rank 0's batch-norm statistics", "[.][mpi]") {
+  World& w = world();
+  REQUIRE(w.size() == 2);
+  Group group = Group::first_ranks(w, 2);
+  torch::manual_seed(11);  // the same weights on both ranks...
+  TorchModel model = small_batchnorm_model();
+  torch::manual_seed(20 + w.rank());                            // ...and different data
+  model->forward(torch::randn({8, 3, 8, 8}) * (1 + w.rank()));  // the statistics move apart
+  std::vector<torch::Tensor> buffers = model->buffers();
+  const std::uint64_t before = parameter_hash(buffers);
+  std::vector<std::uint64_t> hashes = group.all_gather(before);
+  REQUIRE(hashes[0] != hashes[1]);
+  const std::uint64_t rank0 = hashes[0];
+
+  DdpReducer reducer(model->parameters(), group, 1 << 20, 25 << 20);
+  reducer.sync_buffers(buffers);  // float statistics and an int64 count: two buckets
+  hashes = group.all_gather(parameter_hash(model->buffers()));
+  CHECK(hashes[0] == rank0);
+  CHECK(hashes[1] == rank0);
 }

@@ -74,7 +74,7 @@ TEST_CASE(
   CHECK(at(r, 1, 64).validation_iterations == (256190 + 63) / 64);
 }
 
-TEST_CASE("seed 003: on the desktop larger batches cut the epoch; the shared node is slower") {
+TEST_CASE("seed 003: on the desktop larger batches cut the epoch, the shared node is slower") {
   std::vector<PointResult> desktop = predict_file("scenarios/seed-003/desktop.yaml");
   std::vector<PointResult> shared = predict_file("scenarios/seed-003/hpc-node.yaml");
   // Host-bound at the smallest batch: the per-step overhead is what larger batches amortise.

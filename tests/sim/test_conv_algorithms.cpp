@@ -73,7 +73,7 @@ TEST_CASE("implicit GEMM: output positions x filters, reducing over channels x w
   CHECK(w.k.per_sample == 56 * 56);
 }
 
-TEST_CASE("tensor cores pad channels to 16 bytes; NCHW adds cuDNN's transposes") {
+TEST_CASE("tensor cores pad channels to 16 bytes, NCHW adds cuDNN's transposes") {
   // ResNet-50's stem: 3 input channels, 7x7. fp16 pads the channels to 8, tf32 to 4.
   ConvKernels c = first_conv("[3, 224, 224]",
                              "{type: conv2d, out_channels: 3, kernel: 7, stride: 2, padding: 3}");
@@ -135,12 +135,13 @@ TEST_CASE("FFT over 32-point tiles: for stride-1 windows that fit a tile, not fo
   CHECK(conv_plans(*long_kernel.forward, ConvContext{}).size() == 1);
 }
 
-TEST_CASE("cudnn.benchmark takes the fastest algorithm; without it the heuristic's implicit GEMM") {
+TEST_CASE("cudnn.benchmark takes the fastest algorithm, without it the heuristic's implicit GEMM") {
   ConvKernels c =
       first_conv("[64, 56, 56]", "{type: conv2d, out_channels: 64, kernel: 3, padding: 1}");
   const GpuSpec& a100 = gpu("a100-sxm4-80gb");
-  DeviceModel heuristic(a100, default_profile(), TrainingPrecision::fp32);
-  DeviceModel benchmark(a100, default_profile(), TrainingPrecision::fp32, {true, false});
+  // fp32_strict: true float32 arithmetic (PyTorch's default fp32 runs convolutions on TF32).
+  DeviceModel heuristic(a100, default_profile(), TrainingPrecision::fp32_strict);
+  DeviceModel benchmark(a100, default_profile(), TrainingPrecision::fp32_strict, {true, false});
   for (const KernelWork* k : {c.forward, c.data, c.weight}) {
     KernelExplanation chosen = benchmark.explain(*k, 64);
     KernelExplanation implicit = heuristic.explain(*k, 64);
@@ -149,9 +150,12 @@ TEST_CASE("cudnn.benchmark takes the fastest algorithm; without it the heuristic
   }
   // fp32 3x3 at batch 64: a quarter of the arithmetic outweighs the transforms' traffic.
   CHECK_THAT(benchmark.explain(*c.forward, 64).algorithm, Catch::StartsWith("Winograd"));
-  // Under mixed precision the tensor cores' implicit GEMM is faster than fp32 Winograd.
+  // On tensor cores (mixed precision, or TF32 as fp32 runs convolutions) implicit GEMM is
+  // faster than Winograd in float32.
   DeviceModel amp(a100, default_profile(), TrainingPrecision::amp_fp16, {true, true});
   CHECK_THAT(amp.explain(*c.forward, 64).algorithm, Catch::StartsWith("implicit GEMM"));
+  DeviceModel tf32(a100, default_profile(), TrainingPrecision::fp32, {true, false});
+  CHECK_THAT(tf32.explain(*c.forward, 64).algorithm, Catch::StartsWith("implicit GEMM"));
 }
 
 TEST_CASE("DeepBench's V100 fp32 convolutions lie between the heuristic's and the fastest plan") {

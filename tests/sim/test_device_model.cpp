@@ -83,7 +83,7 @@ TEST_CASE("a large GEMM runs at peak x efficiency, on tensor cores under mixed p
   CHECK(bf16.kernel_time(k, 1).ns() == Approx(expected(Precision::bf16).ns()).margin(1));
 }
 
-TEST_CASE("fp32 is PyTorch's: convolutions on TF32 tensor cores, GEMMs in fp32; fp32_strict none") {
+TEST_CASE("fp32 is PyTorch's: convolutions on TF32 tensor cores, GEMMs in fp32, fp32_strict none") {
   // torch.backends.cudnn.allow_tf32 defaults to True, torch.backends.cuda.matmul.allow_tf32 to
   // False. Measured on an H100 (validate/data/h100-sxm-1gpu/precision/): every convolution
   // layer as fast under fp32 as under tf32 and up to 7x slower under fp32_strict; every linear

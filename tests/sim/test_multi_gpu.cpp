@@ -290,13 +290,22 @@ TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A10
 }
 
 TEST_CASE("DDP all-reduces each bucket once per step: 25 MiB buckets after a 1 MiB first one") {
-  ScenarioSpec s = scenario(kDdpResnet);
+  ScenarioSpec s = scenario(kDdpResnet, {{"training.broadcast_buffers", "false", ""}});
   PointResult r = predict_point(s, SweepPoint{8, 512, 64});
   // ResNet-50's 25,557,032 fp32 gradients (97.5 MiB) make a 1 MiB bucket and four of at most
   // 25 MiB; steps are whole-data-set iterations.
   const std::int64_t gradient_bytes = 25'557'032LL * 4;
   CHECK(r.stats.collectives == 5 * r.train_iterations);
   CHECK(r.stats.collective_bytes == gradient_bytes * r.train_iterations);
+
+  // With DDP's default broadcast_buffers, each step's forward also broadcasts rank 0's batch-norm
+  // buffers: 53,120 float32 running statistics and 53 int64 step counts, one coalesced
+  // broadcast per dtype.
+  PointResult synced = predict_point(scenario(kDdpResnet), SweepPoint{8, 512, 64});
+  CHECK(synced.stats.collectives == 7 * synced.train_iterations);
+  CHECK(synced.stats.collective_bytes ==
+        (gradient_bytes + 53'120 * 4 + 53 * 8) * synced.train_iterations);
+  CHECK(synced.epoch_seconds > r.epoch_seconds);
 }
 
 TEST_CASE("gradient accumulation all-reduces once per cycle of micro-batches") {
@@ -342,7 +351,11 @@ sweep: {gpus: [16, 32], batch: [64], batch_is: per_gpu}
 )";
 
 TEST_CASE("with rings across nodes, a symmetric cluster gives exactly every node's epoch") {
-  ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""}});
+  // The all-reduces' rings are mirrored exactly; a broadcast's chain through the other nodes is
+  // an estimate (test_collectives: "broadcast and reduce across nodes"), so the buffers'
+  // broadcast is left out here; the next case has it.
+  ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""},
+                                          {"training.broadcast_buffers", "false", ""}});
   PredictOptions every_node;
   every_node.symmetric_clusters = false;
   for (const SweepPoint& p : expand_sweep(s)) {
@@ -380,7 +393,10 @@ TEST_CASE("flows and the analytic fidelity agree on an uncontended DDP step") {
   ScenarioSpec analytic = scenario(kDdpResnet, {{"training.collectives", "analytic", ""}});
   PointResult a = predict_point(flows, SweepPoint{8, 512, 64});
   PointResult b = predict_point(analytic, SweepPoint{8, 512, 64});
-  CHECK(b.communication_seconds == Approx(a.communication_seconds).epsilon(0.02));
+  // 3%: beside the all-reduces, each step's two broadcasts of batch-norm buffers are latency
+  // alone (0.2 MiB and 424 bytes): 37 us each as flows, every hop of the 8-GPU chain paying its
+  // step latency, and 24 us by the analytic cost.
+  CHECK(b.communication_seconds == Approx(a.communication_seconds).epsilon(0.03));
   CHECK(b.epoch_seconds == Approx(a.epoch_seconds).epsilon(0.005));
 }
 

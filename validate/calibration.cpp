@@ -555,11 +555,69 @@ std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kPythonExtraPrefix = "host.python_";
+constexpr const char* kPythonLoopMethod =
+    "forward ops: the same eager op's and an empty nn.Module call's extra time; optimizer ops: "
+    "the op's; the step: torch.optim's foreach Adam step beyond its kernels' dispatch";
+
+// epochcast-run is a C++ loop on LibTorch; users train from Python. Where the bench timed the
+// same tiny work from both (an eager op, a module that does nothing, a foreach Adam step), the
+// profile's host costs become a Python loop's: LibTorch's fitted costs plus what Python adds, and
+// LibTorch's are kept for the runtime's own measurements (training.loop: libtorch). A module call
+// is added to every forward op, as the profile's forward_op has always counted it. Returns
+// whether it did; else a note says the costs are LibTorch's.
+bool add_python_loop_costs(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
+  std::vector<double> per_op, per_module, per_step;
+  for (const MeasuredScenario& input : inputs) {
+    const std::optional<DispatchMeasurement>& d = input.measurements.benchmarks.dispatch;
+    if (!d || !d->python_op_dispatch_s || !d->python_module_call_s || !d->python_optimizer_step_s ||
+        d->optimizer_step_ops <= 0)
+      continue;
+    const double op = *d->python_op_dispatch_s - d->op_dispatch_s;
+    per_op.push_back(op);
+    per_module.push_back(*d->python_module_call_s - d->module_call_s);
+    // The step's ops are costed as optimizer ops (each with Python's per-op extra): the rest of
+    // the difference is torch.optim's own Python.
+    per_step.push_back(*d->python_optimizer_step_s - d->optimizer_step_s -
+                       d->optimizer_step_ops * op);
+  }
+  if (per_op.empty()) {
+    out.notes.push_back(
+        "host.*: a C++ LibTorch loop's (the bench timed no Python loop: python3 with torch not "
+        "found): a Python training loop pays more per op and per step than predicted");
+    return false;
+  }
+  // Python never costs less than C++ for the same call; a negative difference is noise.
+  const double op = std::max(0.0, median(per_op));
+  const double module = std::max(0.0, median(per_module));
+  const double step = std::max(0.0, median(per_step));
+  HostCosts& host = out.profile.host;
+  out.profile.host_libtorch = host;
+  host.forward_op = Seconds(host.forward_op.value() + op + module);
+  host.optimizer_op = Seconds(host.optimizer_op.value() + op);
+  host.step_overhead = Seconds(host.step_overhead.value() + step);
+  const int n = static_cast<int>(per_op.size());
+  const std::string from = "the bench's Python loop against its C++ one";
+  out.fitted.push_back({"host.python_op_extra_us", op * 1e6, n, 0, from});
+  out.fitted.push_back({"host.python_module_call_extra_us", module * 1e6, n, 0, from});
+  out.fitted.push_back({"host.python_step_extra_us", step * 1e6, n, 0, from});
+  return true;
+}
+
+}  // namespace
+
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
                       const std::vector<std::string>& file_names) {
   if (inputs.empty()) throw std::invalid_argument("calibrate needs measurements");
   Calibration out;
   out.profile = inputs.front().scenario.profile;
+  // The measurements are LibTorch loops: a profile calibrated before starts from its own.
+  if (out.profile.host_libtorch) {
+    out.profile.host = *out.profile.host_libtorch;
+    out.profile.host_libtorch.reset();
+  }
   const MachineSpec& machine = inputs.front().scenario.machine;
   for (const MeasuredScenario& input : inputs) {
     if (input.scenario.machine.gpu.id != machine.gpu.id) {
@@ -625,7 +683,9 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
                         env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version);
   std::string provenance = fmt::format("epochcast calibrate on {}, from {}", measured_on,
                                        fmt::format("{}", fmt::join(file_names, ", ")));
+  const bool python_loop = add_python_loop_costs(inputs, out);
   for (const FittedParameter& f : out.fitted) {
+    if (f.key.rfind(kPythonExtraPrefix, 0) == 0) continue;  // sourced below
     std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));
     if (group.rfind("gpu.efficiency", 0) == 0) group = "gpu.efficiency";
     if (group.rfind("links.", 0) == 0) group = group.substr(0, group.rfind('.'));
@@ -635,6 +695,17 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
       continue;
     }
     out.profile.sources[group] = provenance + ": " + f.from;
+  }
+  if (python_loop) {
+    out.profile.sources["host_libtorch"] =
+        provenance + ": the host costs fitted to epochcast-run's C++ loop";
+    for (const char* key :
+         {"host.forward_op_us", "host.optimizer_op_us", "host.step_overhead_us"}) {
+      std::string& source = out.profile.sources[key];
+      if (source.empty()) source = provenance;
+      source += "; plus what a Python loop adds, from the bench's Python loop (" +
+                std::string(kPythonLoopMethod) + ")";
+    }
   }
   return out;
 }

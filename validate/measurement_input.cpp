@@ -246,6 +246,8 @@ MeasuredScenario load_measured_scenario(const std::string& measurement_file,
   }
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   m.scenario = load_scenario(scenario_file, overrides);
+  // epochcast-run's step is a C++ loop on LibTorch, whatever the scenario says users run.
+  m.scenario.training.loop = TrainingLoop::libtorch;
   check_measured_points(m);
   return m;
 }

@@ -204,6 +204,13 @@ Json benchmarks_json(const Benchmarks& b) {
                          {"kernel_launch_s", b.dispatch->kernel_launch_s},
                          {"kernel_device_s", b.dispatch->kernel_device_s}};
     put_optional(j["dispatch"], "python_op_dispatch_s", b.dispatch->python_op_dispatch_s);
+    if (b.dispatch->optimizer_step_ops > 0) {
+      j["dispatch"]["module_call_s"] = b.dispatch->module_call_s;
+      j["dispatch"]["optimizer_step_s"] = b.dispatch->optimizer_step_s;
+      j["dispatch"]["optimizer_step_ops"] = b.dispatch->optimizer_step_ops;
+    }
+    put_optional(j["dispatch"], "python_module_call_s", b.dispatch->python_module_call_s);
+    put_optional(j["dispatch"], "python_optimizer_step_s", b.dispatch->python_optimizer_step_s);
   }
   if (!b.throughput.empty()) {
     Json list = Json::array();
@@ -435,13 +442,24 @@ Benchmarks read_benchmarks(const Node& node) {
     }
   }
   if (auto d = m.optional("dispatch")) {
-    MapReader r(*d,
-                {"op_dispatch_s", "kernel_launch_s", "kernel_device_s", "python_op_dispatch_s"});
-    b.dispatch =
-        DispatchMeasurement{nonnegative(r, "op_dispatch_s"), nonnegative(r, "kernel_launch_s"),
-                            nonnegative(r, "kernel_device_s"), std::nullopt};
+    MapReader r(*d, {"op_dispatch_s", "kernel_launch_s", "kernel_device_s", "python_op_dispatch_s",
+                     "module_call_s", "optimizer_step_s", "optimizer_step_ops",
+                     "python_module_call_s", "python_optimizer_step_s"});
+    b.dispatch = DispatchMeasurement{};
+    b.dispatch->op_dispatch_s = nonnegative(r, "op_dispatch_s");
+    b.dispatch->kernel_launch_s = nonnegative(r, "kernel_launch_s");
+    b.dispatch->kernel_device_s = nonnegative(r, "kernel_device_s");
     if (r.has("python_op_dispatch_s"))
       b.dispatch->python_op_dispatch_s = nonnegative(r, "python_op_dispatch_s");
+    if (r.has("optimizer_step_ops")) {
+      b.dispatch->module_call_s = nonnegative(r, "module_call_s");
+      b.dispatch->optimizer_step_s = nonnegative(r, "optimizer_step_s");
+      b.dispatch->optimizer_step_ops = small_count(r, "optimizer_step_ops", 1);
+    }
+    if (r.has("python_module_call_s"))
+      b.dispatch->python_module_call_s = nonnegative(r, "python_module_call_s");
+    if (r.has("python_optimizer_step_s"))
+      b.dispatch->python_optimizer_step_s = nonnegative(r, "python_optimizer_step_s");
   }
   if (auto list = m.optional("throughput")) {
     for (const Node& item : list->items()) {

@@ -145,6 +145,15 @@ struct DispatchMeasurement {
   // The same op from a Python loop (PyTorch eager): what a user's training script pays per op.
   // nullopt where python3 with torch was not found.
   std::optional<double> python_op_dispatch_s;
+  // Host time per call of a module that does nothing (LibTorch's nn::Identity), and per
+  // foreach Adam step over 16 one-element parameters, which issues optimizer_step_ops ops
+  // (0: not measured, older files).
+  double module_call_s = 0;
+  double optimizer_step_s = 0;
+  int optimizer_step_ops = 0;
+  // The same from Python: an nn.Module call, torch.optim.Adam(foreach=True).step().
+  std::optional<double> python_module_call_s;
+  std::optional<double> python_optimizer_step_s;
 };
 
 struct LargestBatch {

@@ -30,7 +30,7 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
 // Figures a profile may leave out; given, they need a source too.
 constexpr std::string_view kOptionalFigures[] = {
     "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
-    "gpu.speed_spread"};
+    "gpu.speed_spread", "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -45,6 +45,7 @@ std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
+  if (p.host_libtorch) figures.push_back("host_libtorch");
   return figures;
 }
 
@@ -165,11 +166,25 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
   return out;
 }
 
+HostCosts read_host_costs(const yaml::Node& node) {
+  yaml::MapReader host(node, {"forward_op_us", "backward_op_us", "optimizer_op_us",
+                              "step_overhead_us", "sync_us", "batch_fetch_us"});
+  HostCosts h;
+  h.forward_op = micros(host.required("forward_op_us"));
+  h.backward_op = micros(host.required("backward_op_us"));
+  h.optimizer_op = micros(host.required("optimizer_op_us"));
+  h.step_overhead = micros(host.required("step_overhead_us"));
+  h.sync = micros(host.required("sync_us"));
+  h.batch_fetch = micros(host.required("batch_fetch_us"));
+  return h;
+}
+
 HardwareProfile read_profile(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::profile);
-  yaml::MapReader top(root, {"kind", "name", "description", "calibration", "input", "gpu", "host",
-                             "memory", "transfer", "links", "uncertainty", "sources"});
+  yaml::MapReader top(
+      root, {"kind", "name", "description", "calibration", "input", "gpu", "host", "host_libtorch",
+             "memory", "transfer", "links", "uncertainty", "sources"});
   HardwareProfile p;
   p.source_file = document.file_name();
   p.name = top.required("name").as_string();
@@ -208,14 +223,8 @@ HardwareProfile read_profile(const yaml::Document& document) {
   p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
   if (auto spread = gpu.optional("speed_spread")) p.gpu.speed_spread = spread->as_number_in(0, 0.5);
 
-  yaml::MapReader host(top.required("host"), {"forward_op_us", "backward_op_us", "optimizer_op_us",
-                                              "step_overhead_us", "sync_us", "batch_fetch_us"});
-  p.host.forward_op = micros(host.required("forward_op_us"));
-  p.host.backward_op = micros(host.required("backward_op_us"));
-  p.host.optimizer_op = micros(host.required("optimizer_op_us"));
-  p.host.step_overhead = micros(host.required("step_overhead_us"));
-  p.host.sync = micros(host.required("sync_us"));
-  p.host.batch_fetch = micros(host.required("batch_fetch_us"));
+  p.host = read_host_costs(top.required("host"));
+  if (auto libtorch = top.optional("host_libtorch")) p.host_libtorch = read_host_costs(*libtorch);
 
   yaml::MapReader memory(top.required("memory"),
                          {"context_mib", "workspace_mib", "allocator_overhead"});
@@ -440,13 +449,17 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
       }
     }
   }
-  y += "host:\n";
-  y += "  forward_op_us: " + us(p.host.forward_op) + "\n";
-  y += "  backward_op_us: " + us(p.host.backward_op) + "\n";
-  y += "  optimizer_op_us: " + us(p.host.optimizer_op) + "\n";
-  y += "  step_overhead_us: " + us(p.host.step_overhead) + "\n";
-  y += "  sync_us: " + us(p.host.sync) + "\n";
-  y += "  batch_fetch_us: " + us(p.host.batch_fetch) + "\n";
+  auto host_block = [&](const char* name, const HostCosts& h) {
+    y += std::string(name) + ":\n";
+    y += "  forward_op_us: " + us(h.forward_op) + "\n";
+    y += "  backward_op_us: " + us(h.backward_op) + "\n";
+    y += "  optimizer_op_us: " + us(h.optimizer_op) + "\n";
+    y += "  step_overhead_us: " + us(h.step_overhead) + "\n";
+    y += "  sync_us: " + us(h.sync) + "\n";
+    y += "  batch_fetch_us: " + us(h.batch_fetch) + "\n";
+  };
+  host_block("host", p.host);
+  if (p.host_libtorch) host_block("host_libtorch", *p.host_libtorch);
   y += "memory:\n";
   y += "  context_mib: " + mib(p.memory.context) + "\n";
   y += "  workspace_mib: " + mib(p.memory.workspace) + "\n";

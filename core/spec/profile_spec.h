@@ -141,6 +141,10 @@ struct HardwareProfile {
   LinkCosts links;
   ProfileUncertainty uncertainty;
   std::map<std::string, std::string> sources;  // figure key -> where it comes from
+  // `host` is what a Python training loop pays. A profile calibrated on epochcast-run (a C++
+  // LibTorch loop) also keeps that loop's own costs here, for scenarios whose training.loop is
+  // libtorch (the runtime's measurements are); without them such scenarios use `host`.
+  std::optional<HostCosts> host_libtorch;
 };
 
 // Folds the profile's figures for `architecture` at `precision` ("fp32", "tf32", "fp16",

@@ -205,7 +205,8 @@ TrainingSpec read_training(const yaml::Node& node) {
                              "nccl_sm_contention",
                              "share_cpu_cores",
                              "nccl_memory_contention",
-                             "broadcast_buffers"});
+                             "broadcast_buffers",
+                             "loop"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -234,6 +235,8 @@ TrainingSpec read_training(const yaml::Node& node) {
   }
   if (auto cores = map.optional("share_cpu_cores")) training.share_cpu_cores = cores->as_bool();
   if (auto sync = map.optional("broadcast_buffers")) training.broadcast_buffers = sync->as_bool();
+  if (auto loop = map.optional("loop"))
+    training.loop = static_cast<TrainingLoop>(loop->as_choice(kTrainingLoopNames));
   if (auto accumulate = map.optional("gradient_accumulation")) {
     training.gradient_accumulation = accumulate->as_int32_in(1, limits::kMaxGradientAccumulation);
     if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp) {

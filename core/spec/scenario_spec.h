@@ -97,6 +97,9 @@ struct ConvolutionSettings {
 };
 inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "channels_last"};
 
+enum class TrainingLoop { python, libtorch };
+inline constexpr std::string_view kTrainingLoopNames[] = {"python", "libtorch"};
+
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
@@ -133,6 +136,9 @@ struct TrainingSpec {
   // buffers (batch-norm statistics) are broadcast to every rank, as DistributedDataParallel's
   // broadcast_buffers=True, its default, does; false: no broadcast.
   bool broadcast_buffers = true;
+  // Who drives the step: a Python training loop (PyTorch eager, what users run) or a C++ one on
+  // LibTorch (epochcast-run, whose measurements say so); the profile's host costs for it.
+  TrainingLoop loop = TrainingLoop::python;
 };
 
 // The optimizer implementation a training runs: the scenario's, or its framework's default

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
+#include "runtime/train/optimizers.h"
 #include "runtime/train/profiler.h"
 
 extern char** environ;
@@ -177,33 +179,59 @@ void bench_copies(const DevicePlan& devices, Benchmarks& out) {
 // --- dispatch and launch
 // --------------------------------------------------------------------------
 
-// The C++ loop below, written in Python: same op, tensor, warm-up, count and median of five.
+// The C++ loops below (bench_dispatch), written in Python: same ops, tensors, warm-ups, counts
+// and median of five. Printed as one JSON object: seconds per eager op (`op`), per call of an
+// nn.Module that does nothing (`module_call`: the Python around every layer of a forward pass),
+// and per torch.optim.Adam(foreach=True).step() over 16 one-element parameters
+// (`optimizer_step`: its kernels' dispatch plus torch.optim's Python around them).
 constexpr const char* kPythonDispatchLoop = R"(
-import sys, time, torch
+import json, sys, time, torch
 d = sys.argv[1]
-x = torch.ones(1, device=d)
-with torch.no_grad():
-    for _ in range(200):
-        x.add_(1)
+def sync():
     if d == 'cuda':
         torch.cuda.synchronize()
+def per_call(body, warmup, count):
+    for _ in range(warmup):
+        body()
+    sync()
     t = []
     for _ in range(5):
         s = time.perf_counter()
-        for _ in range(5000):
-            x.add_(1)
-        t.append((time.perf_counter() - s) / 5000)
-        if d == 'cuda':
-            torch.cuda.synchronize()
-t.sort()
-print(repr(t[2]))
+        for _ in range(count):
+            body()
+        t.append((time.perf_counter() - s) / count)
+        sync()
+    t.sort()
+    return t[2]
+x = torch.ones(1, device=d)
+identity = torch.nn.Identity()
+params = [torch.zeros(1, device=d, requires_grad=True) for _ in range(16)]
+for p in params:
+    p.grad = torch.ones(1, device=d)
+adam = torch.optim.Adam(params, foreach=True)
+with torch.no_grad():
+    op = per_call(lambda: x.add_(1), 200, 5000)
+    module_call = per_call(lambda: identity(x), 200, 5000)
+step = per_call(adam.step, 20, 200)
+print(json.dumps({'op': op, 'module_call': module_call, 'optimizer_step': step}))
 )";
 
-// Host seconds per eager op from a Python loop, by a python3 child (EPOCHCAST_PYTHON names
-// another interpreter) started without a shell (`python -c SCRIPT DEVICE`, under timeout(1): an
-// interpreter that hangs importing torch or starting CUDA costs two minutes); nullopt, with the
-// reason in `why`, where none imports torch.
-std::optional<double> python_dispatch_seconds(bool cuda, std::string& why) {
+// Parameters and ops of the optimizer step both loops time: foreach Adam issues 7 multi-tensor
+// ops a step in PyTorch 2 (runtime/train/optimizers.cpp), whatever the parameter count.
+constexpr int kBenchOptimizerParameters = 16;
+constexpr int kBenchOptimizerOps = 7;
+
+struct PythonDispatch {
+  double op_s = 0;
+  double module_call_s = 0;
+  double optimizer_step_s = 0;
+};
+
+// The Python loop's figures, by a python3 child (EPOCHCAST_PYTHON names another interpreter)
+// started without a shell (`python -c SCRIPT DEVICE`, under timeout(1): an interpreter that hangs
+// importing torch or starting CUDA costs two minutes); nullopt, with the reason in `why`, where
+// none imports torch.
+std::optional<PythonDispatch> python_dispatch(bool cuda, std::string& why) {
   const char* configured = std::getenv("EPOCHCAST_PYTHON");
   std::string python = configured != nullptr && *configured ? configured : "python3";
   std::string script = kPythonDispatchLoop;
@@ -234,42 +262,74 @@ std::optional<double> python_dispatch_seconds(bool cuda, std::string& why) {
   int status = -1;
   if (spawned == 0) waitpid(child, &status, 0);
   if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(output.c_str(), &end);
-  if (end == output.c_str() || !(value > 0 && value < 1)) return std::nullopt;
-  return value;
+  nlohmann::json answer = nlohmann::json::parse(output, nullptr, /*allow_exceptions=*/false);
+  auto seconds = [&](const char* key) -> std::optional<double> {
+    if (!answer.is_object() || !answer.contains(key) || !answer[key].is_number())
+      return std::nullopt;
+    const double value = answer[key].get<double>();
+    if (!(value > 0 && value < 1)) return std::nullopt;
+    return value;
+  };
+  auto op = seconds("op"), module_call = seconds("module_call"), step = seconds("optimizer_step");
+  if (!op || !module_call || !step) {
+    why = fmt::format("{} answered something other than the loop's three figures", python);
+    return std::nullopt;
+  }
+  return PythonDispatch{*op, *module_call, *step};
+}
+
+// Host seconds per call of `body` (launches are asynchronous: host time only), median of five.
+template <typename Body>
+double host_seconds_per_call(const torch::Device& device, int warmup, int count, Body&& body) {
+  for (int i = 0; i < warmup; ++i)
+    body();
+  synchronize(device);
+  std::vector<double> per_call;
+  for (int r = 0; r < 5; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < count; ++i)
+      body();
+    per_call.push_back(seconds_since(start) / count);
+    synchronize(device);
+  }
+  return median_of(per_call);
 }
 
 void bench_dispatch(const DevicePlan& devices, bool single_process, Benchmarks& out) {
   torch::Device device = devices.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  torch::NoGradGuard no_grad;
-  torch::Tensor x = torch::ones({1}, torch::TensorOptions().device(device));
-  const int ops = 5000;
-  for (int i = 0; i < 200; ++i)
-    x.add_(1);
-  synchronize(device);
-  std::vector<double> per_op;
-  for (int r = 0; r < 5; ++r) {
-    auto start = Clock::now();
-    for (int i = 0; i < ops; ++i)
-      x.add_(1);
-    per_op.push_back(seconds_since(start) / ops);  // host time: launches are asynchronous
-    synchronize(device);
-  }
   DispatchMeasurement d;
-  d.op_dispatch_s = median_of(per_op);
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = torch::ones({1}, torch::TensorOptions().device(device));
+    d.op_dispatch_s = host_seconds_per_call(device, 200, 5000, [&] { x.add_(1); });
+    torch::nn::Identity identity;
+    d.module_call_s = host_seconds_per_call(device, 200, 5000, [&] { identity(x); });
+  }
+  {
+    std::vector<torch::Tensor> parameters;
+    for (int i = 0; i < kBenchOptimizerParameters; ++i) {
+      parameters.push_back(
+          torch::zeros({1}, torch::TensorOptions().device(device).requires_grad(true)));
+      parameters.back().mutable_grad() = torch::ones({1}, torch::TensorOptions().device(device));
+    }
+    auto adam = make_step_optimizer(Optimizer::adam, OptimizerImplementation::foreach, parameters);
+    d.optimizer_step_s = host_seconds_per_call(device, 20, 200, [&] { adam->step(); });
+    d.optimizer_step_ops = kBenchOptimizerOps;
+  }
   if (devices.cuda) {
     cuda::LaunchResult launch = cuda::empty_kernel_launch(0, 10000);
     d.kernel_launch_s = launch.host_seconds_per_launch;
     d.kernel_device_s = launch.device_seconds_per_kernel;
   }
-  // Users train from Python: its interpreter and bindings come on top of the same dispatch.
-  // Not under MPI with several ranks, where forking a child is unsafe.
+  // Users train from Python: its interpreter, nn.Module and torch.optim come on top of the same
+  // dispatch. Not under MPI with several ranks, where forking a child is unsafe.
   std::string why;
   if (!single_process) {
     out.skipped.push_back("python dispatch: not measured under MPI with several ranks");
-  } else if (auto python = python_dispatch_seconds(devices.cuda, why)) {
-    d.python_op_dispatch_s = *python;
+  } else if (auto python = python_dispatch(devices.cuda, why)) {
+    d.python_op_dispatch_s = python->op_s;
+    d.python_module_call_s = python->module_call_s;
+    d.python_optimizer_step_s = python->optimizer_step_s;
   } else {
     out.skipped.push_back("python dispatch: " + why);
   }

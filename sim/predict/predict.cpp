@@ -353,9 +353,14 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                                  point.gpus == 1 ? "" : "s", point.global_batch, problem));
   }
   try {
-    if (!scenario.contention.shared() && !waits_for_slowest(scenario, point))
+    const bool libtorch_costs =
+        scenario.training.loop == TrainingLoop::libtorch && scenario.profile.host_libtorch;
+    if (!scenario.contention.shared() && !waits_for_slowest(scenario, point) && !libtorch_costs)
       return simulate_point(scenario, point, options);
-    ScenarioSpec adjusted = scenario.contention.shared() ? under_contention(scenario) : scenario;
+    ScenarioSpec adjusted = scenario;
+    // A C++ loop on LibTorch pays its own host costs where the profile measured them.
+    if (libtorch_costs) adjusted.profile.host = *scenario.profile.host_libtorch;
+    if (scenario.contention.shared()) adjusted = under_contention(adjusted);
     if (waits_for_slowest(scenario, point)) adjusted = at_slowest_gpu(adjusted, point.gpus);
     return simulate_point(adjusted, point, options);
   } catch (const SimulationTooLong& slow) {

@@ -54,7 +54,7 @@ MeasurementFile sample_file() {
   oom.device = "cpu";
   f.points.push_back(oom);
   f.benchmarks.collectives.push_back({"all_reduce", 2, 1024, 1e-5, 0.1024, 0.1024, true});
-  f.benchmarks.dispatch = DispatchMeasurement{5e-6, 0, 0, 1.7e-5};
+  f.benchmarks.dispatch = DispatchMeasurement{5e-6, 0, 0, 1.7e-5, 3e-8, 4e-5, 7, 1.1e-6, 9e-5};
   // The host is device -1 (the runtime's copy benchmark writes it so).
   f.benchmarks.copies.push_back({"host_to_device", true, -1, 0, 1 << 20, 2.9e-5, 36.7});
   return f;
@@ -92,6 +92,11 @@ TEST_CASE("a measurement file reads back exactly as it was written") {
   CHECK(back.points[0].cuda_context_bytes == std::optional<std::int64_t>(500 << 20));
   CHECK(back.points[0].profile_note == f.points[0].profile_note);
   CHECK(back.benchmarks.dispatch->python_op_dispatch_s == std::optional<double>(1.7e-5));
+  CHECK(back.benchmarks.dispatch->module_call_s == 3e-8);
+  CHECK(back.benchmarks.dispatch->optimizer_step_s == 4e-5);
+  CHECK(back.benchmarks.dispatch->optimizer_step_ops == 7);
+  CHECK(back.benchmarks.dispatch->python_module_call_s == std::optional<double>(1.1e-6));
+  CHECK(back.benchmarks.dispatch->python_optimizer_step_s == std::optional<double>(9e-5));
 }
 
 TEST_CASE("a point measured in rounds pools its samples and re-estimates its epoch") {

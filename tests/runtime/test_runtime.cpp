@@ -516,13 +516,15 @@ TEST_CASE("the ddp reducer writes each gradient into its bucket with one kernel,
 }
 
 TEST_CASE("bench records Python's dispatch from the interpreter EPOCHCAST_PYTHON names") {
-  // A stand-in interpreter that answers as the Python loop would (5 us an op) when called as
-  // `python -c SCRIPT cpu`; one that fails leaves the figure out, with the reason.
+  // A stand-in interpreter that answers as the Python loop would (5 us an op, 2 us a module
+  // call, 90 us an Adam step) when called as `python -c SCRIPT cpu`; one that fails leaves the
+  // figures out, with the reason.
   const std::filesystem::path fake = std::filesystem::temp_directory_path() /
                                      ("epochcast-test-fake-python-" + std::to_string(getpid()));
   {
     std::ofstream script(fake);
-    script << "#!/bin/sh\n[ \"$1\" = -c ] && [ \"$3\" = cpu ] && echo 5e-06\n";
+    script << "#!/bin/sh\n[ \"$1\" = -c ] && [ \"$3\" = cpu ] && echo "
+              "'{\"op\": 5e-06, \"module_call\": 2e-06, \"optimizer_step\": 9e-05}'\n";
   }
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   BenchOptions options;
@@ -536,8 +538,15 @@ TEST_CASE("bench records Python's dispatch from the interpreter EPOCHCAST_PYTHON
   std::filesystem::remove(fake);
   REQUIRE(with.dispatch);
   CHECK(with.dispatch->python_op_dispatch_s == std::optional<double>(5e-6));
+  CHECK(with.dispatch->python_module_call_s == std::optional<double>(2e-6));
+  CHECK(with.dispatch->python_optimizer_step_s == std::optional<double>(9e-5));
+  // The C++ loop's own figures beside them: a module call, a foreach Adam step of 7 ops.
+  CHECK(with.dispatch->module_call_s > 0);
+  CHECK(with.dispatch->optimizer_step_s > with.dispatch->op_dispatch_s);
+  CHECK(with.dispatch->optimizer_step_ops == 7);
   REQUIRE(without.dispatch);
   CHECK_FALSE(without.dispatch->python_op_dispatch_s);
+  CHECK_FALSE(without.dispatch->python_optimizer_step_s);
   REQUIRE(without.skipped.size() == 1);
   CHECK_THAT(without.skipped[0], Catch::Contains("/nonexistent/python with torch was not found"));
 }

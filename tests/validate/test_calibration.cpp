@@ -1,5 +1,6 @@
 // Calibration and validation: the least-squares pieces, recovery of known parameters from
 // measurements the simulator itself generated, the summary figures, and profile round trips.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -470,4 +471,64 @@ TEST_CASE("an optional profile figure, once given, needs its source like the oth
   CHECK_THROWS_WITH(load_profile_from_string(text, "p.yaml"),
                     Catch::Contains("sources.gpu.optimizer_memory_efficiency") &&
                         Catch::Contains("has no source"));
+}
+
+TEST_CASE(
+    "with the bench's Python loop, a calibrated profile predicts Python and keeps LibTorch's") {
+  // Synthetic truth: the C++ loop pays 4 us an op and 0.1 us a module call; Python pays 2 us
+  // more an op, 3 us a module call, and 60 us of torch.optim beyond its 7 ops' dispatch.
+  ScenarioSpec scenario =
+      load_scenario(source("scenarios/seed-003/desktop.yaml"), {{"sweep.gpus", "[1]", ""}});
+  MeasuredScenario m = synthetic_measurements(scenario, scenario.profile);
+  m.scenario.training.loop = TrainingLoop::libtorch;  // as load_measured_scenario sets it
+  DispatchMeasurement d;
+  d.op_dispatch_s = 4e-6;
+  d.module_call_s = 0.1e-6;
+  d.optimizer_step_s = 30e-6;
+  d.optimizer_step_ops = 7;
+  d.python_op_dispatch_s = 6e-6;
+  d.python_module_call_s = 3.1e-6;
+  d.python_optimizer_step_s = 30e-6 + 7 * 2e-6 + 60e-6;
+  m.measurements.benchmarks.dispatch = d;
+
+  Calibration c = calibrate({m}, {}, {"run.json"});
+  REQUIRE(c.profile.host_libtorch);
+  const HostCosts& cpp = *c.profile.host_libtorch;
+  // LibTorch's from the dispatch benchmark (the end-to-end fit may move it a little); Python's
+  // add exactly what the two loops' figures differ by.
+  CHECK(cpp.forward_op.value() == Approx(4e-6).epsilon(0.05));
+  CHECK(c.profile.host.forward_op.value() == Approx(cpp.forward_op.value() + 2e-6 + 3e-6));
+  CHECK(c.profile.host.optimizer_op.value() == Approx(cpp.optimizer_op.value() + 2e-6));
+  CHECK(c.profile.host.step_overhead.value() == Approx(cpp.step_overhead.value() + 60e-6));
+  CHECK(c.profile.host.backward_op.value() == cpp.backward_op.value());  // autograd is C++
+  CHECK(c.profile.sources.count("host_libtorch") == 1);
+
+  // Both survive the YAML; the runtime's measurements are simulated with LibTorch's costs, a
+  // user's Python loop with Python's, which take longer.
+  HardwareProfile back = load_profile_from_string(profile_yaml(c.profile, "test"), "p.yaml");
+  REQUIRE(back.host_libtorch);
+  CHECK(back.host_libtorch->forward_op.value() == Approx(cpp.forward_op.value()));
+  ScenarioSpec python = scenario, libtorch = scenario;
+  apply_profile(python, back);
+  apply_profile(libtorch, back);
+  libtorch.training.loop = TrainingLoop::libtorch;
+  const SweepPoint point = expand_sweep(scenario).front();
+  ScenarioSpec libtorch_as_host = scenario;
+  HardwareProfile only_cpp = back;
+  only_cpp.host = *back.host_libtorch;
+  only_cpp.host_libtorch.reset();
+  apply_profile(libtorch_as_host, only_cpp);
+  CHECK(sim::predict_point(libtorch, point).epoch_seconds ==
+        sim::predict_point(libtorch_as_host, point).epoch_seconds);
+  CHECK(sim::predict_point(python, point).epoch_seconds >
+        sim::predict_point(libtorch, point).epoch_seconds);
+
+  // Without the Python loop the costs are LibTorch's, and the calibration says so.
+  m.measurements.benchmarks.dispatch->python_module_call_s.reset();
+  Calibration plain = calibrate({m}, {}, {"run.json"});
+  CHECK_FALSE(plain.profile.host_libtorch);
+  CHECK(plain.profile.host.forward_op.value() == Approx(cpp.forward_op.value()));
+  CHECK(std::any_of(plain.notes.begin(), plain.notes.end(), [](const std::string& n) {
+    return n.find("a Python training loop pays more") != std::string::npos;
+  }));
 }

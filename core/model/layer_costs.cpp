@@ -435,6 +435,68 @@ PrimitiveCosts added_embedding(PrimitiveCosts p, const CostOptions& o, bool by_p
   return p;
 }
 
+// Self-attention through F.scaled_dot_product_attention's fused kernel (`attention: sdpa`):
+// FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+// Partitioning", 2023), or the memory-efficient kernel where FlashAttention does not apply (fp32,
+// older GPUs), computes q·kᵀ, the softmax (online, tile by tile) and ·v in one kernel that never
+// writes the tokens x tokens scores to memory; its backward recomputes them from q, k and the
+// saved log-sum-exp, with five matrix products to the forward's two (the paper's section 3.1:
+// backward ~2.5x the forward's FLOPs). A causal mask skips the tiles above the diagonal, about
+// half the work. q, k and v stay strided views of the input projection, the 1/sqrt(head_dim)
+// scale is applied inside, dropout draws from a seed (no mask is saved); merging the heads
+// after it is a copy, as on the math path. Parameters and projections are the math path's.
+PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  const Layer& l = p.costs.layer;
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 len = in.dims[0], d = in.dims[1], h = l.heads;
+  I64 dh = d / h, ld = len * d;
+  const I64 lse = 4 * h * len;  // the log-sum-exp per query row, float32
+  const std::string_view proj = l.bias ? "addmm" : "mm";
+  const I64 forward_k = l.causal ? dh : 2 * dh;                 // two products, halved when causal
+  const I64 backward_k = l.causal ? (5 * dh + 1) / 2 : 5 * dh;  // five, likewise
+
+  auto& f = p.costs.forward;
+  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
+                   bytes(a * 4 * ld, w * 3 * d * d)));
+  f.push_back(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
+                   fixed(len), fixed(forward_k), bytes(a * 4 * ld + lse)));
+  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                   bytes(a * 2 * ld, w * d * d)));
+
+  std::vector<KernelWork> chain;
+  chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                       bytes(a * 2 * ld, w * d * d)));
+  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
+  chain.push_back(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
+                       fixed(len), fixed(len), fixed(backward_k), bytes(a * 8 * ld + lse)));
+  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
+  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
+  if (needs_grad) {
+    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
+                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
+  }
+  auto& bw = p.costs.backward_weight;
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
+                    bytes(a * 2 * ld, w * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
+  }
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
+                    bytes(a * 4 * ld, w * 3 * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
+                        count(3 * ld)));
+  }
+  // Held for backward: the input, q, k, v, the attention output and its log-sum-exp, and the
+  // merged context (for the output projection's weight gradient); no scores.
+  p.saves_input = true;
+  p.saved_extra = bytes(a * (3 * ld + ld + ld) + lse);
+  return p;
+}
+
 PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
   const TensorShape& in = p.costs.input_shape;
   const Layer& l = p.costs.layer;
@@ -453,6 +515,7 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   if (l.bias) add_param(p.costs, "out_proj.bias", d);
   p.costs.macs_per_sample = narrow(4 * len * d * d + 2 * len * len * d);
   const std::string_view proj = l.bias ? "addmm" : "mm";
+  if (l.fused_attention) return fused_attention(std::move(p), o, needs_grad);
 
   // Forward, the unfused ("math") path: project q,k,v; scale q; S = q·kᵀ; mask; softmax;
   // dropout; context = P·v; merge heads; output projection.

@@ -14,6 +14,13 @@ namespace epochcast {
 
 namespace {
 
+// `attention: math | sdpa`: PyTorch's unfused path (nn.MultiheadAttention with need_weights, the
+// default) or F.scaled_dot_product_attention's fused kernel (Hugging Face's "sdpa").
+bool read_attention(const yaml::Node& node) {
+  static constexpr std::array<std::string_view, 2> kAttention = {"math", "sdpa"};
+  return node.as_choice(kAttention) == 1;
+}
+
 struct TypeInfo {
   LayerType type;
   std::string_view yaml_name;
@@ -113,14 +120,14 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"position_embedding", {"max_positions"}},
       {"token_type_embedding", {"types"}},
       {"token_select", {"index"}},
-      {"multihead_attention", {"heads", "dropout", "causal", "bias"}},
+      {"multihead_attention", {"heads", "dropout", "causal", "bias", "attention"}},
       {"residual", {"body", "shortcut"}},
       {"bottleneck", {"width", "stride", "expansion"}},
       {"basic_block", {"out_channels", "stride"}},
       {"inverted_residual", {"out_channels", "expand_ratio", "stride"}},
       {"transformer_encoder",
        {"d_model", "heads", "ffn_dim", "dropout", "attention_dropout", "activation", "norm_first",
-        "causal", "eps"}},
+        "causal", "eps", "attention"}},
   };
   std::vector<std::string_view> keys(kCommonKeys.begin(), kCommonKeys.end());
   auto found = kKeys.find(type);
@@ -365,6 +372,7 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       if (layer.dropout >= 1) map.required("dropout").fail("dropout must be below 1");
       if (auto c = map.optional("causal")) layer.causal = c->as_bool();
       if (auto b = map.optional("bias")) layer.bias = b->as_bool();
+      if (auto a = map.optional("attention")) layer.fused_attention = read_attention(*a);
       break;
     case LayerType::sigmoid:
     case LayerType::tanh:
@@ -535,6 +543,7 @@ void ModelReader::expand_block(std::string_view type, const yaml::MapReader& map
     attention.heads = heads;
     attention.dropout = attention_dropout;
     attention.causal = causal;
+    if (auto a = map.optional("attention")) attention.fused_attention = read_attention(*a);
 
     std::vector<ModelNode> attention_body;
     std::vector<ModelNode> ffn_body;

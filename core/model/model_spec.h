@@ -77,6 +77,9 @@ struct Layer {
   // (MobileNetV2's expansion): when > 0, out_features = input channels x channel_multiplier.
   std::int64_t channel_multiplier = 0;
   bool depthwise = false;  // conv with groups = input channels
+  // multihead_attention: computed by one fused scaled_dot_product_attention kernel (FlashAttention
+  // or memory-efficient attention, `attention: sdpa`) instead of the unfused math path.
+  bool fused_attention = false;
 };
 
 // An element of a layer sequence: a primitive layer, or a residual block computing

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include "core/model/tensor_shape.h"
 
@@ -27,18 +28,32 @@ std::string module_name(const std::string& layer_name) {
   return name;
 }
 
+[[maybe_unused]] std::string fused_attention_unavailable() {
+  return fmt::format(
+      "attention: sdpa needs scaled_dot_product_attention, which LibTorch has from 2.0 on; this "
+      "runtime is built with LibTorch {}",
+      TORCH_VERSION);
+}
+
 [[noreturn]] void broken(const std::string& what) {
   throw std::logic_error("torch model: " + what);
 }
 
 // Self-attention with nn.MultiheadAttention's parameter names and layout (what core counts),
-// computed on the unfused math path core costs: project, scale, q·kᵀ, mask, softmax, dropout,
-// ·v, merge heads, project. Inputs and outputs are [batch, tokens, features].
+// computed as core costs it: on the unfused math path (project, scale, q·kᵀ, mask, softmax,
+// dropout, ·v, merge heads, project), or with `attention: sdpa` through
+// scaled_dot_product_attention's fused kernel between the projections (LibTorch 2.0 or later).
+// Inputs and outputs are [batch, tokens, features].
 class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   SelfAttentionImpl(std::int64_t features, std::int64_t heads, bool bias, bool causal,
-                    double dropout)
-      : features_(features), heads_(heads), bias_(bias), causal_(causal), dropout_(dropout) {
+                    double dropout, bool fused)
+      : features_(features),
+        heads_(heads),
+        bias_(bias),
+        causal_(causal),
+        fused_(fused),
+        dropout_(dropout) {
     reset();
   }
 
@@ -59,6 +74,17 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
     auto split_heads = [&](const torch::Tensor& t) {
       return t.reshape({batch, tokens, heads_, head_dim}).transpose(1, 2);
     };
+    if (fused_) {
+#if TORCH_VERSION_MAJOR >= 2
+      // The heads stay strided views; the kernel scales by 1/sqrt(head_dim) itself.
+      torch::Tensor context = at::scaled_dot_product_attention(
+          split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), {},
+          is_training() ? dropout_ : 0.0, causal_);
+      return out_proj_->forward(context.transpose(1, 2).reshape({batch, tokens, features_}));
+#else
+      throw std::runtime_error(fused_attention_unavailable());
+#endif
+    }
     torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
     torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
     torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));
@@ -75,7 +101,7 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
 
  private:
   std::int64_t features_, heads_;
-  bool bias_, causal_;
+  bool bias_, causal_, fused_;
   double dropout_;
   torch::Tensor in_proj_weight_, in_proj_bias_;
   torch::nn::Linear out_proj_{nullptr};
@@ -96,6 +122,17 @@ class TiedLinearBiasImpl : public torch::nn::Cloneable<TiedLinearBiasImpl> {
 TORCH_MODULE(TiedLinearBias);
 
 }  // namespace
+
+std::string unsupported_by_libtorch(const ModelAnalysis& analysis) {
+#if TORCH_VERSION_MAJOR < 2
+  for (const LayerCosts& layer : analysis.layers) {
+    if (layer.layer.fused_attention) return fused_attention_unavailable();
+  }
+#else
+  (void)analysis;
+#endif
+  return "";
+}
 
 struct TorchModelImpl::Step {
   std::vector<std::size_t> reads;
@@ -363,8 +400,9 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
       return [index](const Inputs& in) { return in.at(0).select(1, index); };
     }
     case LayerType::multihead_attention: {
-      auto attention = register_module(
-          registered, SelfAttention(costs.in_features, l.heads, l.bias, l.causal, l.dropout));
+      auto attention =
+          register_module(registered, SelfAttention(costs.in_features, l.heads, l.bias, l.causal,
+                                                    l.dropout, l.fused_attention));
       return [attention](const Inputs& in) { return attention->forward(in.at(0)); };
     }
     case LayerType::add:

@@ -72,6 +72,9 @@ class TorchModelImpl : public torch::nn::Cloneable<TorchModelImpl> {
 };
 TORCH_MODULE(TorchModel);
 
+// Why this LibTorch cannot build the model ("" when it can): attention: sdpa before 2.0.
+std::string unsupported_by_libtorch(const ModelAnalysis& analysis);
+
 // Builds the module for a model (analysing it in fp32 first).
 TorchModel build_torch_model(const ModelSpec& spec);
 

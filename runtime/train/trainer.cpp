@@ -308,6 +308,8 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
     // reachable from Python only.
     return "optimizer_implementation fused: LibTorch's C++ optimizers have no fused kernels";
   }
+  if (std::string why = unsupported_by_libtorch(analyze_model(scenario.model)); !why.empty())
+    return why;
   if (scenario.loader.gpu_decode.value() > 0) {
     // Its samples are synthetic tensors: there are no encoded files, and DALI is not linked.
     return "loader.gpu_decode_us: the runtime has no encoded files to decode on the GPU";

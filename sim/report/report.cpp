@@ -122,6 +122,19 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "receives, two under NVLS) and the memory-bound kernels of the backward pass beside them "
         "get the rest of its bandwidth; training.nccl_memory_contention: false leaves it out");
   }
+  if (std::any_of(s.analysis.layers.begin(), s.analysis.layers.end(),
+                  [](const LayerCosts& l) { return l.layer.fused_attention; })) {
+    out.push_back(
+        "attention: sdpa's fused kernel runs at the profile's GEMM efficiency (FlashAttention-2 "
+        "reports 50-73% of peak forward, less backward); calibrating on measured runs corrects it");
+  }
+  if (several && s.training.strategy == Strategy::ddp && s.training.broadcast_buffers &&
+      s.analysis.buffers > 0) {
+    out.push_back(
+        "ddp broadcasts rank 0's buffers (batch-norm statistics) before each step's forward, as "
+        "DistributedDataParallel's default broadcast_buffers=True does; "
+        "training.broadcast_buffers: false leaves it out");
+  }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {
     for (const KernelWork& k : layer.forward)

@@ -1,5 +1,7 @@
 // Layer cost formulas against closed forms computed here, and the bookkeeping rules of the
 // analysis: first layers skip input gradients, shared tensors are held once, residuals fork.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "core/model/analysis.h"
@@ -184,6 +186,47 @@ TEST_CASE("attention costs 4·L·d² + 2·L²·d multiply-adds and holds the L²
   const std::int64_t held = 4 * (len * d /*input*/ + 3 * len * d /*q,k,v*/ +
                                  heads * len * len /*probabilities*/ + len * d /*context*/);
   CHECK(attention.saved.per_sample.value() == held);
+}
+
+TEST_CASE("attention: sdpa runs one fused kernel each way and holds no L² scores") {
+  const std::int64_t len = 16, d = 32, heads = 4;
+  auto analyse = [&](const std::string& options) {
+    return analyze_text(
+        "  - {type: linear, out_features: 32}\n"
+        "  - {type: multihead_attention, heads: 4, dropout: 0.1" +
+            options + "}\n",
+        "[16, 32]");
+  };
+  const LayerCosts math = analyse("").layers[1];
+  const LayerCosts sdpa = analyse(", attention: sdpa").layers[1];
+  CHECK(sdpa.params == math.params);
+  CHECK(sdpa.macs_per_sample == math.macs_per_sample);
+  auto count = [](const std::vector<KernelWork>& kernels, std::string_view name) {
+    return std::count_if(kernels.begin(), kernels.end(),
+                         [&](const KernelWork& k) { return k.name == name; });
+  };
+  // Input projection, the fused kernel, merging the heads, output projection.
+  CHECK(sdpa.forward.size() == 4);
+  CHECK(count(sdpa.forward, "_scaled_dot_product_attention") == 1);
+  CHECK(count(sdpa.forward, "softmax") == 0);
+  CHECK(count(sdpa.backward_input, "_scaled_dot_product_attention_backward") == 1);
+  // The fused forward does the two products' FLOPs (4·L²·d); its backward five of them.
+  auto fused_flops = [&](const std::vector<KernelWork>& kernels, std::string_view name) {
+    for (const KernelWork& k : kernels)
+      if (k.name == name) return k.flops.at(1).value();
+    return std::int64_t{0};
+  };
+  CHECK(fused_flops(sdpa.forward, "_scaled_dot_product_attention") == 4 * len * len * d);
+  CHECK(fused_flops(sdpa.backward_input, "_scaled_dot_product_attention_backward") ==
+        10 * len * len * d);
+  // Held: input, q, k, v, the output, the merged context and a float log-sum-exp per head and
+  // row; the math path adds the L² probabilities and, with dropout, their mask and dropped copy.
+  CHECK(sdpa.saved.per_sample.value() == 4 * (6 * len * d) + 4 * heads * len);
+  CHECK(math.saved.per_sample.value() - sdpa.saved.per_sample.value() ==
+        4 * heads * len * len * 2 + heads * len * len - 4 * len * d - 4 * heads * len);
+  // A causal mask halves the fused work.
+  const LayerCosts causal = analyse(", causal: true, attention: sdpa").layers[1];
+  CHECK(fused_flops(causal.forward, "_scaled_dot_product_attention") == 2 * len * len * d);
 }
 
 TEST_CASE("flops at a batch are per-sample times batch plus the fixed part") {

@@ -27,6 +27,7 @@
 #include <map>
 
 #include <ATen/record_function.h>
+#include <fmt/format.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -716,4 +717,49 @@ TEST_CASE("ddp's buffer sync gives every rank rank 0's batch-norm statistics", "
   hashes = group.all_gather(parameter_hash(model->buffers()));
   CHECK(hashes[0] == rank0);
   CHECK(hashes[1] == rank0);
+}
+
+// --- attention: sdpa, the fused kernel (LibTorch 2.0 or later) -----------------------------------
+
+namespace {
+
+ModelSpec attention_model(bool fused, bool causal) {
+  return load_model_from_string(fmt::format(R"(kind: model
+name: attention-test
+input: {{shape: [12, 16], dtype: float32}}
+layers:
+  - {{type: multihead_attention, heads: 4, dropout: 0.1, causal: {}, attention: {}}}
+  - flatten
+  - {{type: linear, out_features: 10}}
+)",
+                                            causal ? "true" : "false", fused ? "sdpa" : "math"),
+                                "attention-test");
+}
+
+}  // namespace
+
+TEST_CASE("attention: sdpa computes what the math path does, where LibTorch has the kernel") {
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    torch::manual_seed(9);
+    TorchModel math = build_torch_model(attention_model(false, causal));
+    if (!unsupported_by_libtorch(math->analysis()).empty()) FAIL("the math path always runs");
+    const std::string why = unsupported_by_libtorch(analyze_model(attention_model(true, causal)));
+#if TORCH_VERSION_MAJOR >= 2
+    CHECK(why.empty());
+    torch::manual_seed(9);
+    TorchModel sdpa = build_torch_model(attention_model(true, causal));
+    math->eval();  // no dropout: both compute the same function
+    sdpa->eval();
+    torch::Tensor x = torch::randn({3, 12, 16});
+    CHECK(torch::allclose(math->forward(x), sdpa->forward(x), 1e-4, 1e-5));
+#else
+    // Debian's LibTorch 1.13 has no scaled_dot_product_attention: such points are skipped.
+    CHECK_THAT(why, Catch::Contains("LibTorch has from 2.0 on"));
+    ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
+    scenario.model = attention_model(true, causal);
+    CHECK_THAT(why_not_runnable(scenario, {1, 16, 16}, plan_devices(DeviceChoice::cpu), world()),
+               Catch::Contains("attention: sdpa needs scaled_dot_product_attention"));
+#endif
+  }
 }

@@ -277,6 +277,37 @@ void hold_stream(const Stream* stream, double seconds) {
 
 // --- EventTimer ---------------------------------------------------------------------------------
 
+Event::Event(int device) : device_(device) {
+  EPOCHCAST_CHECK(device_, cudaSetDevice(device_));
+  cudaEvent_t event = nullptr;
+  EPOCHCAST_CHECK(device_, cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  event_ = event;
+}
+
+Event::~Event() {
+  if (event_ != nullptr)
+    EPOCHCAST_CHECK_NOTHROW(device_, cudaEventDestroy(detail::as_event(event_)));
+}
+
+void Event::record(const Stream& stream) {
+  if (stream.device() != device_) {
+    throw std::invalid_argument("Event::record: the stream is on device " +
+                                std::to_string(stream.device()) + ", the event on device " +
+                                std::to_string(device_));
+  }
+  EPOCHCAST_CHECK(device_,
+                  cudaEventRecord(detail::as_event(event_), detail::as_stream(stream.handle())));
+}
+
+bool Event::finished() const {
+  // The asking thread (a watchdog's) may have another device current.
+  if (cudaSetDevice(device_) != cudaSuccess) return true;
+  const cudaError_t state = cudaEventQuery(detail::as_event(event_));
+  if (state == cudaErrorNotReady) return false;
+  if (state != cudaSuccess) (void)cudaGetLastError();  // not sticky: leave it to the caller
+  return true;
+}
+
 EventTimer::EventTimer(const Stream* stream) : stream_(stream) {
   if (stream_ != nullptr) {
     device_ = stream_->device();

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -93,6 +94,23 @@ class EventTimer {
   void* stop_ = nullptr;
 };
 
+// A marker recorded on a stream after some work: finished() once that work has run, without
+// waiting (a watchdog's question about a collective in flight).
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const Stream& stream);
+  // Never throws: an error counts as finished (the communicator's health check reports it).
+  bool finished() const;
+
+ private:
+  int device_;
+  void* event_ = nullptr;
+};
+
 // bytes: raw bytes, for copies of tensors of any dtype (broadcasts), never for reductions.
 enum class ElementType { float32, float16, bfloat16, bytes };
 
@@ -123,10 +141,13 @@ class NcclCommunicator {
   // Throws CudaError (after aborting the communicator) when NCCL has recorded an asynchronous
   // failure: a peer gone, a network error. Call it while waiting on collectives.
   void check_health();
-  // ncclCommAbort: pending and future operations fail instead of hanging; idempotent.
+  // ncclCommAbort: pending and future operations fail instead of hanging; idempotent. Safe from
+  // another thread (a watchdog's): every operation holds the communicator's lock.
   void abort();
+  double timeout_s() const { return timeout_s_; }
 
  private:
+  void abort_locked();
   void wait_until_ready(double timeout_s, const char* what);
   void check_launch(int result, const char* what);
   void check_live(const char* operation) const;
@@ -136,6 +157,7 @@ class NcclCommunicator {
   int device_;
   double timeout_s_;
   void* comm_ = nullptr;  // ncclComm_t
+  std::mutex mutex_;      // a watchdog thread may abort while the training thread launches
 };
 
 // Device memory that frees itself.

@@ -63,7 +63,7 @@ void NcclCommunicator::wait_until_ready(double timeout_s, const char* what) {
     EPOCHCAST_CHECK(device_, ncclCommGetAsyncError(detail::as_comm(comm_), &state));
     if (state != ncclInProgress) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      abort();
+      abort_locked();
       throw CudaError(std::string("NCCL: ") + what + " did not complete within " +
                       std::to_string(static_cast<int>(timeout_s)) + " s on rank " +
                       std::to_string(rank_) + " of " + std::to_string(size_) +
@@ -73,7 +73,7 @@ void NcclCommunicator::wait_until_ready(double timeout_s, const char* what) {
   }
   if (state != ncclSuccess) {
     const std::string reason = ncclGetErrorString(state);
-    abort();
+    abort_locked();
     throw CudaError(std::string("NCCL: ") + what + " failed on rank " + std::to_string(rank_) +
                     ": " + reason + "; the communicator was aborted");
   }
@@ -89,18 +89,24 @@ void NcclCommunicator::check_launch(int result, const char* what) {
 }
 
 void NcclCommunicator::abort() {
+  std::lock_guard lock(mutex_);
+  abort_locked();
+}
+
+void NcclCommunicator::abort_locked() {
   if (comm_ == nullptr) return;
   EPOCHCAST_CHECK_NOTHROW(device_, ncclCommAbort(detail::as_comm(comm_)));
   comm_ = nullptr;
 }
 
 void NcclCommunicator::check_health() {
+  std::lock_guard lock(mutex_);
   if (comm_ == nullptr) throw CudaError("NCCL: the communicator was aborted");
   ncclResult_t state = ncclSuccess;
   EPOCHCAST_CHECK(device_, ncclCommGetAsyncError(detail::as_comm(comm_), &state));
   if (state == ncclSuccess || state == ncclInProgress) return;
   const std::string reason = ncclGetErrorString(state);
-  abort();
+  abort_locked();
   throw CudaError("NCCL: rank " + std::to_string(rank_) + " failed asynchronously: " + reason +
                   "; the communicator was aborted");
 }
@@ -137,6 +143,7 @@ NcclCommunicator::NcclCommunicator(int rank, int size, const std::string& unique
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  std::lock_guard lock(mutex_);
   if (comm_ == nullptr) return;
   // A non-blocking communicator may still be finishing work: abort rather than wait on it.
   ncclResult_t state = ncclSuccess;
@@ -144,13 +151,14 @@ NcclCommunicator::~NcclCommunicator() {
       state == ncclSuccess) {
     EPOCHCAST_CHECK_NOTHROW(device_, ncclCommDestroy(detail::as_comm(comm_)));
   } else {
-    abort();
+    abort_locked();
   }
 }
 
 void NcclCommunicator::all_reduce_sum(void* data, std::size_t count, ElementType type,
                                       const Stream& stream) {
   require_device(stream, device_, "all_reduce_sum");
+  std::lock_guard lock(mutex_);
   check_live("all_reduce_sum");
   check_launch(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, detail::as_comm(comm_),
                              detail::as_stream(stream.handle())),
@@ -160,6 +168,7 @@ void NcclCommunicator::all_reduce_sum(void* data, std::size_t count, ElementType
 void NcclCommunicator::broadcast(void* data, std::size_t count, ElementType type, int root,
                                  const Stream& stream) {
   require_device(stream, device_, "broadcast");
+  std::lock_guard lock(mutex_);
   check_live("broadcast");
   check_launch(ncclBroadcast(data, data, count, nccl_type(type), root, detail::as_comm(comm_),
                              detail::as_stream(stream.handle())),
@@ -170,6 +179,7 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* receive,
                                           std::size_t receive_count, ElementType type,
                                           const Stream& stream) {
   require_device(stream, device_, "reduce_scatter_sum");
+  std::lock_guard lock(mutex_);
   check_live("reduce_scatter_sum");
   check_launch(ncclReduceScatter(send, receive, receive_count, nccl_type(type), ncclSum,
                                  detail::as_comm(comm_), detail::as_stream(stream.handle())),
@@ -179,6 +189,7 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* receive,
 void NcclCommunicator::all_gather(const void* send, void* receive, std::size_t send_count,
                                   ElementType type, const Stream& stream) {
   require_device(stream, device_, "all_gather");
+  std::lock_guard lock(mutex_);
   check_live("all_gather");
   check_launch(ncclAllGather(send, receive, send_count, nccl_type(type), detail::as_comm(comm_),
                              detail::as_stream(stream.handle())),

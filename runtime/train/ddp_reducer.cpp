@@ -3,7 +3,10 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/measure/collective_watchdog.h"
 #include "runtime/train/coalesced_buffers.h"
 
 namespace epochcast::runtime {
@@ -30,8 +33,13 @@ std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tens
 
 DdpReducer::DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
                        std::int64_t first_cap_bytes, std::int64_t cap_bytes,
-                       cuda::NcclCommunicator* nccl, cuda::Stream* stream)
-    : parameters_(std::move(parameters)), group_(group), nccl_(nccl), stream_(stream) {
+                       cuda::NcclCommunicator* nccl, cuda::Stream* stream,
+                       CollectiveWatchdog* watchdog)
+    : parameters_(std::move(parameters)),
+      group_(group),
+      nccl_(nccl),
+      stream_(stream),
+      watchdog_(watchdog) {
   if (parameters_.empty()) throw std::invalid_argument("ddp needs a model with parameters");
   on_cuda_ = parameters_.front().is_cuda();
   if (on_cuda_ && (nccl_ == nullptr || stream_ == nullptr)) {
@@ -107,6 +115,7 @@ void DdpReducer::sync_buffers(const std::vector<torch::Tensor>& buffers) {
       // NCCL's stream waits for the flattening; the forward's stream waits for the broadcast.
       stream_->wait_for(nullptr);
       nccl_->broadcast(flat.data_ptr(), bytes, cuda::ElementType::bytes, 0, *stream_);
+      watch_last_launch("the broadcast of rank 0's buffers");
       stream_->make_default_stream_wait();
     } else {
       group_.broadcast(flat.data_ptr(), bytes, 0);
@@ -155,12 +164,21 @@ void DdpReducer::launch(std::size_t bucket) {
     nccl_->all_reduce_sum(buckets_[bucket].flat.data_ptr(),
                           static_cast<std::size_t>(buckets_[bucket].flat.numel()),
                           cuda::ElementType::float32, *stream_);
+    watch_last_launch(fmt::format("the all-reduce of gradient bucket {}", bucket));
     return;
   }
   std::lock_guard lock(mutex_);
   queue_.push_back(bucket);
   ++launched_;
   work_.notify_one();
+}
+
+// An event after the collective just queued on NCCL's stream, for the watchdog to ask about.
+void DdpReducer::watch_last_launch(std::string what) {
+  if (watchdog_ == nullptr) return;
+  auto done = std::make_shared<cuda::Event>(stream_->device());
+  done->record(*stream_);
+  watchdog_->watch(std::move(what), [done] { return done->finished(); });
 }
 
 void DdpReducer::communication_loop() {

@@ -25,6 +25,8 @@ class Stream;
 
 namespace epochcast::runtime {
 
+class CollectiveWatchdog;
+
 // Parameter indices per bucket, in the order their all-reduces are issued.
 std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tensor>& parameters,
                                                    std::int64_t first_cap_bytes,
@@ -33,9 +35,11 @@ std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tens
 class DdpReducer {
  public:
   // `nccl` and `stream` are used for CUDA parameters (both required then), else MPI via `group`.
+  // With a `watchdog`, every collective launched on the GPU is registered with it.
   DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
              std::int64_t first_cap_bytes, std::int64_t cap_bytes,
-             cuda::NcclCommunicator* nccl = nullptr, cuda::Stream* stream = nullptr);
+             cuda::NcclCommunicator* nccl = nullptr, cuda::Stream* stream = nullptr,
+             CollectiveWatchdog* watchdog = nullptr);
   ~DdpReducer();  // removes its gradient hooks: the model trains on without it
   DdpReducer(const DdpReducer&) = delete;
   DdpReducer& operator=(const DdpReducer&) = delete;
@@ -68,12 +72,14 @@ class DdpReducer {
   void launch(std::size_t bucket);
   void communication_loop();
   void all_reduce(Bucket& bucket);
+  void watch_last_launch(std::string what);
 
   std::vector<torch::Tensor> parameters_;
   std::vector<unsigned> hooks_;  // one per parameter, removed with the reducer
   const Group& group_;
   cuda::NcclCommunicator* nccl_;
   cuda::Stream* stream_;
+  CollectiveWatchdog* watchdog_;
   bool on_cuda_ = false;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<std::size_t, std::size_t>> where_;  // parameter -> (bucket, slot)

@@ -14,6 +14,7 @@
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/data/synthetic_loader.h"
+#include "runtime/measure/collective_watchdog.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/data_parallel.h"
@@ -199,6 +200,8 @@ struct Rig {
   std::unique_ptr<StepOptimizer> optimizer;
   std::unique_ptr<cuda::Stream> comm_stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
+  // Declared after the communicator it aborts, so that it stops first.
+  std::unique_ptr<CollectiveWatchdog> collective_watchdog;
   std::unique_ptr<DdpReducer> reducer;
   std::unique_ptr<SyntheticLoader> loader;
   LossScaler scaler;
@@ -378,6 +381,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
   Rig rig(scenario, point, options, group, device);
   auto finish = [&](MeasuredPoint&& r) {
     rig.reducer.reset();
+    rig.collective_watchdog.reset();
     rig.data_parallel.reset();
     rig.loader.reset();
     rig.optimizer.reset();
@@ -464,10 +468,22 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
         rig.comm_stream = std::make_unique<cuda::Stream>(device.index());
         rig.nccl = std::make_unique<cuda::NcclCommunicator>(group.rank(), group.size(), id,
                                                             device.index());
+        cuda::NcclCommunicator* nccl = rig.nccl.get();
+        rig.collective_watchdog = std::make_unique<CollectiveWatchdog>(
+            nccl->timeout_s(),
+            [nccl] {
+              try {
+                nccl->check_health();
+                return std::string();
+              } catch (const cuda::CudaError& error) {
+                return std::string(error.what());
+              }
+            },
+            [nccl] { nccl->abort(); });
       }
       rig.reducer = std::make_unique<DdpReducer>(
           rig.parameters, group, training.first_bucket_cap.value(), training.bucket_cap.value(),
-          rig.nccl.get(), rig.comm_stream.get());
+          rig.nccl.get(), rig.comm_stream.get(), rig.collective_watchdog.get());
     } catch (const std::exception& error) {
       ready = false;
       why = error.what();
@@ -501,7 +517,13 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     std::string nccl_failure;
     auto out_of_time = [&] {
       bool nccl_failed = false;
-      if (rig.nccl) {
+      if (rig.collective_watchdog) {
+        if (auto why = rig.collective_watchdog->failure()) {
+          nccl_failed = true;
+          nccl_failure = *why;
+        }
+      }
+      if (rig.nccl && !nccl_failed) {
         try {
           rig.nccl->check_health();
         } catch (const cuda::CudaError& error) {

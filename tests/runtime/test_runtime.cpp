@@ -7,6 +7,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/campaign.h"
+#include "runtime/measure/collective_watchdog.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/coalesced_buffers.h"
@@ -22,9 +23,11 @@
 // clang-format on
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <ATen/record_function.h>
 #include <fmt/format.h>
@@ -762,4 +765,54 @@ TEST_CASE("attention: sdpa computes what the math path does, where LibTorch has 
                Catch::Contains("attention: sdpa needs scaled_dot_product_attention"));
 #endif
   }
+}
+
+// --- the collectives' watchdog -------------------------------------------------------------------
+
+namespace {
+
+// Waits (at most a minute: only a broken watchdog takes long) until `done` holds.
+template <typename Condition>
+bool eventually(Condition done) {
+  for (int i = 0; i < 6000 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("the collectives' watchdog aborts once when a collective outlives its timeout") {
+  std::atomic<int> aborts{0};
+  std::atomic<bool> first_done{false};
+  CollectiveWatchdog watchdog(
+      0.05, [] { return std::string(); }, [&] { ++aborts; }, 0.01);
+  watchdog.watch("the all-reduce of gradient bucket 0", [&] { return first_done.load(); });
+  watchdog.watch("the all-reduce of gradient bucket 1", [] { return false; });  // a dead peer
+  first_done = true;
+  REQUIRE(eventually([&] { return watchdog.failure().has_value(); }));
+  CHECK_THAT(*watchdog.failure(), Catch::Contains("gradient bucket 1 did not finish within"));
+  CHECK(eventually([&] { return aborts.load() == 1; }));
+  CHECK(watchdog.in_flight() == 0);
+}
+
+TEST_CASE("the collectives' watchdog leaves finished collectives alone, and reports a failure") {
+  std::atomic<int> aborts{0};
+  std::atomic<bool> peer_gone{false};
+  {
+    // A timeout no test reaches: only the health check can fire.
+    CollectiveWatchdog watchdog(
+        3600, [&] { return peer_gone ? std::string("NCCL: rank 1 failed asynchronously") : ""; },
+        [&] { ++aborts; }, 0.01);
+    for (int i = 0; i < 50; ++i)
+      watchdog.watch("a broadcast", [] { return true; });
+    CHECK(eventually([&] { return watchdog.in_flight() == 0; }));
+    CHECK_FALSE(watchdog.failure());
+    CHECK(aborts == 0);
+    peer_gone = true;
+    REQUIRE(eventually([&] { return watchdog.failure().has_value(); }));
+    CHECK(*watchdog.failure() == "NCCL: rank 1 failed asynchronously");
+    CHECK(eventually([&] { return aborts.load() == 1; }));
+  }
+  // Destroyed: the thread has stopped, and nothing more was aborted.
+  CHECK(aborts == 1);
 }

@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/collective_watchdog.h"
+#include "runtime/measure/device_clock.h"
 #include "runtime/train/coalesced_buffers.h"
 
 namespace epochcast::runtime {
@@ -42,6 +43,8 @@ DdpReducer::DdpReducer(std::vector<torch::Tensor> parameters, const Group& group
       watchdog_(watchdog) {
   if (parameters_.empty()) throw std::invalid_argument("ddp needs a model with parameters");
   on_cuda_ = parameters_.front().is_cuda();
+  // LibTorch's current stream, where the gradients are written and the optimizer reads them.
+  if (on_cuda_) compute_ = current_stream(parameters_.front().device());
   if (on_cuda_ && (nccl_ == nullptr || stream_ == nullptr)) {
     throw std::invalid_argument("ddp on CUDA needs an NCCL communicator and a stream");
   }
@@ -85,7 +88,7 @@ void DdpReducer::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors)
   torch::NoGradGuard no_grad;
   // The communication stream does not follow LibTorch's: it waits for the work queued so far
   // (the trial step's optimizer) before reading or overwriting the tensors.
-  if (on_cuda_) stream_->wait_for(nullptr);
+  if (on_cuda_) stream_->wait_for(compute_.get());
   for (const torch::Tensor& t : tensors) {
     if (on_cuda_) {
       // As bytes: buffers include integers (batch norm's num_batches_tracked).
@@ -113,10 +116,10 @@ void DdpReducer::sync_buffers(const std::vector<torch::Tensor>& buffers) {
     const auto bytes = static_cast<std::size_t>(flat.numel() * flat.element_size());
     if (on_cuda_) {
       // NCCL's stream waits for the flattening; the forward's stream waits for the broadcast.
-      stream_->wait_for(nullptr);
+      stream_->wait_for(compute_.get());
       nccl_->broadcast(flat.data_ptr(), bytes, cuda::ElementType::bytes, 0, *stream_);
       watch_last_launch("the broadcast of rank 0's buffers");
-      stream_->make_default_stream_wait();
+      compute_waits_for_communication();
     } else {
       group_.broadcast(flat.data_ptr(), bytes, 0);
     }
@@ -159,8 +162,8 @@ void DdpReducer::on_gradient(std::size_t parameter, const torch::Tensor& gradien
 void DdpReducer::launch(std::size_t bucket) {
   if (group_.size() < 2) return;
   if (on_cuda_) {
-    // The gradients were written on the default stream: the side stream waits for them.
-    stream_->wait_for(nullptr);
+    // The gradients were written on LibTorch's current stream: the side stream waits for them.
+    stream_->wait_for(compute_.get());
     nccl_->all_reduce_sum(buckets_[bucket].flat.data_ptr(),
                           static_cast<std::size_t>(buckets_[bucket].flat.numel()),
                           cuda::ElementType::float32, *stream_);
@@ -171,6 +174,14 @@ void DdpReducer::launch(std::size_t bucket) {
   queue_.push_back(bucket);
   ++launched_;
   work_.notify_one();
+}
+
+void DdpReducer::compute_waits_for_communication() const {
+  if (compute_) {
+    compute_->wait_for(stream_);
+  } else {
+    stream_->make_default_stream_wait();  // LibTorch's stream is the legacy default one
+  }
 }
 
 // An event after the collective just queued on NCCL's stream, for the watchdog to ask about.
@@ -214,7 +225,7 @@ void DdpReducer::finish() {
   }
   if (group_.size() > 1) {
     if (on_cuda_) {
-      stream_->make_default_stream_wait();
+      compute_waits_for_communication();
     } else {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return completed_ == launched_ && queue_.empty(); });

@@ -73,12 +73,14 @@ class DdpReducer {
   void communication_loop();
   void all_reduce(Bucket& bucket);
   void watch_last_launch(std::string what);
+  void compute_waits_for_communication() const;
 
   std::vector<torch::Tensor> parameters_;
   std::vector<unsigned> hooks_;  // one per parameter, removed with the reducer
   const Group& group_;
   cuda::NcclCommunicator* nccl_;
   cuda::Stream* stream_;
+  std::unique_ptr<cuda::Stream> compute_;  // LibTorch's current stream (borrowed)
   CollectiveWatchdog* watchdog_;
   bool on_cuda_ = false;
   std::vector<Bucket> buckets_;

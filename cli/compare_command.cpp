@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
@@ -20,6 +21,7 @@
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/scenario_spec.h"
+#include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
 
@@ -34,6 +36,8 @@ struct CompareArgs {
   std::string csv;
   std::string json;
   bool details = false;
+  bool every_rank = false;
+  int jobs = 0;  // 0: one thread per core
 };
 
 // One machine's outcome.
@@ -283,6 +287,14 @@ Command add_compare_command(CLI::App& app) {
   command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_flag("--details", args->details, "Also print each machine's full predict table");
+  command->add_flag("--every-rank", args->every_rank,
+                    "Across nodes, simulate every rank instead of letting node 0 stand for "
+                    "identical nodes (slower; asymmetric fabrics always get it)");
+  command
+      ->add_option("--jobs,-j", args->jobs,
+                   "Threads simulating points at once (default: one per core; the output is the "
+                   "same with any number)")
+      ->check(integer_within(1, 4096));
   return [args] {
     OutputFiles outputs;
     std::optional<OutputFile> csv, json;
@@ -311,11 +323,13 @@ Command add_compare_command(CLI::App& app) {
       ScenarioSpec scenario = load_scenario(args->scenario, overrides);
       std::vector<SweepPoint> points = expand_sweep(scenario);
       SweepProgress progress("compare: " + m.machine.name, points.size());
-      for (const SweepPoint& point : points) {
-        m.points.push_back(sim::predict_point(scenario, point));
-        progress.point_done();
-      }
-      sim::compare_with_one_gpu(scenario, m.points);
+      sim::PredictOptions options;
+      options.symmetric_clusters = !args->every_rank;
+      m.points = sim::simulate_points(
+          points.size(), args->jobs > 0 ? args->jobs : sim::default_jobs(points.size()),
+          [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },
+          [&] { progress.point_done(); });
+      sim::compare_with_one_gpu(scenario, m.points, options);
       if (!m.fastest()) m.why_not = "no point fits in memory";
       if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points));
       all.push_back(std::move(m));

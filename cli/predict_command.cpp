@@ -14,6 +14,7 @@
 #include "cli/scenario_options.h"
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
+#include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/uncertainty.h"
 #include "sim/report/report.h"
@@ -32,6 +33,8 @@ struct PredictArgs {
   std::int64_t trace_point = 1;
   int trace_iterations = 3;
   bool exact = false;
+  bool every_rank = false;
+  int jobs = 0;  // 0: one thread per core
 };
 
 }  // namespace
@@ -66,6 +69,14 @@ Command add_predict_command(CLI::App& app) {
   command->add_flag("--exact", args->exact,
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
+  command
+      ->add_option("--jobs,-j", args->jobs,
+                   "Threads simulating the sweep's points at once (default: one per core; "
+                   "the output is the same with any number)")
+      ->check(integer_within(1, 4096));
+  command->add_flag("--every-rank", args->every_rank,
+                    "Across nodes, simulate every rank instead of letting node 0 stand for "
+                    "identical nodes (slower; asymmetric fabrics always get it)");
   return [args, trace_point, trace_iterations] {
     for (const CLI::Option* option : {trace_point, trace_iterations}) {
       if (option->count() > 0 && args->trace.empty()) {
@@ -96,17 +107,21 @@ Command add_predict_command(CLI::App& app) {
     }
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
-    std::vector<sim::PointResult> results;
+    options.symmetric_clusters = !args->every_rank;
     SweepProgress progress("predict", points.size());
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      sim::PredictOptions point_options = options;
-      if (trace && static_cast<std::int64_t>(i) + 1 == args->trace_point) {
-        point_options.trace_iterations = args->trace_iterations;
-      }
-      results.push_back(sim::predict_point(scenario, points[i], point_options));
-      sim::add_epoch_interval(scenario, results.back(), options);
-      progress.point_done();
-    }
+    const int jobs = args->jobs > 0 ? args->jobs : sim::default_jobs(points.size());
+    std::vector<sim::PointResult> results = sim::simulate_points(
+        points.size(), jobs,
+        [&](std::size_t i) {
+          sim::PredictOptions point_options = options;
+          if (trace && static_cast<std::int64_t>(i) + 1 == args->trace_point) {
+            point_options.trace_iterations = args->trace_iterations;
+          }
+          sim::PointResult r = sim::predict_point(scenario, points[i], point_options);
+          sim::add_epoch_interval(scenario, r, options);
+          return r;
+        },
+        [&] { progress.point_done(); });
     sim::compare_with_one_gpu(scenario, results, options);
     fmt::print(table, "{}", sim::render_table(scenario, results));
     std::fflush(table);

@@ -206,7 +206,8 @@ TrainingSpec read_training(const yaml::Node& node) {
                              "share_cpu_cores",
                              "nccl_memory_contention",
                              "broadcast_buffers",
-                             "loop"});
+                             "loop",
+                             "every_rank"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -235,6 +236,7 @@ TrainingSpec read_training(const yaml::Node& node) {
   }
   if (auto cores = map.optional("share_cpu_cores")) training.share_cpu_cores = cores->as_bool();
   if (auto sync = map.optional("broadcast_buffers")) training.broadcast_buffers = sync->as_bool();
+  if (auto every = map.optional("every_rank")) training.every_rank = every->as_bool();
   if (auto loop = map.optional("loop"))
     training.loop = static_cast<TrainingLoop>(loop->as_choice(kTrainingLoopNames));
   if (auto accumulate = map.optional("gradient_accumulation")) {

@@ -139,6 +139,9 @@ struct TrainingSpec {
   // Who drives the step: a Python training loop (PyTorch eager, what users run) or a C++ one on
   // LibTorch (epochcast-run, whose measurements say so); the profile's host costs for it.
   TrainingLoop loop = TrainingLoop::python;
+  // Across nodes, simulate every rank even where node 0 could stand for identical nodes (slower;
+  // the same answer there). Asymmetric fabrics are simulated so whatever this says.
+  bool every_rank = false;
 };
 
 // The optimizer implementation a training runs: the scenario's, or its framework's default

@@ -252,8 +252,10 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   // The machine graph and the GPUs simulated: every GPU of a node, or of node 0 standing for
   // identical nodes across a cluster.
   const int nodes = static_cast<int>(ceil_div(point.gpus, machine.gpus_per_node));
-  const bool symmetric = nodes > 1 && options.symmetric_clusters;
+  const bool symmetric = nodes > 1 && options.symmetric_clusters && !training.every_rank &&
+                         mirror_not_exact(machine, point.gpus).empty();
   Topology topology = Topology::build(machine, symmetric ? 1 : nodes, symmetric);
+  if (nodes > 1) r.ranks_simulated = symmetric ? "node 0 mirrored" : "every rank";
   std::map<std::tuple<int, std::int64_t, int>, CollectiveChoice> cache;
   MultiGpuContext multi_context{context, topology, scenario.profile, training.analytic_collectives,
                                 {},      nodes,    symmetric,        &cache};
@@ -344,6 +346,23 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
 }
 
 }  // namespace
+
+std::string mirror_not_exact(const MachineSpec& machine, int gpus) {
+  const int nodes = static_cast<int>(ceil_div(gpus, machine.gpus_per_node));
+  const std::optional<NetworkTopology>& network = machine.topology.network;
+  if (nodes <= 1 || !network || network->nodes_per_leaf <= 0 || nodes <= network->nodes_per_leaf)
+    return "";
+  if (network->oversubscription > 1) {
+    return fmt::format(
+        "the leaves' uplinks are oversubscribed 1:{:g}: {} nodes span {} leaves whose traffic "
+        "contends in the spine",
+        network->oversubscription, nodes, ceil_div(nodes, network->nodes_per_leaf));
+  }
+  if (nodes % network->nodes_per_leaf != 0) {
+    return fmt::format("{} nodes fill leaves of {} unevenly", nodes, network->nodes_per_leaf);
+  }
+  return "";
+}
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options) {

@@ -61,10 +61,18 @@ struct PointResult {
   double epoch_relative_sd = 0;
   std::vector<TraceEvent> trace;
   std::vector<TraceCounter> counters;
+  // Across nodes: how the nodes were simulated — "node 0 mirrored" (it stands for identical
+  // nodes) or "every rank"; empty on one node.
+  std::string ranks_simulated;
 };
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options = {});
+// Why node 0 cannot stand for every node of a point on `gpus` GPUs ("" when it can, or the point
+// has one node): identical nodes mirror each other exactly only on a fabric without contention
+// between leaves — all nodes under one leaf, or leaves equally filled under a non-blocking spine.
+// Such points are simulated with every rank, whatever PredictOptions::symmetric_clusters says.
+std::string mirror_not_exact(const MachineSpec& machine, int gpus);
 // Every point, with speedup and scaling efficiency against one GPU.
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
 // Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the

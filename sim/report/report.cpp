@@ -169,6 +169,22 @@ std::string throughput_text(double samples_per_second) {
   return fmt::format("{:.0f}", samples_per_second);
 }
 
+// Which multi-node points simulated every rank, and why, when some did (one line).
+std::string every_rank_note(const ScenarioSpec& s, const std::vector<PointResult>& results) {
+  std::vector<std::string> gpus;
+  std::string why;
+  for (const PointResult& r : results) {
+    if (r.ranks_simulated != "every rank") continue;
+    const std::string count = std::to_string(r.point.gpus);
+    if (std::find(gpus.begin(), gpus.end(), count) == gpus.end()) gpus.push_back(count);
+    if (why.empty()) why = mirror_not_exact(s.machine, r.point.gpus);
+  }
+  if (gpus.empty()) return "";
+  return fmt::format("Simulated: every rank at {} GPUs ({}).\n", fmt::join(gpus, ", "),
+                     why.empty() ? "as asked (--every-rank, training.every_rank)"
+                                 : why + ", so node 0 cannot stand for every node");
+}
+
 const PointResult* fastest_point(const std::vector<PointResult>& results) {
   const PointResult* best = nullptr;
   for (const PointResult& r : results) {
@@ -193,6 +209,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   }
   for (const std::string& assumption : library_assumptions(s)) {
     out.insert(out.size() - 1, fmt::format("Assumed: {}.\n", assumption));
+  }
+  if (std::string every_rank = every_rank_note(s, results); !every_rank.empty()) {
+    out.insert(out.size() - 1, every_rank);
   }
   if (s.contention.shared()) {
     out.insert(out.size() - 1,
@@ -377,6 +396,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       }
       point["kernels_per_epoch"] = r.stats.kernels;
       point["simulated_iterations"] = r.stats.simulated_iterations;
+      if (!r.ranks_simulated.empty()) point["ranks_simulated"] = r.ranks_simulated;
     }
     points.push_back(std::move(point));
   }

@@ -1,0 +1,57 @@
+// Points on threads (see point_pool.h).
+#include "sim/predict/point_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace epochcast::sim {
+
+int default_jobs(std::size_t points) {
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(cores, points)));
+}
+
+std::vector<PointResult> simulate_points(std::size_t count, int jobs,
+                                         const std::function<PointResult(std::size_t)>& simulate,
+                                         const std::function<void()>& done) {
+  std::vector<PointResult> results(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex done_mutex;
+  auto work = [&] {
+    for (std::size_t i = next++; i < count && !failed; i = next++) {
+      try {
+        results[i] = simulate(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+        continue;
+      }
+      if (done) {
+        std::lock_guard lock(done_mutex);
+        done();
+      }
+    }
+  };
+  const int threads = std::clamp<int>(jobs, 1, static_cast<int>(std::max<std::size_t>(count, 1)));
+  if (threads == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back(work);
+    for (std::thread& thread : pool)
+      thread.join();
+  }
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return results;
+}
+
+}  // namespace epochcast::sim

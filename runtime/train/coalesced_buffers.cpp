@@ -1,6 +1,7 @@
 // Coalesced transfers (see coalesced_buffers.h).
 #include "runtime/train/coalesced_buffers.h"
 
+#include <algorithm>
 #include <map>
 
 namespace epochcast::runtime {
@@ -27,6 +28,35 @@ std::vector<std::vector<std::size_t>> plan_coalesced_buffers(
   }
   for (auto& [dtype, buffer] : open) {
     if (!buffer.tensors.empty()) buffers.push_back(std::move(buffer.tensors));
+  }
+  return buffers;
+}
+
+std::vector<std::vector<std::size_t>> plan_coalesced_buffers_python(
+    const std::vector<torch::Tensor>& tensors, std::int64_t cap_bytes) {
+  struct Open {
+    c10::ScalarType dtype;
+    std::vector<std::size_t> tensors;
+    std::int64_t bytes = 0;
+  };
+  std::vector<std::vector<std::size_t>> buffers;
+  std::vector<Open> open;  // in the order each dtype first appeared
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i];
+    auto found = std::find_if(open.begin(), open.end(),
+                              [&](const Open& o) { return o.dtype == t.scalar_type(); });
+    if (found == open.end()) found = open.insert(open.end(), Open{t.scalar_type(), {}, 0});
+    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
+    if (found->bytes > 0 && found->bytes + bytes > cap_bytes) {
+      buffers.push_back(std::move(found->tensors));
+      found->tensors.clear();
+      found->bytes = 0;
+    }
+    found->tensors.push_back(i);
+    found->bytes += bytes;
+  }
+  for (Open& o : open) {
+    if (!o.tensors.empty()) buffers.push_back(std::move(o.tensors));
   }
   return buffers;
 }

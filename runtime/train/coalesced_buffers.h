@@ -17,6 +17,13 @@ namespace epochcast::runtime {
 std::vector<std::vector<std::size_t>> plan_coalesced_buffers(
     const std::vector<torch::Tensor>& tensors, std::int64_t cap_bytes);
 
+// The same cut by torch/_utils.py's _take_tensors, which torch.cuda.comm.reduce_add_coalesced
+// uses (nn.DataParallel's gradients): a tensor that would take a dtype's open buffer past
+// `cap_bytes` closes it first (so a buffer passes the cap only by holding one large tensor);
+// buffers still open at the end follow in the order their dtype first appeared.
+std::vector<std::vector<std::size_t>> plan_coalesced_buffers_python(
+    const std::vector<torch::Tensor>& tensors, std::int64_t cap_bytes);
+
 // The buffer's tensors flattened into one (the same dtype; a copy).
 torch::Tensor flatten_buffer(const std::vector<torch::Tensor>& tensors,
                              const std::vector<std::size_t>& buffer);

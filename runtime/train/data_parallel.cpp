@@ -29,6 +29,19 @@ DataParallel::DataParallel(TorchModel module, std::vector<torch::Device> devices
     buffers_.push_back(replica->buffers());
   }
   parameter_buffers_ = plan_coalesced_buffers(parameters_.front(), buffer_bytes);
+  // Broadcast's backward (ReduceAddCoalesced) cuts the gradients by Python's rule, over the
+  // parameters that take gradients.
+  for (std::size_t i = 0; i < parameters_.front().size(); ++i) {
+    if (parameters_.front()[i].requires_grad()) trained_.push_back(i);
+  }
+  std::vector<torch::Tensor> trained;
+  for (std::size_t i : trained_)
+    trained.push_back(parameters_.front()[i]);
+  for (std::vector<std::size_t>& buffer : plan_coalesced_buffers_python(trained, buffer_bytes)) {
+    for (std::size_t& k : buffer)
+      k = trained_[k];
+    gradient_buffers_.push_back(std::move(buffer));
+  }
   buffer_buffers_ = plan_coalesced_buffers(buffers_.front(), buffer_bytes);
 }
 
@@ -78,6 +91,14 @@ torch::Tensor DataParallel::forward(const torch::Tensor& inputs) {
   last_threads_.assign(used_replicas_, ReplicaThreadState{});
   std::vector<std::thread> threads;
   threads.reserve(used_replicas_);
+  // Threads already started are joined whatever happens (a thread that cannot start throws).
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      for (std::thread& thread : threads)
+        if (thread.joinable()) thread.join();
+    }
+  } join_all{threads};
   for (std::size_t r = 0; r < used_replicas_; ++r) {
     threads.emplace_back([&, r] {
       try {
@@ -113,7 +134,7 @@ torch::Tensor DataParallel::forward(const torch::Tensor& inputs) {
 void DataParallel::reduce_gradients() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor>& module_parameters = parameters_.front();
-  for (const std::vector<std::size_t>& buffer : parameter_buffers_) {
+  for (const std::vector<std::size_t>& buffer : gradient_buffers_) {
     torch::Tensor sum;
     for (std::size_t r = 0; r < used_replicas_; ++r) {
       std::vector<torch::Tensor> gradients(parameters_[r].size());

@@ -5,8 +5,9 @@
 //     as torch.cuda.comm.broadcast_coalesced cuts them), runs every replica on a thread of its own
 //     that carries the caller's device, stream, grad mode and autocast state (parallel_apply), and
 //     gathers the outputs on the first device;
-//   - after backward the replicas' gradients are summed onto the module's own in the same
-//     coalesced buffers (reduce_add_coalesced), and only the module steps the optimizer.
+//   - after backward the replicas' gradients are summed onto the module's own in coalesced
+//     buffers (reduce_add_coalesced, cut by Python's _take_tensors: at most 10 MiB unless one
+//     gradient is larger), and only the module steps the optimizer.
 // Replicas are built once and kept: a step re-broadcasts their values, it does not rebuild
 // modules (LibTorch's nn::parallel::data_parallel deep-clones the module every call). The
 // buffers travel as peer copies from the first device and the gradients come back the same way
@@ -50,8 +51,9 @@ class DataParallel {
 
   std::size_t device_count() const { return devices_.size(); }
   const TorchModel& replica(std::size_t i) const { return replicas_.at(i); }
-  // The coalesced buffers one broadcast of the parameters sends.
+  // The coalesced buffers one broadcast of the parameters sends, and one reduce of the gradients.
   std::size_t parameter_buffer_count() const { return parameter_buffers_.size(); }
+  std::size_t gradient_buffer_count() const { return gradient_buffers_.size(); }
   const std::vector<ReplicaThreadState>& last_forward_threads() const { return last_threads_; }
 
  private:
@@ -67,6 +69,9 @@ class DataParallel {
   std::vector<std::vector<torch::Tensor>> buffers_;
   std::vector<std::vector<std::size_t>> parameter_buffers_;
   std::vector<std::vector<std::size_t>> buffer_buffers_;
+  // The parameters that take gradients, and their gradients' buffers for the reduce.
+  std::vector<std::size_t> trained_;
+  std::vector<std::vector<std::size_t>> gradient_buffers_;
   std::size_t used_replicas_ = 0;  // replicas the last forward ran (fewer for a small batch)
   std::vector<ReplicaThreadState> last_threads_;
 };

@@ -117,7 +117,8 @@ void DdpReducer::sync_buffers(const std::vector<torch::Tensor>& buffers) {
     if (on_cuda_) {
       // NCCL's stream waits for the flattening; the forward's stream waits for the broadcast.
       stream_->wait_for(compute_.get());
-      nccl_->broadcast(flat.data_ptr(), bytes, cuda::ElementType::bytes, 0, *stream_);
+      launch_unless_aborted(
+          [&] { nccl_->broadcast(flat.data_ptr(), bytes, cuda::ElementType::bytes, 0, *stream_); });
       watch_last_launch("the broadcast of rank 0's buffers");
       compute_waits_for_communication();
     } else {
@@ -164,9 +165,11 @@ void DdpReducer::launch(std::size_t bucket) {
   if (on_cuda_) {
     // The gradients were written on LibTorch's current stream: the side stream waits for them.
     stream_->wait_for(compute_.get());
-    nccl_->all_reduce_sum(buckets_[bucket].flat.data_ptr(),
-                          static_cast<std::size_t>(buckets_[bucket].flat.numel()),
-                          cuda::ElementType::float32, *stream_);
+    launch_unless_aborted([&] {
+      nccl_->all_reduce_sum(buckets_[bucket].flat.data_ptr(),
+                            static_cast<std::size_t>(buckets_[bucket].flat.numel()),
+                            cuda::ElementType::float32, *stream_);
+    });
     watch_last_launch(fmt::format("the all-reduce of gradient bucket {}", bucket));
     return;
   }
@@ -181,6 +184,20 @@ void DdpReducer::compute_waits_for_communication() const {
     compute_->wait_for(stream_);
   } else {
     stream_->make_default_stream_wait();  // LibTorch's stream is the legacy default one
+  }
+}
+
+// Once the watchdog has aborted the communicator, collectives are skipped instead of failing
+// inside backward: the step ends normally and the ranks' agreement between iterations stops the
+// point everywhere with the watchdog's reason (an exception here would send this rank to a
+// barrier while its peers wait in that agreement).
+void DdpReducer::launch_unless_aborted(const std::function<void()>& launch) {
+  if (watchdog_ != nullptr && watchdog_->failure()) return;
+  try {
+    launch();
+  } catch (const cuda::CudaError&) {
+    if (watchdog_ != nullptr && watchdog_->failure()) return;  // aborted while launching
+    throw;
   }
 }
 

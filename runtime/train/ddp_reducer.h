@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -73,6 +74,7 @@ class DdpReducer {
   void communication_loop();
   void all_reduce(Bucket& bucket);
   void watch_last_launch(std::string what);
+  void launch_unless_aborted(const std::function<void()>& launch);
   void compute_waits_for_communication() const;
 
   std::vector<torch::Tensor> parameters_;

@@ -152,6 +152,23 @@ class ForeachOptimizer final : public StepOptimizer {
 
 }  // namespace
 
+void zero_grad(const std::vector<torch::Tensor>& parameters, bool set_to_none) {
+  for (torch::Tensor p : parameters) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad() = torch::Tensor();
+      continue;
+    }
+    torch::Tensor& gradient = p.mutable_grad();
+    if (gradient.grad_fn()) {
+      gradient.detach_();
+    } else {
+      gradient.requires_grad_(false);
+    }
+    gradient.zero_();
+  }
+}
+
 std::unique_ptr<StepOptimizer> make_step_optimizer(Optimizer kind,
                                                    OptimizerImplementation implementation,
                                                    std::vector<torch::Tensor> parameters) {

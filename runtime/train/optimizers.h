@@ -25,6 +25,11 @@ class StepOptimizer {
 // 0.9), Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, AdamW weight decay 0.01.
 // `implementation`: for_loop (torch::optim's C++ optimizers) or foreach; fused is refused
 // before a run (the C++ API has no fused optimizers).
+// optimizer.zero_grad(set_to_none), as torch.optim does it (LibTorch 1.13 lacks the option):
+// None, or zeroed in place (detached first only when the gradient has a graph: a gradient that
+// is a view, as nn.DataParallel's reduced ones are, cannot be detached in place).
+void zero_grad(const std::vector<torch::Tensor>& parameters, bool set_to_none);
+
 std::unique_ptr<StepOptimizer> make_step_optimizer(Optimizer kind,
                                                    OptimizerImplementation implementation,
                                                    std::vector<torch::Tensor> parameters);

@@ -155,19 +155,6 @@ class LossScaler {
   int good_steps_ = 0;
 };
 
-// optimizer.zero_grad(set_to_none), which LibTorch 1.13 lacks.
-void clear_gradients(const std::vector<torch::Tensor>& parameters, bool set_to_none) {
-  for (torch::Tensor p : parameters) {
-    if (!p.grad().defined()) continue;
-    if (set_to_none) {
-      p.mutable_grad() = torch::Tensor();
-    } else {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
-  }
-}
-
 SampleShape sample_shape_of(const ScenarioSpec& scenario, const ModelAnalysis& analysis) {
   SampleShape s;
   s.shape = analysis.input_shape;
@@ -252,7 +239,7 @@ struct Rig {
     }
     if (scaler.unscale(parameters)) optimizer->step();
     // PyTorch 2 sets gradients to None; PyTorch 1 zeroes them in place.
-    clear_gradients(parameters, scenario.training.framework == Framework::pytorch2);
+    zero_grad(parameters, scenario.training.framework == Framework::pytorch2);
   }
 
   void evaluate(const Batch& batch) {

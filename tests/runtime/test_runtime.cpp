@@ -547,7 +547,8 @@ TEST_CASE("bench records Python's dispatch from the interpreter EPOCHCAST_PYTHON
   // The C++ loop's own figures beside them: a module call, a foreach Adam step of 7 ops.
   CHECK(with.dispatch->module_call_s > 0);
   CHECK(with.dispatch->optimizer_step_s > with.dispatch->op_dispatch_s);
-  CHECK(with.dispatch->optimizer_step_ops == 7);
+  // 7 ops of foreach Adam in PyTorch 2, 8 in 1.13 (the op-counting test below checks them).
+  CHECK(with.dispatch->optimizer_step_ops == (TORCH_VERSION_MAJOR >= 2 ? 7 : 8));
   REQUIRE(without.dispatch);
   CHECK_FALSE(without.dispatch->python_op_dispatch_s);
   CHECK_FALSE(without.dispatch->python_optimizer_step_s);
@@ -588,6 +589,10 @@ TEST_CASE(
   std::vector<torch::Tensor> tensors{f(10), l(2), f(10), f(10), f(50), l(20), f(1)};
   auto buffers = plan_coalesced_buffers(tensors, 100);
   std::vector<std::vector<std::size_t>> expected{{0, 2, 3}, {4}, {1, 5}, {6}};
+  // Python's _take_tensors (the gradients' reduce) closes a buffer before the tensor that would
+  // pass the cap, and leaves the open ones in the order their dtype first appeared.
+  std::vector<std::vector<std::size_t>> python{{0, 2}, {3}, {1}, {4}, {6}, {5}};
+  CHECK(plan_coalesced_buffers_python(tensors, 100) == python);
   // Left open at the end: int64 before float (torch's dtype order), whatever came first.
   auto mixed = plan_coalesced_buffers({f(1), l(1)}, 100);
   CHECK(mixed == std::vector<std::vector<std::size_t>>{{1}, {0}});
@@ -624,6 +629,15 @@ TEST_CASE("dp on three devices leaves the gradients one module computes on the w
     for (const torch::Tensor& p : dp.replica(r)->parameters())
       CHECK_FALSE(p.grad().defined());
   }
+  // PyTorch 1's zero_grad zeroes the reduced gradients in place (views of the summed buffer),
+  // and the next step accumulates into them and reduces again: the same gradients.
+  zero_grad(parameters, /*set_to_none=*/false);
+  for (const torch::Tensor& p : parameters)
+    CHECK(p.grad().abs().sum().item<double>() == 0);
+  dp.forward(input).sum().backward();
+  dp.reduce_gradients();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    CHECK(torch::allclose(parameters[i].grad(), expected[i], 1e-4, 1e-5));
   // A batch smaller than the device count runs on as many replicas as it has samples.
   dp.forward(torch::randn({2, 1, 28, 28}));
   CHECK(dp.last_forward_threads().size() == 2);
@@ -660,7 +674,7 @@ TEST_CASE("dp replicas persist, and each forward gives them the module's current
     CHECK(torch::equal(my_buffers[i], their_buffers[i]));
 }
 
-TEST_CASE("dp runs each replica on a thread of its own with the caller's grad mode and autocast") {
+TEST_CASE("dp runs each replica on a thread of its own, with the caller's grad mode and autocast") {
   TorchModel model = small_batchnorm_model();
   DataParallel dp(model, cpu_devices(3), TrainingPrecision::amp_bf16);
   torch::Tensor output;
@@ -784,8 +798,9 @@ bool eventually(Condition done) {
 TEST_CASE("the collectives' watchdog aborts once when a collective outlives its timeout") {
   std::atomic<int> aborts{0};
   std::atomic<bool> first_done{false};
+  // Half a second: bucket 0 is marked finished long before, even on a busy machine.
   CollectiveWatchdog watchdog(
-      0.05, [] { return std::string(); }, [&] { ++aborts; }, 0.01);
+      0.5, [] { return std::string(); }, [&] { ++aborts; }, 0.01);
   watchdog.watch("the all-reduce of gradient bucket 0", [&] { return first_done.load(); });
   watchdog.watch("the all-reduce of gradient bucket 1", [] { return false; });  // a dead peer
   first_done = true;

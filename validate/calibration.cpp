@@ -558,6 +558,8 @@ std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
 namespace {
 
 constexpr const char* kPythonExtraPrefix = "host.python_";
+constexpr const char* kPythonExtraSource =
+    "; plus what a Python loop adds, from the bench's Python loop";
 constexpr const char* kPythonLoopMethod =
     "forward ops: the same eager op's and an empty nn.Module call's extra time; optimizer ops: "
     "the op's; the step: torch.optim's foreach Adam step beyond its kernels' dispatch";
@@ -613,10 +615,20 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   if (inputs.empty()) throw std::invalid_argument("calibrate needs measurements");
   Calibration out;
   out.profile = inputs.front().scenario.profile;
-  // The measurements are LibTorch loops: a profile calibrated before starts from its own.
-  if (out.profile.host_libtorch) {
+  // epochcast-run's measurements are C++ loops on LibTorch: a profile calibrated before starts
+  // from its LibTorch costs, and Python's extra is added again at the end. Results tables are
+  // users' own (Python) loops: their host costs are fitted as they are.
+  const bool libtorch_loops = std::all_of(
+      inputs.begin(), inputs.end(),
+      [](const MeasuredScenario& m) { return m.scenario.training.loop == TrainingLoop::libtorch; });
+  if (libtorch_loops && out.profile.host_libtorch) {
     out.profile.host = *out.profile.host_libtorch;
     out.profile.host_libtorch.reset();
+    for (const char* key :
+         {"host.forward_op_us", "host.optimizer_op_us", "host.step_overhead_us"}) {
+      std::string& source = out.profile.sources[key];
+      source = source.substr(0, source.find(kPythonExtraSource));
+    }
   }
   const MachineSpec& machine = inputs.front().scenario.machine;
   for (const MeasuredScenario& input : inputs) {
@@ -683,7 +695,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
                         env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version);
   std::string provenance = fmt::format("epochcast calibrate on {}, from {}", measured_on,
                                        fmt::format("{}", fmt::join(file_names, ", ")));
-  const bool python_loop = add_python_loop_costs(inputs, out);
+  const bool python_loop = libtorch_loops && add_python_loop_costs(inputs, out);
   for (const FittedParameter& f : out.fitted) {
     if (f.key.rfind(kPythonExtraPrefix, 0) == 0) continue;  // sourced below
     std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));
@@ -703,8 +715,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
          {"host.forward_op_us", "host.optimizer_op_us", "host.step_overhead_us"}) {
       std::string& source = out.profile.sources[key];
       if (source.empty()) source = provenance;
-      source += "; plus what a Python loop adds, from the bench's Python loop (" +
-                std::string(kPythonLoopMethod) + ")";
+      source += std::string(kPythonExtraSource) + " (" + kPythonLoopMethod + ")";
     }
   }
   return out;

@@ -453,14 +453,16 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
   I64 dh = d / h, ld = len * d;
   const I64 lse = 4 * h * len;  // the log-sum-exp per query row, float32
   const std::string_view proj = l.bias ? "addmm" : "mm";
-  const I64 forward_k = l.causal ? dh : 2 * dh;                 // two products, halved when causal
-  const I64 backward_k = l.causal ? (5 * dh + 1) / 2 : 5 * dh;  // five, likewise
+  // As tiles see it: each head's len query rows against dh columns, reducing over the keys,
+  // twice forward (q·kᵀ, then ·v) and five times backward; half the keys when causal.
+  const I64 forward_k = l.causal ? len : 2 * len;
+  const I64 backward_k = l.causal ? (5 * len + 1) / 2 : 5 * len;
 
   auto& f = p.costs.forward;
   f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
                    bytes(a * 4 * ld, w * 3 * d * d)));
   f.push_back(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
-                   fixed(len), fixed(forward_k), bytes(a * 4 * ld + lse)));
+                   fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse)));
   f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
   f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                    bytes(a * 2 * ld, w * d * d)));
@@ -471,7 +473,7 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
   chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
   // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
   chain.push_back(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
-                       fixed(len), fixed(len), fixed(backward_k), bytes(a * 8 * ld + lse)));
+                       fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse)));
   auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
   chain_target.insert(chain_target.end(), chain.begin(), chain.end());
   if (needs_grad) {

@@ -31,6 +31,16 @@ void add_epoch_interval(const ScenarioSpec& scenario, PointResult& result,
     if (figure && *value * std::exp(step) > figure->upper) step = -step;
     HardwareProfile profile = scenario.profile;
     set_profile_figure(profile, u.figures[k], *value * std::exp(step));
+    // A host figure moves a C++ loop's costs as much (the calibration fitted them; the
+    // Python loop's are them plus measured extras), so that training.loop: libtorch feels it.
+    if (profile.host_libtorch && u.figures[k].rfind("host.", 0) == 0) {
+      HardwareProfile libtorch = profile;
+      libtorch.host = *profile.host_libtorch;
+      if (auto own = profile_figure_value(libtorch, u.figures[k])) {
+        set_profile_figure(libtorch, u.figures[k], *own * std::exp(step));
+        profile.host_libtorch = libtorch.host;
+      }
+    }
     ScenarioSpec moved = scenario;
     apply_profile(moved, std::move(profile));  // as --profile applies it (the loader cost too)
     PointResult r = predict_point(moved, result.point, options);

@@ -418,7 +418,10 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
          kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
         {"normalize_on_gpu", s.loader.normalize_on_gpu},
         {"prefetch_to_gpu", s.loader.prefetch_to_gpu},
-        {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6}}},
+        {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6},
+        {"loop", kTrainingLoopNames[static_cast<int>(s.training.loop)]},
+        {"broadcast_buffers", s.training.broadcast_buffers},
+        {"every_rank", s.training.every_rank}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",
        s.profile.uncertainty.empty()

@@ -104,20 +104,21 @@ double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& ch
 }
 
 // take_tensors over (torch dtype number, bytes) pairs; see coalesced_parameters.
-std::vector<std::int64_t> take_tensors(const std::vector<std::pair<int, std::int64_t>>& tensors,
-                                       std::int64_t cap) {
-  std::vector<std::int64_t> buffers;
-  std::map<int, std::int64_t> open;  // torch's ScalarType order: int64 (4) before float32 (6)
+std::vector<CoalescedBuffer> take_tensors(const std::vector<std::pair<int, std::int64_t>>& tensors,
+                                          std::int64_t cap) {
+  std::vector<CoalescedBuffer> buffers;
+  std::map<int, CoalescedBuffer> open;  // torch's ScalarType order: int64 (4) before float32 (6)
   for (const auto& [dtype, bytes] : tensors) {
-    std::int64_t& filled = open[dtype];
-    filled += bytes;
-    if (filled >= cap) {
+    CoalescedBuffer& filled = open[dtype];
+    filled.bytes += bytes;
+    ++filled.tensors;
+    if (filled.bytes >= cap) {
       buffers.push_back(filled);
-      filled = 0;
+      filled = CoalescedBuffer{};
     }
   }
   for (const auto& [dtype, filled] : open) {
-    if (filled > 0) buffers.push_back(filled);
+    if (filled.tensors > 0) buffers.push_back(filled);
   }
   return buffers;
 }
@@ -127,7 +128,7 @@ constexpr int kTorchFloat32 = 6;
 
 }  // namespace
 
-std::vector<std::int64_t> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap) {
+std::vector<CoalescedBuffer> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap) {
   const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
   // Parameters share one dtype, so its number only has to differ from the buffers'.
   std::vector<std::pair<int, std::int64_t>> tensors;
@@ -136,8 +137,25 @@ std::vector<std::int64_t> coalesced_parameters(const ModelAnalysis& analysis, st
   return take_tensors(tensors, cap);
 }
 
-std::vector<std::int64_t> coalesced_module_buffers(const ModelAnalysis& analysis,
-                                                   std::int64_t cap) {
+std::vector<CoalescedBuffer> coalesced_gradients(const ModelAnalysis& analysis, std::int64_t cap) {
+  const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+  std::vector<CoalescedBuffer> buffers;
+  CoalescedBuffer open;
+  for (const ParamTensor& t : analysis.param_tensors) {
+    const std::int64_t bytes = checked_product(t.elements, element);
+    if (open.bytes > 0 && open.bytes + bytes > cap) {
+      buffers.push_back(open);
+      open = CoalescedBuffer{};
+    }
+    open.bytes += bytes;
+    ++open.tensors;
+  }
+  if (open.tensors > 0) buffers.push_back(open);
+  return buffers;
+}
+
+std::vector<CoalescedBuffer> coalesced_module_buffers(const ModelAnalysis& analysis,
+                                                      std::int64_t cap) {
   // Batch norm's buffers (the only layer with any), in registration order: running mean and
   // running variance in float32 (also under autocast), num_batches_tracked in int64.
   std::vector<std::pair<int, std::int64_t>> tensors;
@@ -219,10 +237,11 @@ std::vector<std::int64_t> data_parallel_forward(const MultiGpuContext& c, Iterat
   // The parameters, then the buffers (batch-norm statistics, not differentiated), each in
   // coalesced buffers of their own.
   std::vector<std::pair<std::int64_t, const char*>> transfers;
-  for (std::int64_t bytes : coalesced_parameters(c.step.analysis, kDataParallelBucketBytes))
-    transfers.emplace_back(bytes, "parameters");
-  for (std::int64_t bytes : coalesced_module_buffers(c.step.analysis, kDataParallelBucketBytes))
-    transfers.emplace_back(bytes, "buffers");
+  for (const CoalescedBuffer& b : coalesced_parameters(c.step.analysis, kDataParallelBucketBytes))
+    transfers.emplace_back(b.bytes, "parameters");
+  for (const CoalescedBuffer& b :
+       coalesced_module_buffers(c.step.analysis, kDataParallelBucketBytes))
+    transfers.emplace_back(b.bytes, "buffers");
   for (const auto& [bytes, what] : transfers) {
     std::int32_t flat = main.kernel(fmt::format("flatten {}", what), Category::communication,
                                     costs.forward_op, copy_time(c, bytes));
@@ -319,7 +338,10 @@ IterationPlan data_parallel_training_step(const MultiGpuContext& c, int gpus, st
     participants.push_back(r);
   MultiGpuContext local = c;
   local.nodes = {participants};
-  for (std::int64_t bytes : coalesced_parameters(c.step.analysis, kDataParallelBucketBytes)) {
+  // Cut by Python's _take_tensors (reduce_add_coalesced), not the forward's C++ rule.
+  for (const CoalescedBuffer& buffer :
+       coalesced_gradients(c.step.analysis, kDataParallelBucketBytes)) {
+    const std::int64_t bytes = buffer.bytes;
     std::vector<CollectiveSite> sites;
     for (int r = 0; r < replicas; ++r) {
       StepBuilder flatten(c.step, plan, 1, r);
@@ -411,10 +433,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   // first of a cycle, rank 0's buffers are flattened, broadcast on NCCL's stream and copied back
   // before the module runs (c10d's broadcast_coalesced).
   const bool several = ranks.size() > 1 || c.total_nodes > 1;
-  const std::vector<std::int64_t> buffer_syncs =
+  const std::vector<CoalescedBuffer> buffer_syncs =
       zero_grad && several && training.broadcast_buffers
           ? coalesced_module_buffers(analysis, kDdpBufferBroadcastBytes)
-          : std::vector<std::int64_t>{};
+          : std::vector<CoalescedBuffer>{};
   std::vector<std::vector<std::vector<std::int32_t>>> sync_ready(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     int gpu = ranks[i];
@@ -425,9 +447,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     b.copy_batch(batch);
     if (zero_grad) b.emit(zero_grad_calls(c.step));
     b.host("DistributedDataParallel forward", Category::forward, costs.forward_op);
-    for (std::int64_t bytes : buffer_syncs) {
-      std::int32_t flat = b.kernel("flatten buffers", Category::communication, costs.forward_op,
-                                   copy_time(c, bytes));
+    for (const CoalescedBuffer& sync : buffer_syncs) {
+      // c10d's flatten: one cat from C++, no Python around it.
+      std::int32_t flat = b.kernel("flatten buffers", Category::communication, costs.backward_op,
+                                   copy_time(c, sync.bytes));
       std::int32_t launched = b.host("launch broadcast of buffers", Category::communication,
                                      c.profile.links.collective_launch);
       sync_ready[i].push_back({flat, launched});
@@ -437,12 +460,18 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     std::vector<CollectiveSite> sites;
     for (std::size_t i = 0; i < ranks.size(); ++i)
       sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, sync_ready[i][k]});
+    const CoalescedBuffer& sync = buffer_syncs[k];
     std::vector<std::int32_t> ends = add_collective(
-        plan, c.collective(Collective::broadcast, Bytes(buffer_syncs[k]), 0), c.analytic, sites,
-        fmt::format("broadcast buffers ({:.2f} MiB)", to_mib(Bytes(buffer_syncs[k]))));
+        plan, c.collective(Collective::broadcast, Bytes(sync.bytes), 0), c.analytic, sites,
+        fmt::format("broadcast buffers ({:.2f} MiB)", to_mib(Bytes(sync.bytes))));
+    // Then each buffer gets its part back with a copy_ of its own, from C++.
+    const std::int64_t per_tensor = std::max<std::int64_t>(1, sync.bytes / sync.tensors);
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      rank[i].kernel("copy broadcast buffers back", Category::communication, costs.forward_op,
-                     copy_time(c, buffer_syncs[k]), {ends[i]});
+      for (std::int64_t t = 0; t < sync.tensors; ++t) {
+        rank[i].kernel("copy broadcast buffer back", Category::communication, costs.backward_op,
+                       copy_time(c, per_tensor),
+                       t == 0 ? std::vector<std::int32_t>{ends[i]} : std::vector<std::int32_t>{});
+      }
     }
   }
   for (std::size_t i = 0; i < ranks.size(); ++i) {

@@ -40,8 +40,17 @@ inline constexpr std::int64_t kDdpBufferBroadcastBytes = 250 * kMiB;
 // running statistics in float32, its step count in int64), cut as torch's take_tensors cuts
 // them (torch/csrc/utils/tensor_flatten.cpp): each dtype fills a buffer of its own in order,
 // which closes as soon as it holds `cap` bytes or more; buffers left open follow in dtype order.
-std::vector<std::int64_t> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap);
-std::vector<std::int64_t> coalesced_module_buffers(const ModelAnalysis& analysis, std::int64_t cap);
+struct CoalescedBuffer {
+  std::int64_t bytes = 0;
+  std::int64_t tensors = 0;
+};
+std::vector<CoalescedBuffer> coalesced_parameters(const ModelAnalysis& analysis, std::int64_t cap);
+std::vector<CoalescedBuffer> coalesced_module_buffers(const ModelAnalysis& analysis,
+                                                      std::int64_t cap);
+// The gradients' buffers of nn.DataParallel's reduce (reduce_add_coalesced), cut by Python's
+// _take_tensors (torch/_utils.py): a tensor that would take the open buffer past `cap` closes it
+// first, so a buffer passes the cap only by holding one large tensor.
+std::vector<CoalescedBuffer> coalesced_gradients(const ModelAnalysis& analysis, std::int64_t cap);
 
 // DataParallel over the first `gpus` GPUs with a global batch of `batch`.
 IterationPlan data_parallel_training_step(const MultiGpuContext& context, int gpus,

@@ -280,3 +280,22 @@ TEST_CASE("a sweep of a hundred thousand points is announced before its first po
   CHECK(r.output ==
         "predict: the sweep has 100,000 points; this may take a long time (Ctrl-C stops)\n");
 }
+
+TEST_CASE("predict --jobs gives the serial run's table, CSV, JSON and trace, byte for byte") {
+  auto run = [](int jobs) {
+    const std::string tag = std::to_string(jobs);
+    const std::string csv = out_path("jobs" + tag + ".csv"),
+                      json = out_path("jobs" + tag + ".json"),
+                      trace = out_path("jobs" + tag + ".trace.json");
+    CommandResult r =
+        run_command(epochcast_binary() + " predict " + seed("conv1d") + " --jobs " + tag +
+                    " --csv " + csv + " --json " + json + " --trace " + trace + " --trace-point 7");
+    REQUIRE(r.exit_code == 0);
+    return std::vector<std::string>{r.output, read(csv), read(json), read(trace)};
+  };
+  const std::vector<std::string> serial = run(1);
+  for (int jobs : {2, 5}) {
+    INFO(jobs << " jobs");
+    CHECK(run(jobs) == serial);
+  }
+}

@@ -13,6 +13,7 @@
 #include "sim/network/topology.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/stragglers.h"
+#include "sim/report/report.h"
 #include "support/paths.h"
 
 using namespace epochcast;
@@ -455,4 +456,42 @@ TEST_CASE("exposed communication never exceeds communication in total") {
       CHECK(r.communication_seconds <= r.epoch_seconds);
     }
   }
+}
+
+TEST_CASE("an asymmetric fabric is simulated with every rank, and its spine slows the step") {
+  // 4 nodes (32 GPUs) on the H100 cluster's fabric, rings; the buffers' broadcast left out, as
+  // in the case above, so that the mirror is exact where it applies.
+  ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""},
+                                          {"training.broadcast_buffers", "false", ""}});
+  const SweepPoint point{32, 2048, 64};
+  PredictOptions every_node;
+  every_node.symmetric_clusters = false;
+  const PointResult one_leaf = predict_point(s, point);
+  CHECK(one_leaf.ranks_simulated == "node 0 mirrored");
+  CHECK(predict_point(s, point, every_node).ranks_simulated == "every rank");
+
+  // Two leaves of two nodes under a non-blocking spine: still symmetric, still exact.
+  ScenarioSpec two_leaves = s;
+  two_leaves.machine.topology.network->nodes_per_leaf = 2;
+  CHECK(mirror_not_exact(two_leaves.machine, 32).empty());
+  const PointResult mirrored = predict_point(two_leaves, point);
+  CHECK(mirrored.ranks_simulated == "node 0 mirrored");
+  CHECK(mirrored.epoch_seconds == predict_point(two_leaves, point, every_node).epoch_seconds);
+
+  // Oversubscribed 1:4 uplinks: node 0 cannot stand for the others; every rank is simulated
+  // and the spine's contention shows.
+  ScenarioSpec oversubscribed = two_leaves;
+  oversubscribed.machine.topology.network->oversubscription = 4;
+  CHECK_THAT(mirror_not_exact(oversubscribed.machine, 32), Catch::Contains("oversubscribed 1:4"));
+  const PointResult tight = predict_point(oversubscribed, point);
+  CHECK(tight.ranks_simulated == "every rank");
+  CHECK(tight.communication_seconds > mirrored.communication_seconds);
+  CHECK_THAT(render_table(oversubscribed, {tight}),
+             Catch::Contains("Simulated: every rank at 32 GPUs (the leaves' uplinks are "
+                             "oversubscribed 1:4"));
+  // Three nodes a leaf fill four nodes' leaves unevenly.
+  ScenarioSpec uneven = s;
+  uneven.machine.topology.network->nodes_per_leaf = 3;
+  CHECK_THAT(mirror_not_exact(uneven.machine, 32), Catch::Contains("unevenly"));
+  CHECK(predict_point(uneven, point).ranks_simulated == "every rank");
 }

@@ -8,6 +8,7 @@
 
 #include "core/spec/scenario_spec.h"
 #include "sim/compute/device_model.h"
+#include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
 #include "sim/strategy/step_builder.h"
@@ -650,4 +651,25 @@ sweep: {gpus: [1], batch: [8], batch_is: global}
   CHECK(b.epoch_seconds < a.epoch_seconds);
   CHECK(b.memory.activations < a.memory.activations);
   CHECK(b.memory.largest_batch > a.memory.largest_batch);
+}
+
+TEST_CASE(
+    "points on several threads come back in sweep order; the first failure is the serial one") {
+  auto simulate = [](std::size_t i) {
+    if (i == 3 || i == 5) throw std::runtime_error("point " + std::to_string(i));
+    PointResult r;
+    r.point = SweepPoint{1, static_cast<std::int64_t>(i) + 1, 1};
+    return r;
+  };
+  for (int jobs : {1, 2, 8}) {
+    INFO(jobs << " threads");
+    int done = 0;
+    std::vector<PointResult> ok = simulate_points(
+        3, jobs, [&](std::size_t i) { return simulate(i); }, [&] { ++done; });
+    REQUIRE(ok.size() == 3);
+    for (std::size_t i = 0; i < ok.size(); ++i)
+      CHECK(ok[i].point.global_batch == int(i) + 1);
+    CHECK(done == 3);
+    CHECK_THROWS_WITH(simulate_points(8, jobs, simulate), "point 3");
+  }
 }

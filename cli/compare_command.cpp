@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
+#include "cli/sweep_options.h"
 #include "core/format/text_table.h"
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
@@ -36,8 +37,7 @@ struct CompareArgs {
   std::string csv;
   std::string json;
   bool details = false;
-  bool every_rank = false;
-  int jobs = 0;  // 0: one thread per core
+  SweepSimulation simulation;
 };
 
 // One machine's outcome.
@@ -287,14 +287,7 @@ Command add_compare_command(CLI::App& app) {
   command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_flag("--details", args->details, "Also print each machine's full predict table");
-  command->add_flag("--every-rank", args->every_rank,
-                    "Across nodes, simulate every rank instead of letting node 0 stand for "
-                    "identical nodes (slower; asymmetric fabrics always get it)");
-  command
-      ->add_option("--jobs,-j", args->jobs,
-                   "Threads simulating points at once (default: one per core; the output is the "
-                   "same with any number)")
-      ->check(integer_within(1, 4096));
+  add_sweep_simulation_options(*command, args->simulation);
   return [args] {
     OutputFiles outputs;
     std::optional<OutputFile> csv, json;
@@ -324,9 +317,9 @@ Command add_compare_command(CLI::App& app) {
       std::vector<SweepPoint> points = expand_sweep(scenario);
       SweepProgress progress("compare: " + m.machine.name, points.size());
       sim::PredictOptions options;
-      options.symmetric_clusters = !args->every_rank;
+      options.symmetric_clusters = !args->simulation.every_rank;
       m.points = sim::simulate_points(
-          points.size(), args->jobs > 0 ? args->jobs : sim::default_jobs(points.size()),
+          points.size(), args->simulation.jobs_for(points.size()),
           [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },
           [&] { progress.point_done(); });
       sim::compare_with_one_gpu(scenario, m.points, options);

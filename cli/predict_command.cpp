@@ -12,6 +12,7 @@
 #include "cli/prediction_plots.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
+#include "cli/sweep_options.h"
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/point_pool.h"
@@ -33,8 +34,7 @@ struct PredictArgs {
   std::int64_t trace_point = 1;
   int trace_iterations = 3;
   bool exact = false;
-  bool every_rank = false;
-  int jobs = 0;  // 0: one thread per core
+  SweepSimulation simulation;
 };
 
 }  // namespace
@@ -69,14 +69,7 @@ Command add_predict_command(CLI::App& app) {
   command->add_flag("--exact", args->exact,
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
-  command
-      ->add_option("--jobs,-j", args->jobs,
-                   "Threads simulating the sweep's points at once (default: one per core; "
-                   "the output is the same with any number)")
-      ->check(integer_within(1, 4096));
-  command->add_flag("--every-rank", args->every_rank,
-                    "Across nodes, simulate every rank instead of letting node 0 stand for "
-                    "identical nodes (slower; asymmetric fabrics always get it)");
+  add_sweep_simulation_options(*command, args->simulation);
   return [args, trace_point, trace_iterations] {
     for (const CLI::Option* option : {trace_point, trace_iterations}) {
       if (option->count() > 0 && args->trace.empty()) {
@@ -107,9 +100,9 @@ Command add_predict_command(CLI::App& app) {
     }
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
-    options.symmetric_clusters = !args->every_rank;
+    options.symmetric_clusters = !args->simulation.every_rank;
     SweepProgress progress("predict", points.size());
-    const int jobs = args->jobs > 0 ? args->jobs : sim::default_jobs(points.size());
+    const int jobs = args->simulation.jobs_for(points.size());
     std::vector<sim::PointResult> results = sim::simulate_points(
         points.size(), jobs,
         [&](std::size_t i) {

@@ -587,8 +587,9 @@ bool add_python_loop_costs(const std::vector<MeasuredScenario>& inputs, Calibrat
   }
   if (per_op.empty()) {
     out.notes.push_back(
-        "host.*: a C++ LibTorch loop's (the bench timed no Python loop: python3 with torch not "
-        "found): a Python training loop pays more per op and per step than predicted");
+        "host.*: a C++ LibTorch loop's (the measurements have no Python loop figures: python3 "
+        "with torch was not found, or the bench predates them): a Python training loop pays "
+        "more per op and per step than predicted");
     return false;
   }
   // Python never costs less than C++ for the same call; a negative difference is noise.

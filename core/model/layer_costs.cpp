@@ -435,6 +435,35 @@ PrimitiveCosts added_embedding(PrimitiveCosts p, const CostOptions& o, bool by_p
   return p;
 }
 
+// The end of self-attention's backward, the same on both paths: `chain` (the gradients through
+// the output projection and the attention, needed for the input projection's weight gradient
+// even when the input needs none), the input projection's input gradient, and both
+// projections' weight and bias gradients.
+void attention_backward_tail(PrimitiveCosts& p, const CostOptions& o, bool needs_grad,
+                             const std::vector<KernelWork>& chain) {
+  const Layer& l = p.costs.layer;
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 len = p.costs.input_shape.dims[0], d = p.costs.input_shape.dims[1], ld = len * d;
+  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
+  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
+  if (needs_grad) {
+    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
+                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
+  }
+  auto& bw = p.costs.backward_weight;
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
+                    bytes(a * 2 * ld, w * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
+  }
+  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
+                    bytes(a * 4 * ld, w * 3 * d * d)));
+  if (l.bias) {
+    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
+                        count(3 * ld)));
+  }
+}
+
 // Self-attention through F.scaled_dot_product_attention's fused kernel (`attention: sdpa`):
 // FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
 // Partitioning", 2023), or the memory-efficient kernel where FlashAttention does not apply (fp32,
@@ -474,24 +503,7 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
   // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
   chain.push_back(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
                        fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse)));
-  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
-  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
-  if (needs_grad) {
-    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
-                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
-  }
-  auto& bw = p.costs.backward_weight;
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
-                    bytes(a * 2 * ld, w * d * d)));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
-  }
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
-                    bytes(a * 4 * ld, w * 3 * d * d)));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
-                        count(3 * ld)));
-  }
+  attention_backward_tail(p, o, needs_grad, chain);
   // Held for backward: the input, q, k, v, the attention output and its log-sum-exp, and the
   // merged context (for the output projection's weight gradient); no scores.
   p.saves_input = true;
@@ -570,24 +582,7 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                        bytes(a * (scores + 2 * ld))));
   chain.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), count(ld)));
-  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
-  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
-  if (needs_grad) {
-    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
-                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
-  }
-  auto& bw = p.costs.backward_weight;
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
-                    bytes(a * 2 * ld, w * d * d)));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
-  }
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
-                    bytes(a * 4 * ld, w * 3 * d * d)));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
-                        count(3 * ld)));
-  }
+  attention_backward_tail(p, o, needs_grad, chain);
   // Held for backward: the input (for the input projection's weight gradient), q, k, v, the
   // attention probabilities, the dropout mask and dropped probabilities, and the merged
   // context (for the output projection's weight gradient).

@@ -316,8 +316,8 @@ Command add_compare_command(CLI::App& app) {
       ScenarioSpec scenario = load_scenario(args->scenario, overrides);
       std::vector<SweepPoint> points = expand_sweep(scenario);
       SweepProgress progress("compare: " + m.machine.name, points.size());
+      if (args->simulation.every_rank) scenario.training.every_rank = true;
       sim::PredictOptions options;
-      options.symmetric_clusters = !args->simulation.every_rank;
       m.points = sim::simulate_points(
           points.size(), args->simulation.jobs_for(points.size()),
           [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },

@@ -100,7 +100,7 @@ Command add_predict_command(CLI::App& app) {
     }
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
-    options.symmetric_clusters = !args->simulation.every_rank;
+    if (args->simulation.every_rank) scenario.training.every_rank = true;
     SweepProgress progress("predict", points.size());
     const int jobs = args->simulation.jobs_for(points.size());
     std::vector<sim::PointResult> results = sim::simulate_points(

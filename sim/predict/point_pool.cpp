@@ -20,34 +20,38 @@ std::vector<PointResult> simulate_points(std::size_t count, int jobs,
   std::vector<PointResult> results(count);
   std::vector<std::exception_ptr> errors(count);
   std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
+  // The lowest point that failed so far: points below it still run (one of them may fail too,
+  // and the serial run would have reported that one), points above it are skipped.
+  std::atomic<std::size_t> first_failed{count};
   std::mutex done_mutex;
   auto work = [&] {
-    for (std::size_t i = next++; i < count && !failed; i = next++) {
+    for (std::size_t i = next++; i < first_failed.load(); i = next++) {
       try {
         results[i] = simulate(i);
+        if (done) {
+          std::lock_guard lock(done_mutex);
+          done();
+        }
       } catch (...) {
         errors[i] = std::current_exception();
-        failed = true;
-        continue;
-      }
-      if (done) {
-        std::lock_guard lock(done_mutex);
-        done();
+        std::size_t lowest = first_failed.load();
+        while (i < lowest && !first_failed.compare_exchange_weak(lowest, i)) {
+        }
       }
     }
   };
   const int threads = std::clamp<int>(jobs, 1, static_cast<int>(std::max<std::size_t>(count, 1)));
-  if (threads == 1) {
-    work();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(threads));
-    for (int t = 0; t < threads; ++t)
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads - 1));
+  try {
+    for (int t = 1; t < threads; ++t)
       pool.emplace_back(work);
-    for (std::thread& thread : pool)
-      thread.join();
+  } catch (const std::system_error&) {
+    // No more threads to be had (a process or thread limit): go on with those started.
   }
+  work();  // this thread is one of them
+  for (std::thread& thread : pool)
+    thread.join();
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }

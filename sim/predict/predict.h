@@ -70,7 +70,7 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options = {});
 // Why node 0 cannot stand for every node of a point on `gpus` GPUs ("" when it can, or the point
 // has one node): identical nodes mirror each other exactly only on a fabric without contention
-// between leaves — all nodes under one leaf, or leaves equally filled under a non-blocking spine.
+// between leaves — all nodes under one leaf, or leaves under a spine that is not oversubscribed.
 // Such points are simulated with every rank, whatever PredictOptions::symmetric_clusters says.
 std::string mirror_not_exact(const MachineSpec& machine, int gpus);
 // Every point, with speedup and scaling efficiency against one GPU.

@@ -171,18 +171,23 @@ std::string throughput_text(double samples_per_second) {
 
 // Which multi-node points simulated every rank, and why, when some did (one line).
 std::string every_rank_note(const ScenarioSpec& s, const std::vector<PointResult>& results) {
-  std::vector<std::string> gpus;
-  std::string why;
+  // GPU counts by the reason they were simulated so, in the order they first appear.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (const PointResult& r : results) {
     if (r.ranks_simulated != "every rank") continue;
-    const std::string count = std::to_string(r.point.gpus);
-    if (std::find(gpus.begin(), gpus.end(), count) == gpus.end()) gpus.push_back(count);
-    if (why.empty()) why = mirror_not_exact(s.machine, r.point.gpus);
+    std::string why = mirror_not_exact(s.machine, r.point.gpus);
+    why = why.empty() ? "as asked: --every-rank or training.every_rank"
+                      : why + ", so node 0 cannot stand for every node";
+    auto group =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == why; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {why, {}});
+    if (std::find(group->second.begin(), group->second.end(), r.point.gpus) == group->second.end())
+      group->second.push_back(r.point.gpus);
   }
-  if (gpus.empty()) return "";
-  return fmt::format("Simulated: every rank at {} GPUs ({}).\n", fmt::join(gpus, ", "),
-                     why.empty() ? "as asked (--every-rank, training.every_rank)"
-                                 : why + ", so node 0 cannot stand for every node");
+  std::string out;
+  for (const auto& [why, gpus] : groups)
+    out += fmt::format("Simulated: every rank at {} GPUs ({}).\n", fmt::join(gpus, ", "), why);
+  return out;
 }
 
 const PointResult* fastest_point(const std::vector<PointResult>& results) {

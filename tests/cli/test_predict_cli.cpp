@@ -299,3 +299,16 @@ TEST_CASE("predict --jobs gives the serial run's table, CSV, JSON and trace, byt
     CHECK(run(jobs) == serial);
   }
 }
+
+TEST_CASE("predict --every-rank simulates every node and says so in the table and the JSON") {
+  const std::string json = out_path("every-rank.json");
+  CommandResult r =
+      run_command(epochcast_binary() + " predict " +
+                  (source_dir() / "scenarios/what-if/ddp-resnet50-h100-cluster.yaml").string() +
+                  " --gpus 16 --every-rank --json " + json);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("Simulated: every rank at 16 GPUs (as asked"));
+  nlohmann::json j = nlohmann::json::parse(read(json));
+  CHECK(j["settings"]["every_rank"] == true);
+  CHECK(j["points"][0]["ranks_simulated"] == "every rank");
+}

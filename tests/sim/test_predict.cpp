@@ -654,7 +654,7 @@ sweep: {gpus: [1], batch: [8], batch_is: global}
 }
 
 TEST_CASE(
-    "points on several threads come back in sweep order; the first failure is the serial one") {
+    "points on several threads come back in sweep order, the first failure is the serial one") {
   auto simulate = [](std::size_t i) {
     if (i == 3 || i == 5) throw std::runtime_error("point " + std::to_string(i));
     PointResult r;

@@ -76,18 +76,40 @@ Category idle_cause(Category host_activity) {
   }
 }
 
-constexpr int kOpBits = 20;
-constexpr std::uint64_t kOpMask = (std::uint64_t{1} << kOpBits) - 1;
-constexpr std::uint64_t kLoaderOpBase = kOpMask - 4096;  // loader tasks: base + loader index
+// A task's tag: its global iteration in the high bits, its op in the plan (or, for loader tasks,
+// kLoaderOps above the plans' ops: base + loader index) in the low ones. The op field is as wide
+// as the largest plan needs (at least 20 bits), so no plan size is refused; the iteration keeps
+// the rest (44 bits at 20).
+constexpr std::uint64_t kLoaderOps = 4096;
 
-std::uint64_t make_tag(std::int64_t iteration, std::uint64_t op) {
-  return (static_cast<std::uint64_t>(iteration) << kOpBits) | op;
-}
-std::int64_t tag_iteration(std::uint64_t tag) {
-  return static_cast<std::int64_t>(tag >> kOpBits);
-}
-std::uint64_t tag_op(std::uint64_t tag) {
-  return tag & kOpMask;
+struct TagLayout {
+  int op_bits = 20;
+  explicit TagLayout(std::size_t largest_plan) {
+    while ((std::uint64_t{1} << op_bits) - 1 - kLoaderOps <= largest_plan)
+      ++op_bits;
+    if (op_bits > 40) throw std::logic_error("an iteration plan with more than 2^40 ops");
+  }
+  std::uint64_t op_mask() const { return (std::uint64_t{1} << op_bits) - 1; }
+  std::uint64_t loader_base() const { return op_mask() - kLoaderOps; }
+  std::uint64_t tag(std::int64_t iteration, std::uint64_t op) const {
+    return (static_cast<std::uint64_t>(iteration) << op_bits) | op;
+  }
+  std::int64_t iteration(std::uint64_t tag) const {
+    return static_cast<std::int64_t>(tag >> op_bits);
+  }
+  std::uint64_t op(std::uint64_t tag) const { return tag & op_mask(); }
+};
+
+std::size_t largest_plan(const EpochInput& in) {
+  std::size_t largest = in.train.last.ops.size();
+  for (const IterationPlan& p : in.train.plans)
+    largest = std::max(largest, p.ops.size());
+  if (in.validation.iterations > 0) {
+    largest = std::max(largest, in.validation.last.ops.size());
+    for (const IterationPlan& p : in.validation.plans)
+      largest = std::max(largest, p.ops.size());
+  }
+  return largest;
 }
 
 struct PlanIndex {
@@ -107,8 +129,6 @@ PlanIndex index_plan(const IterationPlan& plan) {
     }
   }
   if (index.boundary_op < 0) throw std::logic_error("an iteration plan without a main-thread op");
-  if (plan.ops.size() >= kLoaderOpBase)
-    throw std::logic_error("an iteration plan with too many ops");
   return index;
 }
 
@@ -139,7 +159,7 @@ std::string lane_name(const Lane& lane) {
 struct EpochSimulator::Impl {
   Impl(const EpochInput& in, const EpochOptions& options, std::vector<TraceEvent>& events,
        std::vector<TraceCounter>& link_counters)
-      : input(in), opt(options), trace(events), counters(link_counters) {
+      : input(in), opt(options), trace(events), counters(link_counters), tags(largest_plan(in)) {
     total_iterations = in.train.iterations + in.validation.iterations;
     for (const IterationPlan& p : in.train.plans)
       train_cycle.push_back(index_plan(p));
@@ -159,6 +179,7 @@ struct EpochSimulator::Impl {
   EpochOptions opt;
   std::vector<TraceEvent>& trace;
   std::vector<TraceCounter>& counters;
+  const TagLayout tags;
   Engine engine;
   std::int64_t total_iterations = 0;
   std::vector<PlanIndex> train_cycle, validation_cycle;  // per distinct plan of each phase
@@ -375,9 +396,9 @@ struct EpochSimulator::Impl {
     std::int64_t samples = is_last(batch) ? phase(batch).last_batch : phase(batch).full_batch;
     SimTime work = SimTime::from_seconds(
         Seconds(input.loader.sample_cpu.value() * static_cast<double>(samples)));
-    loader_tasks[{loader, batch}] =
-        engine.add_task(worker(loader, batch), work.ns(),
-                        make_tag(batch, kLoaderOpBase + static_cast<std::uint64_t>(loader)), deps);
+    loader_tasks[{loader, batch}] = engine.add_task(
+        worker(loader, batch), work.ns(),
+        tags.tag(batch, tags.loader_base() + static_cast<std::uint64_t>(loader)), deps);
   }
 
   void start_loaders(std::int64_t first_batch, std::span<const TaskHandle> deps) {
@@ -432,7 +453,7 @@ struct EpochSimulator::Impl {
         }
       }
       TaskHandle h = engine.add_task(lane_resource(op.lane), work,
-                                     make_tag(g, static_cast<std::uint64_t>(j)), deps, detail);
+                                     tags.tag(g, static_cast<std::uint64_t>(j)), deps, detail);
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {
         std::deque<TaskHandle>& queue = launch_queue[op.lane.index];
@@ -501,11 +522,11 @@ struct EpochSimulator::Impl {
 
   void observe(const FinishedTask& t) {
     cpu_finished(t.resource);
-    std::int64_t g = tag_iteration(t.tag);
-    std::uint64_t op_index = tag_op(t.tag);
+    std::int64_t g = tags.iteration(t.tag);
+    std::uint64_t op_index = tags.op(t.tag);
     const ResourceInfo& info = resources[t.resource];
     bool traced = g < opt.trace_iterations;
-    if (op_index >= kLoaderOpBase) {
+    if (op_index >= tags.loader_base()) {
       if (traced) record(engine.resource(t.resource).name(), "load batch", Category::data, t);
       return;
     }
@@ -593,8 +614,8 @@ struct EpochSimulator::Impl {
   // The driver's part of the state, relative to the boundary, appended to the engine's.
   std::vector<std::int64_t> snapshot() const {
     auto relative = [this](std::uint64_t tag) {
-      return (tag_iteration(tag) - boundary) * (std::int64_t{1} << kOpBits) +
-             static_cast<std::int64_t>(tag_op(tag));
+      return (tags.iteration(tag) - boundary) * (std::int64_t{1} << tags.op_bits) +
+             static_cast<std::int64_t>(tags.op(tag));
     };
     auto handle = [&](TaskHandle h) -> std::int64_t {
       return engine.finished(h) ? -1 : relative(engine.tag(h));
@@ -727,8 +748,8 @@ struct EpochSimulator::Impl {
     SimTime delta = (engine.now() - then.time) * periods;
     stats += period_times(stats, then.stats, periods);
     std::int64_t skipped = period * periods;
-    engine.shift(delta, [skipped](std::uint64_t tag) {
-      return tag + (static_cast<std::uint64_t>(skipped) << kOpBits);
+    engine.shift(delta, [skipped, bits = tags.op_bits](std::uint64_t tag) {
+      return tag + (static_cast<std::uint64_t>(skipped) << bits);
     });
     shift_driver(delta, skipped);
     forget_checkpoint();

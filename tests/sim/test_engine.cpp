@@ -5,6 +5,7 @@
 #include "sim/engine/delay_server.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fifo_server.h"
+#include "sim/predict/epoch_simulator.h"
 
 using namespace epochcast::sim;
 
@@ -223,4 +224,30 @@ TEST_CASE("equal states give equal snapshots, and shifting reproduces the run ex
   PipelineDriver skipping(iterations, 5);
   CHECK(skipping.run().ns() == expected_end);
   CHECK(skipping.snapshots_equal());
+}
+
+TEST_CASE("an iteration plan of more than a million ops is simulated, not refused") {
+  // Tags once held an op in 20 bits, so plans beyond ~1.04 M ops (every rank of a large
+  // cluster) were refused; the field now widens with the plan.
+  constexpr std::int64_t kOps = (std::int64_t{1} << 20) + 10;
+  IterationPlan plan;
+  plan.samples = 1;
+  plan.ops.reserve(static_cast<std::size_t>(kOps));
+  for (std::int64_t i = 0; i < kOps; ++i) {
+    PlanOp op;
+    op.lane = Lane{LaneKind::cpu, 0};
+    op.work_ns = 1;
+    plan.ops.push_back(std::move(op));
+  }
+  EpochInput input;
+  input.train.plans = {plan};
+  input.train.cycle = {0};
+  input.train.last = std::move(plan);
+  input.train.iterations = 2;
+  input.train.full_batch = input.train.last_batch = 1;
+  EpochOptions exact;
+  exact.steady_state_shortcut = false;
+  EpochSimulator simulator(input, exact);
+  const EpochStats stats = simulator.run();
+  CHECK(stats.epoch.ns() == 2 * kOps);  // two iterations of back-to-back 1 ns ops
 }

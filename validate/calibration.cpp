@@ -553,13 +553,12 @@ std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
   return newest.empty() ? "unknown" : newest;
 }
 
-}  // namespace
-
-namespace {
-
 constexpr const char* kPythonExtraPrefix = "host.python_";
 constexpr const char* kPythonExtraSource =
     "; plus what a Python loop adds, from the bench's Python loop";
+// The host figures a Python loop's extra is added to.
+constexpr const char* kPythonHostFigures[] = {"host.forward_op_us", "host.optimizer_op_us",
+                                              "host.step_overhead_us"};
 constexpr const char* kPythonLoopMethod =
     "forward ops: the same eager op's and an empty nn.Module call's extra time; optimizer ops: "
     "the op's; the step: torch.optim's foreach Adam step beyond its kernels' dispatch";
@@ -625,8 +624,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   if (libtorch_loops && out.profile.host_libtorch) {
     out.profile.host = *out.profile.host_libtorch;
     out.profile.host_libtorch.reset();
-    for (const char* key :
-         {"host.forward_op_us", "host.optimizer_op_us", "host.step_overhead_us"}) {
+    for (const char* key : kPythonHostFigures) {
       std::string& source = out.profile.sources[key];
       source = source.substr(0, source.find(kPythonExtraSource));
     }
@@ -712,8 +710,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   if (python_loop) {
     out.profile.sources["host_libtorch"] =
         provenance + ": the host costs fitted to epochcast-run's C++ loop";
-    for (const char* key :
-         {"host.forward_op_us", "host.optimizer_op_us", "host.step_overhead_us"}) {
+    for (const char* key : kPythonHostFigures) {
       std::string& source = out.profile.sources[key];
       if (source.empty()) source = provenance;
       source += std::string(kPythonExtraSource) + " (" + kPythonLoopMethod + ")";

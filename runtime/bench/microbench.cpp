@@ -187,7 +187,7 @@ void bench_copies(const DevicePlan& devices, Benchmarks& out) {
 // (`optimizer_step`: its kernels' dispatch plus torch.optim's Python around them).
 constexpr const char* kPythonDispatchLoop = R"(
 import json, sys, time, torch
-d = sys.argv[1]
+d, parameters = sys.argv[1], int(sys.argv[2])
 def sync():
     if d == 'cuda':
         torch.cuda.synchronize()
@@ -206,7 +206,7 @@ def per_call(body, warmup, count):
     return t[2]
 x = torch.ones(1, device=d)
 identity = torch.nn.Identity()
-params = [torch.zeros(1, device=d, requires_grad=True) for _ in range(16)]
+params = [torch.zeros(1, device=d, requires_grad=True) for _ in range(parameters)]
 for p in params:
     p.grad = torch.ones(1, device=d)
 adam = torch.optim.Adam(params, foreach=True)
@@ -230,7 +230,7 @@ struct PythonDispatch {
 };
 
 // The Python loop's figures, by a python3 child (EPOCHCAST_PYTHON names another interpreter)
-// started without a shell (`python -c SCRIPT DEVICE`, under timeout(1): an interpreter that hangs
+// started without a shell (`python -c SCRIPT DEVICE PARAMETERS`, under timeout(1): one that hangs
 // importing torch or starting CUDA costs two minutes); nullopt, with the reason in `why`, where
 // none imports torch.
 std::optional<PythonDispatch> python_dispatch(bool cuda, std::string& why) {
@@ -238,9 +238,10 @@ std::optional<PythonDispatch> python_dispatch(bool cuda, std::string& why) {
   std::string python = configured != nullptr && *configured ? configured : "python3";
   std::string script = kPythonDispatchLoop;
   std::string device = cuda ? "cuda" : "cpu";
+  std::string parameters = std::to_string(kBenchOptimizerParameters);
   std::string timeout = "timeout", limit = "120", flag = "-c";
-  std::vector<char*> argv = {timeout.data(), limit.data(),  python.data(), flag.data(),
-                             script.data(),  device.data(), nullptr};
+  std::vector<char*> argv = {timeout.data(), limit.data(),  python.data(),     flag.data(),
+                             script.data(),  device.data(), parameters.data(), nullptr};
   why = fmt::format("{} with torch was not found (or its loop failed)", python);
   int pipe_ends[2];
   if (pipe(pipe_ends) != 0) return std::nullopt;

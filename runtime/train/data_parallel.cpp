@@ -89,38 +89,38 @@ torch::Tensor DataParallel::forward(const torch::Tensor& inputs) {
   std::vector<torch::Tensor> outputs(used_replicas_);
   std::vector<std::exception_ptr> errors(used_replicas_);
   last_threads_.assign(used_replicas_, ReplicaThreadState{});
-  std::vector<std::thread> threads;
-  threads.reserve(used_replicas_);
-  // Threads already started are joined whatever happens (a thread that cannot start throws).
-  struct JoinAll {
-    std::vector<std::thread>& threads;
-    ~JoinAll() {
-      for (std::thread& thread : threads)
-        if (thread.joinable()) thread.join();
-    }
-  } join_all{threads};
-  for (std::size_t r = 0; r < used_replicas_; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        at::ThreadLocalStateGuard state(caller_state);
-        c10::OptionalDeviceGuard device_guard;
-        std::optional<c10::StreamGuard> stream_guard;
-        if (streams[r]) {
-          device_guard.reset_device(devices_[r]);
-          stream_guard.emplace(*streams[r]);
-        }
-        torch::AutoGradMode grad_mode(grad_enabled);
-        AutocastScope autocast(precision_, devices_[r]);
-        last_threads_[r] = {std::this_thread::get_id(), devices_[r], torch::GradMode::is_enabled(),
-                            autocast_enabled(devices_[r].type())};
-        outputs[r] = replicas_[r]->forward(chunks[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
+  {
+    std::vector<std::thread> threads;
+    threads.reserve(used_replicas_);
+    // Every thread started is joined when this block ends, also when the next cannot start.
+    struct JoinAll {
+      std::vector<std::thread>& threads;
+      ~JoinAll() {
+        for (std::thread& thread : threads)
+          if (thread.joinable()) thread.join();
       }
-    });
+    } join_all{threads};
+    for (std::size_t r = 0; r < used_replicas_; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          at::ThreadLocalStateGuard state(caller_state);
+          c10::OptionalDeviceGuard device_guard;
+          std::optional<c10::StreamGuard> stream_guard;
+          if (streams[r]) {
+            device_guard.reset_device(devices_[r]);
+            stream_guard.emplace(*streams[r]);
+          }
+          torch::AutoGradMode grad_mode(grad_enabled);
+          AutocastScope autocast(precision_, devices_[r]);
+          last_threads_[r] = {std::this_thread::get_id(), devices_[r],
+                              torch::GradMode::is_enabled(), autocast_enabled(devices_[r].type())};
+          outputs[r] = replicas_[r]->forward(chunks[r]);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    }
   }
-  for (std::thread& thread : threads)
-    thread.join();
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }

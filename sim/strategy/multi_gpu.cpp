@@ -123,6 +123,7 @@ std::vector<CoalescedBuffer> take_tensors(const std::vector<std::pair<int, std::
   return buffers;
 }
 
+// c10::ScalarType's numbers (c10/core/ScalarType.h), which order take_tensors' leftover buffers.
 constexpr int kTorchInt64 = 4;
 constexpr int kTorchFloat32 = 6;
 
@@ -161,10 +162,11 @@ std::vector<CoalescedBuffer> coalesced_module_buffers(const ModelAnalysis& analy
   std::vector<std::pair<int, std::int64_t>> tensors;
   for (const LayerCosts& layer : analysis.layers) {
     if (layer.buffers <= 0) continue;
-    const std::int64_t features = (layer.buffers - 1) / 2;
-    tensors.emplace_back(kTorchFloat32, features * 4);
-    tensors.emplace_back(kTorchFloat32, features * 4);
-    tensors.emplace_back(kTorchInt64, 8);
+    // layer_costs counts 2 x features + 1 of them.
+    const std::int64_t statistics = (layer.buffers - 1) / 2 * element_bytes(DType::float32);
+    tensors.emplace_back(kTorchFloat32, statistics);
+    tensors.emplace_back(kTorchFloat32, statistics);
+    tensors.emplace_back(kTorchInt64, element_bytes(DType::int64));
   }
   return take_tensors(tensors, cap);
 }

@@ -801,9 +801,9 @@ TEST_CASE("the collectives' watchdog aborts once when a collective outlives its 
   // Half a second: bucket 0 is marked finished long before, even on a busy machine.
   CollectiveWatchdog watchdog(
       0.5, [] { return std::string(); }, [&] { ++aborts; }, 0.01);
+  first_done = true;  // before it is watched: no timing decides which bucket times out
   watchdog.watch("the all-reduce of gradient bucket 0", [&] { return first_done.load(); });
   watchdog.watch("the all-reduce of gradient bucket 1", [] { return false; });  // a dead peer
-  first_done = true;
   REQUIRE(eventually([&] { return watchdog.failure().has_value(); }));
   CHECK_THAT(*watchdog.failure(), Catch::Contains("gradient bucket 1 did not finish within"));
   CHECK(eventually([&] { return aborts.load() == 1; }));

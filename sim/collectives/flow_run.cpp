@@ -22,6 +22,10 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   const int protocol_table = static_cast<int>(plan.protocol);
   std::vector<TaskHandle> tasks;
   tasks.reserve(plan.transfers.size());
+  std::size_t edges = 0;
+  for (const Transfer& t : plan.transfers)
+    edges += t.deps.size();
+  engine.reserve(plan.transfers.size(), edges);
   std::vector<TaskHandle> deps;
   for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
     const Transfer& t = plan.transfers[i];

@@ -32,6 +32,11 @@ std::uint32_t Engine::allocate_slot() {
   return static_cast<std::uint32_t>(slots_.size() - 1);
 }
 
+void Engine::reserve(std::size_t tasks, std::size_t edges) {
+  slots_.reserve(tasks);
+  edges_.reserve(edges);
+}
+
 std::uint32_t Engine::allocate_edge() {
   if (!free_edges_.empty()) {
     std::uint32_t index = free_edges_.back();

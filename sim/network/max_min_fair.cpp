@@ -1,4 +1,4 @@
-// Max-min fair sharing of links by flows (progressive filling).
+// Max-min fair sharing of links by flows (progressive filling, refilled per component).
 #include "sim/network/max_min_fair.h"
 
 #include <algorithm>
@@ -6,12 +6,16 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace epochcast::sim {
 
 std::uint32_t MaxMinFairNetwork::add_link(std::string name, BytesPerSecond capacity) {
   if (!(capacity.value() > 0)) throw std::logic_error("a network link needs a positive capacity");
-  links_.push_back({std::move(name), capacity.value(), 0, 0});
+  Link link;
+  link.name = std::move(name);
+  link.capacity = capacity.value();
+  links_.push_back(std::move(link));
   return static_cast<std::uint32_t>(links_.size() - 1);
 }
 
@@ -19,162 +23,344 @@ std::uint32_t MaxMinFairNetwork::add_route(std::vector<std::uint32_t> links, Sim
   for (std::uint32_t l : links) {
     if (l >= links_.size()) throw std::logic_error("a route over an unknown link");
   }
-  routes_.push_back({std::move(links), latency});
+  std::vector<std::uint32_t> sorted = links;
+  std::sort(sorted.begin(), sorted.end());
+  const bool crosses_twice = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+  routes_.push_back({std::move(links), latency, crosses_twice});
   return static_cast<std::uint32_t>(routes_.size() - 1);
+}
+
+void MaxMinFairNetwork::schedule(std::uint32_t flow, SimTime when) {
+  Flow& f = flows_[flow];
+  ++f.version;  // the flow's earlier events are stale
+  events_.push_back({when, flow, f.version});
+  std::push_heap(events_.begin(), events_.end(), Later{});
+}
+
+void MaxMinFairNetwork::drop_stale_events() {
+  auto stale = [&](const Event& e) {
+    return !flows_[e.flow].live || flows_[e.flow].version != e.version;
+  };
+  // Rescheduled flows leave their old events behind; once they outnumber the live ones, a
+  // rebuild is cheaper than popping them one by one later.
+  if (events_.size() > 2 * active_ + 64) {
+    std::erase_if(events_, stale);
+    std::make_heap(events_.begin(), events_.end(), Later{});
+  }
+  while (!events_.empty() && stale(events_.front())) {
+    std::pop_heap(events_.begin(), events_.end(), Later{});
+    events_.pop_back();
+  }
 }
 
 void MaxMinFairNetwork::enqueue(TaskHandle task, std::int64_t bytes, std::uint32_t route,
                                 SimTime now, StartListener& starts) {
   if (route >= routes_.size()) throw std::logic_error("a flow on an unknown route");
-  progress(now);
-  Flow flow;
-  flow.task = task;
-  flow.route = route;
-  flow.remaining = static_cast<double>(bytes);
-  flow.transfer_start = now + routes_[route].latency;
-  flow.finish = flow.transfer_start;
-  flows_.push_back(flow);
+  std::uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Flow& f = flows_[slot];
+  f.task = task;
+  f.route = route;
+  f.arrival = next_arrival_++;
+  f.live = true;
+  f.remaining = static_cast<double>(bytes);
+  f.rate = 0;
+  f.transferring = false;
+  f.transfer_start = now + routes_[route].latency;
+  f.finish = f.transfer_start;
+  f.since = f.transfer_start;
+  ++active_;
+  schedule(slot, f.transfer_start);
   starts.task_started(task, now);
-  recompute_rates(now);
 }
 
 std::optional<SimTime> MaxMinFairNetwork::next_completion() const {
-  std::optional<SimTime> next;
-  for (const Flow& f : flows_) {
-    SimTime t = f.transferring ? f.finish : f.transfer_start;
-    if (!next || t < *next) next = t;
-  }
-  return next;
+  if (events_.empty()) return std::nullopt;
+  return events_.front().time;
 }
 
-void MaxMinFairNetwork::progress(SimTime now) {
-  if (now <= last_update_) {
-    last_update_ = std::max(last_update_, now);
-    return;
+void MaxMinFairNetwork::attach(std::uint32_t flow) {
+  Flow& f = flows_[flow];
+  const std::vector<std::uint32_t>& route = routes_[f.route].links;
+  f.positions.resize(route.size());
+  for (std::size_t hop = 0; hop < route.size(); ++hop) {
+    std::vector<std::uint32_t>& list = links_[route[hop]].flows;
+    f.positions[hop] = static_cast<std::uint32_t>(list.size());
+    list.push_back(flow);
   }
-  double dt = static_cast<double>((now - last_update_).ns()) * 1e-9;
-  for (Flow& f : flows_) {
-    if (!f.transferring) continue;
-    double moved = std::min(f.remaining, f.rate * dt);
-    f.remaining -= moved;
-    for (std::uint32_t l : routes_[f.route].links)
-      links_[l].carried += moved;
+}
+
+void MaxMinFairNetwork::detach(std::uint32_t flow) {
+  const Flow& f = flows_[flow];
+  const std::vector<std::uint32_t>& route = routes_[f.route].links;
+  for (std::size_t hop = 0; hop < route.size(); ++hop) {
+    const std::uint32_t l = route[hop];
+    std::vector<std::uint32_t>& list = links_[l].flows;
+    const std::uint32_t position = f.positions[hop];
+    const auto last = static_cast<std::uint32_t>(list.size() - 1);
+    const std::uint32_t moved = list[last];
+    list[position] = moved;
+    list.pop_back();
+    if (position == last) continue;
+    // The flow moved into the hole records its new place (the hop of its route that held the
+    // last place of this link: a route may cross a link twice).
+    Flow& m = flows_[moved];
+    const std::vector<std::uint32_t>& moved_route = routes_[m.route].links;
+    for (std::size_t h = 0; h < moved_route.size(); ++h) {
+      if (moved_route[h] == l && m.positions[h] == last) {
+        m.positions[h] = position;
+        break;
+      }
+    }
   }
-  last_update_ = now;
 }
 
 void MaxMinFairNetwork::advance(SimTime now, std::vector<TaskHandle>& finished, StartListener&) {
-  progress(now);
-  bool changed = false;
+  due_.clear();
+  while (!events_.empty() && events_.front().time <= now) {
+    const Event e = events_.front();
+    std::pop_heap(events_.begin(), events_.end(), Later{});
+    events_.pop_back();
+    if (flows_[e.flow].live && flows_[e.flow].version == e.version) due_.push_back(e.flow);
+  }
+  std::sort(due_.begin(), due_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return flows_[a].arrival < flows_[b].arrival;
+  });
+  seeds_.clear();
   // Transfers end at their computed finish time (any sub-byte residue is rounding); then flows
   // whose latency has passed begin to transfer.
-  std::vector<Flow> kept;
-  kept.reserve(flows_.size());
-  for (const Flow& f : flows_) {
-    if (f.transferring && f.finish <= now) {
-      finished.push_back(f.task);
-      changed = true;
+  for (std::uint32_t slot : due_) {
+    Flow& f = flows_[slot];
+    if (!f.transferring) continue;
+    finished.push_back(f.task);
+    const Route& route = routes_[f.route];
+    if (route.crosses_twice || std::any_of(route.links.begin(), route.links.end(),
+                                           [&](std::uint32_t l) { return saturated(l); })) {
+      seeds_.insert(seeds_.end(), route.links.begin(), route.links.end());
+      detach(slot);
     } else {
-      kept.push_back(f);
+      // No flow has its bottleneck on an unsaturated link, so none gains from this one's end.
+      detach(slot);
+      for (std::uint32_t l : route.links)
+        set_link_rate(l, links_[l].flows.empty() ? 0 : links_[l].rate - f.rate, now);
     }
+    f.live = false;
+    f.transferring = false;
+    free_slots_.push_back(slot);
+    --active_;
   }
-  flows_ = std::move(kept);
-  for (Flow& f : flows_) {
-    if (!f.transferring && f.transfer_start <= now) {
-      f.transferring = true;
-      changed = true;
+  for (std::uint32_t slot : due_) {
+    Flow& f = flows_[slot];
+    if (!f.live || f.transferring) continue;
+    f.transferring = true;
+    f.since = now;
+    const std::vector<std::uint32_t>& route = routes_[f.route].links;
+    if (route.empty()) {  // a local copy: no link limits it
+      f.rate = std::numeric_limits<double>::infinity();
+      f.finish = now;
+      schedule(slot, now);
+      continue;
     }
+    if (seeds_.empty() && join_unsaturated(slot, now)) continue;
+    attach(slot);
+    seeds_.insert(seeds_.end(), route.begin(), route.end());
   }
-  if (changed) recompute_rates(now);
+  if (!seeds_.empty()) refill(seeds_, now);
+  drop_stale_events();
 }
 
-void MaxMinFairNetwork::recompute_rates(SimTime now) {
-  // Progressive filling: repeatedly find the link whose remaining capacity divided among its
-  // unfrozen flows is smallest, give those flows that share, and remove it from their links.
-  std::vector<double> capacity(links_.size());
-  std::vector<int> unfrozen(links_.size(), 0);
-  for (std::size_t l = 0; l < links_.size(); ++l)
-    capacity[l] = links_[l].capacity;
-  std::vector<bool> frozen(flows_.size(), false);
-  std::size_t remaining_flows = 0;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    Flow& f = flows_[i];
-    f.rate = 0;
-    if (!f.transferring) {
-      frozen[i] = true;
-      continue;
-    }
-    if (routes_[f.route].links.empty()) {  // a local copy: no link limits it
-      f.rate = std::numeric_limits<double>::infinity();
-      frozen[i] = true;
-      continue;
-    }
-    for (std::uint32_t l : routes_[f.route].links)
-      ++unfrozen[l];
-    ++remaining_flows;
+bool MaxMinFairNetwork::saturated(std::uint32_t link) const {
+  // Rates are sums of doubles: a link filled by the allocation reads within a few ulps of its
+  // capacity, an unsaturated one far below.
+  constexpr double kFilled = 1 - 1e-9;
+  return links_[link].rate >= links_[link].capacity * kFilled;
+}
+
+bool MaxMinFairNetwork::join_unsaturated(std::uint32_t slot, SimTime now) {
+  // A new flow over links that all have capacity to spare takes the least spare capacity of its
+  // route. That is the max-min fair allocation if, on a link where it is the least, no other
+  // flow runs faster (that link is then the new flow's bottleneck) — and the other flows keep
+  // theirs, all on saturated links, which the new flow does not cross. Otherwise the caller
+  // refills the component.
+  Flow& f = flows_[slot];
+  const Route& route = routes_[f.route];
+  if (route.crosses_twice) return false;
+  double rate = std::numeric_limits<double>::infinity();
+  for (std::uint32_t l : route.links) {
+    if (saturated(l)) return false;
+    rate = std::min(rate, links_[l].capacity - links_[l].rate);
   }
-  while (remaining_flows > 0) {
-    std::size_t bottleneck = links_.size();
-    double share = std::numeric_limits<double>::infinity();
-    for (std::size_t l = 0; l < links_.size(); ++l) {
-      if (unfrozen[l] == 0) continue;
-      double s = capacity[l] / unfrozen[l];
-      if (s < share) {
-        share = s;
-        bottleneck = l;
+  bool bottleneck = false;
+  for (std::uint32_t l : route.links) {
+    const Link& link = links_[l];
+    if (link.capacity - link.rate != rate) continue;
+    bottleneck = std::all_of(link.flows.begin(), link.flows.end(),
+                             [&](std::uint32_t other) { return flows_[other].rate <= rate; });
+    if (bottleneck) break;
+  }
+  if (!bottleneck) return false;
+  attach(slot);
+  f.rate = rate;
+  f.since = now;
+  f.finish = now + SimTime::from_ns_rounded_up(f.remaining / rate * 1e9);
+  schedule(slot, f.finish);
+  for (std::uint32_t l : route.links)
+    set_link_rate(l, links_[l].rate + rate, now);
+  return true;
+}
+
+void MaxMinFairNetwork::set_link_rate(std::uint32_t link, double rate, SimTime now) {
+  Link& l = links_[link];
+  if (rate == l.rate) return;
+  l.carried += l.rate * static_cast<double>((now - l.since).ns()) * 1e-9;
+  l.since = now;
+  l.rate = rate;
+  if (rate_listener_) rate_listener_(now, link, rate);
+}
+
+void MaxMinFairNetwork::fill_component() {
+  // Progressive filling: repeatedly take the link whose remaining capacity divided among its
+  // unfrozen flows is smallest (the lowest id among equals), give those flows that share, and
+  // take it from their links. Links come from a min-heap of (share, link); an entry whose share
+  // is no longer the link's is stale (every change pushes the new one).
+  using Key = std::pair<double, std::uint32_t>;
+  heap_.clear();
+  for (std::uint32_t l : component_links_) {
+    Link& link = links_[l];
+    link.left = link.capacity;
+    link.unfrozen = static_cast<std::uint32_t>(link.flows.size());
+    if (link.unfrozen > 0) heap_.emplace_back(link.left / link.unfrozen, l);
+  }
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
+    const auto [share, bottleneck] = heap_.back();
+    heap_.pop_back();
+    const Link& b = links_[bottleneck];
+    if (b.unfrozen == 0 || b.left / b.unfrozen != share) continue;
+    const std::uint64_t round = ++visit_;
+    touched_.clear();
+    for (std::uint32_t slot : b.flows) {
+      Flow& f = flows_[slot];
+      if (f.frozen) continue;
+      f.frozen = true;
+      f.new_rate = share;
+      for (std::uint32_t l : routes_[f.route].links) {
+        Link& link = links_[l];
+        link.left = std::max(0.0, link.left - share);
+        --link.unfrozen;
+        if (link.visit != round) {
+          link.visit = round;
+          touched_.push_back(l);
+        }
       }
     }
-    for (std::size_t i = 0; i < flows_.size(); ++i) {
-      if (frozen[i]) continue;
-      const std::vector<std::uint32_t>& route = routes_[flows_[i].route].links;
-      if (std::find(route.begin(), route.end(), bottleneck) == route.end()) continue;
-      flows_[i].rate = share;
-      frozen[i] = true;
-      --remaining_flows;
-      for (std::uint32_t l : route) {
-        capacity[l] = std::max(0.0, capacity[l] - share);
-        --unfrozen[l];
+    for (std::uint32_t l : touched_) {
+      const Link& link = links_[l];
+      if (link.unfrozen == 0) continue;
+      heap_.emplace_back(link.left / link.unfrozen, l);
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
+    }
+  }
+}
+
+void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime now) {
+  // The component: links and flows reachable from the changed links through shared flows.
+  ++visit_;
+  component_links_.clear();
+  component_flows_.clear();
+  for (std::uint32_t l : seeds) {
+    if (links_[l].visit == visit_) continue;
+    links_[l].visit = visit_;
+    component_links_.push_back(l);
+  }
+  for (std::size_t next = 0; next < component_links_.size(); ++next) {
+    for (std::uint32_t slot : links_[component_links_[next]].flows) {
+      Flow& f = flows_[slot];
+      if (f.visit == visit_) continue;
+      f.visit = visit_;
+      f.frozen = false;
+      component_flows_.push_back(slot);
+      for (std::uint32_t l : routes_[f.route].links) {
+        if (links_[l].visit == visit_) continue;
+        links_[l].visit = visit_;
+        component_links_.push_back(l);
       }
     }
   }
-  for (Link& link : links_)
-    link.rate = 0;
-  for (Flow& f : flows_) {
-    if (!f.transferring) continue;
-    if (std::isinf(f.rate)) {
-      f.finish = now;
-      continue;
+
+  if (component_flows_.size() == 1) {
+    // Alone on its links (the common case of rings and trees): filling's one round gives the
+    // flow its tightest link's capacity (half of it on a link the route crosses twice).
+    Flow& f = flows_[component_flows_.front()];
+    f.new_rate = std::numeric_limits<double>::infinity();
+    for (std::uint32_t l : component_links_) {
+      const Link& link = links_[l];
+      f.new_rate = std::min(f.new_rate, link.capacity / static_cast<double>(link.flows.size()));
     }
-    for (std::uint32_t l : routes_[f.route].links)
-      links_[l].rate += f.rate;
-    double seconds = f.remaining / f.rate;
-    f.finish = now + SimTime::from_ns_rounded_up(seconds * 1e9);
+  } else {
+    fill_component();
   }
-  if (rate_listener_) {
-    for (std::uint32_t l = 0; l < links_.size(); ++l)
-      rate_listener_(now, l, links_[l].rate);
+
+  // A flow whose rate changed moves its bytes up to now at the old rate and is rescheduled;
+  // the others keep their finish times.
+  for (std::uint32_t slot : component_flows_) {
+    Flow& f = flows_[slot];
+    if (f.new_rate == f.rate) continue;
+    const double elapsed = static_cast<double>((now - f.since).ns()) * 1e-9;
+    f.remaining = std::max(0.0, f.remaining - f.rate * elapsed);
+    f.since = now;
+    f.rate = f.new_rate;
+    f.finish = now + SimTime::from_ns_rounded_up(f.remaining / f.rate * 1e9);
+    schedule(slot, f.finish);
+  }
+  for (std::uint32_t l : component_links_) {
+    double rate = 0;
+    for (std::uint32_t slot : links_[l].flows)
+      rate += flows_[slot].rate;
+    set_link_rate(l, rate, now);
   }
 }
 
 void MaxMinFairNetwork::shift(SimTime delta) {
-  last_update_ += delta;
   for (Flow& f : flows_) {
+    if (!f.live) continue;
     f.transfer_start += delta;
     f.finish += delta;
+    f.since += delta;
   }
+  for (Link& l : links_)
+    l.since += delta;
+  for (Event& e : events_)  // a uniform shift keeps the heap's order
+    e.time += delta;
 }
 
 void MaxMinFairNetwork::snapshot(SimTime now, SnapshotWriter& out) const {
-  // Without flows, when the network last progressed decides nothing (progress() only moves
-  // that mark forward), so an idle network is the same state at any time: a validation pass,
-  // which has no collectives, then repeats and is skipped like training.
-  out.write(flows_.empty() ? 0 : (last_update_ - now).ns());
-  out.write(static_cast<std::int64_t>(flows_.size()));
-  for (const Flow& f : flows_) {
+  // Flows in arrival order, each relative to now. An idle network writes the same at any time:
+  // a validation pass, which has no collectives, then repeats and is skipped like training.
+  std::vector<std::uint32_t> live;
+  live.reserve(active_);
+  for (std::uint32_t slot = 0; slot < flows_.size(); ++slot) {
+    if (flows_[slot].live) live.push_back(slot);
+  }
+  std::sort(live.begin(), live.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return flows_[a].arrival < flows_[b].arrival;
+  });
+  out.write(static_cast<std::int64_t>(live.size()));
+  for (std::uint32_t slot : live) {
+    const Flow& f = flows_[slot];
     out.write_task(f.task);
     out.write(f.route);
     out.write(std::bit_cast<std::int64_t>(f.remaining));
     out.write(f.transferring ? 1 : 0);
+    out.write(f.transferring ? std::bit_cast<std::int64_t>(f.rate) : 0);
+    out.write(f.transferring ? (f.since - now).ns() : 0);
     out.write((f.transfer_start - now).ns());
     out.write((f.finish - now).ns());
   }

@@ -3,11 +3,22 @@
 // its route's latency (the sum of per-hop latencies), then moves its bytes at its fair rate,
 // which is recomputed whenever a flow starts or ends; so contention emerges from the topology
 // instead of being assumed. Used for interconnects inside a machine and between machines.
+//
+// The allocation is incremental. A flow that starts over links with capacity to spare, or ends
+// without having filled any of its links, changes no other flow's fair rate (every flow's
+// bottleneck is a filled link), and is handled on its own route. Otherwise the allocation is
+// refilled, but only in the connected component of the graph of flows and links that the change
+// touches: a max-min fair allocation splits into those components, so the others keep their
+// rates and finish times. A flow's bytes are brought up to date only when its rate changes.
+// Every link keeps the list of its flows, so filling needs no search, and the bottleneck of each
+// round comes from a heap of (share, link) — the order of a whole-network refill. Rates are those
+// of a whole-network refill up to the rounding of sums (ulps).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -37,10 +48,13 @@ class MaxMinFairNetwork final : public Resource {
   BytesPerSecond link_capacity(std::uint32_t link) const {
     return BytesPerSecond(links_[link].capacity);
   }
-  // Bytes carried by a link so far (for utilisation statistics).
+  // Bytes carried by a link up to its last change of rate (all of them once it is idle; for
+  // utilisation statistics).
   double bytes_carried(std::uint32_t link) const { return links_[link].carried; }
-  // Called with (time, link, total rate on the link in bytes/s) whenever rates change; for
-  // link-utilisation counter tracks in traces.
+  // Flows in the network (waiting out their latency or transferring).
+  std::size_t active_flows() const { return active_; }
+  // Called with (time, link, total rate on the link in bytes/s) whenever a link's rate changes;
+  // for link-utilisation counter tracks in traces.
   void set_rate_listener(std::function<void(SimTime, std::uint32_t, double)> listener) {
     rate_listener_ = std::move(listener);
   }
@@ -48,33 +62,78 @@ class MaxMinFairNetwork final : public Resource {
  private:
   struct Link {
     std::string name;
-    double capacity = 0;  // bytes per second
-    double carried = 0;
-    double rate = 0;  // current total rate of its flows
+    double capacity = 0;               // bytes per second
+    double carried = 0;                // bytes, up to `since`
+    double rate = 0;                   // current total rate of its flows
+    SimTime since;                     // when `rate` took effect
+    std::vector<std::uint32_t> flows;  // transferring flows that cross it (flow slots)
+    // Scratch of a refill.
+    double left = 0;  // capacity not yet given to frozen flows
+    std::uint32_t unfrozen = 0;
+    std::uint64_t visit = 0;  // refill (or filling round) that reached it
   };
   struct Route {
     std::vector<std::uint32_t> links;
     SimTime latency;
+    bool crosses_twice = false;  // a link appears twice in it
   };
   struct Flow {
     TaskHandle task;
     std::uint32_t route = 0;
-    double remaining = 0;  // bytes
-    double rate = 0;       // bytes per second, while transferring
+    std::uint64_t arrival = 0;  // order of arrival: ties and snapshots follow it
+    bool live = false;          // false: a free slot
+    std::uint32_t version = 0;  // of its pending event (counts on across the slot's flows)
+    double remaining = 0;       // bytes at `since`
+    double rate = 0;            // bytes per second, while transferring
+    SimTime since;
     bool transferring = false;
     SimTime transfer_start;  // when the latency has passed
     SimTime finish;          // when the transfer ends at the current rate
+    // Where the flow sits in each of its route's links' lists (same order as the route).
+    std::vector<std::uint32_t> positions;
+    std::uint64_t visit = 0;
+    bool frozen = false;
+    double new_rate = 0;
+  };
+  // A flow's latency ending or its transfer ending. Events due at the same instant are put in
+  // arrival order when they are taken, so the heap orders by time alone.
+  struct Event {
+    SimTime time;
+    std::uint32_t flow = 0;
+    std::uint32_t version = 0;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const { return a.time > b.time; }
   };
 
-  void progress(SimTime now);
-  void recompute_rates(SimTime now);
+  void schedule(std::uint32_t flow, SimTime when);
+  void drop_stale_events();
+  void attach(std::uint32_t flow);
+  void detach(std::uint32_t flow);
+  bool saturated(std::uint32_t link) const;
+  // Starts a transferring flow without a refill when that keeps the allocation max-min fair;
+  // false (nothing changed) when it would not.
+  bool join_unsaturated(std::uint32_t flow, SimTime now);
+  void set_link_rate(std::uint32_t link, double rate, SimTime now);
+  // Max-min fair rates (Flow::new_rate) for the flows of component_flows_ over
+  // component_links_.
+  void fill_component();
+  // Refills the components of the links in `seeds` (links whose flows changed).
+  void refill(const std::vector<std::uint32_t>& seeds, SimTime now);
 
   std::string name_;
   std::vector<Link> links_;
   std::vector<Route> routes_;
-  std::vector<Flow> flows_;  // in arrival order
-  SimTime last_update_;
+  std::vector<Flow> flows_;  // slots, reused
+  std::vector<std::uint32_t> free_slots_;
+  std::size_t active_ = 0;
+  std::vector<Event> events_;  // a heap under Later; entries of changed flows are stale
+  std::uint64_t next_arrival_ = 0;
+  std::uint64_t visit_ = 0;
   std::function<void(SimTime, std::uint32_t, double)> rate_listener_;
+  // Scratch of advance() and refill(), kept to avoid allocations.
+  std::vector<std::uint32_t> due_, seeds_, component_links_, component_flows_, touched_;
+  std::vector<std::pair<double, std::uint32_t>> heap_;
 };
 
 }  // namespace epochcast::sim

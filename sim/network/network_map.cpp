@@ -2,6 +2,7 @@
 #include "sim/network/network_map.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -78,17 +79,25 @@ std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<Li
         static_cast<std::size_t>(step_table))[static_cast<std::size_t>(rate.slowest)];
   }
   std::uint32_t id = network_.add_route(std::move(links), SimTime::from_seconds(latency));
-  if (rate.data_factor != 1) data_factors_[id] = rate.data_factor;
+  if (data_factors_.size() <= id) data_factors_.resize(id + 1, 1.0);
+  data_factors_[id] = rate.data_factor;
   return id;
 }
 
 double NetworkMap::data_factor(std::uint32_t route) const {
-  auto found = data_factors_.find(route);
-  return found == data_factors_.end() ? 1.0 : found->second;
+  return route < data_factors_.size() ? data_factors_[route] : 1.0;
 }
 
 std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, FabricWay way) {
-  auto key = std::make_tuple(src, dst, via, step_table, way);
+  // GPUs below 2^24, step tables from -1 below 2^10, and the two enums in 3 bits each.
+  if (src < 0 || dst < 0 || src >= (1 << 24) || dst >= (1 << 24) || step_table < -1 ||
+      step_table >= (1 << 10) - 1) {
+    throw std::logic_error("a route key out of range");
+  }
+  const std::uint64_t key = static_cast<std::uint64_t>(src) << 40 |
+                            static_cast<std::uint64_t>(dst) << 16 |
+                            static_cast<std::uint64_t>(step_table + 1) << 6 |
+                            static_cast<std::uint64_t>(via) << 3 | static_cast<std::uint64_t>(way);
   auto found = routes_.find(key);
   if (found != routes_.end()) return found->second;
   std::uint32_t id = 0;

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <array>
-#include <map>
+#include <cstdint>
 #include <optional>
-#include <tuple>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "core/spec/profile_spec.h"
@@ -62,8 +61,17 @@ class NetworkMap {
   const HardwareProfile& profile_;
   MaxMinFairNetwork& network_;
   std::vector<std::array<Seconds, kLinkKinds>> step_tables_;
-  std::map<std::tuple<int, int, Via, int, FabricWay>, std::uint32_t> routes_;
-  std::map<std::uint32_t, double> data_factors_;  // routes whose factor is not 1
+  // Keyed by (src, dst, via, step table, way) packed into 64 bits: a lookup per transfer of
+  // every plan, so it has to be cheap.
+  struct KeyHash {  // splitmix64's finaliser: the packed fields spread over every bit
+    std::size_t operator()(std::uint64_t x) const {
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      return static_cast<std::size_t>(x ^ (x >> 31));
+    }
+  };
+  std::unordered_map<std::uint64_t, std::uint32_t, KeyHash> routes_;
+  std::vector<double> data_factors_;  // by route id
 };
 
 }  // namespace epochcast::sim

@@ -1,6 +1,7 @@
 // Collectives as plan ops.
 #include "sim/strategy/collective_ops.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -87,8 +88,23 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
         }
       }
       ops[i] = plan.add(std::move(op));
-      touching[t.src].push_back(ops[i]);
-      if (t.dst != t.src) touching[t.dst].push_back(ops[i]);
+    }
+    // A rank's part ends with the last of its transfers: those that no later transfer of the same
+    // rank waits for (the others are done by then), which keeps the end's dependencies few.
+    auto touches = [](const Transfer& t, int gpu) { return t.src == gpu || t.dst == gpu; };
+    std::vector<std::array<bool, 2>> followed(choice.plan.transfers.size(), {false, false});
+    for (const Transfer& t : choice.plan.transfers) {
+      for (int d : t.deps) {
+        const Transfer& before = choice.plan.transfers[static_cast<std::size_t>(d)];
+        auto& flags = followed[static_cast<std::size_t>(d)];
+        if (touches(t, before.src)) flags[0] = true;
+        if (touches(t, before.dst)) flags[1] = true;
+      }
+    }
+    for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
+      const Transfer& t = choice.plan.transfers[i];
+      if (!followed[i][0]) touching[t.src].push_back(ops[i]);
+      if (t.dst != t.src && !followed[i][1]) touching[t.dst].push_back(ops[i]);
     }
   }
   std::vector<std::int32_t> ends;

@@ -185,6 +185,69 @@ ContentionSpec read_contention(const yaml::Node& node) {
   return contention;
 }
 
+// `stragglers:` and `faults:`, checked against the machine's ranks, nodes, NICs and leaves.
+void read_stragglers(const yaml::Node& node, const MachineSpec& machine, ClusterConditions& out) {
+  yaml::MapReader map(node, {"gpus", "nodes", "jitter"});
+  auto speed = [](const yaml::MapReader& entry) {
+    return entry.required("speed").as_number_in(0.01, 1);
+  };
+  if (auto gpus = map.optional("gpus")) {
+    for (const yaml::Node& item : gpus->items(1)) {
+      yaml::MapReader entry(item, {"gpu", "speed"});
+      out.slow_gpus.push_back(
+          {entry.required("gpu").as_int32_in(0, machine.total_gpus() - 1), speed(entry)});
+    }
+  }
+  if (auto nodes = map.optional("nodes")) {
+    for (const yaml::Node& item : nodes->items(1)) {
+      yaml::MapReader entry(item, {"node", "speed"});
+      out.slow_nodes.push_back(
+          {entry.required("node").as_int32_in(0, machine.nodes - 1), speed(entry)});
+    }
+  }
+  if (auto jitter = map.optional("jitter")) {
+    yaml::MapReader j(*jitter, {"spread", "seed", "steps"});
+    out.jitter.spread = j.required("spread").as_number_in(0, 0.5);
+    if (auto seed = j.optional("seed"))
+      out.jitter.seed = static_cast<std::uint64_t>(seed->as_int_in(0, std::int64_t{1} << 62));
+    if (auto steps = j.optional("steps")) out.jitter.steps = steps->as_int32_in(2, 256);
+  }
+}
+
+void read_faults(const yaml::Node& node, const MachineSpec& machine, ClusterConditions& out) {
+  yaml::MapReader map(node, {"links"});
+  const std::optional<NetworkTopology>& network = machine.topology.network;
+  for (const yaml::Node& item : map.required("links").items(1)) {
+    yaml::MapReader entry(item, {"node", "nic", "leaf", "bandwidth", "down"});
+    if (!network) item.fail("the machine has no network between nodes, so no link of it can fail");
+    LinkFault fault;
+    if (entry.has("leaf")) {
+      if (entry.has("node") || entry.has("nic")) {
+        item.fail(
+            "a link is either a node's NIC ({node, nic}) or a leaf's uplink ({leaf}), not both");
+      }
+      const int per_leaf = network->nodes_per_leaf > 0 ? network->nodes_per_leaf : machine.nodes;
+      const int leaves = (machine.nodes + per_leaf - 1) / per_leaf;
+      if (leaves < 2) {
+        item.fail(
+            fmt::format("the machine's {} nodes hang off one switch: there is no leaf uplink "
+                        "(network.nodes_per_leaf splits them into leaves)",
+                        machine.nodes));
+      }
+      fault.leaf = entry.required("leaf").as_int32_in(0, leaves - 1);
+    } else {
+      fault.node = entry.required("node").as_int32_in(0, machine.nodes - 1);
+      fault.nic = entry.required("nic").as_int32_in(0, network->nics_per_node - 1);
+    }
+    const bool down = entry.has("down") && entry.required("down").as_bool();
+    if (down == entry.has("bandwidth")) {
+      item.fail("give the link either a `bandwidth` (a fraction of its rate) or `down: true`");
+    }
+    fault.bandwidth = down ? 0 : entry.required("bandwidth").as_number_in(0.01, 1);
+    out.links.push_back(fault);
+  }
+}
+
 TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(node, {"strategy",
                              "optimizer",
@@ -357,7 +420,7 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::scenario);
   yaml::MapReader top(root, {"kind", "name", "description", "model", "hardware", "dataset",
-                             "loader", "training", "contention", "sweep"});
+                             "loader", "training", "contention", "sweep", "stragglers", "faults"});
   ScenarioSpec s;
   s.source_file = document.file_name();
   s.name = top.required("name").as_string();
@@ -370,6 +433,9 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   s.model = read_model_reference(top.required("model"), relative_to);
   s.analysis = analyze_model(s.model);
   read_hardware(top.required("hardware"), relative_to, s);
+  if (auto stragglers = top.optional("stragglers"))
+    read_stragglers(*stragglers, s.machine, s.conditions);
+  if (auto faults = top.optional("faults")) read_faults(*faults, s.machine, s.conditions);
   resolve_for_device(s.profile, s.machine.gpu.architecture,
                      efficiency_precision(s.training.precision));
   s.dataset = read_dataset(top.required("dataset"), s.model);

@@ -167,6 +167,40 @@ struct ContentionSpec {
   bool shared() const { return gpu_share < 1.0 || cpu_share < 1.0; }
 };
 
+// A cluster that is not uniform (`stragglers:` and `faults:`): GPUs or nodes slower than their
+// peers, per-step jitter, network links below their rate or down. Each makes the cluster
+// asymmetric, so a point it touches is simulated with every rank (the mirror would hide it).
+struct SlowGpu {
+  int gpu = 0;       // global rank
+  double speed = 1;  // of its peers' speed, (0, 1]
+};
+struct SlowNode {
+  int node = 0;
+  double speed = 1;
+};
+// Each iteration, every GPU's compute runs at a speed drawn from a normal distribution with mean
+// 1 and this coefficient of variation (clamped to [0.25, 1.75]); `steps` distinct draws per GPU
+// (from `seed`) repeat in turn, so the epoch stays exactly simulable.
+struct StepJitter {
+  double spread = 0;
+  std::uint64_t seed = 1;
+  int steps = 16;
+};
+struct LinkFault {
+  int node = -1, nic = -1;  // a node's NIC link to its leaf, or
+  int leaf = -1;            // a leaf's uplink to the spine
+  double bandwidth = 1;     // of its rate; 0: down (routes go around it where they can)
+};
+struct ClusterConditions {
+  std::vector<SlowGpu> slow_gpus;
+  std::vector<SlowNode> slow_nodes;
+  StepJitter jitter;
+  std::vector<LinkFault> links;
+  bool any() const {
+    return !slow_gpus.empty() || !slow_nodes.empty() || jitter.spread > 0 || !links.empty();
+  }
+};
+
 struct SweepSpec {
   std::vector<int> gpus;
   std::vector<std::int64_t> batch;
@@ -186,6 +220,7 @@ struct ScenarioSpec {
   TrainingSpec training;
   ContentionSpec contention;
   SweepSpec sweep;
+  ClusterConditions conditions;
 };
 
 // One point of the sweep.

@@ -90,9 +90,10 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
       if (spine >= 0) {
         BytesPerSecond up(static_cast<double>(per_leaf * network->nics_per_node) *
                           network->nic_bandwidth.value() / network->oversubscription);
-        t.add_link(leaf, spine, LinkKind::network, up, Seconds(0), 0,
-                   fmt::format("leaf uplink (1:{:g})", network->oversubscription),
-                   section_source(m, "network"));
+        t.leaf_uplinks_.push_back(
+            t.add_link(leaf, spine, LinkKind::network, up, Seconds(0), 0,
+                       fmt::format("leaf uplink (1:{:g})", network->oversubscription),
+                       section_source(m, "network")));
       }
     }
   }
@@ -183,6 +184,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
     }
     if (networked) {
       t.nics_.emplace_back();
+      t.nic_links_.emplace_back();
       int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
       int leaf = leaves[static_cast<std::size_t>(n / per_leaf)];
       for (int i = 0; i < network->nics_per_node; ++i) {
@@ -193,13 +195,65 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
                    pcie_link_bandwidth(gen, lanes), hop, lanes, pcie_label(gen, lanes),
                    pcie_source(gen, lanes) + "; layout: " + pcie_layout);
         // The machine file gives NIC-to-NIC latency through the fabric: half on each side.
-        t.add_link(nic, leaf, LinkKind::network, network->nic_bandwidth, network->latency * 0.5, 0,
-                   fmt::format("{:g} Gb/s NIC", network->nic_bandwidth.value() * 8 / 1e9),
-                   section_source(m, "network"));
+        t.nic_links_.back().push_back(
+            t.add_link(nic, leaf, LinkKind::network, network->nic_bandwidth, network->latency * 0.5,
+                       0, fmt::format("{:g} Gb/s NIC", network->nic_bandwidth.value() * 8 / 1e9),
+                       section_source(m, "network")));
       }
     }
   }
   return t;
+}
+
+void Topology::degrade(int link, double fraction) {
+  if (!paths_.empty() || !mirror_paths_.empty() || !fabric_paths_.empty()) {
+    throw std::logic_error("a link degraded after paths were computed");
+  }
+  if (link < 0 || link >= static_cast<int>(links_.size()) || !(fraction >= 0 && fraction <= 1)) {
+    throw std::logic_error("a fault on an unknown link or at a fraction outside [0, 1]");
+  }
+  TopologyLink& l = links_[static_cast<std::size_t>(link)];
+  if (fraction == 0) {
+    l.down = true;
+  } else {
+    l.bandwidth = BytesPerSecond(l.bandwidth.value() * fraction);
+  }
+}
+
+int Topology::nic_link(int node, int nic) const {
+  if (node < 0 || node >= static_cast<int>(nic_links_.size())) return -1;
+  const std::vector<int>& links = nic_links_[static_cast<std::size_t>(node)];
+  return nic >= 0 && nic < static_cast<int>(links.size()) ? links[static_cast<std::size_t>(nic)]
+                                                          : -1;
+}
+
+int Topology::leaf_uplink(int leaf) const {
+  return leaf >= 0 && leaf < static_cast<int>(leaf_uplinks_.size())
+             ? leaf_uplinks_[static_cast<std::size_t>(leaf)]
+             : -1;
+}
+
+bool Topology::gpus_connected() const {
+  if (gpu_vertices_.empty()) return true;
+  std::vector<bool> seen(vertices_.size(), false);
+  std::vector<int> stack = {gpu_vertices_.front()};
+  seen[static_cast<std::size_t>(stack.front())] = true;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (v != gpu_vertices_.front() &&
+        vertices_[static_cast<std::size_t>(v)].kind == VertexKind::gpu)
+      continue;  // an endpoint, never a relay
+    for (int l : adjacency_[static_cast<std::size_t>(v)]) {
+      const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+      const int w = link.a == v ? link.b : link.a;
+      if (link.down || seen[static_cast<std::size_t>(w)]) continue;
+      seen[static_cast<std::size_t>(w)] = true;
+      stack.push_back(w);
+    }
+  }
+  return std::all_of(gpu_vertices_.begin(), gpu_vertices_.end(),
+                     [&](int g) { return seen[static_cast<std::size_t>(g)]; });
 }
 
 Path Topology::shortest(int from, int to) const {
@@ -220,6 +274,7 @@ Path Topology::shortest(int from, int to) const {
     if (v != from && vertices_[static_cast<std::size_t>(v)].kind == VertexKind::gpu) continue;
     for (int l : adjacency_[static_cast<std::size_t>(v)]) {
       const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+      if (link.down) continue;
       int w = link.a == v ? link.b : link.a;
       double step = link.latency.value() + static_cast<double>(kMiB) / link.bandwidth.value();
       if (c + step < cost[static_cast<std::size_t>(w)]) {

@@ -45,6 +45,7 @@ struct TopologyLink {
   int lanes = 0;      // NVLinks in the link, or PCIe lanes
   std::string label;  // e.g. "PCIe 4.0 x16", "NVLink3 x12"
   std::string source;
+  bool down = false;  // a fault: no path uses it
 };
 
 // One direction of one link.
@@ -104,6 +105,16 @@ class Topology {
   // "X", "NV12", "PIX", "PXB", "PHB", "SYS", "NET".
   std::string path_label(int a, int b) const;
 
+  // Faults, applied before any path is asked for: the link at `fraction` of its bandwidth, or
+  // down (fraction 0), when paths go around it where the graph allows (Dijkstra without it).
+  void degrade(int link, double fraction);
+  // The link between node `node`'s NIC `nic` and its leaf switch; a leaf's uplink to the spine.
+  // -1 when the topology has none (fewer nodes or leaves than that).
+  int nic_link(int node, int nic) const;
+  int leaf_uplink(int leaf) const;
+  // Whether every GPU still reaches every other (through switches, never through a GPU).
+  bool gpus_connected() const;
+
  private:
   int add_vertex(VertexKind kind, std::string name, int node);
   int add_link(int a, int b, LinkKind kind, BytesPerSecond bandwidth, Seconds latency, int lanes,
@@ -120,7 +131,9 @@ class Topology {
   bool peer_to_peer_ = true;
   bool in_network_reduction_ = false;
   P2pLevel nccl_p2p_level_ = P2pLevel::pxb;
-  std::vector<std::vector<int>> nics_;  // per node: NIC vertices
+  std::vector<std::vector<int>> nics_;       // per node: NIC vertices
+  std::vector<std::vector<int>> nic_links_;  // per node: each NIC's link to its leaf
+  std::vector<int> leaf_uplinks_;
   mutable std::map<std::pair<int, int>, Path> paths_;
   mutable std::map<int, Path> mirror_paths_;
   mutable std::map<std::pair<int, FabricWay>, Path> fabric_paths_;

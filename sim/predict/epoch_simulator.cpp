@@ -252,6 +252,12 @@ struct EpochSimulator::Impl {
     return static_cast<std::size_t>((g - phase_start(g)) %
                                     static_cast<std::int64_t>(phase(g).cycle.size()));
   }
+  // The jitter step of iteration g (0 without per-rank speeds).
+  std::size_t speed_step(std::int64_t g) const {
+    if (input.gpu_speeds.empty()) return 0;
+    return static_cast<std::size_t>((g - phase_start(g)) %
+                                    static_cast<std::int64_t>(input.gpu_speeds.size()));
+  }
   const IterationPlan& plan(std::int64_t g) const {
     return is_last(g) ? phase(g).last : phase(g).plans[phase(g).cycle[cycle_position(g)]];
   }
@@ -452,6 +458,13 @@ struct EpochSimulator::Impl {
           work = static_cast<std::int64_t>(std::ceil(static_cast<double>(work) * factor));
         }
       }
+      if (op.lane.kind == LaneKind::compute && !input.gpu_speeds.empty()) {
+        const std::vector<double>& speeds = input.gpu_speeds[speed_step(g)];
+        const double speed = speeds.at(static_cast<std::size_t>(op.lane.index));
+        if (speed != 1) {
+          work = static_cast<std::int64_t>(std::ceil(static_cast<double>(work) / speed));
+        }
+      }
       TaskHandle h = engine.add_task(lane_resource(op.lane), work,
                                      tags.tag(g, static_cast<std::uint64_t>(j)), deps, detail);
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
@@ -623,6 +636,7 @@ struct EpochSimulator::Impl {
     std::vector<std::int64_t> s = engine.snapshot(relative, canonical_resource_order());
     SimTime now = engine.now();
     s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
+    s.push_back(static_cast<std::int64_t>(speed_step(boundary)));
     for (const auto& [lane, h] : lane_last)
       s.push_back(handle(h));
     // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
@@ -727,7 +741,7 @@ struct EpochSimulator::Impl {
     if (checked_sum(spent, engine.tasks_finished()) > opt.simulation_budget) {
       throw SimulationTooLong(stats.simulated_iterations, total_iterations);
     }
-    if (cycle_position(boundary) != 0) return;
+    if (cycle_position(boundary) != 0 || speed_step(boundary) != 0) return;
     std::vector<std::int64_t> key = snapshot();
     spent = checked_sum(spent, static_cast<std::int64_t>(key.size()));
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values

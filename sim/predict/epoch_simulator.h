@@ -53,6 +53,10 @@ struct EpochInput {
   // of its speed, as a fair scheduler shares them. 0: every thread has a core of its own.
   int cpu_cores_per_node = 0;
   int gpus_per_node = 1;  // to find a rank's node (CPU lanes and loaders are numbered by rank)
+  // Stragglers and jitter (sim/predict/cluster_conditions.h): [step][rank], the speed of each
+  // rank's compute kernels in an iteration of that step; iteration i of a phase takes step
+  // i mod steps. Empty: every GPU at speed 1.
+  std::vector<std::vector<double>> gpu_speeds;
 };
 
 // What simulating one epoch may cost before it is given up: tasks run plus state snapshot

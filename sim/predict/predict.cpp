@@ -10,6 +10,7 @@
 #include "core/yaml/strict_yaml.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
+#include "sim/predict/cluster_conditions.h"
 #include "sim/predict/stragglers.h"
 #include "sim/strategy/multi_gpu.h"
 #include "sim/strategy/step_builder.h"
@@ -252,10 +253,14 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   // The machine graph and the GPUs simulated: every GPU of a node, or of node 0 standing for
   // identical nodes across a cluster.
   const int nodes = static_cast<int>(ceil_div(point.gpus, machine.gpus_per_node));
+  PointConditions conditions = point_conditions(scenario, point.gpus);
   const bool symmetric = nodes > 1 && options.symmetric_clusters && !training.every_rank &&
-                         mirror_not_exact(machine, point.gpus).empty();
+                         every_rank_reason(scenario, point.gpus).empty();
   Topology topology = Topology::build(machine, symmetric ? 1 : nodes, symmetric);
+  if (!symmetric) apply_link_faults(scenario, topology);
   if (nodes > 1) r.ranks_simulated = symmetric ? "node 0 mirrored" : "every rank";
+  r.conditions = conditions.applied;
+  input.gpu_speeds = std::move(conditions.gpu_speeds);
   std::map<std::tuple<int, std::int64_t, int>, CollectiveChoice> cache;
   MultiGpuContext multi_context{context, topology, scenario.profile, training.analytic_collectives,
                                 {},      nodes,    symmetric,        &cache};
@@ -361,6 +366,13 @@ std::string mirror_not_exact(const MachineSpec& machine, int gpus) {
   // Without oversubscription a leaf's uplinks carry a full leaf's NICs (topology.cpp), so even
   // unevenly filled leaves never contend in the spine: node 0 still stands for every node.
   return "";
+}
+
+std::string every_rank_reason(const ScenarioSpec& scenario, int gpus) {
+  if (std::string why = mirror_not_exact(scenario.machine, gpus); !why.empty()) return why;
+  if (ceil_div(gpus, scenario.machine.gpus_per_node) <= 1) return "";
+  if (point_conditions(scenario, gpus).applied.empty()) return "";
+  return "the scenario's stragglers or faults make the nodes differ";
 }
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,

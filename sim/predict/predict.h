@@ -64,6 +64,8 @@ struct PointResult {
   // Across nodes: how the nodes were simulated — "node 0 mirrored" (it stands for identical
   // nodes) or "every rank"; empty on one node.
   std::string ranks_simulated;
+  // The scenario's stragglers and faults that touch this point, in words (empty: none).
+  std::vector<std::string> conditions;
 };
 
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
@@ -73,6 +75,10 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
 // between leaves — all nodes under one leaf, or leaves under a spine that is not oversubscribed.
 // Such points are simulated with every rank, whatever PredictOptions::symmetric_clusters says.
 std::string mirror_not_exact(const MachineSpec& machine, int gpus);
+// Why a point on `gpus` GPUs needs every rank simulated: mirror_not_exact, or stragglers and
+// faults (ScenarioSpec::conditions) that touch some of its nodes and not others; "" when node 0
+// can stand for every node.
+std::string every_rank_reason(const ScenarioSpec& scenario, int gpus);
 // Every point, with speedup and scaling efficiency against one GPU.
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
 // Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the

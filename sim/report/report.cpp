@@ -175,7 +175,7 @@ std::string every_rank_note(const ScenarioSpec& s, const std::vector<PointResult
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (const PointResult& r : results) {
     if (r.ranks_simulated != "every rank") continue;
-    std::string why = mirror_not_exact(s.machine, r.point.gpus);
+    std::string why = every_rank_reason(s, r.point.gpus);
     why = why.empty() ? "as asked: --every-rank or training.every_rank"
                       : why + ", so node 0 cannot stand for every node";
     auto group =
@@ -187,6 +187,25 @@ std::string every_rank_note(const ScenarioSpec& s, const std::vector<PointResult
   std::string out;
   for (const auto& [why, gpus] : groups)
     out += fmt::format("Simulated: every rank at {} GPUs ({}).\n", fmt::join(gpus, ", "), why);
+  return out;
+}
+
+// The stragglers and faults that touched points, grouped by GPU count (one line per set).
+std::string conditions_note(const std::vector<PointResult>& results) {
+  std::vector<std::pair<std::vector<std::string>, std::vector<int>>> groups;
+  for (const PointResult& r : results) {
+    if (r.conditions.empty()) continue;
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& g) { return g.first == r.conditions; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {r.conditions, {}});
+    if (std::find(group->second.begin(), group->second.end(), r.point.gpus) == group->second.end())
+      group->second.push_back(r.point.gpus);
+  }
+  std::string out;
+  for (const auto& [conditions, gpus] : groups) {
+    out += fmt::format("Conditions at {} GPUs: {}.\n", fmt::join(gpus, ", "),
+                       fmt::join(conditions, "; "));
+  }
   return out;
 }
 
@@ -217,6 +236,9 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   }
   if (std::string every_rank = every_rank_note(s, results); !every_rank.empty()) {
     out.insert(out.size() - 1, every_rank);
+  }
+  if (std::string conditions = conditions_note(results); !conditions.empty()) {
+    out.insert(out.size() - 1, conditions);
   }
   if (s.contention.shared()) {
     out.insert(out.size() - 1,
@@ -402,6 +424,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       point["kernels_per_epoch"] = r.stats.kernels;
       point["simulated_iterations"] = r.stats.simulated_iterations;
       if (!r.ranks_simulated.empty()) point["ranks_simulated"] = r.ranks_simulated;
+      if (!r.conditions.empty()) point["conditions"] = r.conditions;
     }
     points.push_back(std::move(point));
   }

@@ -18,6 +18,7 @@
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
 #include "cli/sweep_options.h"
+#include "cli/sweep_processes.h"
 #include "core/format/text_table.h"
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
@@ -289,6 +290,9 @@ Command add_compare_command(CLI::App& app) {
   command->add_flag("--details", args->details, "Also print each machine's full predict table");
   add_sweep_simulation_options(*command, args->simulation);
   return [args] {
+    // Under mpirun: this process's share of the points, gathered on process 0, which alone
+    // speaks (before anything can fail, so that an error is reported once).
+    SweepProcesses processes;
     OutputFiles outputs;
     std::optional<OutputFile> csv, json;
     if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");
@@ -315,18 +319,20 @@ Command add_compare_command(CLI::App& app) {
       overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
       ScenarioSpec scenario = load_scenario(args->scenario, overrides);
       std::vector<SweepPoint> points = expand_sweep(scenario);
-      SweepProgress progress("compare: " + m.machine.name, points.size());
+      SweepProgress progress("compare: " + m.machine.name, processes.share(points.size()));
       if (args->simulation.every_rank) scenario.training.every_rank = true;
       sim::PredictOptions options;
-      m.points = sim::simulate_points(
-          points.size(), args->simulation.jobs_for(points.size()),
+      m.points = processes.simulate(
+          points.size(), args->simulation.jobs_for(processes.share(points.size())),
           [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },
           [&] { progress.point_done(); });
+      if (!processes.writes_output()) continue;
       sim::compare_with_one_gpu(scenario, m.points, options);
       if (!m.fastest()) m.why_not = "no point fits in memory";
       if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points));
       all.push_back(std::move(m));
     }
+    if (!processes.writes_output()) return 0;
     fmt::print(table, "{}", render_comparison(base, all));
     std::fflush(table);
     if (csv) csv->write(render_csv(all));

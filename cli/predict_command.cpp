@@ -13,6 +13,7 @@
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
 #include "cli/sweep_options.h"
+#include "cli/sweep_processes.h"
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/point_pool.h"
@@ -71,6 +72,9 @@ Command add_predict_command(CLI::App& app) {
                     "(same result, slower; for checking)");
   add_sweep_simulation_options(*command, args->simulation);
   return [args, trace_point, trace_iterations] {
+    // Under mpirun: this process's share of the points, gathered on process 0, which alone
+    // speaks (before anything can fail, so that an error is reported once).
+    SweepProcesses processes;
     for (const CLI::Option* option : {trace_point, trace_iterations}) {
       if (option->count() > 0 && args->trace.empty()) {
         throw InputError(SourceMark{"<command line>", 0, 0}, option->get_name(),
@@ -101,9 +105,9 @@ Command add_predict_command(CLI::App& app) {
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
     if (args->simulation.every_rank) scenario.training.every_rank = true;
-    SweepProgress progress("predict", points.size());
-    const int jobs = args->simulation.jobs_for(points.size());
-    std::vector<sim::PointResult> results = sim::simulate_points(
+    SweepProgress progress("predict", processes.share(points.size()));
+    const int jobs = args->simulation.jobs_for(processes.share(points.size()));
+    std::vector<sim::PointResult> results = processes.simulate(
         points.size(), jobs,
         [&](std::size_t i) {
           sim::PredictOptions point_options = options;
@@ -115,6 +119,7 @@ Command add_predict_command(CLI::App& app) {
           return r;
         },
         [&] { progress.point_done(); });
+    if (!processes.writes_output()) return 0;
     sim::compare_with_one_gpu(scenario, results, options);
     fmt::print(table, "{}", sim::render_table(scenario, results));
     std::fflush(table);

@@ -1,0 +1,232 @@
+// Points spread over MPI processes and gathered on process 0.
+#include "cli/sweep_processes.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "core/input_error.h"
+#include "sim/predict/point_codec.h"
+#include "sim/predict/point_pool.h"
+
+#ifdef EPOCHCAST_HAVE_MPI
+// MPI's C API only (the deprecated C++ bindings need a library we do not link).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace epochcast::cli {
+
+namespace {
+
+// A point's outcome on its way to process 0: its result, or its error.
+struct Outcome {
+  std::optional<sim::PointResult> result;
+  std::optional<InputError> input_error;
+  std::string internal_error;
+};
+
+void put_i64(std::string& out, std::int64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_text(std::string& out, const std::string& s) {
+  put_i64(out, static_cast<std::int64_t>(s.size()));
+  out.append(s);
+}
+
+class Cursor {
+ public:
+  explicit Cursor(const std::string& in) : in_(in) {}
+  std::int64_t i64() {
+    if (in_.size() - at_ < sizeof(std::int64_t)) fail();
+    std::int64_t v;
+    std::memcpy(&v, in_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string text() {
+    const std::int64_t n = i64();
+    if (n < 0 || static_cast<std::size_t>(n) > in_.size() - at_) fail();
+    std::string s = in_.substr(at_, static_cast<std::size_t>(n));
+    at_ += static_cast<std::size_t>(n);
+    return s;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  [[noreturn]] static void fail() {
+    throw std::runtime_error("a process's points arrived damaged");
+  }
+  const std::string& in_;
+  std::size_t at_ = 0;
+};
+
+// Status of an outcome in a message: 0 a result, 1 an InputError, 2 another error.
+std::string encode(std::size_t index, const Outcome& o) {
+  std::string out;
+  put_i64(out, static_cast<std::int64_t>(index));
+  if (o.result) {
+    put_i64(out, 0);
+    put_text(out, sim::encode_point(*o.result));
+  } else if (o.input_error) {
+    put_i64(out, 1);
+    put_text(out, o.input_error->mark().file);
+    put_i64(out, o.input_error->mark().line);
+    put_i64(out, o.input_error->mark().column);
+    put_text(out, o.input_error->key());
+    put_text(out, o.input_error->problem());
+  } else {
+    put_i64(out, 2);
+    put_text(out, o.internal_error);
+  }
+  return out;
+}
+
+#ifdef EPOCHCAST_HAVE_MPI
+bool launched_with_others() {
+  // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; MPICH, Slurm and PMIx launchers PMI_SIZE.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name); value != nullptr && std::atoi(value) > 1)
+      return true;
+  }
+  return false;
+}
+
+void send_bytes(const std::string& data, int to) {
+  const auto size = static_cast<std::uint64_t>(data.size());
+  MPI_Send(&size, 1, MPI_UINT64_T, to, 0, MPI_COMM_WORLD);
+  for (std::size_t at = 0; at < data.size(); at += INT_MAX) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(INT_MAX, data.size() - at));
+    MPI_Send(data.data() + at, chunk, MPI_BYTE, to, 1, MPI_COMM_WORLD);
+  }
+}
+
+std::string receive_bytes(int from) {
+  std::uint64_t size = 0;
+  MPI_Recv(&size, 1, MPI_UINT64_T, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  std::string data(static_cast<std::size_t>(size), '\0');
+  for (std::size_t at = 0; at < data.size(); at += INT_MAX) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(INT_MAX, data.size() - at));
+    MPI_Recv(data.data() + at, chunk, MPI_BYTE, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  return data;
+}
+#endif
+
+}  // namespace
+
+SweepProcesses::SweepProcesses() {
+#ifdef EPOCHCAST_HAVE_MPI
+  if (!launched_with_others()) return;
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  joined_ = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // Process 0 speaks for the job: the others' messages (the same input errors, progress) would
+  // only repeat its own.
+  if (rank_ != 0) {
+    if (std::freopen("/dev/null", "w", stdout) == nullptr ||
+        std::freopen("/dev/null", "w", stderr) == nullptr) {
+      // Nothing to do: their output then repeats process 0's.
+    }
+  }
+#endif
+}
+
+SweepProcesses::~SweepProcesses() {
+#ifdef EPOCHCAST_HAVE_MPI
+  if (joined_) MPI_Finalize();
+#endif
+}
+
+std::size_t SweepProcesses::share(std::size_t count) const {
+  const auto r = static_cast<std::size_t>(rank_), n = static_cast<std::size_t>(size_);
+  return count > r ? (count - r + n - 1) / n : 0;
+}
+
+std::vector<sim::PointResult> SweepProcesses::simulate(
+    std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
+    const std::function<void()>& done) {
+  if (size_ == 1) return sim::simulate_points(count, jobs, point, done);
+  // This process's points, each kept with its outcome (errors too: the others must still
+  // hear from it).
+  const std::size_t mine = share(count);
+  std::vector<Outcome> outcomes(mine);
+  auto global = [&](std::size_t k) {
+    return k * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank_);
+  };
+  sim::simulate_points(
+      mine, std::max(1, jobs),
+      [&](std::size_t k) {
+        Outcome& o = outcomes[k];
+        try {
+          o.result = point(global(k));
+        } catch (const InputError& e) {
+          o.input_error = e;
+        } catch (const std::exception& e) {
+          o.internal_error = e.what();
+        }
+        return sim::PointResult{};
+      },
+      done);
+  std::string message;
+  for (std::size_t k = 0; k < mine; ++k)
+    message += encode(global(k), outcomes[k]);
+#ifdef EPOCHCAST_HAVE_MPI
+  if (rank_ != 0) {
+    send_bytes(message, 0);
+    return {};
+  }
+  std::vector<std::optional<Outcome>> all(count);
+  for (std::size_t k = 0; k < mine; ++k)
+    all[global(k)] = std::move(outcomes[k]);
+  for (int from = 1; from < size_; ++from) {
+    const std::string bytes = receive_bytes(from);
+    Cursor in(bytes);
+    while (!in.done()) {
+      const auto index = static_cast<std::size_t>(in.i64());
+      if (index >= count) throw std::runtime_error("a process sent a point outside the sweep");
+      Outcome o;
+      switch (in.i64()) {
+        case 0:
+          o.result = sim::decode_point(in.text());
+          break;
+        case 1: {
+          SourceMark mark;
+          mark.file = in.text();
+          mark.line = static_cast<int>(in.i64());
+          mark.column = static_cast<int>(in.i64());
+          std::string key = in.text();
+          o.input_error = InputError(mark, key, in.text());
+          break;
+        }
+        default:
+          o.internal_error = in.text();
+      }
+      all[index] = std::move(o);
+    }
+  }
+  std::vector<sim::PointResult> results;
+  results.reserve(count);
+  for (std::optional<Outcome>& o : all) {
+    if (!o) throw std::runtime_error("a point of the sweep never arrived");
+    if (o->input_error) throw *o->input_error;
+    if (!o->result) throw std::runtime_error(o->internal_error);
+    results.push_back(std::move(*o->result));
+  }
+  return results;
+#else
+  return {};
+#endif
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,219 @@
+// PointResult <-> bytes: fixed-width little-endian-as-the-host values, strings with lengths.
+#include "sim/predict/point_codec.h"
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
+
+namespace epochcast::sim {
+
+namespace {
+
+// The layout's version: bump it with any change below, so mismatched binaries fail loudly.
+constexpr std::int64_t kLayout = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void raw(T value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* bytes = reinterpret_cast<const char*>(&value);
+    out_.append(bytes, sizeof(T));
+  }
+  void i64(std::int64_t v) { raw(v); }
+  void f64(double v) { raw(v); }
+  void flag(bool v) { raw(static_cast<std::uint8_t>(v ? 1 : 0)); }
+  void time(SimTime t) { i64(t.ns()); }
+  void bytes(Bytes b) { i64(b.value()); }
+  void text(const std::string& s) {
+    i64(static_cast<std::int64_t>(s.size()));
+    out_.append(s);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  T raw() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, in_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  std::int64_t i64() { return raw<std::int64_t>(); }
+  double f64() { return raw<double>(); }
+  bool flag() { return raw<std::uint8_t>() != 0; }
+  SimTime time() { return SimTime::from_ns(i64()); }
+  Bytes bytes() { return Bytes(i64()); }
+  std::size_t count() {
+    const std::int64_t n = i64();
+    if (n < 0 || static_cast<std::size_t>(n) > in_.size() - at_) fail();
+    return static_cast<std::size_t>(n);
+  }
+  std::string text() {
+    const std::size_t n = count();
+    std::string s(in_.substr(at_, n));
+    at_ += n;
+    return s;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  void need(std::size_t n) const {
+    if (in_.size() - at_ < n) fail();
+  }
+  [[noreturn]] static void fail() {
+    throw std::runtime_error("a point's result arrived damaged (truncated or another layout)");
+  }
+  std::string_view in_;
+  std::size_t at_ = 0;
+};
+
+void write_stats(Writer& w, const EpochStats& s) {
+  w.time(s.epoch);
+  for (const auto* times : {&s.gpu_busy, &s.gpu_idle, &s.cpu_busy}) {
+    for (SimTime t : *times)
+      w.time(t);
+  }
+  w.time(s.gpu_idle_other);
+  w.time(s.communication);
+  for (std::int64_t v : {s.collective_bytes, s.collectives, s.kernels, s.iterations,
+                         s.simulated_iterations, s.simulated_tasks})
+    w.i64(v);
+}
+
+EpochStats read_stats(Reader& r) {
+  EpochStats s;
+  s.epoch = r.time();
+  for (auto* times : {&s.gpu_busy, &s.gpu_idle, &s.cpu_busy}) {
+    for (SimTime& t : *times)
+      t = r.time();
+  }
+  s.gpu_idle_other = r.time();
+  s.communication = r.time();
+  for (std::int64_t* v : {&s.collective_bytes, &s.collectives, &s.kernels, &s.iterations,
+                          &s.simulated_iterations, &s.simulated_tasks})
+    *v = r.i64();
+  return s;
+}
+
+}  // namespace
+
+std::string encode_point(const PointResult& p) {
+  Writer w;
+  w.i64(kLayout);
+  w.i64(p.point.gpus);
+  w.i64(p.point.global_batch);
+  w.i64(p.point.per_gpu_batch);
+  w.i64(p.train_iterations);
+  w.i64(p.validation_iterations);
+  const MemoryEstimate& m = p.memory;
+  for (Bytes b : {m.capacity, m.context, m.weights, m.gradients, m.optimizer_state, m.weight_copies,
+                  m.workspace, m.activations, m.transient, m.strategy_buffers, m.peak})
+    w.bytes(b);
+  w.flag(m.fits);
+  w.i64(m.largest_batch);
+  w.flag(p.simulated);
+  write_stats(w, p.stats);
+  for (double v : {p.epoch_seconds, p.iteration_seconds, p.samples_per_second})
+    w.f64(v);
+  const Breakdown& b = p.breakdown;
+  for (double v :
+       {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host, b.other})
+    w.f64(v);
+  for (double v : {p.communication_seconds, p.gpu_busy_fraction, p.speedup, p.scaling_efficiency})
+    w.f64(v);
+  w.text(p.bottleneck);
+  w.text(p.diagnosis);
+  w.flag(p.epoch_interval.has_value());
+  if (p.epoch_interval) {
+    w.f64(p.epoch_interval->first);
+    w.f64(p.epoch_interval->second);
+  }
+  w.f64(p.epoch_relative_sd);
+  w.i64(static_cast<std::int64_t>(p.trace.size()));
+  for (const TraceEvent& e : p.trace) {
+    w.text(e.track);
+    w.text(e.name);
+    w.i64(static_cast<std::int64_t>(e.category));
+    w.time(e.start);
+    w.time(e.end);
+  }
+  w.i64(static_cast<std::int64_t>(p.counters.size()));
+  for (const TraceCounter& c : p.counters) {
+    w.text(c.link);
+    w.time(c.time);
+    w.f64(c.utilisation);
+  }
+  w.text(p.ranks_simulated);
+  w.i64(static_cast<std::int64_t>(p.conditions.size()));
+  for (const std::string& c : p.conditions)
+    w.text(c);
+  return w.take();
+}
+
+PointResult decode_point(std::string_view bytes) {
+  Reader r(bytes);
+  if (r.i64() != kLayout) throw std::runtime_error("a point's result in another layout");
+  PointResult p;
+  p.point.gpus = static_cast<int>(r.i64());
+  p.point.global_batch = r.i64();
+  p.point.per_gpu_batch = r.i64();
+  p.train_iterations = r.i64();
+  p.validation_iterations = r.i64();
+  MemoryEstimate& m = p.memory;
+  for (Bytes* b :
+       {&m.capacity, &m.context, &m.weights, &m.gradients, &m.optimizer_state, &m.weight_copies,
+        &m.workspace, &m.activations, &m.transient, &m.strategy_buffers, &m.peak})
+    *b = r.bytes();
+  m.fits = r.flag();
+  m.largest_batch = r.i64();
+  p.simulated = r.flag();
+  p.stats = read_stats(r);
+  for (double* v : {&p.epoch_seconds, &p.iteration_seconds, &p.samples_per_second})
+    *v = r.f64();
+  Breakdown& b = p.breakdown;
+  for (double* v : {&b.data, &b.h2d, &b.forward, &b.backward, &b.optimizer, &b.communication,
+                    &b.host, &b.other})
+    *v = r.f64();
+  for (double* v :
+       {&p.communication_seconds, &p.gpu_busy_fraction, &p.speedup, &p.scaling_efficiency})
+    *v = r.f64();
+  p.bottleneck = r.text();
+  p.diagnosis = r.text();
+  if (r.flag()) {
+    const double low = r.f64();
+    p.epoch_interval = std::make_pair(low, r.f64());
+  }
+  p.epoch_relative_sd = r.f64();
+  p.trace.resize(r.count());
+  for (TraceEvent& e : p.trace) {
+    e.track = r.text();
+    e.name = r.text();
+    e.category = static_cast<Category>(r.i64());
+    e.start = r.time();
+    e.end = r.time();
+  }
+  p.counters.resize(r.count());
+  for (TraceCounter& c : p.counters) {
+    c.link = r.text();
+    c.time = r.time();
+    c.utilisation = r.f64();
+  }
+  p.ranks_simulated = r.text();
+  p.conditions.resize(r.count());
+  for (std::string& c : p.conditions)
+    c = r.text();
+  if (!r.done()) throw std::runtime_error("a point's result with bytes left over");
+  return p;
+}
+
+}  // namespace epochcast::sim

@@ -191,18 +191,27 @@ void read_stragglers(const yaml::Node& node, const MachineSpec& machine, Cluster
   auto speed = [](const yaml::MapReader& entry) {
     return entry.required("speed").as_number_in(0.01, 1);
   };
+  // Each GPU or node once: two entries for one would multiply without saying so.
   if (auto gpus = map.optional("gpus")) {
-    for (const yaml::Node& item : gpus->items(1)) {
+    for (const yaml::Node& item : gpus->items()) {
       yaml::MapReader entry(item, {"gpu", "speed"});
-      out.slow_gpus.push_back(
-          {entry.required("gpu").as_int32_in(0, machine.total_gpus() - 1), speed(entry)});
+      const int gpu = entry.required("gpu").as_int32_in(0, machine.total_gpus() - 1);
+      for (const SlowGpu& earlier : out.slow_gpus) {
+        if (earlier.gpu == gpu)
+          item.fail(fmt::format("GPU {} is listed twice: give it one speed", gpu));
+      }
+      out.slow_gpus.push_back({gpu, speed(entry)});
     }
   }
   if (auto nodes = map.optional("nodes")) {
-    for (const yaml::Node& item : nodes->items(1)) {
+    for (const yaml::Node& item : nodes->items()) {
       yaml::MapReader entry(item, {"node", "speed"});
-      out.slow_nodes.push_back(
-          {entry.required("node").as_int32_in(0, machine.nodes - 1), speed(entry)});
+      const int index = entry.required("node").as_int32_in(0, machine.nodes - 1);
+      for (const SlowNode& earlier : out.slow_nodes) {
+        if (earlier.node == index)
+          item.fail(fmt::format("node {} is listed twice: give it one speed", index));
+      }
+      out.slow_nodes.push_back({index, speed(entry)});
     }
   }
   if (auto jitter = map.optional("jitter")) {
@@ -216,10 +225,13 @@ void read_stragglers(const yaml::Node& node, const MachineSpec& machine, Cluster
 
 void read_faults(const yaml::Node& node, const MachineSpec& machine, ClusterConditions& out) {
   yaml::MapReader map(node, {"links"});
+  out.faults_mark = node.mark();
   const std::optional<NetworkTopology>& network = machine.topology.network;
-  for (const yaml::Node& item : map.required("links").items(1)) {
+  for (const yaml::Node& item : map.required("links").items()) {
     yaml::MapReader entry(item, {"node", "nic", "leaf", "bandwidth", "down"});
-    if (!network) item.fail("the machine has no network between nodes, so no link of it can fail");
+    if (!network || machine.nodes < 2) {
+      item.fail("the machine has one node, or no network between nodes: no link of it can fail");
+    }
     LinkFault fault;
     if (entry.has("leaf")) {
       if (entry.has("node") || entry.has("nic")) {
@@ -244,6 +256,10 @@ void read_faults(const yaml::Node& node, const MachineSpec& machine, ClusterCond
       item.fail("give the link either a `bandwidth` (a fraction of its rate) or `down: true`");
     }
     fault.bandwidth = down ? 0 : entry.required("bandwidth").as_number_in(0.01, 1);
+    for (const LinkFault& earlier : out.links) {
+      if (earlier.node == fault.node && earlier.nic == fault.nic && earlier.leaf == fault.leaf)
+        item.fail("this link is listed twice: give it one bandwidth, or down");
+    }
     out.links.push_back(fault);
   }
 }

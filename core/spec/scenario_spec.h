@@ -196,6 +196,7 @@ struct ClusterConditions {
   std::vector<SlowNode> slow_nodes;
   StepJitter jitter;
   std::vector<LinkFault> links;
+  SourceMark faults_mark;  // where `faults:` was given, for errors found when it is applied
   bool any() const {
     return !slow_gpus.empty() || !slow_nodes.empty() || jitter.spread > 0 || !links.empty();
   }

@@ -364,6 +364,15 @@ void MaxMinFairNetwork::snapshot(SimTime now, SnapshotWriter& out) const {
     out.write((f.transfer_start - now).ns());
     out.write((f.finish - now).ns());
   }
+  // Busy links' total rates: a flow joining takes a link's spare capacity, which depends on the
+  // rounding its rate's history left.
+  if (live.empty()) return;
+  for (std::uint32_t l = 0; l < links_.size(); ++l) {
+    if (links_[l].flows.empty()) continue;
+    out.write(l);
+    out.write(std::bit_cast<std::int64_t>(links_[l].rate));
+  }
+  out.write(-1);
 }
 
 }  // namespace epochcast::sim

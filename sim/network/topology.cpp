@@ -27,7 +27,8 @@ int Topology::add_vertex(VertexKind kind, std::string name, int node) {
 
 int Topology::add_link(int a, int b, LinkKind kind, BytesPerSecond bandwidth, Seconds latency,
                        int lanes, std::string label, std::string source) {
-  links_.push_back({a, b, kind, bandwidth, latency, lanes, std::move(label), std::move(source)});
+  links_.push_back({a, b, kind, bandwidth, latency, lanes, std::move(label), std::move(source),
+                    false, bandwidth});
   int id = static_cast<int>(links_.size() - 1);
   adjacency_[static_cast<std::size_t>(a)].push_back(id);
   adjacency_[static_cast<std::size_t>(b)].push_back(id);
@@ -276,7 +277,9 @@ Path Topology::shortest(int from, int to) const {
       const TopologyLink& link = links_[static_cast<std::size_t>(l)];
       if (link.down) continue;
       int w = link.a == v ? link.b : link.a;
-      double step = link.latency.value() + static_cast<double>(kMiB) / link.bandwidth.value();
+      // Routes follow the links' nominal rates: a degraded link (a fault) is slower, not avoided.
+      double step =
+          link.latency.value() + static_cast<double>(kMiB) / link.routing_bandwidth.value();
       if (c + step < cost[static_cast<std::size_t>(w)]) {
         cost[static_cast<std::size_t>(w)] = c + step;
         via[static_cast<std::size_t>(w)] = l;
@@ -332,11 +335,18 @@ const Path& Topology::mirror_path(int gpu) const {
   if (nics_.empty()) throw std::logic_error("a mirror path needs the node's network");
   const std::vector<int>& nics = nics_[static_cast<std::size_t>(node_of(gpu))];
   int local = gpu % gpus_per_node_;
-  int nic = nics[static_cast<std::size_t>(local * static_cast<int>(nics.size()) / gpus_per_node_)];
-  int network_link = -1;
-  for (int l : adjacency_[static_cast<std::size_t>(nic)]) {
-    if (links_[static_cast<std::size_t>(l)].kind == LinkKind::network) network_link = l;
+  // The GPU's own NIC, or with its network link down (a fault), the next NIC of the node.
+  const int count = static_cast<int>(nics.size());
+  const int own = local * count / gpus_per_node_;
+  int nic = -1, network_link = -1;
+  for (int k = 0; k < count && network_link < 0; ++k) {
+    nic = nics[static_cast<std::size_t>((own + k) % count)];
+    for (int l : adjacency_[static_cast<std::size_t>(nic)]) {
+      const TopologyLink& link = links_[static_cast<std::size_t>(l)];
+      if (link.kind == LinkKind::network && !link.down) network_link = l;
+    }
   }
+  if (network_link < 0) throw std::logic_error("a mirror path from a node whose NICs are all down");
   Path up = shortest(gpu_vertex(gpu), nic);
   Path down = shortest(nic, gpu_vertex(gpu));
   const TopologyLink& wire = links_[static_cast<std::size_t>(network_link)];

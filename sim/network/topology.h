@@ -46,6 +46,8 @@ struct TopologyLink {
   std::string label;  // e.g. "PCIe 4.0 x16", "NVLink3 x12"
   std::string source;
   bool down = false;  // a fault: no path uses it
+  // Its rate before any fault, by which routes are chosen (a degraded link still carries them).
+  BytesPerSecond routing_bandwidth;
 };
 
 // One direction of one link.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include <fmt/format.h>
 
@@ -27,7 +28,7 @@ double normal_draw(std::uint64_t seed, int step, int rank) {
       seed ^ splitmix64(static_cast<std::uint64_t>(step) << 32 | static_cast<std::uint32_t>(rank)));
   const double u1 = (static_cast<double>(splitmix64(key) >> 11) + 1) * 0x1.0p-53;  // (0, 1]
   const double u2 = static_cast<double>(splitmix64(key + 1) >> 11) * 0x1.0p-53;    // [0, 1)
-  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
 }
 
 std::string percent(double fraction) {
@@ -36,24 +37,26 @@ std::string percent(double fraction) {
 
 }  // namespace
 
-PointConditions point_conditions(const ScenarioSpec& scenario, int gpus) {
+namespace {
+
+PointConditions conditions(const ScenarioSpec& scenario, int gpus, bool with_speeds) {
   const ClusterConditions& c = scenario.conditions;
   const int per_node = scenario.machine.gpus_per_node;
   const int nodes = (gpus + per_node - 1) / per_node;
   PointConditions out;
-  std::vector<double> speed(static_cast<std::size_t>(gpus), 1.0);
+  std::vector<double> speed(with_speeds ? static_cast<std::size_t>(gpus) : 0, 1.0);
   bool slow = false;
   for (const SlowNode& n : c.slow_nodes) {
     if (n.node >= nodes) continue;
     out.applied.push_back(fmt::format("node {}'s GPUs at {} speed", n.node, percent(n.speed)));
-    for (int g = n.node * per_node; g < std::min(gpus, (n.node + 1) * per_node); ++g)
+    for (int g = n.node * per_node; with_speeds && g < std::min(gpus, (n.node + 1) * per_node); ++g)
       speed[static_cast<std::size_t>(g)] *= n.speed;
     slow = true;
   }
   for (const SlowGpu& g : c.slow_gpus) {
     if (g.gpu >= gpus) continue;
     out.applied.push_back(fmt::format("GPU {} at {} speed", g.gpu, percent(g.speed)));
-    speed[static_cast<std::size_t>(g.gpu)] *= g.speed;
+    if (with_speeds) speed[static_cast<std::size_t>(g.gpu)] *= g.speed;
     slow = true;
   }
   const bool jitter = c.jitter.spread > 0 && gpus > 1;
@@ -61,6 +64,8 @@ PointConditions point_conditions(const ScenarioSpec& scenario, int gpus) {
     out.applied.push_back(fmt::format(
         "per-step jitter: each GPU's compute time x N(1, {}) (seed {}, {} steps repeating)",
         percent(c.jitter.spread), c.jitter.seed, c.jitter.steps));
+  }
+  if (with_speeds && jitter) {
     for (int k = 0; k < c.jitter.steps; ++k) {
       std::vector<double> step = speed;
       for (int g = 0; g < gpus; ++g) {
@@ -70,7 +75,7 @@ PointConditions point_conditions(const ScenarioSpec& scenario, int gpus) {
       }
       out.gpu_speeds.push_back(std::move(step));
     }
-  } else if (slow) {
+  } else if (with_speeds && slow) {
     out.gpu_speeds.push_back(std::move(speed));
   }
   for (const LinkFault& f : c.links) {
@@ -89,13 +94,23 @@ PointConditions point_conditions(const ScenarioSpec& scenario, int gpus) {
   return out;
 }
 
+}  // namespace
+
+PointConditions point_conditions(const ScenarioSpec& scenario, int gpus) {
+  return conditions(scenario, gpus, true);
+}
+
+std::vector<std::string> conditions_applied(const ScenarioSpec& scenario, int gpus) {
+  return conditions(scenario, gpus, false).applied;
+}
+
 void apply_link_faults(const ScenarioSpec& scenario, Topology& topology) {
   for (const LinkFault& f : scenario.conditions.links) {
     const int link = f.leaf >= 0 ? topology.leaf_uplink(f.leaf) : topology.nic_link(f.node, f.nic);
     if (link >= 0) topology.degrade(link, f.bandwidth);
   }
   if (!topology.gpus_connected()) {
-    throw InputError(SourceMark{scenario.source_file, 0, 0}, "faults",
+    throw InputError(scenario.conditions.faults_mark, "faults",
                      fmt::format("the links down leave some of the {} GPUs unable to reach the "
                                  "others: no collective could run",
                                  topology.gpus()));

@@ -19,8 +19,11 @@ struct PointConditions {
 
 // The conditions that touch a point on `gpus` GPUs (ranks 0 to gpus - 1 on the first nodes).
 PointConditions point_conditions(const ScenarioSpec& scenario, int gpus);
-// Applies the link faults that touch the point to its (every-rank) topology. Raises InputError
-// when a link down leaves some GPUs unable to reach others.
+// Only the words of point_conditions (cheap: no per-rank speeds).
+std::vector<std::string> conditions_applied(const ScenarioSpec& scenario, int gpus);
+// Applies the link faults that touch the point to its (every-rank) topology: a degraded link
+// keeps its routes at a lower rate, a link down is routed around. Raises InputError when links
+// down leave some GPUs unable to reach others.
 void apply_link_faults(const ScenarioSpec& scenario, Topology& topology);
 
 }  // namespace epochcast::sim

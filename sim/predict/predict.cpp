@@ -371,7 +371,7 @@ std::string mirror_not_exact(const MachineSpec& machine, int gpus) {
 std::string every_rank_reason(const ScenarioSpec& scenario, int gpus) {
   if (std::string why = mirror_not_exact(scenario.machine, gpus); !why.empty()) return why;
   if (ceil_div(gpus, scenario.machine.gpus_per_node) <= 1) return "";
-  if (point_conditions(scenario, gpus).applied.empty()) return "";
+  if (conditions_applied(scenario, gpus).empty()) return "";
   return "the scenario's stragglers or faults make the nodes differ";
 }
 

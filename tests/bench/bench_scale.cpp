@@ -2,9 +2,9 @@
 //  - a 100 MB flat-ring all-reduce over N ranks (DGX H100 nodes of 8) as flows on the fabric,
 //    every transfer simulated (the figure open network simulators publish for their backends);
 //  - seed 000's sweep at the default (flows) and the analytic collective fidelity;
-//  - a whole ResNet-50 ImageNet epoch of the bundled H100-cluster what-if (64 images per GPU)
-//    with every rank simulated, and with the symmetric-cluster mirror up to 131,072 GPUs
-//    (forced rings included).
+//  - a whole ResNet-50 ImageNet epoch of the bundled H100-cluster what-if (64 images per GPU;
+//    8 at 131,072 GPUs, where 64 would exceed the data set) with every rank simulated, and with
+//    the symmetric-cluster mirror up to 131,072 GPUs (forced rings included).
 #include <numeric>
 
 #include <benchmark/benchmark.h>
@@ -27,9 +27,14 @@ std::filesystem::path source(const std::string& relative) {
 
 ScenarioSpec h100_cluster_epoch(int gpus, bool every_rank, const std::string& algorithm) {
   const int nodes = (gpus + 7) / 8;
+  // 64 images per GPU, fewer where the global batch would exceed ImageNet (8 at 131,072 GPUs).
+  int per_gpu = 64;
+  while (static_cast<std::int64_t>(per_gpu) * gpus > 1'281'167)
+    per_gpu /= 2;
   return load_scenario(source("scenarios/what-if/ddp-resnet50-h100-cluster.yaml"),
                        {{"hardware.nodes", std::to_string(nodes), ""},
                         {"sweep.gpus", fmt::format("[{}]", gpus), ""},
+                        {"sweep.batch", fmt::format("[{}]", per_gpu), ""},
                         {"training.every_rank", every_rank ? "true" : "false", ""},
                         {"training.collective_algorithm", algorithm, ""}});
 }

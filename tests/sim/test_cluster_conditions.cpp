@@ -131,6 +131,27 @@ TEST_CASE("a link fault changes the topology's routes, and a disconnecting one i
   CHECK(uses(t.path(8, 0), nic));
   CHECK_FALSE(uses(faulty.path(8, 0), nic));
   CHECK(faulty.gpus_connected());
+  // A degraded link keeps its routes, however slow: only a link down is avoided.
+  const ScenarioSpec slow = cluster("faults: {links: [{node: 1, nic: 0, bandwidth: 0.1}]}\n");
+  Topology degraded = Topology::build(slow.machine, 2);
+  apply_link_faults(slow, degraded);
+  CHECK(uses(degraded.path(8, 0), nic));
+  CHECK(degraded.path(8, 0).bottleneck.value() == Approx(0.1 * t.path(8, 0).bottleneck.value()));
+  // A mirror transfer (the network's switches reducing) leaves through another NIC of the node.
+  Topology mirrored = Topology::build(s.machine, 2);
+  apply_link_faults(s, mirrored);
+  CHECK(uses(t.mirror_path(8), nic));
+  CHECK_FALSE(uses(mirrored.mirror_path(8), nic));
+  // A leaf's uplink: the path between leaves runs at its rate.
+  ScenarioSpec leaves = cluster();
+  leaves.machine.topology.network->nodes_per_leaf = 1;
+  leaves.conditions.links = {LinkFault{-1, -1, 1, 0.05}};  // 400 GB/s of 8 NICs -> 20
+  Topology fabric = Topology::build(leaves.machine, 2);
+  const double before = fabric.path(8, 0).bottleneck.value();
+  Topology fabric_faulty = Topology::build(leaves.machine, 2);
+  apply_link_faults(leaves, fabric_faulty);
+  CHECK(uses(fabric_faulty.path(8, 0), fabric_faulty.leaf_uplink(1)));
+  CHECK(fabric_faulty.path(8, 0).bottleneck.value() == Approx(0.05 * 8 * before));
   // Every NIC of node 1 down: node 1 is cut off.
   std::string all = "faults: {links: [";
   for (int i = 0; i < 8; ++i)
@@ -161,4 +182,12 @@ TEST_CASE("stragglers and faults are checked against the machine") {
              Catch::Contains("either a `bandwidth`"));
   CHECK_THAT(error("faults: {links: [{leaf: 0, bandwidth: 0.5}]}\n"),
              Catch::Contains("no leaf uplink"));
+  CHECK_THAT(error("stragglers: {gpus: [{gpu: 3, speed: 0.8}, {gpu: 3, speed: 0.9}]}\n"),
+             Catch::Contains("GPU 3 is listed twice"));
+  CHECK_THAT(error("faults: {links: [{node: 1, nic: 2, down: true}, {node: 1, nic: 2, "
+                   "bandwidth: 0.5}]}\n"),
+             Catch::Contains("listed twice"));
+  // Empty lists are no conditions (what --set stragglers.gpus=[] leaves).
+  CHECK(error("stragglers: {gpus: [], nodes: []}\nfaults: {links: []}\n") == "no error");
+  CHECK_FALSE(cluster("stragglers: {gpus: []}\n").conditions.any());
 }

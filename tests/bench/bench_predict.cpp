@@ -76,8 +76,10 @@ sweep: {{gpus: [{}], batch: [64], batch_is: per_gpu}}
                                              "bench.yaml", EPOCHCAST_BENCH_SOURCE_DIR);
   sim::PredictOptions options;
   options.symmetric_clusters = !every_rank;
+  std::int64_t tasks = 0;
   for (auto _ : state)
-    benchmark::DoNotOptimize(sim::predict_point(s, expand_sweep(s).front(), options));
+    tasks = sim::predict_point(s, expand_sweep(s).front(), options).stats.simulated_tasks;
+  state.counters["tasks"] = static_cast<double>(tasks);
 }
 
 static void BM_DdpResnet50IterationAnalytic(benchmark::State& state) {
@@ -101,6 +103,6 @@ static void BM_DdpResnet50IterationFlowsEveryRank(benchmark::State& state) {
   ddp_resnet50_iteration(state, "flows", true);
 }
 BENCHMARK(BM_DdpResnet50IterationFlowsEveryRank)
-    ->RangeMultiplier(2)
-    ->Range(16, 128)
+    ->RangeMultiplier(4)
+    ->Range(16, 1024)
     ->Unit(benchmark::kMillisecond);

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/input_error.h"
 #include "sim/predict/point_codec.h"
 #include "sim/predict/point_pool.h"
@@ -144,7 +146,12 @@ SweepProcesses::SweepProcesses() {
 
 SweepProcesses::~SweepProcesses() {
 #ifdef EPOCHCAST_HAVE_MPI
-  if (joined_) MPI_Finalize();
+  if (!joined_) return;
+  const bool failing = std::uncaught_exceptions() > 0;
+  MPI_Finalize();
+  // Process 0 reports a failure for the job (every process meets the same bad input). Another
+  // leaving first with an error status would make mpirun stop process 0 before it said why.
+  if (failing && rank_ != 0) std::_Exit(0);
 #endif
 }
 
@@ -164,23 +171,32 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
   auto global = [&](std::size_t k) {
     return k * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank_);
   };
-  sim::simulate_points(
-      mine, std::max(1, jobs),
-      [&](std::size_t k) {
-        Outcome& o = outcomes[k];
-        try {
-          o.result = point(global(k));
-        } catch (const InputError& e) {
-          o.input_error = e;
-        } catch (const std::exception& e) {
-          o.internal_error = e.what();
-        }
-        return sim::PointResult{};
-      },
-      done);
-  std::string message;
-  for (std::size_t k = 0; k < mine; ++k)
-    message += encode(global(k), outcomes[k]);
+  std::string message, failure;
+  try {
+    sim::simulate_points(
+        mine, std::max(1, jobs),
+        [&](std::size_t k) {
+          Outcome& o = outcomes[k];
+          try {
+            o.result = point(global(k));
+          } catch (const InputError& e) {
+            o.input_error = e;
+          } catch (const std::exception& e) {
+            o.internal_error = e.what();
+          }
+          return sim::PointResult{};
+        },
+        done);
+    for (std::size_t k = 0; k < mine; ++k)
+      message += encode(global(k), outcomes[k]);
+  } catch (const std::exception& e) {
+    // Process 0 must still hear from this one (or wait forever): the failure stands for its
+    // share, as an outcome numbered past the sweep's points.
+    failure = fmt::format("process {} of the sweep failed: {}", rank_, e.what());
+    Outcome failed;
+    failed.internal_error = failure;
+    message = encode(count, failed);
+  }
 #ifdef EPOCHCAST_HAVE_MPI
   if (rank_ != 0) {
     send_bytes(message, 0);
@@ -194,7 +210,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     Cursor in(bytes);
     while (!in.done()) {
       const auto index = static_cast<std::size_t>(in.i64());
-      if (index >= count) throw std::runtime_error("a process sent a point outside the sweep");
+      if (index > count) throw std::runtime_error("a process sent a point outside the sweep");
       Outcome o;
       switch (in.i64()) {
         case 0:
@@ -212,9 +228,11 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
         default:
           o.internal_error = in.text();
       }
+      if (index == count) throw std::runtime_error(o.internal_error);  // a whole process failed
       all[index] = std::move(o);
     }
   }
+  if (!failure.empty()) throw std::runtime_error(failure);  // process 0's own share
   std::vector<sim::PointResult> results;
   results.reserve(count);
   for (std::optional<Outcome>& o : all) {

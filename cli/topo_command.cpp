@@ -30,11 +30,16 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
   std::map<sim::VertexKind, int> counts;
   for (const sim::Vertex& v : t.vertices())
     counts[v.kind]++;
+  // One node is built without its NICs (nothing crosses them), but it has them.
+  const std::string nics =
+      counts[sim::VertexKind::nic] == 0 && m.topology.network
+          ? fmt::format("{} NIC(s) (used across nodes)", m.topology.network->nics_per_node)
+          : fmt::format("{} NIC(s)", counts[sim::VertexKind::nic]);
   fmt::print(
-      "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {} NIC(s), {} network "
+      "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {}, {} network "
       "switch(es); peer-to-peer {}\n\n",
       counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
-      counts[sim::VertexKind::nvswitch], counts[sim::VertexKind::nic],
+      counts[sim::VertexKind::nvswitch], nics,
       counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
       t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
   if (t.in_network_reduction()) {

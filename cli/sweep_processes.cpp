@@ -29,6 +29,11 @@ namespace epochcast::cli {
 
 namespace {
 
+constexpr const char* kOtherProcessFailed =
+    "another process of this MPI job failed (only process 0 prints, so its message is not "
+    "shown: an input or output path that only its node sees is the usual cause); run the same "
+    "command without mpirun on that node to see why";
+
 // A point's outcome on its way to process 0: its result, or its error.
 struct Outcome {
   std::optional<sim::PointResult> result;
@@ -93,6 +98,52 @@ std::string encode(std::size_t index, const Outcome& o) {
 }
 
 #ifdef EPOCHCAST_HAVE_MPI
+// Process 0's view of a sweep: its own outcomes (points 0, N, 2N, ...) and every other process's
+// message, in sweep order; the lowest-numbered failure is thrown as the serial run would.
+std::vector<sim::PointResult> gather(std::size_t count, int size, std::vector<Outcome> own,
+                                     const std::vector<std::string>& received,
+                                     const std::string& own_failure) {
+  if (!own_failure.empty()) throw std::runtime_error(own_failure);
+  std::vector<std::optional<Outcome>> all(count);
+  for (std::size_t k = 0; k < own.size(); ++k)
+    all[k * static_cast<std::size_t>(size)] = std::move(own[k]);
+  for (const std::string& bytes : received) {
+    Cursor in(bytes);
+    while (!in.done()) {
+      const auto index = static_cast<std::size_t>(in.i64());
+      if (index > count) throw std::runtime_error("a process sent a point outside the sweep");
+      Outcome o;
+      switch (in.i64()) {
+        case 0:
+          o.result = sim::decode_point(in.text());
+          break;
+        case 1: {
+          SourceMark mark;
+          mark.file = in.text();
+          mark.line = static_cast<int>(in.i64());
+          mark.column = static_cast<int>(in.i64());
+          std::string key = in.text();
+          o.input_error = InputError(mark, key, in.text());
+          break;
+        }
+        default:
+          o.internal_error = in.text();
+      }
+      if (index == count) throw std::runtime_error(o.internal_error);  // a whole process failed
+      all[index] = std::move(o);
+    }
+  }
+  std::vector<sim::PointResult> results;
+  results.reserve(count);
+  for (std::optional<Outcome>& o : all) {
+    if (!o) throw std::runtime_error("a point of the sweep never arrived");
+    if (o->input_error) throw *o->input_error;
+    if (!o->result) throw std::runtime_error(o->internal_error);
+    results.push_back(std::move(*o->result));
+  }
+  return results;
+}
+
 bool launched_with_others() {
   // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; MPICH, Slurm and PMIx launchers PMI_SIZE.
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
@@ -144,10 +195,24 @@ SweepProcesses::SweepProcesses() {
 #endif
 }
 
+bool SweepProcesses::agree(bool ok) {
+#ifdef EPOCHCAST_HAVE_MPI
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (all == 0) agreement_failed_ = true;
+  return all != 0;
+#else
+  return ok;
+#endif
+}
+
 SweepProcesses::~SweepProcesses() {
 #ifdef EPOCHCAST_HAVE_MPI
   if (!joined_) return;
+  // The last agreement, or the one the others wait in when this process fails: every process
+  // then leaves together, whichever failed and wherever.
   const bool failing = std::uncaught_exceptions() > 0;
+  if (!agreement_failed_) agree(!failing);
   MPI_Finalize();
   // Process 0 reports a failure for the job (every process meets the same bad input). Another
   // leaving first with an error status would make mpirun stop process 0 before it said why.
@@ -164,6 +229,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
     const std::function<void()>& done) {
   if (size_ == 1) return sim::simulate_points(count, jobs, point, done);
+  if (!agree(true)) throw std::runtime_error(kOtherProcessFailed);
   // This process's points, each kept with its outcome (errors too: the others must still
   // hear from it).
   const std::size_t mine = share(count);
@@ -200,46 +266,23 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
 #ifdef EPOCHCAST_HAVE_MPI
   if (rank_ != 0) {
     send_bytes(message, 0);
+    if (!agree(true)) throw std::runtime_error(kOtherProcessFailed);  // process 0 reports it
     return {};
   }
-  std::vector<std::optional<Outcome>> all(count);
-  for (std::size_t k = 0; k < mine; ++k)
-    all[global(k)] = std::move(outcomes[k]);
-  for (int from = 1; from < size_; ++from) {
-    const std::string bytes = receive_bytes(from);
-    Cursor in(bytes);
-    while (!in.done()) {
-      const auto index = static_cast<std::size_t>(in.i64());
-      if (index > count) throw std::runtime_error("a process sent a point outside the sweep");
-      Outcome o;
-      switch (in.i64()) {
-        case 0:
-          o.result = sim::decode_point(in.text());
-          break;
-        case 1: {
-          SourceMark mark;
-          mark.file = in.text();
-          mark.line = static_cast<int>(in.i64());
-          mark.column = static_cast<int>(in.i64());
-          std::string key = in.text();
-          o.input_error = InputError(mark, key, in.text());
-          break;
-        }
-        default:
-          o.internal_error = in.text();
-      }
-      if (index == count) throw std::runtime_error(o.internal_error);  // a whole process failed
-      all[index] = std::move(o);
-    }
-  }
-  if (!failure.empty()) throw std::runtime_error(failure);  // process 0's own share
+  // Every message is received before any is read, so no process is left blocked in a send.
+  std::vector<std::string> received;
+  for (int from = 1; from < size_; ++from)
+    received.push_back(receive_bytes(from));
   std::vector<sim::PointResult> results;
-  results.reserve(count);
-  for (std::optional<Outcome>& o : all) {
-    if (!o) throw std::runtime_error("a point of the sweep never arrived");
-    if (o->input_error) throw *o->input_error;
-    if (!o->result) throw std::runtime_error(o->internal_error);
-    results.push_back(std::move(*o->result));
+  std::exception_ptr error;
+  try {
+    results = gather(count, size_, std::move(outcomes), received, failure);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!agree(error == nullptr)) {
+    if (error) std::rethrow_exception(error);
+    throw std::runtime_error(kOtherProcessFailed);
   }
   return results;
 #else

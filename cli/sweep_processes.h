@@ -37,9 +37,15 @@ class SweepProcesses {
                                          const std::function<void()>& done = {});
 
  private:
+  // Every process calls this at the same points (the start and the end of each simulate, and
+  // once more on leaving): true when every process says ok. A process that fails calls it on
+  // its way out, so the others learn of it instead of waiting for it.
+  bool agree(bool ok);
+
   int rank_ = 0;
   int size_ = 1;
   bool joined_ = false;
+  bool agreement_failed_ = false;  // after which no process agrees again
 };
 
 }  // namespace epochcast::cli

@@ -7,10 +7,18 @@
 #include <mutex>
 #include <thread>
 
+#include <sched.h>
+
 namespace epochcast::sim {
 
 int default_jobs(std::size_t points) {
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  // The cores this process may run on (mpirun, taskset and containers bind processes to some),
+  // else every core of the machine.
+  unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    cores = static_cast<unsigned>(CPU_COUNT(&allowed));
   return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(cores, points)));
 }
 

@@ -11,7 +11,8 @@
 
 namespace epochcast::sim {
 
-// The threads a sweep of `points` gets by default: the machine's cores, at most one a point.
+// The threads a sweep of `points` gets by default: the cores this process may run on (its CPU
+// affinity: mpirun binds processes to cores), at most one a point.
 int default_jobs(std::size_t points);
 
 // simulate(i) for every i below `count` on up to `jobs` threads; results[i] is simulate(i).

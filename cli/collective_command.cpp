@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/format/text_table.h"
 #include "core/input_error.h"
@@ -21,6 +20,7 @@
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
+#include "options/command_line.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/collective_sweep.h"
 #include "sim/network/topology.h"
@@ -202,14 +202,14 @@ Command add_collective_command(CLI::App& app) {
                       "Smallest size per rank in bytes (K, M, G: powers of 1024)");
   command->add_option("-e,--maxbytes", args->max_bytes, "Largest size per rank");
   command->add_option("-f,--stepfactor", args->factor, "Multiply the size by this each step")
-      ->check(number_within(1, 1024))
+      ->check(options::number_within(1, 1024))
       ->default_str("2");
   command->add_option("-i,--stepbytes", args->increment, "Add this many bytes each step instead");
   command->add_option("-g,--ngpus", args->gpus, "GPUs per node")
-      ->check(integer_within(1, 64))
+      ->check(options::integer_within(1, 64))
       ->default_str("all of a node");
   command->add_option("--nodes", args->nodes, "Nodes (identical, over the machine's network)")
-      ->check(integer_within(1, 65536));
+      ->check(options::integer_within(1, 65536));
   command->add_option("--algo", args->algorithm,
                       "auto, ring, tree, nvls, nvlstree or collnet (as NCCL_ALGO; trees, "
                       "NVLSTree and CollNet across nodes, NVLS inside one NVSwitch node)");
@@ -218,7 +218,7 @@ Command add_collective_command(CLI::App& app) {
                       "Data type: float, half, bfloat16, double, int8, uint8, int32, uint32, "
                       "int64, uint64");
   command->add_option("-r,--root", args->root, "Root rank of broadcast and reduce")
-      ->check(integer_within(0, 65535));
+      ->check(options::integer_within(0, 65535));
   command->add_option("--profile", args->profile, "A profile instead of the machine's own");
   command->add_option("--set", args->set,
                       "KEY=VALUE: a profile figure (e.g. links.efficiency.nvswitch=0.7)");

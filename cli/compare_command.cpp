@@ -13,16 +13,16 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "cli/scenario_options.h"
 #include "cli/sweep_options.h"
 #include "cli/sweep_processes.h"
 #include "core/format/text_table.h"
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/scenario_spec.h"
+#include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/report/report.h"
@@ -33,7 +33,7 @@ namespace {
 
 struct CompareArgs {
   std::string scenario;
-  ScenarioOptions options;
+  options::ScenarioOptions options;
   std::vector<std::string> hardware;
   std::string csv;
   std::string json;
@@ -284,7 +284,7 @@ Command add_compare_command(CLI::App& app) {
       ->add_option("--hardware", args->hardware,
                    "Machines to compare: bundled names (topologies/) or machine files")
       ->required();
-  add_scenario_options(*command, args->options, /*with_profile=*/false);
+  options::add_scenario_options(*command, args->options, /*with_profile=*/false);
   command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_flag("--details", args->details, "Also print each machine's full predict table");

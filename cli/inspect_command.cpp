@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/format/text_table.h"
 #include "core/model/analysis.h"
@@ -15,6 +14,7 @@
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
+#include "options/command_line.h"
 #include "sim/compute/device_model.h"
 
 namespace epochcast::cli {
@@ -320,7 +320,7 @@ Command add_inspect_command(CLI::App& app) {
                       "A machine (bundled name or path): list each kernel of a training step "
                       "on its GPU with its time, bound, algorithm and the efficiency used");
   command->add_option("--batch", options->batch, "Per-GPU batch for --hardware (default 32)")
-      ->check(integer_within(1, 1'000'000'000));
+      ->check(options::integer_within(1, 1'000'000'000));
   command
       ->add_option("--precision", options->precision,
                    "Training precision for --hardware: fp32, tf32, amp_fp16 or amp_bf16")

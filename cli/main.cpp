@@ -5,10 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "options/command_line.h"
 
 int main(int argc, char** argv) {
   if (auto handed_over = epochcast::cli::run_on_devices_if_asked(argc, argv)) return *handed_over;
@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   remember(epochcast::cli::add_validate_command(app));
   epochcast::cli::describe_runtime_commands(app);
 
-  epochcast::cli::show_defaults_in_help(app);
-  if (auto code = epochcast::cli::parse_command_line(app, argc, argv)) return *code;
+  epochcast::options::show_defaults_in_help(app);
+  if (auto code = epochcast::options::parse_command_line(app, argc, argv)) return *code;
   // Ctrl-C or a kill while a file is being written leaves no temporary behind.
   epochcast::remove_partial_outputs_on_signals();
   try {

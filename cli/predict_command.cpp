@@ -6,16 +6,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/gnuplot_figure.h"
 #include "cli/prediction_plots.h"
 #include "cli/progress.h"
-#include "cli/scenario_options.h"
 #include "cli/sweep_options.h"
 #include "cli/sweep_processes.h"
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
+#include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/uncertainty.h"
@@ -27,7 +27,7 @@ namespace {
 
 struct PredictArgs {
   std::string scenario;
-  ScenarioOptions options;
+  options::ScenarioOptions options;
   std::string csv;
   std::string json;
   std::string trace;
@@ -47,7 +47,7 @@ Command add_predict_command(CLI::App& app) {
       "Predict epoch time, throughput, breakdown, memory and bottleneck for every "
       "point of a scenario's sweep");
   command->add_option("scenario", args->scenario, "Scenario file")->required();
-  add_scenario_options(*command, args->options);
+  options::add_scenario_options(*command, args->options);
   command->add_option("--csv", args->csv, "Also write the results as CSV to this file");
   command->add_option("--json", args->json, "Also write the results as JSON to this file");
   command->add_option("--plot", args->plot,
@@ -62,11 +62,11 @@ Command add_predict_command(CLI::App& app) {
       command
           ->add_option("--trace-point", args->trace_point,
                        "Which point (row of the table, from 1) to trace; with --trace")
-          ->check(integer_within(1, 1'000'000'000));
+          ->check(options::integer_within(1, 1'000'000'000));
   CLI::Option* trace_iterations = command
                                       ->add_option("--trace-iterations", args->trace_iterations,
                                                    "How many training iterations to trace")
-                                      ->check(integer_within(1, 1000));
+                                      ->check(options::integer_within(1, 1000));
   command->add_flag("--exact", args->exact,
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");

@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/format/text_table.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/hardware_spec.h"
+#include "options/command_line.h"
 #include "sim/network/topology.h"
 
 namespace epochcast::cli {
@@ -142,7 +142,7 @@ Command add_topo_command(CLI::App& app) {
   command->add_option("machine", args->machine, "A bundled machine name (e.g. dgx-a100) or a path")
       ->required();
   command->add_option("--nodes", args->nodes, "Number of nodes, for clusters")
-      ->check(integer_within(1, 65536))
+      ->check(options::integer_within(1, 65536))
       ->default_str("the machine's");
   return [args] {
     std::filesystem::path file =

@@ -12,10 +12,10 @@
 #include "cli/commands.h"
 #include "cli/gnuplot_figure.h"
 #include "cli/holdout.h"
-#include "cli/scenario_options.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "core/measure/results_csv.h"
+#include "options/scenario_options.h"
 #include "validate/calibration.h"
 #include "validate/measurement_input.h"
 #include "validate/validation.h"
@@ -27,7 +27,7 @@ namespace {
 struct ValidateArgs {
   std::string scenario;
   std::string measurements;
-  ScenarioOptions options;
+  options::ScenarioOptions options;
   std::string holdout;
   std::string json;
   std::string plot;
@@ -90,7 +90,7 @@ Command add_validate_command(CLI::App& app) {
       ->add_option("measurements", args->measurements,
                    "Measurement file (epochcast run) or results table (.csv)")
       ->required();
-  add_scenario_options(*command, args->options);
+  options::add_scenario_options(*command, args->options);
   add_holdout_option(*command, args->holdout);
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_option("--plot", args->plot,

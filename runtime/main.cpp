@@ -16,12 +16,12 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "cli/command_line.h"
-#include "cli/scenario_options.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "core/spec/limits.h"
 #include "core/spec/scenario_spec.h"
+#include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "runtime/bench/microbench.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/cuda/cuda_api.h"
@@ -86,7 +86,7 @@ void stop_campaign_on_signals() {
 struct Arguments {
   std::string scenario;
   std::string output = "measurements.json";
-  epochcast::cli::ScenarioOptions scenario_options;
+  epochcast::options::ScenarioOptions scenario_options;
   epochcast::runtime::CampaignOptions campaign;
   std::string device = "auto";
   bool bench = false;
@@ -112,11 +112,11 @@ void add_bench_options(CLI::App& command, Arguments& a) {
   command
       .add_option("--max-bytes", a.max_collective_bytes,
                   "Largest collective message (default 1 GiB on GPUs, 64 MiB on the CPU)")
-      ->check(epochcast::cli::integer_within(1024, std::int64_t{1} << 34));
+      ->check(epochcast::options::integer_within(1024, std::int64_t{1} << 34));
   command
       .add_option("--fit-cap", a.fit_cap,
                   "Largest batch the fit search tries (default: the data set's size)")
-      ->check(epochcast::cli::integer_within(1, epochcast::limits::kMaxSamples));
+      ->check(epochcast::options::integer_within(1, epochcast::limits::kMaxSamples));
   command
       .add_option("--bench-timeout", a.bench_timeout_s,
                   "Seconds the microbenchmarks may take before the run is stopped (exit 124)")
@@ -168,30 +168,30 @@ int main(int argc, char** argv) {
   run_command->add_option("scenario", a.scenario, "Scenario file (kind: scenario)")->required();
   run_command->add_option("-o,--output", a.output, "Measurement file to write (JSON)")
       ->capture_default_str();
-  epochcast::cli::add_scenario_options(*run_command, a.scenario_options, false);
+  epochcast::options::add_scenario_options(*run_command, a.scenario_options, false);
   run_command->add_option("--warmup", run.warmup_iterations, "Warm-up iterations, not timed")
       ->capture_default_str()
-      ->check(epochcast::cli::integer_within(1, 1000));
+      ->check(epochcast::options::integer_within(1, 1000));
   run_command->add_option("--iterations", run.timed_iterations, "Timed iterations per point")
       ->capture_default_str()
-      ->check(epochcast::cli::integer_within(1, 100000));
+      ->check(epochcast::options::integer_within(1, 100000));
   run_command
       ->add_option("--rounds", a.campaign.rounds,
                    "Passes over the sweep, each measuring every point; a point's record pools "
                    "its rounds, so a shared machine's slow drifts reach all points alike")
       ->capture_default_str()
-      ->check(epochcast::cli::integer_within(1, 100));
+      ->check(epochcast::options::integer_within(1, 100));
   run_command
       ->add_option("--validation-iterations", run.validation_iterations,
                    "Timed forward-only iterations when the data set has validation samples")
       ->capture_default_str()
-      ->check(epochcast::cli::integer_within(0, 100000));
+      ->check(epochcast::options::integer_within(0, 100000));
   run_command->add_flag("--full-epoch", run.full_epoch, "Also run and time one whole epoch");
   run_command->add_flag("--profile-layers", run.profile_layers,
                         "Time every layer's forward and backward in a separate pass");
   run_command->add_option("--timeout", run.timeout_s, "Seconds allowed per point")
       ->capture_default_str()
-      ->check(epochcast::cli::number_within(1e-6, 1e7));
+      ->check(epochcast::options::number_within(1e-6, 1e7));
   run_command->add_option("--seed", run.seed, "Seed of weights and synthetic data")
       ->capture_default_str();
   run_command->add_flag("--resume", a.campaign.resume,
@@ -208,14 +208,14 @@ int main(int argc, char** argv) {
   bench_command->add_option("scenario", a.scenario, "Scenario whose model `fit` searches");
   bench_command->add_option("-o,--output", a.output, "Measurement file to write (JSON)")
       ->capture_default_str();
-  epochcast::cli::add_scenario_options(*bench_command, a.scenario_options, false);
+  epochcast::options::add_scenario_options(*bench_command, a.scenario_options, false);
   bench_command->add_option("--device", a.device, "Where to run: auto, cpu or cuda")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   add_bench_options(*bench_command, a);
 
-  epochcast::cli::show_defaults_in_help(app);
-  if (auto code = epochcast::cli::parse_command_line(app, argc, argv)) return *code;
+  epochcast::options::show_defaults_in_help(app);
+  if (auto code = epochcast::options::parse_command_line(app, argc, argv)) return *code;
 
   // Every way out of main() ends MPI, so mpirun sees the ranks finish cleanly.
   struct FinalizeOnExit {

@@ -315,9 +315,10 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   out += table.render();
   if (const PointResult* best = fastest_point(results)) {
     out += fmt::format(
-        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {} samples/s.\n",
+        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {} samples/s, "
+        "{}-bound.\n",
         best->point.gpus, best->point.gpus == 1 ? "" : "s", best->point.global_batch,
-        fixed(best->epoch_seconds, 4), throughput_text(best->samples_per_second));
+        fixed(best->epoch_seconds, 4), throughput_text(best->samples_per_second), best->bottleneck);
   }
   out += fmt::format(
       "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm are\n"

@@ -10,7 +10,7 @@
 #include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 
-namespace epochcast::cli {
+namespace epochcast::options {
 
 struct ScenarioOptions {
   std::vector<std::string> sets;
@@ -32,4 +32,4 @@ struct ScenarioOptions {
 // `with_profile`: also offer --profile (commands that predict).
 void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with_profile = true);
 
-}  // namespace epochcast::cli
+}  // namespace epochcast::options

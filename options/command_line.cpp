@@ -1,5 +1,5 @@
 // Command-line parsing shared by epochcast and epochcast-run.
-#include "cli/command_line.h"
+#include "options/command_line.h"
 
 #include <charconv>
 #include <iostream>
@@ -12,7 +12,7 @@
 #include "core/input_error.h"
 #include "core/yaml/strict_yaml.h"
 
-namespace epochcast::cli {
+namespace epochcast::options {
 
 namespace {
 
@@ -169,4 +169,4 @@ CLI::Validator integer_within(std::int64_t minimum, std::int64_t maximum) {
       range);
 }
 
-}  // namespace epochcast::cli
+}  // namespace epochcast::options

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace epochcast::cli {
+namespace epochcast::options {
 
 // Call once every option is declared: each option's help then shows its default.
 void show_defaults_in_help(CLI::App& app);
@@ -23,4 +23,4 @@ CLI::Validator number_within(double minimum, double maximum);
 // Checks that an option's value is an integer in [minimum, maximum].
 CLI::Validator integer_within(std::int64_t minimum, std::int64_t maximum);
 
-}  // namespace epochcast::cli
+}  // namespace epochcast::options

@@ -1,12 +1,12 @@
 // --set / --gpus / --batch for every scenario-loading command.
-#include "cli/scenario_options.h"
+#include "options/scenario_options.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/spec/data_paths.h"
 
-namespace epochcast::cli {
+namespace epochcast::options {
 
 namespace {
 
@@ -70,4 +70,4 @@ void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with
       ->delimiter(',');
 }
 
-}  // namespace epochcast::cli
+}  // namespace epochcast::options

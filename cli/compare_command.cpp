@@ -317,7 +317,21 @@ Command add_compare_command(CLI::App& app) {
       std::string origin = "--hardware " + reference;
       overrides.push_back({"hardware", file.string(), origin});
       overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
-      ScenarioSpec scenario = load_scenario(args->scenario, overrides);
+      // What the scenario says of its own cluster (a straggler's rank, a faulty NIC) may not
+      // exist on another machine: that machine is then not compared, and says why.
+      std::optional<ScenarioSpec> loaded;
+      try {
+        loaded = load_scenario(args->scenario, overrides);
+      } catch (const InputError& e) {
+        if (base.conditions.any() &&
+            (e.key().rfind("stragglers", 0) == 0 || e.key().rfind("faults", 0) == 0)) {
+          m.why_not = fmt::format("its {} does not exist there ({})", e.key(), e.problem());
+          all.push_back(std::move(m));
+          continue;
+        }
+        throw;
+      }
+      ScenarioSpec scenario = std::move(*loaded);
       std::vector<SweepPoint> points = expand_sweep(scenario);
       SweepProgress progress("compare: " + m.machine.name, processes.share(points.size()));
       if (args->simulation.every_rank) scenario.training.every_rank = true;

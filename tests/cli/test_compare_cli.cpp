@@ -157,3 +157,14 @@ TEST_CASE("predict --plot refuses other image types before predicting") {
   CHECK_THAT(r.output, Catch::Contains("--plot"));
   CHECK_THAT(r.output, Catch::Contains(".png or .svg"));
 }
+
+TEST_CASE("compare marks a machine that lacks a straggler's rank or a faulty link") {
+  CommandResult r = run_command(epochcast_binary() + " compare " +
+                                scenario("what-if/stragglers-and-faults-h100.yaml") +
+                                " --hardware dgx-h100-cluster dgx-h100 --gpus 8");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("its stragglers.gpus[0].gpu does not exist there "
+                                       "(expected an integer from 0 to 7, got 11)"));
+  CHECK_THAT(r.output, Catch::Contains("its faults.links[0].node does not exist there"));
+}

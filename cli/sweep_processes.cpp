@@ -12,8 +12,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "core/input_error.h"
 #include "sim/predict/point_codec.h"
 #include "sim/predict/point_pool.h"
@@ -195,13 +193,18 @@ SweepProcesses::SweepProcesses() {
 #endif
 }
 
-bool SweepProcesses::agree(bool ok) {
+bool SweepProcesses::agree(Step step, bool ok) {
 #ifdef EPOCHCAST_HAVE_MPI
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-  if (all == 0) agreement_failed_ = true;
-  return all != 0;
+  // Every process must be at the same step and well: the least and the greatest code agree.
+  const int code = ok ? static_cast<int>(step) : 0;
+  int least = 0, greatest = 0;
+  MPI_Allreduce(&code, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&code, &greatest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const bool agreed = least == greatest && least != 0;
+  if (!agreed) agreement_failed_ = true;
+  return agreed;
 #else
+  (void)step;
   return ok;
 #endif
 }
@@ -212,7 +215,7 @@ SweepProcesses::~SweepProcesses() {
   // The last agreement, or the one the others wait in when this process fails: every process
   // then leaves together, whichever failed and wherever.
   const bool failing = std::uncaught_exceptions() > 0;
-  if (!agreement_failed_) agree(!failing);
+  if (!agreement_failed_) agree(Step::leave, !failing);
   MPI_Finalize();
   // Process 0 reports a failure for the job (every process meets the same bad input). Another
   // leaving first with an error status would make mpirun stop process 0 before it said why.
@@ -229,7 +232,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
     const std::function<void()>& done) {
   if (size_ == 1) return sim::simulate_points(count, jobs, point, done);
-  if (!agree(true)) throw std::runtime_error(kOtherProcessFailed);
+  if (!agree(Step::enter_sweep, true)) throw std::runtime_error(kOtherProcessFailed);
   // This process's points, each kept with its outcome (errors too: the others must still
   // hear from it).
   const std::size_t mine = share(count);
@@ -255,10 +258,16 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
         done);
     for (std::size_t k = 0; k < mine; ++k)
       message += encode(global(k), outcomes[k]);
-  } catch (const std::exception& e) {
+  } catch (...) {
     // Process 0 must still hear from this one (or wait forever): the failure stands for its
     // share, as an outcome numbered past the sweep's points.
-    failure = fmt::format("process {} of the sweep failed: {}", rank_, e.what());
+    failure = "process " + std::to_string(rank_) + " of the sweep failed";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      failure += std::string(": ") + e.what();
+    } catch (...) {
+    }
     Outcome failed;
     failed.internal_error = failure;
     message = encode(count, failed);
@@ -266,7 +275,9 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
 #ifdef EPOCHCAST_HAVE_MPI
   if (rank_ != 0) {
     send_bytes(message, 0);
-    if (!agree(true)) throw std::runtime_error(kOtherProcessFailed);  // process 0 reports it
+    if (!agree(Step::end_sweep, true)) {
+      throw std::runtime_error(kOtherProcessFailed);  // process 0 reports it
+    }
     return {};
   }
   // Every message is received before any is read, so no process is left blocked in a send.
@@ -280,7 +291,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
   } catch (...) {
     error = std::current_exception();
   }
-  if (!agree(error == nullptr)) {
+  if (!agree(Step::end_sweep, error == nullptr)) {
     if (error) std::rethrow_exception(error);
     throw std::runtime_error(kOtherProcessFailed);
   }

@@ -37,10 +37,11 @@ class SweepProcesses {
                                          const std::function<void()>& done = {});
 
  private:
-  // Every process calls this at the same points (the start and the end of each simulate, and
-  // once more on leaving): true when every process says ok. A process that fails calls it on
-  // its way out, so the others learn of it instead of waiting for it.
-  bool agree(bool ok);
+  // Every process calls this at the same steps (the start and the end of each simulate, and
+  // once more on leaving): true when every process is at the same step and says ok. A process
+  // that fails calls it on its way out, so the others learn of it instead of waiting for it.
+  enum class Step { enter_sweep = 1, end_sweep = 2, leave = 3 };
+  bool agree(Step step, bool ok);
 
   int rank_ = 0;
   int size_ = 1;

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -39,60 +38,25 @@ struct Outcome {
   std::string internal_error;
 };
 
-void put_i64(std::string& out, std::int64_t v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-void put_text(std::string& out, const std::string& s) {
-  put_i64(out, static_cast<std::int64_t>(s.size()));
-  out.append(s);
-}
-
-class Cursor {
- public:
-  explicit Cursor(const std::string& in) : in_(in) {}
-  std::int64_t i64() {
-    if (in_.size() - at_ < sizeof(std::int64_t)) fail();
-    std::int64_t v;
-    std::memcpy(&v, in_.data() + at_, sizeof v);
-    at_ += sizeof v;
-    return v;
-  }
-  std::string text() {
-    const std::int64_t n = i64();
-    if (n < 0 || static_cast<std::size_t>(n) > in_.size() - at_) fail();
-    std::string s = in_.substr(at_, static_cast<std::size_t>(n));
-    at_ += static_cast<std::size_t>(n);
-    return s;
-  }
-  bool done() const { return at_ == in_.size(); }
-
- private:
-  [[noreturn]] static void fail() {
-    throw std::runtime_error("a process's points arrived damaged");
-  }
-  const std::string& in_;
-  std::size_t at_ = 0;
-};
-
 // Status of an outcome in a message: 0 a result, 1 an InputError, 2 another error.
 std::string encode(std::size_t index, const Outcome& o) {
-  std::string out;
-  put_i64(out, static_cast<std::int64_t>(index));
+  sim::ByteWriter out;
+  out.i64(static_cast<std::int64_t>(index));
   if (o.result) {
-    put_i64(out, 0);
-    put_text(out, sim::encode_point(*o.result));
+    out.i64(0);
+    out.text(sim::encode_point(*o.result));
   } else if (o.input_error) {
-    put_i64(out, 1);
-    put_text(out, o.input_error->mark().file);
-    put_i64(out, o.input_error->mark().line);
-    put_i64(out, o.input_error->mark().column);
-    put_text(out, o.input_error->key());
-    put_text(out, o.input_error->problem());
+    out.i64(1);
+    out.text(o.input_error->mark().file);
+    out.i64(o.input_error->mark().line);
+    out.i64(o.input_error->mark().column);
+    out.text(o.input_error->key());
+    out.text(o.input_error->problem());
   } else {
-    put_i64(out, 2);
-    put_text(out, o.internal_error);
+    out.i64(2);
+    out.text(o.internal_error);
   }
-  return out;
+  return out.take();
 }
 
 #ifdef EPOCHCAST_HAVE_MPI
@@ -106,7 +70,7 @@ std::vector<sim::PointResult> gather(std::size_t count, int size, std::vector<Ou
   for (std::size_t k = 0; k < own.size(); ++k)
     all[k * static_cast<std::size_t>(size)] = std::move(own[k]);
   for (const std::string& bytes : received) {
-    Cursor in(bytes);
+    sim::ByteReader in(bytes);
     while (!in.done()) {
       const auto index = static_cast<std::size_t>(in.i64());
       if (index > count) throw std::runtime_error("a process sent a point outside the sweep");

@@ -140,13 +140,12 @@ void MaxMinFairNetwork::advance(SimTime now, std::vector<TaskHandle>& finished, 
     if (!f.transferring) continue;
     finished.push_back(f.task);
     const Route& route = routes_[f.route];
+    detach(slot);
     if (route.crosses_twice || std::any_of(route.links.begin(), route.links.end(),
                                            [&](std::uint32_t l) { return saturated(l); })) {
       seeds_.insert(seeds_.end(), route.links.begin(), route.links.end());
-      detach(slot);
     } else {
       // No flow has its bottleneck on an unsaturated link, so none gains from this one's end.
-      detach(slot);
       for (std::uint32_t l : route.links)
         set_link_rate(l, links_[l].flows.empty() ? 0 : links_[l].rate - f.rate, now);
     }
@@ -206,13 +205,20 @@ bool MaxMinFairNetwork::join_unsaturated(std::uint32_t slot, SimTime now) {
   }
   if (!bottleneck) return false;
   attach(slot);
-  f.rate = rate;
-  f.since = now;
-  f.finish = now + SimTime::from_ns_rounded_up(f.remaining / rate * 1e9);
-  schedule(slot, f.finish);
+  change_rate(slot, rate, now);
   for (std::uint32_t l : route.links)
     set_link_rate(l, links_[l].rate + rate, now);
   return true;
+}
+
+void MaxMinFairNetwork::change_rate(std::uint32_t slot, double rate, SimTime now) {
+  Flow& f = flows_[slot];
+  const double elapsed = static_cast<double>((now - f.since).ns()) * 1e-9;
+  f.remaining = std::max(0.0, f.remaining - f.rate * elapsed);
+  f.since = now;
+  f.rate = rate;
+  f.finish = now + SimTime::from_ns_rounded_up(f.remaining / rate * 1e9);
+  schedule(slot, f.finish);
 }
 
 void MaxMinFairNetwork::set_link_rate(std::uint32_t link, double rate, SimTime now) {
@@ -312,13 +318,7 @@ void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime 
   // the others keep their finish times.
   for (std::uint32_t slot : component_flows_) {
     Flow& f = flows_[slot];
-    if (f.new_rate == f.rate) continue;
-    const double elapsed = static_cast<double>((now - f.since).ns()) * 1e-9;
-    f.remaining = std::max(0.0, f.remaining - f.rate * elapsed);
-    f.since = now;
-    f.rate = f.new_rate;
-    f.finish = now + SimTime::from_ns_rounded_up(f.remaining / f.rate * 1e9);
-    schedule(slot, f.finish);
+    if (f.new_rate != f.rate) change_rate(slot, f.new_rate, now);
   }
   for (std::uint32_t l : component_links_) {
     double rate = 0;

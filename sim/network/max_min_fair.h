@@ -110,6 +110,9 @@ class MaxMinFairNetwork final : public Resource {
   void drop_stale_events();
   void attach(std::uint32_t flow);
   void detach(std::uint32_t flow);
+  // A transferring flow's rate from `now` on: its bytes moved so far at the old rate are taken
+  // off, and its end is rescheduled.
+  void change_rate(std::uint32_t flow, double rate, SimTime now);
   bool saturated(std::uint32_t link) const;
   // Starts a transferring flow without a refill when that keeps the allocation max-min fair;
   // false (nothing changed) when it would not.

@@ -1,10 +1,9 @@
-// PointResult <-> bytes: fixed-width little-endian-as-the-host values, strings with lengths.
+// PointResult <-> bytes: fixed-width values in the host's byte order, strings with lengths.
 #include "sim/predict/point_codec.h"
 
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
-#include <type_traits>
 
 namespace epochcast::sim {
 
@@ -13,71 +12,7 @@ namespace {
 // The layout's version: bump it with any change below, so mismatched binaries fail loudly.
 constexpr std::int64_t kLayout = 1;
 
-class Writer {
- public:
-  template <typename T>
-  void raw(T value) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const auto* bytes = reinterpret_cast<const char*>(&value);
-    out_.append(bytes, sizeof(T));
-  }
-  void i64(std::int64_t v) { raw(v); }
-  void f64(double v) { raw(v); }
-  void flag(bool v) { raw(static_cast<std::uint8_t>(v ? 1 : 0)); }
-  void time(SimTime t) { i64(t.ns()); }
-  void bytes(Bytes b) { i64(b.value()); }
-  void text(const std::string& s) {
-    i64(static_cast<std::int64_t>(s.size()));
-    out_.append(s);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <typename T>
-  T raw() {
-    static_assert(std::is_trivially_copyable_v<T>);
-    need(sizeof(T));
-    T value;
-    std::memcpy(&value, in_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return value;
-  }
-  std::int64_t i64() { return raw<std::int64_t>(); }
-  double f64() { return raw<double>(); }
-  bool flag() { return raw<std::uint8_t>() != 0; }
-  SimTime time() { return SimTime::from_ns(i64()); }
-  Bytes bytes() { return Bytes(i64()); }
-  std::size_t count() {
-    const std::int64_t n = i64();
-    if (n < 0 || static_cast<std::size_t>(n) > in_.size() - at_) fail();
-    return static_cast<std::size_t>(n);
-  }
-  std::string text() {
-    const std::size_t n = count();
-    std::string s(in_.substr(at_, n));
-    at_ += n;
-    return s;
-  }
-  bool done() const { return at_ == in_.size(); }
-
- private:
-  void need(std::size_t n) const {
-    if (in_.size() - at_ < n) fail();
-  }
-  [[noreturn]] static void fail() {
-    throw std::runtime_error("a point's result arrived damaged (truncated or another layout)");
-  }
-  std::string_view in_;
-  std::size_t at_ = 0;
-};
-
-void write_stats(Writer& w, const EpochStats& s) {
+void write_stats(ByteWriter& w, const EpochStats& s) {
   w.time(s.epoch);
   for (const auto* times : {&s.gpu_busy, &s.gpu_idle, &s.cpu_busy}) {
     for (SimTime t : *times)
@@ -90,7 +25,7 @@ void write_stats(Writer& w, const EpochStats& s) {
     w.i64(v);
 }
 
-EpochStats read_stats(Reader& r) {
+EpochStats read_stats(ByteReader& r) {
   EpochStats s;
   s.epoch = r.time();
   for (auto* times : {&s.gpu_busy, &s.gpu_idle, &s.cpu_busy}) {
@@ -107,8 +42,59 @@ EpochStats read_stats(Reader& r) {
 
 }  // namespace
 
+void ByteWriter::i64(std::int64_t v) {
+  out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void ByteWriter::f64(double v) {
+  out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void ByteWriter::flag(bool v) {
+  out_.push_back(v ? 1 : 0);
+}
+void ByteWriter::text(std::string_view s) {
+  i64(static_cast<std::int64_t>(s.size()));
+  out_.append(s);
+}
+
+void ByteReader::take(void* out, std::size_t n) {
+  if (in_.size() - at_ < n) fail();
+  std::memcpy(out, in_.data() + at_, n);
+  at_ += n;
+}
+std::int64_t ByteReader::i64() {
+  std::int64_t v = 0;
+  take(&v, sizeof v);
+  return v;
+}
+double ByteReader::f64() {
+  double v = 0;
+  take(&v, sizeof v);
+  return v;
+}
+bool ByteReader::flag() {
+  char v = 0;
+  take(&v, 1);
+  return v != 0;
+}
+std::size_t ByteReader::count() {
+  const std::int64_t n = i64();
+  if (n < 0 || static_cast<std::size_t>(n) > in_.size() - at_) fail();
+  return static_cast<std::size_t>(n);
+}
+std::string ByteReader::text() {
+  const std::size_t n = count();
+  std::string s(in_.substr(at_, n));
+  at_ += n;
+  return s;
+}
+void ByteReader::fail() {
+  throw std::runtime_error(
+      "bytes from another process arrived damaged (truncated or another "
+      "layout)");
+}
+
 std::string encode_point(const PointResult& p) {
-  Writer w;
+  ByteWriter w;
   w.i64(kLayout);
   w.i64(p.point.gpus);
   w.i64(p.point.global_batch);
@@ -161,7 +147,7 @@ std::string encode_point(const PointResult& p) {
 }
 
 PointResult decode_point(std::string_view bytes) {
-  Reader r(bytes);
+  ByteReader r(bytes);
   if (r.i64() != kLayout) throw std::runtime_error("a point's result in another layout");
   PointResult p;
   p.point.gpus = static_cast<int>(r.i64());

@@ -4,12 +4,49 @@
 // that the table, CSV and JSON of decoded results equal the originals'.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "sim/predict/predict.h"
 
 namespace epochcast::sim {
+
+// Values as bytes, for messages between the processes of one job (which share a byte order):
+// fixed-width integers, doubles bit for bit, strings with their length.
+class ByteWriter {
+ public:
+  void i64(std::int64_t v);
+  void f64(double v);
+  void flag(bool v);
+  void time(SimTime t) { i64(t.ns()); }
+  void bytes(Bytes b) { i64(b.value()); }
+  void text(std::string_view s);
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads what a ByteWriter wrote; raises std::runtime_error ("... arrived damaged") past the end.
+class ByteReader {
+ public:
+  explicit ByteReader(std::string_view in) : in_(in) {}
+  std::int64_t i64();
+  double f64();
+  bool flag();
+  SimTime time() { return SimTime::from_ns(i64()); }
+  Bytes bytes() { return Bytes(i64()); }
+  std::size_t count();  // a length or count, never more than the bytes left
+  std::string text();
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  void take(void* out, std::size_t n);
+  [[noreturn]] static void fail();
+  std::string_view in_;
+  std::size_t at_ = 0;
+};
 
 std::string encode_point(const PointResult& result);
 // Raises std::runtime_error on bytes that encode_point did not write (truncated, or another

@@ -63,7 +63,7 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     double seconds = 0;
     if (!route.hops.empty()) {
       seconds =
-          (t.pipelined ? 0 : route.latency.value()) +
+          (t.pipelined ? 0 : route.latency.value() * t.steps) +
           static_cast<double>(t.bytes.value()) / (route.bandwidth.value() * share / t.sharing);
     }
     finish[i] = start + seconds;

@@ -76,6 +76,11 @@ struct Transfer {
   // A mirror transfer whose data the network's switches reduce (SHARP, NCCL's CollNet): out
   // through the NIC and the reduced result back, once each way, at the profile's sharp figures.
   bool in_network = false;
+  // The same hop made `steps` times back to back, each step waiting for the one before and
+  // paying its step latency, `bytes` in all: a mirrored ring's 2(N-1) steps through the NIC are
+  // one transfer, so a plan's size does not grow with the node count. Alone on its links it
+  // costs exactly what the chain of single steps costs.
+  int steps = 1;
 };
 
 struct TransferPlan {

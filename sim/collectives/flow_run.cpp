@@ -34,9 +34,9 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
     const int step_table = t.pipelined ? kPipelinedStepTable : protocol_table;
     std::uint32_t route = t.fabric != FabricWay::none
-                              ? routes.fabric_route(t.src, step_table, t.fabric)
-                          : t.mirror ? routes.mirror_route(t.src, step_table, t.in_network)
-                                     : routes.route(t.src, t.dst, step_table);
+                              ? routes.fabric_route(t.src, step_table, t.fabric, t.steps)
+                          : t.mirror ? routes.mirror_route(t.src, step_table, t.in_network, t.steps)
+                                     : routes.route(t.src, t.dst, step_table, t.steps);
     const auto bytes = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(t.bytes.value()) / share * routes.data_factor(route)));
     tasks.push_back(engine.add_task(id, bytes, i, deps, route));

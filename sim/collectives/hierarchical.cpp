@@ -90,10 +90,12 @@ TransferPlan mirrored_rail(int gpu, int nodes, Bytes shard, bool tree, Bytes chu
     // Each of the two trees carries half the shard, in chunks of at most `chunk`.
     size = Bytes(std::min(chunk.value(), ceil_div(shard.value(), 2)));
   }
-  for (std::int64_t s = 0; s < steps; ++s) {
-    Transfer t{gpu, gpu, true, size, {}};
+  // The steps one after another through the same NIC: one transfer of that many steps.
+  if (steps > 0) {
+    Transfer t{gpu, gpu, true, Bytes(size.value() * steps), {}};
+    t.steps = static_cast<int>(steps);
     if (previous >= 0) t.deps = {previous};
-    previous = plan.add(std::move(t));
+    plan.add(std::move(t));
   }
   return plan;
 }
@@ -359,11 +361,20 @@ TransferPlan chain_across_nodes(const Hierarchy& h, Collective collective, int r
       }
       last = previous_hop;
     }
+    // Those hops, each made once per other node, as one transfer of N - 1 steps per hop (they
+    // take turns in the chain, so the time is the same; the plan no longer grows with N).
     const Bytes tail(std::min(step, std::max<std::int64_t>(share, 1)));
-    for (int node = 1; node < h.total_nodes; ++node) {
-      for (std::size_t k = 0; k + 1 < order.size(); ++k)
-        last = plan.add(Transfer{order[k], order[k + 1], false, tail, {last}});
-      last = plan.add(Transfer{order.back(), order.back(), true, tail, {last}});
+    const int others = h.total_nodes - 1;
+    std::vector<std::pair<int, int>> tail_hops;
+    for (std::size_t k = 0; k + 1 < order.size(); ++k)
+      tail_hops.emplace_back(order[k], order[k + 1]);
+    tail_hops.emplace_back(order.back(), order.back());
+    if (others > 0) {
+      for (const auto& [src, dst] : tail_hops) {
+        Transfer t{src, dst, src == dst, Bytes(tail.value() * others), {last}};
+        t.steps = others;
+        last = plan.add(std::move(t));
+      }
     }
   }
   return plan;

@@ -44,8 +44,8 @@ class Engine final : private StartListener {
   // (immediately, at now(), if they all have).
   TaskHandle add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
                       std::span<const TaskHandle> dependencies = {}, std::uint32_t detail = 0);
-  // Room for this many live tasks and dependency edges, for a driver that adds a whole plan
-  // before running it (saves the copies of growing).
+  // Room for this many more tasks and dependency edges, for a driver that adds a whole plan
+  // at once (saves the copies of growing), and slots handed out in memory order from here.
   void reserve(std::size_t tasks, std::size_t edges);
   bool finished(TaskHandle task) const;
   std::uint64_t tag(TaskHandle task) const;

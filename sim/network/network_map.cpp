@@ -64,7 +64,8 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
   return rate;
 }
 
-std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<LinkKind> transport) {
+std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<LinkKind> transport,
+                              int steps) {
   std::vector<std::uint32_t> links;
   Seconds latency;
   for (const Hop& hop : path.hops) {
@@ -78,7 +79,10 @@ std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<Li
     latency = step_tables_.at(
         static_cast<std::size_t>(step_table))[static_cast<std::size_t>(rate.slowest)];
   }
-  std::uint32_t id = network_.add_route(std::move(links), SimTime::from_seconds(latency));
+  // Each step's latency rounded as a single step's is, so that the steps cost what a chain of
+  // single steps costs.
+  const SimTime per_step = SimTime::from_seconds(latency);
+  std::uint32_t id = network_.add_route(std::move(links), SimTime::from_ns(per_step.ns() * steps));
   if (data_factors_.size() <= id) data_factors_.resize(id + 1, 1.0);
   data_factors_[id] = rate.data_factor;
   return id;
@@ -88,50 +92,61 @@ double NetworkMap::data_factor(std::uint32_t route) const {
   return route < data_factors_.size() ? data_factors_[route] : 1.0;
 }
 
-std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, FabricWay way) {
+std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, FabricWay way,
+                                 int steps) {
   // GPUs below 2^24, step tables from -1 below 2^10, and the two enums in 3 bits each.
   if (src < 0 || dst < 0 || src >= (1 << 24) || dst >= (1 << 24) || step_table < -1 ||
-      step_table >= (1 << 10) - 1) {
+      step_table >= (1 << 10) - 1 || steps < 1) {
     throw std::logic_error("a route key out of range");
   }
   const std::uint64_t key = static_cast<std::uint64_t>(src) << 40 |
                             static_cast<std::uint64_t>(dst) << 16 |
                             static_cast<std::uint64_t>(step_table + 1) << 6 |
                             static_cast<std::uint64_t>(via) << 3 | static_cast<std::uint64_t>(way);
-  auto found = routes_.find(key);
-  if (found != routes_.end()) return found->second;
+  if (steps == 1) {
+    auto found = routes_.find(key);
+    if (found != routes_.end()) return found->second;
+  } else {
+    auto found = multi_step_routes_.find({key, steps});
+    if (found != multi_step_routes_.end()) return found->second;
+  }
   std::uint32_t id = 0;
   switch (via) {
     case Via::peer: {
       const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
       id = add(topology_.path(src, dst), step_table,
-               staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt);
+               staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt, steps);
       break;
     }
     case Via::mirror:
-      id = add(topology_.mirror_path(src), step_table, std::nullopt);
+      id = add(topology_.mirror_path(src), step_table, std::nullopt, steps);
       break;
     case Via::in_network:
-      id = add(topology_.mirror_path(src), step_table, LinkKind::sharp);
+      id = add(topology_.mirror_path(src), step_table, LinkKind::sharp, steps);
       break;
     case Via::fabric:
-      id = add(topology_.fabric_path(src, way), step_table, LinkKind::nvls);
+      id = add(topology_.fabric_path(src, way), step_table, LinkKind::nvls, steps);
       break;
   }
-  routes_.emplace(key, id);
+  if (steps == 1) {
+    routes_.emplace(key, id);
+  } else {
+    multi_step_routes_.emplace(std::pair{key, steps}, id);
+  }
   return id;
 }
 
-std::uint32_t NetworkMap::route(int src, int dst, int step_table) {
-  return cached(src, dst, Via::peer, step_table);
+std::uint32_t NetworkMap::route(int src, int dst, int step_table, int steps) {
+  return cached(src, dst, Via::peer, step_table, FabricWay::none, steps);
 }
 
-std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network) {
-  return cached(gpu, gpu, in_network ? Via::in_network : Via::mirror, step_table);
+std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network, int steps) {
+  return cached(gpu, gpu, in_network ? Via::in_network : Via::mirror, step_table, FabricWay::none,
+                steps);
 }
 
-std::uint32_t NetworkMap::fabric_route(int gpu, int step_table, FabricWay way) {
-  return cached(gpu, gpu, Via::fabric, step_table, way);
+std::uint32_t NetworkMap::fabric_route(int gpu, int step_table, FabricWay way, int steps) {
+  return cached(gpu, gpu, Via::fabric, step_table, way, steps);
 }
 
 }  // namespace epochcast::sim

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -39,12 +40,13 @@ class NetworkMap {
 
   // Route ids for the network's flows. `step_table`: that table's per-step latency for the
   // slowest link kind (collective steps, staged through host memory where NCCL does not use
-  // peer-to-peer); -1 for plain copies.
-  std::uint32_t route(int src, int dst, int step_table);
+  // peer-to-peer); -1 for plain copies. `steps`: the hop made that many times back to back
+  // (Transfer::steps), each step paying the latency.
+  std::uint32_t route(int src, int dst, int step_table, int steps = 1);
   // `in_network`: the switches reduce the data (SHARP), at the profile's sharp figures.
-  std::uint32_t mirror_route(int gpu, int step_table, bool in_network = false);
+  std::uint32_t mirror_route(int gpu, int step_table, bool in_network = false, int steps = 1);
   // NVLink SHARP (Topology::fabric_path).
-  std::uint32_t fabric_route(int gpu, int step_table, FabricWay way);
+  std::uint32_t fabric_route(int gpu, int step_table, FabricWay way, int steps = 1);
   // What a flow on the route carries per byte of data (RouteRate::data_factor).
   double data_factor(std::uint32_t route) const;
 
@@ -53,9 +55,9 @@ class NetworkMap {
   }
 
  private:
-  std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport);
+  std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport, int steps);
   enum class Via { peer, mirror, in_network, fabric };
-  std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way = FabricWay::none);
+  std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way, int steps);
 
   const Topology& topology_;
   const HardwareProfile& profile_;
@@ -71,6 +73,8 @@ class NetworkMap {
     }
   };
   std::unordered_map<std::uint64_t, std::uint32_t, KeyHash> routes_;
+  // Routes of several steps (few: one per mirrored rail), by (key, steps).
+  std::map<std::pair<std::uint64_t, int>, std::uint32_t> multi_step_routes_;
   std::vector<double> data_factors_;  // by route id
 };
 

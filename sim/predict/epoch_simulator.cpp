@@ -114,7 +114,7 @@ std::size_t largest_plan(const EpochInput& in) {
 
 struct PlanIndex {
   std::int32_t boundary_op = -1;                       // the first op of the main CPU thread
-  std::vector<std::pair<std::int32_t, int>> consumes;  // (op, loader)
+  std::vector<std::pair<std::int32_t, int>> consumes;  // (op, loader), in op order
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
@@ -419,6 +419,10 @@ struct EpochSimulator::Impl {
     const IterationPlan& p = plan(g);
     std::vector<TaskHandle> handles(p.ops.size());
     std::vector<TaskHandle> deps;
+    std::size_t edges = 0;
+    for (const PlanOp& op : p.ops)
+      edges += op.deps.size() + 2;  // and at most the lane's last op and the loader's batch
+    engine.reserve(p.ops.size(), edges);
     for (std::size_t j = 0; j < p.ops.size(); ++j) {
       const PlanOp& op = p.ops[j];
       deps.clear();
@@ -448,9 +452,10 @@ struct EpochSimulator::Impl {
       if (op.lane.kind == LaneKind::network) {
         network_resource();
         detail = op.fabric != FabricWay::none
-                     ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric)
-                 : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network)
-                             : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol);
+                     ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric, op.steps)
+                 : op.mirror
+                     ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network, op.steps)
+                     : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps);
         // A step NCCL stages through host memory moves slower than its links: its flow
         // carries proportionally more.
         const double factor = routes->data_factor(detail);
@@ -563,10 +568,14 @@ struct EpochSimulator::Impl {
     }
 
     const PlanIndex& idx = index(g);
-    for (const auto& [consume, loader] : idx.consumes) {
-      if (static_cast<std::int32_t>(op_index) != consume) continue;
+    // consumes is in op order (one entry per rank): a search, not a scan per finished task.
+    auto consumed = std::lower_bound(idx.consumes.begin(), idx.consumes.end(),
+                                     static_cast<std::int32_t>(op_index),
+                                     [](const std::pair<std::int32_t, int>& entry,
+                                        std::int32_t index) { return entry.first < index; });
+    if (consumed != idx.consumes.end() && consumed->first == static_cast<std::int32_t>(op_index)) {
       std::int64_t next = g + loader_depth();
-      if (next < phase_end(g)) create_loader_task(loader, next, {});
+      if (next < phase_end(g)) create_loader_task(consumed->second, next, {});
     }
     if (static_cast<std::int32_t>(op_index) == idx.boundary_op) {
       boundary = g;

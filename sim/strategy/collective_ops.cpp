@@ -75,6 +75,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.mirror = t.mirror;
       op.fabric = t.fabric;
       op.in_network = t.in_network;
+      op.steps = t.steps;
       op.step_protocol = !nccl         ? std::int8_t{-1}
                          : t.pipelined ? static_cast<std::int8_t>(kPipelinedStepTable)
                                        : static_cast<std::int8_t>(protocol);

@@ -65,6 +65,7 @@ struct PlanOp {
   FabricWay fabric = FabricWay::none;  // src_gpu's exchange with its NVSwitch fabric (NVLS)
   bool in_network = false;             // a mirror step the network's switches reduce (SHARP)
   std::int8_t step_protocol = -1;
+  int steps = 1;  // the hop made that many times back to back (Transfer::steps)
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves
   // On a comm lane's collective_begin: the speed of that GPU's compute stream until the

@@ -351,6 +351,14 @@ training: {strategy: ddp, optimizer: momentum, precision: amp_bf16, collectives:
 sweep: {gpus: [16, 32], batch: [64], batch_is: per_gpu}
 )";
 
+// The mirror's 2(N-1) ring steps through a NIC are one transfer (Transfer::steps), whose end is
+// rounded up to the nanosecond once where every node's chain rounds each step's: equal to within
+// that, at most a nanosecond a step (0.005% of these steps' time; a modelling difference, such
+// as the spine's below, shows far above it).
+Approx same_but_rounding(double every_node) {
+  return Approx(every_node).epsilon(1e-4);
+}
+
 TEST_CASE("with rings across nodes, a symmetric cluster gives exactly every node's epoch") {
   // The all-reduces' rings are mirrored exactly; a broadcast's chain through the other nodes is
   // an estimate (test_collectives: "broadcast and reduce across nodes"), so the buffers'
@@ -363,9 +371,11 @@ TEST_CASE("with rings across nodes, a symmetric cluster gives exactly every node
     INFO(p.gpus << " GPUs");
     PointResult mirrored = predict_point(s, p);
     PointResult full = predict_point(s, p, every_node);
-    CHECK(mirrored.epoch_seconds == full.epoch_seconds);
-    CHECK(mirrored.communication_seconds == full.communication_seconds);
-    CHECK(mirrored.breakdown.communication == full.breakdown.communication);
+    CHECK(mirrored.epoch_seconds == same_but_rounding(full.epoch_seconds));
+    CHECK(mirrored.communication_seconds == same_but_rounding(full.communication_seconds));
+    // The GPU's idle time charged to communication: a difference of times, so the same few ns
+    // weigh more.
+    CHECK(mirrored.breakdown.communication == Approx(full.breakdown.communication).epsilon(1e-4));
   }
 }
 
@@ -476,7 +486,8 @@ TEST_CASE("an asymmetric fabric is simulated with every rank, and its spine slow
   CHECK(mirror_not_exact(two_leaves.machine, 32).empty());
   const PointResult mirrored = predict_point(two_leaves, point);
   CHECK(mirrored.ranks_simulated == "node 0 mirrored");
-  CHECK(mirrored.epoch_seconds == predict_point(two_leaves, point, every_node).epoch_seconds);
+  CHECK(mirrored.epoch_seconds ==
+        same_but_rounding(predict_point(two_leaves, point, every_node).epoch_seconds));
 
   // Oversubscribed 1:4 uplinks: node 0 cannot stand for the others; every rank is simulated
   // and the spine's contention shows.
@@ -495,13 +506,13 @@ TEST_CASE("an asymmetric fabric is simulated with every rank, and its spine slow
   uneven.machine.topology.network->nodes_per_leaf = 3;
   CHECK(mirror_not_exact(uneven.machine, 32).empty());
   CHECK(predict_point(uneven, point).epoch_seconds ==
-        predict_point(uneven, point, every_node).epoch_seconds);
+        same_but_rounding(predict_point(uneven, point, every_node).epoch_seconds));
   // training.every_rank asks for every rank anywhere; the table says why, per reason.
   ScenarioSpec asked = s;
   asked.training.every_rank = true;
   const PointResult all = predict_point(asked, point);
   CHECK(all.ranks_simulated == "every rank");
-  CHECK(all.epoch_seconds == one_leaf.epoch_seconds);
+  CHECK(all.epoch_seconds == same_but_rounding(one_leaf.epoch_seconds));
   CHECK_THAT(render_table(asked, {all}),
              Catch::Contains("Simulated: every rank at 32 GPUs (as asked: --every-rank or "
                              "training.every_rank)."));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "sim/network/network_map.h"
 
@@ -51,6 +52,27 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
                   const TransferPlan& plan) {
   const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
   const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
+  // A plan over many ranks crosses the same few kinds of hop many times: each route's figures
+  // once, by (src, dst, how).
+  struct RouteFigures {
+    bool moves = false;  // a route with hops (a copy onto itself moves nothing)
+    double latency = 0;
+    double bandwidth = 0;
+  };
+  std::unordered_map<std::uint64_t, RouteFigures> routes;
+  auto figures = [&](const Transfer& t) -> const RouteFigures& {
+    const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.src)) << 32 |
+                              static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.dst)) << 5 |
+                              static_cast<std::uint64_t>(t.fabric) << 2 |
+                              static_cast<std::uint64_t>(t.mirror) << 1 |
+                              static_cast<std::uint64_t>(t.in_network);
+    auto [found, added] = routes.try_emplace(key);
+    if (added) {
+      const TransferRoute route = transfer_route(topology, profile, t, step);
+      found->second = {!route.hops.empty(), route.latency.value(), route.bandwidth.value()};
+    }
+    return found->second;
+  };
   // Transfers are stored after their dependencies, so one pass finds the critical path.
   std::vector<double> finish(plan.transfers.size(), 0);
   double end = 0;
@@ -59,12 +81,11 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     double start = 0;
     for (int d : t.deps)
       start = std::max(start, finish[static_cast<std::size_t>(d)]);
-    const TransferRoute route = transfer_route(topology, profile, t, step);
+    const RouteFigures& route = figures(t);
     double seconds = 0;
-    if (!route.hops.empty()) {
-      seconds =
-          (t.pipelined ? 0 : route.latency.value() * t.steps) +
-          static_cast<double>(t.bytes.value()) / (route.bandwidth.value() * share / t.sharing);
+    if (route.moves) {
+      seconds = (t.pipelined ? 0 : route.latency * t.steps) +
+                static_cast<double>(t.bytes.value()) / (route.bandwidth * share / t.sharing);
     }
     finish[i] = start + seconds;
     end = std::max(end, finish[i]);

@@ -141,11 +141,14 @@ void MaxMinFairNetwork::advance(SimTime now, std::vector<TaskHandle>& finished, 
     finished.push_back(f.task);
     const Route& route = routes_[f.route];
     detach(slot);
-    if (route.crosses_twice || std::any_of(route.links.begin(), route.links.end(),
-                                           [&](std::uint32_t l) { return saturated(l); })) {
+    // Another flow can gain only where this one filled a link they share: a link it filled
+    // alone (its own NIC, say) was nobody else's bottleneck.
+    if (route.crosses_twice ||
+        std::any_of(route.links.begin(), route.links.end(),
+                    [&](std::uint32_t l) { return saturated(l) && !links_[l].flows.empty(); })) {
       seeds_.insert(seeds_.end(), route.links.begin(), route.links.end());
     } else {
-      // No flow has its bottleneck on an unsaturated link, so none gains from this one's end.
+      // No other flow has its bottleneck on these links, so none gains from this one's end.
       for (std::uint32_t l : route.links)
         set_link_rate(l, links_[l].flows.empty() ? 0 : links_[l].rate - f.rate, now);
     }

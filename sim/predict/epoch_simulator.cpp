@@ -112,15 +112,26 @@ std::size_t largest_plan(const EpochInput& in) {
   return largest;
 }
 
+// What observing a finished op needs of it, packed: with every rank of a large cluster the
+// plan's ops (over a hundred bytes each) are visited in finishing order, a cache miss apiece.
+struct OpBrief {
+  Lane lane;
+  Category category = Category::host;
+  Marker marker = Marker::none;
+};
+
 struct PlanIndex {
   std::int32_t boundary_op = -1;                       // the first op of the main CPU thread
   std::vector<std::pair<std::int32_t, int>> consumes;  // (op, loader), in op order
+  std::vector<OpBrief> briefs;                         // by op
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
   PlanIndex index;
+  index.briefs.reserve(plan.ops.size());
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const PlanOp& op = plan.ops[i];
+    index.briefs.push_back({op.lane, op.category, op.marker});
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
     }
@@ -549,12 +560,13 @@ struct EpochSimulator::Impl {
       return;
     }
     const IterationPlan& p = plan(g);
-    const PlanOp& op = p.ops[op_index];
+    const PlanIndex& idx = index(g);
+    const OpBrief& op = idx.briefs[op_index];
     if (info.is_lane && (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy)) {
       ++stats.kernels;
       if (op.lane.index == 0) gpu_activity(t.start, t.end, op.category);
     }
-    if (op.marker != Marker::none && info.is_lane) on_marker(op, t, traced);
+    if (op.marker != Marker::none && info.is_lane) on_marker(p.ops[op_index], t, traced);
     if (info.is_lane && op.lane == Lane{LaneKind::cpu, 0}) {
       if (t.start > cpu_last_end) cpu_segments.push_back({cpu_last_end, t.start, op.category});
       cpu_segments.push_back({t.start, t.end, op.category});
@@ -564,10 +576,9 @@ struct EpochSimulator::Impl {
     // Flows show as link counters, analytic collectives as the ranks' communication spans.
     if (traced && op.marker == Marker::none && op.lane.kind != LaneKind::network &&
         op.lane.kind != LaneKind::delay) {
-      record(engine.resource(t.resource).name(), op.name, op.category, t);
+      record(engine.resource(t.resource).name(), p.ops[op_index].name, op.category, t);
     }
 
-    const PlanIndex& idx = index(g);
     // consumes is in op order (one entry per rank): a search, not a scan per finished task.
     auto consumed = std::lower_bound(idx.consumes.begin(), idx.consumes.end(),
                                      static_cast<std::int32_t>(op_index),

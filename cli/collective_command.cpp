@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/terminal.h"
 #include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
@@ -106,24 +107,27 @@ std::int64_t parse_size(const std::string& text, const char* option) {
 }
 
 std::string render_table(const std::vector<sim::CollectiveRow>& rows, std::string_view type,
-                         std::string_view redop) {
+                         std::string_view redop, std::size_t width) {
+  // nccl-tests' columns; on a narrow terminal the type, the reduction, the element count and
+  // the channels go (in that order) before the times and bandwidths.
+  using Align = TextTable::Align;
   TextTable table;
-  for (const char* c : {"size (B)", "count"})
-    table.add_column(c);
-  table.add_column("type", TextTable::Align::left);
-  table.add_column("redop", TextTable::Align::left);
+  table.add_column("size (B)");
+  table.add_column("count", Align::right, {0, 2});
+  table.add_column("type", Align::left, {0, 4});
+  table.add_column("redop", Align::left, {0, 3});
   for (const char* c : {"time (us)", "algbw (GB/s)", "busbw (GB/s)"})
     table.add_column(c);
-  table.add_column("algorithm", TextTable::Align::left);
-  table.add_column("protocol", TextTable::Align::left);
-  table.add_column("channels");
+  table.add_column("algorithm", Align::left);
+  table.add_column("protocol", Align::left);
+  table.add_column("channels", Align::right, {0, 1});
   for (const sim::CollectiveRow& r : rows) {
     table.add_row({std::to_string(r.bytes), std::to_string(r.count), std::string(type),
                    std::string(redop), fmt::format("{:.2f}", r.seconds * 1e6),
                    fmt::format("{:.2f}", r.algbw / 1e9), fmt::format("{:.2f}", r.busbw / 1e9),
                    r.algorithm, r.protocol, std::to_string(r.channels)});
   }
-  return table.render();
+  return table.render(width);
 }
 
 std::string render_csv(const std::vector<sim::CollectiveRow>& rows, std::string_view type,
@@ -395,15 +399,22 @@ Command add_collective_command(CLI::App& app) {
                          sweep.collective == sim::Collective::reduce ||
                          sweep.collective == sim::Collective::reduce_scatter;
     const std::string_view redop = reduces ? "sum" : "none";
-    fmt::print(out, "# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n", op, machine.name,
-               ranks, ranks > 1 ? "s" : "", sweep.nodes, sweep.nodes > 1 ? "s" : "",
-               sweep.gpus_per_node, machine.gpu.name, profile.name,
-               flows ? "flows on the network" : "analytic (alpha-beta)");
-    fmt::print(out, "{}", render_table(rows, type, redop));
-    fmt::print(out,
-               "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
-               "B/s. Protocols, NVLS and CollNet as NCCL's tuning model costs them.\n",
-               sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
+    const std::size_t width = output_width(out);
+    fmt::print(out, "{}",
+               wrap_lines(fmt::format("# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n",
+                                      op, machine.name, ranks, ranks > 1 ? "s" : "", sweep.nodes,
+                                      sweep.nodes > 1 ? "s" : "", sweep.gpus_per_node,
+                                      machine.gpu.name, profile.name,
+                                      flows ? "flows on the network" : "analytic (alpha-beta)"),
+                          width));
+    fmt::print(out, "{}", render_table(rows, type, redop, width));
+    fmt::print(
+        out, "{}",
+        wrap_lines(fmt::format("# busbw = algbw x {:.4g} (nccl-tests' factor for {} over "
+                               "{} ranks); GB/s = 1e9 B/s. Protocols, NVLS and CollNet as "
+                               "NCCL's tuning model costs them.\n",
+                               sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks),
+                   width));
     std::fflush(out);
     if (csv) csv->write(render_csv(rows, type, redop));
     if (json) {

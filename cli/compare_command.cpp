@@ -17,6 +17,7 @@
 #include "cli/progress.h"
 #include "cli/sweep_options.h"
 #include "cli/sweep_processes.h"
+#include "cli/terminal.h"
 #include "core/format/text_table.h"
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
@@ -38,6 +39,7 @@ struct CompareArgs {
   std::string csv;
   std::string json;
   bool details = false;
+  bool wide = false;
   SweepSimulation simulation;
 };
 
@@ -78,13 +80,6 @@ std::vector<int> runnable_gpu_counts(const ScenarioSpec& scenario, const Machine
   return gpus;
 }
 
-std::string duration(double seconds) {
-  if (seconds < 120) return fmt::format("{:.3g} s", seconds);
-  if (seconds < 2 * 3600) return fmt::format("{:.1f} min", seconds / 60);
-  if (seconds < 2 * 86400) return fmt::format("{:.1f} h", seconds / 3600);
-  return fmt::format("{:.1f} days", seconds / 86400);
-}
-
 std::string point_words(const sim::PointResult& r) {
   if (r.point.gpus == 1) return fmt::format("1 GPU at batch {}", r.point.global_batch);
   return fmt::format("{} GPUs at batch {} ({} per GPU)", r.point.gpus, r.point.global_batch,
@@ -106,7 +101,7 @@ std::string recommendation(const std::vector<MachineResult>& machines) {
   });
   const MachineResult& fast = *ran.front();
   std::string epoch_words =
-      fmt::format("an epoch in {} with {}", duration(fast.fastest()->epoch_seconds),
+      fmt::format("an epoch in {} with {}", readable_duration(fast.fastest()->epoch_seconds),
                   point_words(*fast.fastest()));
   std::string fast_words = fast.machine.name + " trains " + epoch_words;
   if (ran.size() == 1) {
@@ -146,27 +141,41 @@ std::string recommendation(const std::vector<MachineResult>& machines) {
       point_words(*cheap->cheapest()), money(fast_cost), fast.machine.name);
 }
 
-std::string render_comparison(const ScenarioSpec& base, const std::vector<MachineResult>& all) {
+std::string render_comparison(const ScenarioSpec& base, const std::vector<MachineResult>& all,
+                              const sim::TableLayout& layout) {
   const int epochs = base.training.epochs;
   std::string out = fmt::format(
       "Comparing {}: {} ({} {} {}), {} training samples, {} epochs; sweep: {} GPUs x batch {} "
-      "({})\n\n",
+      "({})\n",
       base.name, base.model.name, kStrategyNames[static_cast<int>(base.training.strategy)],
       kOptimizerNames[static_cast<int>(base.training.optimizer)],
       kTrainingPrecisionNames[static_cast<int>(base.training.precision)],
       base.dataset.train_samples, base.training.epochs, fmt::join(base.sweep.gpus, ","),
       fmt::join(base.sweep.batch, ","), kBatchMeaningNames[static_cast<int>(base.sweep.batch_is)]);
+  out = wrap_lines(out, layout.width) + "\n";
   using Align = TextTable::Align;
-  static constexpr std::pair<const char*, Align> kColumns[] = {
-      {"machine", Align::left},     {"GPU", Align::left},
-      {"GPUs", Align::right},       {"fastest point", Align::left},
-      {"epoch (s)", Align::right},  {"samples/s", Align::right},
-      {"$/GPU-h", Align::right},    {"$/epoch", Align::right},
-      {"all epochs", Align::right}, {"cheapest point ($/epoch)", Align::left},
-      {"bottleneck", Align::left}};
+  using Fit = TextTable::Fit;
+  // On a narrow terminal the price per GPU-hour goes first, then the cheapest point, the GPU
+  // and throughput; the fastest point's words are shortened before the bottleneck goes.
+  struct ColumnSpec {
+    const char* header;
+    Align align;
+    Fit fit;
+  };
+  static constexpr ColumnSpec kColumns[] = {{"machine", Align::left, {}},
+                                            {"GPU", Align::left, {0, 4}},
+                                            {"GPUs", Align::right, {}},
+                                            {"fastest point", Align::left, {2, 0}},
+                                            {"epoch", Align::right, {}},
+                                            {"samples/s", Align::right, {0, 3}},
+                                            {"$/GPU-h", Align::right, {0, 6}},
+                                            {"$/epoch", Align::right, {}},
+                                            {"all epochs", Align::right, {}},
+                                            {"cheapest point ($/epoch)", Align::left, {0, 5}},
+                                            {"bottleneck", Align::left, {0, 1}}};
   TextTable table;
-  for (const auto& [header, align] : kColumns)
-    table.add_column(header, align);
+  for (const ColumnSpec& c : kColumns)
+    table.add_column(c.header, c.align, c.fit);
   for (const MachineResult& m : all) {
     std::vector<std::string> row = {m.machine.name, m.machine.gpu.name,
                                     std::to_string(m.machine.total_gpus())};
@@ -181,30 +190,32 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
     const sim::PointResult& f = *m.fastest();
     double all_epochs = f.epoch_seconds * epochs;
     row.push_back(point_words(f));
-    row.push_back(fmt::format("{:.4g}", f.epoch_seconds));
+    row.push_back(readable_duration(f.epoch_seconds));
     row.push_back(sim::throughput_text(f.samples_per_second));
     if (m.machine.price) {
       row.push_back(fmt::format("{:.2f}", m.machine.price->per_gpu_hour));
       row.push_back(money(m.cost_per_epoch(f)));
-      row.push_back(
-          fmt::format("{}, {}", duration(all_epochs), money(m.cost_per_epoch(f) * epochs)));
+      row.push_back(fmt::format("{}, {}", readable_duration(all_epochs),
+                                money(m.cost_per_epoch(f) * epochs)));
       row.push_back(fmt::format("{} ({})", point_words(*m.cheapest()),
                                 money(m.cost_per_epoch(*m.cheapest()))));
     } else {
       row.push_back("-");
       row.push_back("-");
-      row.push_back(duration(all_epochs));
+      row.push_back(readable_duration(all_epochs));
       row.push_back("-");
     }
     row.push_back(f.bottleneck);
     table.add_row(std::move(row));
   }
-  out += table.render();
-  out += "\n" + recommendation(all) + "\n";
-  out +=
+  out += table.render(layout.wide ? 0 : layout.width);
+  out += "\n" + wrap_lines(recommendation(all), layout.width, 0) + "\n";
+  constexpr std::size_t kProse = 100;
+  out += wrap_lines(
       "\nfastest point is the sweep point with the lowest epoch time that fits in memory; all "
-      "epochs\nis its time (and cost) for the scenario's epochs. Prices come from the machine "
-      "files\n(price: per_gpu_hour, with its source); cost counts the GPUs a point uses.\n";
+      "epochs is its time (and cost) for the scenario's epochs. Prices come from the machine "
+      "files (price: per_gpu_hour, with its source); cost counts the GPUs a point uses.\n",
+      layout.width == 0 ? kProse : std::min(layout.width, kProse), 0);
   return out;
 }
 
@@ -288,6 +299,8 @@ Command add_compare_command(CLI::App& app) {
   command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_flag("--details", args->details, "Also print each machine's full predict table");
+  command->add_flag("--wide", args->wide,
+                    "Print every column of every table whatever the terminal's width");
   add_sweep_simulation_options(*command, args->simulation);
   return [args] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
@@ -298,6 +311,7 @@ Command add_compare_command(CLI::App& app) {
     if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");
     if (!args->json.empty()) json = outputs.add(args->json, "--json");
     std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
+    const sim::TableLayout layout{output_width(table), args->wide};
     ScenarioSpec base = args->options.load(args->scenario);
     std::vector<MachineResult> all;
     all.reserve(args->hardware.size());
@@ -343,11 +357,11 @@ Command add_compare_command(CLI::App& app) {
       if (!processes.writes_output()) continue;
       sim::compare_with_one_gpu(scenario, m.points, options);
       if (!m.fastest()) m.why_not = "no point fits in memory";
-      if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points));
+      if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points, layout));
       all.push_back(std::move(m));
     }
     if (!processes.writes_output()) return 0;
-    fmt::print(table, "{}", render_comparison(base, all));
+    fmt::print(table, "{}", render_comparison(base, all, layout));
     std::fflush(table);
     if (csv) csv->write(render_csv(all));
     if (json) json->write(render_json(base, all));

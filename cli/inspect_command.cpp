@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/terminal.h"
 #include "core/format/text_table.h"
 #include "core/model/analysis.h"
 #include "core/spec/data_paths.h"
@@ -136,19 +137,30 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  fmt::print(
-      "Kernels of one training step of {} at batch {} on {} ({}, {}), profile {}, "
-      "cudnn.benchmark {}, {}\n\n",
-      analysis.model_name, o.batch, machine.gpu.name, machine.gpu.architecture, o.precision,
-      profile.name, o.cudnn_benchmark ? "on" : "off", kMemoryFormatNames[o.channels_last ? 1 : 0]);
+  const std::size_t width = output_width(stdout);
+  fmt::print("{}\n",
+             wrap_lines(fmt::format("Kernels of one training step of {} at batch {} on {} ({}, "
+                                    "{}), profile {}, cudnn.benchmark {}, {}\n",
+                                    analysis.model_name, o.batch, machine.gpu.name,
+                                    machine.gpu.architecture, o.precision, profile.name,
+                                    o.cudnn_benchmark ? "on" : "off",
+                                    kMemoryFormatNames[o.channels_last ? 1 : 0]),
+                        width));
+  // On a narrow terminal: the efficiency's words and the algorithm are shortened, then the
+  // figures a kernel's time follows from (class, MB, GFLOP, util) go before its time and bound.
+  using Align = TextTable::Align;
   TextTable table;
-  for (const char* c : {"layer", "pass", "kernel", "class", "algorithm"})
-    table.add_column(c, TextTable::Align::left);
-  for (const char* c : {"GFLOP", "MB", "time (us)"})
-    table.add_column(c);
-  table.add_column("bound", TextTable::Align::left);
-  table.add_column("util");
-  table.add_column("efficiency used", TextTable::Align::left);
+  table.add_column("layer", Align::left, {6, 0});
+  table.add_column("pass", Align::left);
+  table.add_column("kernel", Align::left, {5, 0});
+  table.add_column("class", Align::left, {0, 4});
+  table.add_column("algorithm", Align::left, {7, 0});
+  table.add_column("GFLOP", Align::right, {0, 2});
+  table.add_column("MB", Align::right, {0, 3});
+  table.add_column("time (us)");
+  table.add_column("bound", Align::left);
+  table.add_column("util", Align::right, {0, 2});
+  table.add_column("efficiency used", Align::left, {9, 1});
   double total = 0;
   std::array<double, 3> by_bound{};
   std::array<int, 3> count_by_bound{};
@@ -165,15 +177,20 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
     by_bound[static_cast<std::size_t>(k.why.bound)] += k.why.seconds;
     ++count_by_bound[static_cast<std::size_t>(k.why.bound)];
   }
-  fmt::print("{}", table.render());
+  fmt::print("{}", table.render(width));
   fmt::print(
-      "\n{} kernels, {:.3f} ms on the GPU: compute-bound {} ({:.3f} ms), memory-bound {} "
-      "({:.3f} ms), at the launch floor {} ({:.3f} ms). The loss, the optimizer and "
-      "zero_grad add their own kernels (predict's opt column); host dispatch is not "
-      "included.\n",
-      kernels.size(), total * 1e3, count_by_bound[0], by_bound[0] * 1e3, count_by_bound[1],
-      by_bound[1] * 1e3, count_by_bound[2], by_bound[2] * 1e3);
-  fmt::print(
+      "{}",
+      wrap_lines(
+          fmt::format(
+              "\n{} kernels, {:.3f} ms on the GPU: compute-bound {} ({:.3f} ms), memory-bound {} "
+              "({:.3f} ms), at the launch floor {} ({:.3f} ms). The loss, the optimizer and "
+              "zero_grad add their own kernels (predict's opt column); host dispatch is not "
+              "included.\n",
+              kernels.size(), total * 1e3, count_by_bound[0], by_bound[0] * 1e3, count_by_bound[1],
+              by_bound[1] * 1e3, count_by_bound[2], by_bound[2] * 1e3),
+          width, 0));
+  std::string sources;
+  sources += fmt::format(
       "\nutil: the share of the GPU the kernel keeps busy (its tiles' waves, or blocks per "
       "SM).\nWhere the efficiencies come from (profile {}):\n",
       profile.name);
@@ -188,13 +205,14 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
       memory_source += "; per architecture: as for gpu.efficiency above";
     }
   }
-  fmt::print("  gpu.efficiency: {}\n", efficiency_source);
-  fmt::print("  gpu.memory_efficiency: {}\n", memory_source);
+  sources += fmt::format("  gpu.efficiency: {}\n", efficiency_source);
+  sources += fmt::format("  gpu.memory_efficiency: {}\n", memory_source);
   if (const auto relative = profile.sources.find("gpu.bandwidth_relative");
       relative != profile.sources.end()) {
-    fmt::print("  gpu.bandwidth_relative: {}\n", relative->second);
+    sources += fmt::format("  gpu.bandwidth_relative: {}\n", relative->second);
   }
-  fmt::print("  gpu.min_kernel_us: {}\n", profile.sources["gpu.min_kernel_us"]);
+  sources += fmt::format("  gpu.min_kernel_us: {}\n", profile.sources["gpu.min_kernel_us"]);
+  fmt::print("{}", wrap_lines(sources, width, 4));
   return 0;
 }
 
@@ -205,16 +223,19 @@ std::string row_label(const LayerCosts& layer) {
 void print_table(const ModelAnalysis& a) {
   fmt::print("Model {}: input {} {}\n\n", a.model_name, a.input_shape.str(),
              to_string(a.input_dtype));
+  // torchsummary's columns first; on a narrow terminal the layer names are shortened, then
+  // kernels, saved activations and the backward's FLOPs go.
+  using Align = TextTable::Align;
   TextTable table;
-  table.add_column("Layer (type)", TextTable::Align::left);
-  table.add_column("Name", TextTable::Align::left);
-  table.add_column("Output Shape", TextTable::Align::left);
+  table.add_column("Layer (type)", Align::left);
+  table.add_column("Name", Align::left, {6, 0});
+  table.add_column("Output Shape", Align::left);
   table.add_column("Param #");
   table.add_column("Fwd FLOPs");
-  table.add_column("Bwd dX FLOPs");
-  table.add_column("Bwd dW FLOPs");
-  table.add_column("Saved KiB");
-  table.add_column("Kernels f/b");
+  table.add_column("Bwd dX FLOPs", Align::right, {0, 3});
+  table.add_column("Bwd dW FLOPs", Align::right, {0, 2});
+  table.add_column("Saved KiB", Align::right, {0, 4});
+  table.add_column("Kernels f/b", Align::right, {0, 5});
   for (const LayerCosts& layer : a.layers) {
     table.add_row(
         {row_label(layer), layer.layer.name, layer.output_shape.str(), with_thousands(layer.params),
@@ -224,34 +245,39 @@ void print_table(const ModelAnalysis& a) {
          fmt::format("{:.1f}", static_cast<double>(layer.saved.per_sample.value()) / 1024.0),
          fmt::format("{}/{}", layer.forward_kernels(), layer.backward_kernels())});
   }
-  fmt::print("{}", table.render());
+  const std::size_t width = output_width(stdout);
+  fmt::print("{}", table.render(width));
+  std::string notes;
   double total_mb =
       a.torchsummary_input_mb + a.torchsummary_forward_backward_mb + a.torchsummary_params_mb;
-  fmt::print("Total params: {}\n", with_thousands(a.params));
-  fmt::print("Trainable params: {}\n", with_thousands(a.params));
-  fmt::print("Non-trainable params: 0\n");
-  fmt::print("Input size (MB): {:.2f}\n", a.torchsummary_input_mb);
-  fmt::print("Forward/backward pass size (MB): {:.2f}\n", a.torchsummary_forward_backward_mb);
-  fmt::print("Params size (MB): {:.2f}\n", a.torchsummary_params_mb);
-  fmt::print("Estimated Total Size (MB): {:.2f}\n\n", total_mb);
+  notes += fmt::format("Total params: {}\n", with_thousands(a.params));
+  notes += fmt::format("Trainable params: {}\n", with_thousands(a.params));
+  notes += fmt::format("Non-trainable params: 0\n");
+  notes += fmt::format("Input size (MB): {:.2f}\n", a.torchsummary_input_mb);
+  notes +=
+      fmt::format("Forward/backward pass size (MB): {:.2f}\n", a.torchsummary_forward_backward_mb);
+  notes += fmt::format("Params size (MB): {:.2f}\n", a.torchsummary_params_mb);
+  notes += fmt::format("Estimated Total Size (MB): {:.2f}\n\n", total_mb);
 
   auto flops = [](PerBatch<Flops> f) {
     return si_count(static_cast<double>(f.per_sample.value()));
   };
-  fmt::print(
+  notes += fmt::format(
       "Per sample (fp32): {} multiply-adds; FLOPs forward {}, backward {} "
       "(input gradients {}, weight gradients {})\n",
       si_count(static_cast<double>(a.macs_per_sample)), flops(a.forward_flops),
       si_count(static_cast<double>(a.backward_input_flops.per_sample.value() +
                                    a.backward_weight_flops.per_sample.value())),
       flops(a.backward_input_flops), flops(a.backward_weight_flops));
-  fmt::print("Activations held for backward: {:.2f} MiB per sample + {:.2f} MiB per step\n",
-             to_mib(a.saved_activations.per_sample), to_mib(a.saved_activations.fixed));
-  fmt::print("Buffers (running statistics): {}\n", with_thousands(a.buffers));
-  fmt::print(
+  notes +=
+      fmt::format("Activations held for backward: {:.2f} MiB per sample + {:.2f} MiB per step\n",
+                  to_mib(a.saved_activations.per_sample), to_mib(a.saved_activations.fixed));
+  notes += fmt::format("Buffers (running statistics): {}\n", with_thousands(a.buffers));
+  notes += fmt::format(
       "Kernels per training step: {} forward + {} backward = {} (before the loss and the "
       "optimizer)\n",
       a.forward_kernels, a.backward_kernels, a.forward_kernels + a.backward_kernels);
+  fmt::print("{}", wrap_lines(notes, width));
 }
 
 nlohmann::ordered_json per_batch(PerBatch<Flops> f) {

@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "cli/sweep_options.h"
 #include "cli/sweep_processes.h"
+#include "cli/terminal.h"
 #include "core/io/output_file.h"
 #include "core/spec/scenario_spec.h"
 #include "options/command_line.h"
@@ -35,6 +36,7 @@ struct PredictArgs {
   std::int64_t trace_point = 1;
   int trace_iterations = 3;
   bool exact = false;
+  bool wide = false;
   SweepSimulation simulation;
 };
 
@@ -70,6 +72,9 @@ Command add_predict_command(CLI::App& app) {
   command->add_flag("--exact", args->exact,
                     "Simulate every iteration instead of skipping exactly repeating periods "
                     "(same result, slower; for checking)");
+  command->add_flag("--wide", args->wide,
+                    "Print every column (where GPU 0's epoch went, the largest batch that fits, "
+                    "the bottleneck in words) whatever the terminal's width");
   add_sweep_simulation_options(*command, args->simulation);
   return [args, trace_point, trace_iterations] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
@@ -121,7 +126,8 @@ Command add_predict_command(CLI::App& app) {
         [&] { progress.point_done(); });
     if (!processes.writes_output()) return 0;
     sim::compare_with_one_gpu(scenario, results, options);
-    fmt::print(table, "{}", sim::render_table(scenario, results));
+    fmt::print(table, "{}",
+               sim::render_table(scenario, results, {output_width(table), args->wide}));
     std::fflush(table);
     if (csv) csv->write(sim::render_csv(results));
     if (json) json->write(sim::render_json(scenario, results));

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/terminal.h"
 #include "core/format/text_table.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/hardware_spec.h"
@@ -23,10 +25,13 @@ struct TopoArgs {
   int nodes = 0;
 };
 
-void print_topology(const MachineSpec& m, const sim::Topology& t) {
-  fmt::print("Machine {}: {} x {} per node, {} node{}\n", m.name, m.gpus_per_node, m.gpu.name,
-             t.nodes(), t.nodes() > 1 ? "s" : "");
-  if (!m.description.empty()) fmt::print("  {}\n", m.description);
+// The whole description, as text the caller wraps to the terminal.
+std::string describe_topology(const MachineSpec& m, const sim::Topology& t) {
+  std::string out;
+  auto to = std::back_inserter(out);
+  fmt::format_to(to, "Machine {}: {} x {} per node, {} node{}\n", m.name, m.gpus_per_node,
+                 m.gpu.name, t.nodes(), t.nodes() > 1 ? "s" : "");
+  if (!m.description.empty()) fmt::format_to(to, "  {}\n", m.description);
   std::map<sim::VertexKind, int> counts;
   for (const sim::Vertex& v : t.vertices())
     counts[v.kind]++;
@@ -35,17 +40,17 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
       counts[sim::VertexKind::nic] == 0 && m.topology.network
           ? fmt::format("{} NIC(s) (used across nodes)", m.topology.network->nics_per_node)
           : fmt::format("{} NIC(s)", counts[sim::VertexKind::nic]);
-  fmt::print(
-      "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {}, {} network "
-      "switch(es); peer-to-peer {}\n\n",
-      counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
-      counts[sim::VertexKind::nvswitch], nics,
-      counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
-      t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
+  fmt::format_to(to,
+                 "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {}, {} network "
+                 "switch(es); peer-to-peer {}\n\n",
+                 counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
+                 counts[sim::VertexKind::nvswitch], nics,
+                 counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
+                 t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
   if (t.in_network_reduction()) {
-    fmt::print(
-        "  The network's switches reduce (SHARP): NCCL's CollNet with --algo collnet, "
-        "or collective_algorithm: collnet.\n\n");
+    fmt::format_to(to,
+                   "  The network's switches reduce (SHARP): NCCL's CollNet with --algo collnet, "
+                   "or collective_algorithm: collnet.\n\n");
   }
 
   // Links grouped by what they are.
@@ -72,12 +77,13 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
                    fmt::format("{:.2f}", group.second->latency.value() * 1e6),
                    fmt::format("[{}]", known - sources.begin() + 1)});
   }
-  fmt::print("{}\n", links.render());
+  fmt::format_to(to, "{}\n", links.render());
   if (t.nodes() == 1 && m.topology.network) {
     const NetworkTopology& n = *m.topology.network;
-    fmt::print("Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s{}\n\n",
-               n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9,
-               n.in_network_reduction ? "; its switches reduce (SHARP, NCCL's CollNet)" : "");
+    fmt::format_to(to,
+                   "Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s{}\n\n",
+                   n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9,
+                   n.in_network_reduction ? "; its switches reduce (SHARP, NCCL's CollNet)" : "");
   }
 
   // The matrices cover the first node; across nodes, one pair stands for all.
@@ -102,23 +108,27 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
     kinds.add_row(std::move(kind_row));
     bandwidth.add_row(std::move(bw_row));
   }
-  fmt::print("Path between GPUs{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "", kinds.render());
-  fmt::print("Bottleneck bandwidth per direction{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "",
-             bandwidth.render());
+  fmt::format_to(to, "Path between GPUs{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "",
+                 kinds.render());
+  fmt::format_to(to, "Bottleneck bandwidth per direction{}:\n{}\n",
+                 t.nodes() > 1 ? " (node 0)" : "", bandwidth.render());
   if (t.nodes() > 1) {
     int other = t.gpus_per_node();
     const sim::Path& p = t.path(0, other);
-    fmt::print(
+    fmt::format_to(
+        to,
         "Across nodes: GPU0 of node 0 to GPU0 of node 1: {}, {:.1f} GB/s, {:.2f} us over {} "
         "hops\n\n",
         t.path_label(0, other), p.bottleneck.value() / 1e9, p.latency.value() * 1e6, p.hops.size());
   }
-  fmt::print(
+  fmt::format_to(
+      to,
       "Legend: X itself; NV# NVLink (# links, directly or through NVSwitch); PIX through one PCIe\n"
       "switch; PXB through several PCIe switches; PHB through a CPU's PCIe host bridge; SYS\n"
       "across the link between sockets; NET across the network.\n");
   if (any_staged) {
-    fmt::print(
+    fmt::format_to(
+        to,
         "* NCCL stages collective traffic between these GPUs through host memory (its "
         "shared-memory\n  transport): {}.\n",
         m.topology.pcie.peer_to_peer
@@ -126,9 +136,10 @@ void print_topology(const MachineSpec& m, const sim::Topology& t) {
                           kP2pLevelNames[static_cast<int>(m.topology.pcie.nccl_p2p_level)])
             : std::string("the machine allows no peer-to-peer"));
   }
-  fmt::print("\nSources:\n");
+  fmt::format_to(to, "\nSources:\n");
   for (std::size_t i = 0; i < sources.size(); ++i)
-    fmt::print("[{}] {}\n", i + 1, sources[i]);
+    fmt::format_to(to, "[{}] {}\n", i + 1, sources[i]);
+  return out;
 }
 
 }  // namespace
@@ -156,7 +167,8 @@ Command add_topo_command(CLI::App& app) {
                                    "nodes",
                                    machine.name, file.string()));
     }
-    print_topology(machine, sim::Topology::build(machine, nodes));
+    fmt::print("{}", wrap_lines(describe_topology(machine, sim::Topology::build(machine, nodes)),
+                                output_width(stdout), 4));
     return 0;
   };
 }

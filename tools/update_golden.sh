@@ -8,6 +8,6 @@ while IFS='|' read -r name args; do
   name=$(echo "$name" | xargs)
   [[ -z "$name" || "$name" == \#* ]] && continue
   # shellcheck disable=SC2086
-  "$binary" $args > "tests/golden/$name.txt"
+  env -u COLUMNS "$binary" $args > "tests/golden/$name.txt"
   echo "updated tests/golden/$name.txt"
 done < tests/golden/cases.txt

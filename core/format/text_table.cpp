@@ -3,13 +3,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace epochcast {
 
 void TextTable::add_column(std::string header, Align align) {
-  columns_.push_back({std::move(header), align});
+  add_column(std::move(header), align, Fit{});
+}
+
+void TextTable::add_column(std::string header, Align align, Fit fit) {
+  columns_.push_back({std::move(header), align, fit});
 }
 
 void TextTable::add_row(std::vector<std::string> cells) {
@@ -21,7 +26,7 @@ void TextTable::add_rule() {
   rows_.emplace_back();
 }
 
-std::string TextTable::render() const {
+std::string TextTable::render(std::size_t width) const {
   std::vector<std::size_t> widths;
   for (const Column& c : columns_)
     widths.push_back(c.header.size());
@@ -29,18 +34,64 @@ std::string TextTable::render() const {
     for (std::size_t i = 0; i < row.size(); ++i)
       widths[i] = std::max(widths[i], row[i].size());
   }
-  std::size_t total = 0;
-  for (std::size_t w : widths)
-    total += w;
-  total += columns_.empty() ? 0 : 2 * (columns_.size() - 1);
+  const std::vector<std::size_t> natural = widths;
+  std::vector<bool> kept(columns_.size(), true);
+  auto total = [&] {
+    std::size_t sum = 0, count = 0;
+    for (std::size_t i = 0; i < columns_.size(); ++i) {
+      if (!kept[i]) continue;
+      sum += widths[i];
+      ++count;
+    }
+    return sum + (count == 0 ? 0 : 2 * (count - 1));
+  };
+  if (width > 0) {
+    // Every shortening and leaving out the columns allow, the highest rank first (the rightmost
+    // column among equals), each only while the table is still too wide.
+    struct Give {
+      int rank;
+      std::size_t column;
+      bool drop;
+    };
+    std::vector<Give> gives;
+    for (std::size_t i = 0; i < columns_.size(); ++i) {
+      if (columns_[i].fit.shorten > 0) gives.push_back({columns_[i].fit.shorten, i, false});
+      if (columns_[i].fit.drop > 0) gives.push_back({columns_[i].fit.drop, i, true});
+    }
+    std::stable_sort(gives.begin(), gives.end(), [](const Give& a, const Give& b) {
+      return a.rank != b.rank ? a.rank > b.rank : a.column > b.column;
+    });
+    constexpr std::size_t kShortest = 12;  // a shortened column keeps this much, or its header
+    for (const Give& give : gives) {
+      if (total() <= width) break;
+      if (!kept[give.column]) continue;
+      if (give.drop) {
+        kept[give.column] = false;
+        continue;
+      }
+      const std::size_t floor = std::max(columns_[give.column].header.size(), kShortest);
+      std::size_t& w = widths[give.column];
+      if (w > floor) w -= std::min(w - floor, total() - width);
+    }
+    // A column left out after another was shortened leaves room: the shortened get it back.
+    for (std::size_t i = 0; i < columns_.size() && total() < width; ++i) {
+      if (kept[i] && widths[i] < natural[i])
+        widths[i] += std::min(natural[i] - widths[i], width - total());
+    }
+  }
+  const std::size_t rule = total();
 
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
+    bool first = true;
     for (std::size_t i = 0; i < columns_.size(); ++i) {
-      if (i > 0) out += "  ";
+      if (!kept[i]) continue;
+      if (!first) out += "  ";
+      first = false;
+      std::string cell = cells[i];
+      if (cell.size() > widths[i]) cell = cell.substr(0, widths[i] - 3) + "...";
       bool left = columns_[i].align == Align::left;
-      out += left ? fmt::format("{:<{}}", cells[i], widths[i])
-                  : fmt::format("{:>{}}", cells[i], widths[i]);
+      out += left ? fmt::format("{:<{}}", cell, widths[i]) : fmt::format("{:>{}}", cell, widths[i]);
     }
     while (!out.empty() && out.back() == ' ')
       out.pop_back();
@@ -49,9 +100,9 @@ std::string TextTable::render() const {
   std::vector<std::string> headers;
   for (const Column& c : columns_)
     headers.push_back(c.header);
-  std::string out = line(headers) + std::string(total, '-') + "\n";
+  std::string out = line(headers) + std::string(rule, '-') + "\n";
   for (const auto& row : rows_)
-    out += row.empty() ? std::string(total, '-') + "\n" : line(row);
+    out += row.empty() ? std::string(rule, '-') + "\n" : line(row);
   return out;
 }
 
@@ -63,6 +114,84 @@ std::string with_thousands(std::int64_t value) {
     out += digits[i];
   }
   return value < 0 ? "-" + out : out;
+}
+
+namespace {
+
+// The unit a duration reads in, and its size in seconds.
+struct DurationUnit {
+  double seconds;
+  const char* name;
+};
+
+DurationUnit unit_for(double seconds) {
+  const double magnitude = std::fabs(seconds);
+  if (magnitude < 1e-3) return {1e-6, "us"};
+  if (magnitude < 1) return {1e-3, "ms"};
+  if (magnitude < 120) return {1, "s"};
+  if (magnitude < 2 * 3600) return {60, "min"};
+  if (magnitude < 2 * 86400) return {3600, "h"};
+  return {86400, "days"};
+}
+
+// Decimals that give `value` (in its unit) four significant digits: 1.806, 36.67, 812.4, 1815.
+int decimals_for(double value) {
+  const double v = std::fabs(value);
+  return v < 10 ? 3 : v < 100 ? 2 : v < 1000 ? 1 : 0;
+}
+
+}  // namespace
+
+std::string readable_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "forever";
+  if (seconds == 0) return "0 s";
+  const DurationUnit unit = unit_for(seconds);
+  const double value = seconds / unit.seconds;
+  if (std::fabs(value) >= 10'000)
+    return with_thousands(static_cast<std::int64_t>(std::llround(value))) + " " + unit.name;
+  return fmt::format("{:.{}f} {}", value, decimals_for(value), unit.name);
+}
+
+std::string readable_duration_range(double low, double high) {
+  if (!std::isfinite(low) || !std::isfinite(high)) {
+    return readable_duration(low) + "-" + readable_duration(high);
+  }
+  const DurationUnit unit = unit_for(high);
+  const int decimals = decimals_for(high / unit.seconds);
+  return fmt::format("{:.{}f}-{:.{}f} {}", low / unit.seconds, decimals, high / unit.seconds,
+                     decimals, unit.name);
+}
+
+std::string wrap_lines(const std::string& text, std::size_t width, std::size_t indent) {
+  if (width == 0) return text;
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    const bool newline = end != std::string::npos;
+    if (!newline) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    std::size_t lead = 0;  // the first piece has the line's own start; the others, the indent
+    while (line.size() + lead > width) {
+      // The last space that leaves the piece within the width; none: the first after it.
+      const std::size_t room = width > lead ? width - lead : 1;
+      std::size_t cut = line.rfind(' ', room);
+      if (cut == std::string_view::npos || cut == 0) cut = line.find(' ', room);
+      if (cut == std::string_view::npos) break;
+      out.append(lead, ' ');
+      out.append(line.substr(0, cut));
+      out += '\n';
+      line.remove_prefix(cut + 1);
+      while (!line.empty() && line.front() == ' ')
+        line.remove_prefix(1);
+      lead = std::min(indent, width / 2);
+    }
+    out.append(lead, ' ');
+    out.append(line);
+    if (newline) out += '\n';
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string si_count(double value) {

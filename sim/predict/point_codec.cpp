@@ -117,6 +117,7 @@ std::string encode_point(const PointResult& p) {
     w.f64(v);
   for (double v : {p.communication_seconds, p.gpu_busy_fraction, p.speedup, p.scaling_efficiency})
     w.f64(v);
+  w.flag(p.one_gpu_faster);
   w.text(p.bottleneck);
   w.text(p.diagnosis);
   w.flag(p.epoch_interval.has_value());
@@ -173,6 +174,7 @@ PointResult decode_point(std::string_view bytes) {
   for (double* v :
        {&p.communication_seconds, &p.gpu_busy_fraction, &p.speedup, &p.scaling_efficiency})
     *v = r.f64();
+  p.one_gpu_faster = r.flag();
   p.bottleneck = r.text();
   p.diagnosis = r.text();
   if (r.flag()) {

@@ -449,6 +449,7 @@ void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>
     if (r.point.gpus == 1) continue;
     const PointResult& same_batch = reference(r.point.global_batch);
     if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {
+      r.one_gpu_faster = true;
       r.diagnosis += fmt::format("; 1 GPU is faster at this batch ({:.3f} s against {:.3f} s)",
                                  same_batch.epoch_seconds, r.epoch_seconds);
     }

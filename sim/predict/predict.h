@@ -53,8 +53,9 @@ struct PointResult {
   // are per GPU (weak scaling).
   double speedup = 0;
   double scaling_efficiency = 0;
-  std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
-  std::string diagnosis;   // a sentence a user understands
+  bool one_gpu_faster = false;  // one GPU takes less time per epoch at this global batch
+  std::string bottleneck;       // one word: compute, host, input, copy, communication, memory
+  std::string diagnosis;        // a sentence a user understands
   // With a calibrated profile's uncertainty (sim/predict/uncertainty.h): the epoch's 95%
   // interval and the standard deviation of its logarithm.
   std::optional<std::pair<double, double>> epoch_interval;

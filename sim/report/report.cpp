@@ -217,9 +217,26 @@ const PointResult* fastest_point(const std::vector<PointResult>& results) {
   return best;
 }
 
-std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results) {
+std::string short_bottleneck(const PointResult& r) {
+  if (!r.simulated) return r.bottleneck;
+  const Breakdown& b = r.breakdown;
+  const double epoch = r.epoch_seconds > 0 ? r.epoch_seconds : 1;
+  double share = 0;
+  if (r.bottleneck == "compute") share = b.forward + b.backward + b.optimizer;
+  if (r.bottleneck == "host") share = b.host;
+  if (r.bottleneck == "input") share = b.data;
+  if (r.bottleneck == "copy") share = b.h2d;
+  if (r.bottleneck == "communication") share = b.communication;
+  // "comm": the table's note spells it out; the column stays narrow.
+  const std::string word = r.bottleneck == "communication" ? "comm" : r.bottleneck;
+  return fmt::format("{} {:.0f}%{}", word, 100 * share / epoch,
+                     r.one_gpu_faster ? ", 1 GPU faster" : "");
+}
+
+std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results,
+                         const TableLayout& layout) {
   std::string out =
-      fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n\n",
+      fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n",
                   s.name, s.model.name, s.machine.name, s.machine.gpus_per_node, s.machine.gpu.name,
                   s.machine.nodes > 1 ? fmt::format(", {} nodes", s.machine.nodes) : "",
                   kStrategyNames[static_cast<int>(s.training.strategy)],
@@ -228,116 +245,130 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                   s.dataset.validation_samples > 0
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
                       : "");
-  if (std::string note = cross_device_note(s); !note.empty()) {
-    out.insert(out.size() - 1, fmt::format("{}.\n", note));
-  }
-  for (const std::string& assumption : library_assumptions(s)) {
-    out.insert(out.size() - 1, fmt::format("Assumed: {}.\n", assumption));
-  }
-  if (std::string every_rank = every_rank_note(s, results); !every_rank.empty()) {
-    out.insert(out.size() - 1, every_rank);
-  }
-  if (std::string conditions = conditions_note(results); !conditions.empty()) {
-    out.insert(out.size() - 1, conditions);
-  }
+  if (std::string note = cross_device_note(s); !note.empty()) out += fmt::format("{}.\n", note);
+  for (const std::string& assumption : library_assumptions(s))
+    out += fmt::format("Assumed: {}.\n", assumption);
+  out += every_rank_note(s, results);
+  out += conditions_note(results);
   if (s.contention.shared()) {
-    out.insert(out.size() - 1,
-               fmt::format("Shared system: this job gets {:.0f}% of each GPU's SMs and bandwidth "
-                           "and {:.0f}% of the host CPU.\n",
-                           100 * s.contention.gpu_share, 100 * s.contention.cpu_share));
+    out += fmt::format(
+        "Shared system: this job gets {:.0f}% of each GPU's SMs and bandwidth and {:.0f}% of the "
+        "host CPU.\n",
+        100 * s.contention.gpu_share, 100 * s.contention.cpu_share);
   }
+  out = wrap_lines(out, layout.width) + "\n";
   bool multi = false;
   for (const PointResult& r : results)
     multi = multi || r.point.gpus > 1;
-  TextTable table;
-  const Column columns[] = {
-      {"gpus", TextTable::Align::right},      {"batch", TextTable::Align::right},
-      {"per-GPU", TextTable::Align::right},   {"iters", TextTable::Align::right},
-      {"epoch (s)", TextTable::Align::right}, {"samples/s", TextTable::Align::right},
-      {"data (s)", TextTable::Align::right},  {"h2d (s)", TextTable::Align::right},
-      {"fwd (s)", TextTable::Align::right},   {"bwd (s)", TextTable::Align::right},
-      {"opt (s)", TextTable::Align::right},   {"comm (s)", TextTable::Align::right},
-      {"host (s)", TextTable::Align::right},  {"GPU busy", TextTable::Align::right},
-      {"mem (GiB)", TextTable::Align::right}, {"fits", TextTable::Align::left},
-      {"max batch", TextTable::Align::right}, {"bottleneck", TextTable::Align::left}};
-  // Sweeps over several GPU counts also show the scaling columns.
-  const Column scaling_columns[] = {{"comm total (s)", TextTable::Align::right},
-                                    {"speedup", TextTable::Align::right},
-                                    {"efficiency", TextTable::Align::right}};
   bool intervals = false;
   for (const PointResult& r : results)
     intervals = intervals || r.epoch_interval.has_value();
-  for (const Column& c : columns) {
-    if (intervals && std::string_view(c.header) == "samples/s")
-      table.add_column("95% interval (s)", TextTable::Align::right);
-    if (multi && std::string_view(c.header) == "bottleneck") {
-      for (const Column& scaling : scaling_columns)
-        table.add_column(scaling.header, scaling.align);
+  const bool wide = layout.wide;
+  // The columns that answer the question, and with --wide where GPU 0's epoch went. What a
+  // narrow terminal loses first: the per-GPU batch, the interval, the bottleneck's words
+  // (shortened), memory, efficiency, and last the bottleneck.
+  using Align = TextTable::Align;
+  using Fit = TextTable::Fit;
+  TextTable table;
+  table.add_column("gpus");
+  table.add_column("batch");
+  table.add_column("per-GPU", Align::right, {0, 6});
+  if (wide) table.add_column("iters");
+  table.add_column("epoch");
+  if (intervals) table.add_column("95% interval", Align::right, {0, 5});
+  table.add_column("samples/s");
+  if (wide) {
+    for (const char* part : {"data (s)", "h2d (s)", "fwd (s)", "bwd (s)", "opt (s)", "comm (s)",
+                             "host (s)", "GPU busy"}) {
+      table.add_column(part);
     }
-    table.add_column(c.header, c.align);
   }
+  table.add_column("mem (GiB)", Align::right, {0, 3});
+  table.add_column("fits", Align::left);
+  if (wide) table.add_column("max batch");
+  if (multi) {
+    if (wide) table.add_column("comm total (s)");
+    table.add_column("speedup");
+    table.add_column("efficiency", Align::right, {0, 2});
+  }
+  table.add_column("bottleneck", Align::left, Fit{4, 1});
   for (const PointResult& r : results) {
-    std::vector<std::string> row = {
-        std::to_string(r.point.gpus), std::to_string(r.point.global_batch),
-        std::to_string(r.point.per_gpu_batch), std::to_string(r.train_iterations)};
-    if (r.simulated) {
+    std::vector<std::string> row = {std::to_string(r.point.gpus),
+                                    std::to_string(r.point.global_batch),
+                                    std::to_string(r.point.per_gpu_batch)};
+    if (wide) row.push_back(std::to_string(r.train_iterations));
+    row.push_back(r.simulated ? readable_duration(r.epoch_seconds) : "-");
+    if (intervals) {
+      row.push_back(r.simulated && r.epoch_interval
+                        ? readable_duration_range(r.epoch_interval->first,
+                                                  r.epoch_interval->second)
+                        : "-");
+    }
+    row.push_back(r.simulated ? throughput_text(r.samples_per_second) : "-");
+    if (wide) {
       const Breakdown& b = r.breakdown;
-      for (double v : {r.epoch_seconds})
-        row.push_back(fixed(v, 4));
-      if (intervals) {
-        row.push_back(r.epoch_interval ? fmt::format("{}-{}", fixed(r.epoch_interval->first, 4),
-                                                     fixed(r.epoch_interval->second, 4))
-                                       : "-");
-      }
-      row.push_back(throughput_text(r.samples_per_second));
       for (double v :
            {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
-        row.push_back(fixed(v, 4));
+        row.push_back(r.simulated ? fixed(v, 4) : "-");
       }
-      row.push_back(fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction));
-    } else {
-      // One dash per cell the simulated branch fills: epoch, [interval,] samples/s, the seven
-      // breakdown times and GPU busy.
-      for (int i = 0; i < (intervals ? 11 : 10); ++i)
-        row.push_back("-");
+      row.push_back(r.simulated ? fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction) : "-");
     }
     row.push_back(fixed(to_gib(r.memory.peak), 2));
     row.push_back(r.memory.fits ? "yes" : "OOM");
-    row.push_back(std::to_string(r.memory.largest_batch));
+    if (wide) row.push_back(std::to_string(r.memory.largest_batch));
     if (multi) {
-      row.push_back(r.simulated ? fixed(r.communication_seconds, 4) : "-");
+      if (wide) row.push_back(r.simulated ? fixed(r.communication_seconds, 4) : "-");
       row.push_back(r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-");
       row.push_back(r.speedup > 0 ? fmt::format("{:.0f}%", 100 * r.scaling_efficiency) : "-");
     }
-    row.push_back(r.diagnosis);
+    row.push_back(wide            ? r.diagnosis
+                  : r.memory.fits ? short_bottleneck(r)
+                                  : fmt::format("memory: fits {} per GPU", r.memory.largest_batch));
     table.add_row(std::move(row));
   }
-  out += table.render();
+  out += table.render(wide ? 0 : layout.width);
+  std::string notes;
   if (const PointResult* best = fastest_point(results)) {
-    out += fmt::format(
-        "\nFastest point that fits: {} GPU{}, global batch {}: {} s per epoch, {} samples/s, "
+    notes += fmt::format(
+        "\nFastest point that fits: {} GPU{}, global batch {}: {} per epoch, {} samples/s, "
         "{}-bound.\n",
         best->point.gpus, best->point.gpus == 1 ? "" : "s", best->point.global_batch,
-        fixed(best->epoch_seconds, 4), throughput_text(best->samples_per_second), best->bottleneck);
+        readable_duration(best->epoch_seconds), throughput_text(best->samples_per_second),
+        best->bottleneck);
   }
-  out += fmt::format(
-      "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm are\n"
-      "what it ran or waited for; host is time it sat idle while the CPU dispatched work. They\n"
-      "add up to the epoch. max batch is the largest per-GPU batch that fits in {:.1f} GiB.\n",
-      to_gib(s.machine.gpu.memory));
+  if (wide) {
+    notes += fmt::format(
+        "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm "
+        "are what it ran or waited for; host is time it sat idle while the CPU dispatched work. "
+        "They add up to the epoch. max batch is the largest per-GPU batch that fits in {:.1f} "
+        "GiB.\n",
+        to_gib(s.machine.gpu.memory));
+  } else {
+    notes += fmt::format(
+        "\nbottleneck: what GPU 0's epoch went to most, and its share (compute, host, input, "
+        "copy, comm: communication). --wide shows the whole breakdown, the largest batch that fits "
+        "in "
+        "{:.1f} GiB and the bottleneck in words.\n",
+        to_gib(s.machine.gpu.memory));
+  }
   if (intervals) {
-    out += fmt::format(
-        "The 95% interval comes from the uncertainty of the {} figures calibration fitted ({});\n"
+    notes += fmt::format(
+        "The 95% interval comes from the uncertainty of the {} figures calibration fitted ({}); "
         "the figures it did not fit are taken as exact.\n",
         s.profile.uncertainty.figures.size(), s.profile.name);
   }
   if (multi) {
-    out += fmt::format(
-        "comm is communication GPU 0 waited for; comm total is all the time it had a collective\n"
-        "in flight, hidden behind compute or not. speedup is throughput against one GPU of the\n"
-        "same machine at the same {} batch; efficiency is speedup / GPUs.\n",
+    notes += fmt::format(
+        "{}speedup is throughput against one GPU of the same machine at the same {} batch; "
+        "efficiency is speedup / GPUs.\n",
+        wide ? "comm is communication GPU 0 waited for; comm total is all the time it had a "
+               "collective in flight, hidden behind compute or not. "
+             : "",
         s.sweep.batch_is == BatchMeaning::per_gpu ? "per-GPU" : "global");
   }
+  // Prose at the terminal's width, or at a readable 100 columns where there is no limit.
+  constexpr std::size_t kProse = 100;
+  out += wrap_lines(notes, layout.width == 0 ? kProse : std::min(layout.width, kProse), 0);
   return out;
 }
 

@@ -18,7 +18,16 @@ const PointResult* fastest_point(const std::vector<PointResult>& results);
 // that a very slow point never reads as 0.
 std::string throughput_text(double samples_per_second);
 
-std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
+// How a table is laid out: at most `width` characters a line (0: no limit; prose lines are
+// wrapped to it, table columns shortened or left out), and `wide`: every column, at any width.
+struct TableLayout {
+  std::size_t width = 0;
+  bool wide = false;
+};
+// The bottleneck in a few words: "compute 94%", "comm 31%", "input 62%, 1 GPU faster".
+std::string short_bottleneck(const PointResult& result);
+std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results,
+                         const TableLayout& layout = {});
 std::string render_csv(const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 // The trace of one point's first iterations: a track per CPU thread, loader worker, GPU stream

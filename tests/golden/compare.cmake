@@ -1,5 +1,7 @@
 # Runs epochcast with ARGS (a ;-list) from the source tree and compares stdout with EXPECTED.
 separate_arguments(arg_list UNIX_COMMAND "${ARGS}")
+# Tables follow COLUMNS where it is set: the goldens are the unlimited layout of a pipe.
+unset(ENV{COLUMNS})
 execute_process(COMMAND ${EPOCHCAST} ${arg_list}
   WORKING_DIRECTORY ${SOURCE_DIR}
   OUTPUT_VARIABLE actual ERROR_VARIABLE errors RESULT_VARIABLE code)

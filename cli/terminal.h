@@ -1,0 +1,16 @@
+// What the output is written to: a terminal (and how wide it is) or a pipe or file.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+
+namespace epochcast::cli {
+
+// The width tables and prose are laid out to: the terminal's, where `out` is one; else the
+// COLUMNS environment variable, where it is set to a positive number; else 0 (no limit).
+std::size_t output_width(std::FILE* out);
+
+// Whether `out` is a terminal (progress lines are for people watching, not for logs).
+bool is_terminal(std::FILE* out);
+
+}  // namespace epochcast::cli

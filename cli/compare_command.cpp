@@ -162,17 +162,13 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
     Align align;
     Fit fit;
   };
-  static constexpr ColumnSpec kColumns[] = {{"machine", Align::left, {}},
-                                            {"GPU", Align::left, {0, 4}},
-                                            {"GPUs", Align::right, {}},
-                                            {"fastest point", Align::left, {2, 0}},
-                                            {"epoch", Align::right, {}},
-                                            {"samples/s", Align::right, {0, 3}},
-                                            {"$/GPU-h", Align::right, {0, 6}},
-                                            {"$/epoch", Align::right, {}},
-                                            {"all epochs", Align::right, {}},
-                                            {"cheapest point ($/epoch)", Align::left, {0, 5}},
-                                            {"bottleneck", Align::left, {0, 1}}};
+  static constexpr ColumnSpec kColumns[] = {
+      {"machine", Align::left, {}},       {"GPU", Align::left, {0, 4}},
+      {"GPUs", Align::right, {}},         {"fastest point", Align::left, {2, 0}},
+      {"epoch", Align::right, {}},        {"samples/s", Align::right, {0, 3}},
+      {"$/GPU-h", Align::right, {0, 6}},  {"$/epoch", Align::right, {}},
+      {"all epochs", Align::right, {}},   {"cheapest point ($/epoch)", Align::left, {0, 5}},
+      {"bottleneck", Align::left, {0, 1}}};
   TextTable table;
   for (const ColumnSpec& c : kColumns)
     table.add_column(c.header, c.align, c.fit);

@@ -300,8 +300,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
     row.push_back(r.simulated ? readable_duration(r.epoch_seconds) : "-");
     if (intervals) {
       row.push_back(r.simulated && r.epoch_interval
-                        ? readable_duration_range(r.epoch_interval->first,
-                                                  r.epoch_interval->second)
+                        ? readable_duration_range(r.epoch_interval->first, r.epoch_interval->second)
                         : "-");
     }
     row.push_back(r.simulated ? throughput_text(r.samples_per_second) : "-");

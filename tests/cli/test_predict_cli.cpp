@@ -63,8 +63,8 @@ std::size_t widest_line(const std::string& text) {
 
 TEST_CASE("the table fits the width COLUMNS gives, and --wide has every column at any width") {
   // A sweep over GPU counts (speedup, efficiency) whose bottlenecks are long sentences.
-  const std::string command = epochcast_binary() + " predict " + seed("linear") +
-                              " --gpus 1,4 --batch 20,200";
+  const std::string command =
+      epochcast_binary() + " predict " + seed("linear") + " --gpus 1,4 --batch 20,200";
   for (int width : {100, 80, 60}) {
     INFO("COLUMNS=" << width);
     CommandResult r = run_command("COLUMNS=" + std::to_string(width) + " " + command);

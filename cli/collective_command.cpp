@@ -22,6 +22,7 @@
 #include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
 #include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/collective_sweep.h"
 #include "sim/network/topology.h"
@@ -44,6 +45,7 @@ constexpr DataType kDataTypes[] = {{"int8", 1},   {"uint8", 1},   {"int32", 4}, 
 
 struct CollectiveArgs {
   std::string machine;
+  std::vector<std::string> catalogues;
   std::string op = "all_reduce";
   std::string min_bytes = "32M";
   std::string max_bytes = "32M";
@@ -200,6 +202,7 @@ Command add_collective_command(CLI::App& app) {
       "do (size, count, time, algbw, busbw)");
   command->add_option("machine", args->machine, "A bundled machine name (e.g. dgx-h100) or a path")
       ->required();
+  options::add_catalogue_option(*command, args->catalogues);
   command->add_option("--op", args->op,
                       "all_reduce, all_gather, reduce_scatter, broadcast, reduce or alltoall");
   command->add_option("-b,--minbytes", args->min_bytes,
@@ -296,6 +299,7 @@ Command add_collective_command(CLI::App& app) {
 
     const std::filesystem::path file = resolve_data_file(
         args->machine, std::filesystem::current_path(), "topologies", command_line(), "machine");
+    options::extend_catalogue(args->catalogues);
     MachineSpec machine = load_machine(file, bundled_gpu_catalogue());
     HardwareProfile profile =
         args->profile.empty()

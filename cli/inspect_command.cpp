@@ -16,6 +16,7 @@
 #include "core/spec/profile_spec.h"
 #include "core/spec/scenario_spec.h"
 #include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "sim/compute/device_model.h"
 
 namespace epochcast::cli {
@@ -31,6 +32,7 @@ struct InspectOptions {
   std::string profile;
   bool cudnn_benchmark = false;
   bool channels_last = false;
+  std::vector<std::string> catalogues;
 };
 
 // One kernel of a training step, as the device model costs it.
@@ -69,6 +71,7 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
 // time of each, what bounds it, the algorithm assumed and the efficiency used, with sources.
 int print_kernels(const ModelSpec& model, const InspectOptions& o) {
   const SourceMark cli{"<command line>", 0, 0};
+  options::extend_catalogue(o.catalogues);
   MachineSpec machine = load_machine(resolve_data_file(o.hardware, std::filesystem::current_path(),
                                                        "topologies", cli, "--hardware"),
                                      bundled_gpu_catalogue());
@@ -345,6 +348,7 @@ Command add_inspect_command(CLI::App& app) {
   command->add_option("--hardware", options->hardware,
                       "A machine (bundled name or path): list each kernel of a training step "
                       "on its GPU with its time, bound, algorithm and the efficiency used");
+  options::add_catalogue_option(*command, options->catalogues);
   command->add_option("--batch", options->batch, "Per-GPU batch for --hardware (default 32)")
       ->check(options::integer_within(1, 1'000'000'000));
   command

@@ -14,6 +14,7 @@
 #include "core/spec/data_paths.h"
 #include "core/spec/hardware_spec.h"
 #include "options/command_line.h"
+#include "options/scenario_options.h"
 #include "sim/network/topology.h"
 
 namespace epochcast::cli {
@@ -22,6 +23,7 @@ namespace {
 
 struct TopoArgs {
   std::string machine;
+  std::vector<std::string> catalogues;
   int nodes = 0;
 };
 
@@ -155,7 +157,9 @@ Command add_topo_command(CLI::App& app) {
   command->add_option("--nodes", args->nodes, "Number of nodes, for clusters")
       ->check(options::integer_within(1, 65536))
       ->default_str("the machine's");
+  options::add_catalogue_option(*command, args->catalogues);
   return [args] {
+    options::extend_catalogue(args->catalogues);
     std::filesystem::path file =
         resolve_data_file(args->machine, std::filesystem::current_path(), "topologies",
                           SourceMark{"<command line>", 0, 0}, "machine");

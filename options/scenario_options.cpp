@@ -1,10 +1,14 @@
 // --set / --gpus / --batch for every scenario-loading command.
 #include "options/scenario_options.h"
 
+#include <filesystem>
+#include <set>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/spec/data_paths.h"
+#include "core/spec/hardware_spec.h"
 
 namespace epochcast::options {
 
@@ -33,6 +37,8 @@ std::vector<yaml::Override> ScenarioOptions::overrides() const {
 
 std::vector<std::string> ScenarioOptions::as_arguments() const {
   std::vector<std::string> arguments;
+  for (const std::string& file : catalogues)
+    arguments.push_back("--catalogue " + file);
   for (const std::string& text : sets)
     arguments.push_back("--set " + text);
   if (!gpus.empty()) arguments.push_back(fmt::format("--gpus {}", fmt::join(gpus, ",")));
@@ -40,7 +46,23 @@ std::vector<std::string> ScenarioOptions::as_arguments() const {
   return arguments;
 }
 
+void add_catalogue_option(CLI::App& command, std::vector<std::string>& catalogues) {
+  command.add_option("--catalogue", catalogues,
+                     "A GPU catalogue file (kind: gpu_catalogue) whose GPUs machine files may "
+                     "name, beside the bundled topologies/gpus.yaml (repeatable)");
+}
+
+void extend_catalogue(const std::vector<std::string>& catalogues) {
+  static std::set<std::filesystem::path> added;
+  for (const std::string& file : catalogues) {
+    std::filesystem::path path = std::filesystem::weakly_canonical(resolve_data_file(
+        file, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--catalogue"));
+    if (added.insert(path).second) extend_gpu_catalogue(path);
+  }
+}
+
 ScenarioSpec ScenarioOptions::load(const std::string& file) const {
+  extend_catalogue(catalogues);
   ScenarioSpec scenario = load_scenario(file, overrides());
   apply_profile_option(scenario);
   return scenario;
@@ -59,6 +81,7 @@ void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with
                        "Hardware profile to use instead of the machine's (e.g. one written by "
                        "epochcast calibrate)");
   }
+  add_catalogue_option(command, options.catalogues);
   command.add_option("--set", options.sets,
                      "Override a scenario value before it is checked, e.g. "
                      "--set training.precision=amp_bf16 (repeatable)");

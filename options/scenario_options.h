@@ -16,7 +16,8 @@ struct ScenarioOptions {
   std::vector<std::string> sets;
   std::vector<std::string> gpus;
   std::vector<std::string> batches;
-  std::string profile;  // --profile: a hardware profile replacing the machine's
+  std::string profile;                  // --profile: a hardware profile replacing the machine's
+  std::vector<std::string> catalogues;  // --catalogue: GPU catalogue files added to the bundled
 
   // Loads the scenario with the overrides, then applies --profile.
   ScenarioSpec load(const std::string& file) const;
@@ -31,5 +32,10 @@ struct ScenarioOptions {
 
 // `with_profile`: also offer --profile (commands that predict).
 void add_scenario_options(CLI::App& command, ScenarioOptions& options, bool with_profile = true);
+
+// --catalogue FILE (repeatable), for commands that load a machine without a scenario.
+void add_catalogue_option(CLI::App& command, std::vector<std::string>& catalogues);
+// Adds each file's GPUs to the catalogue machines are read against (each file once).
+void extend_catalogue(const std::vector<std::string>& catalogues);
 
 }  // namespace epochcast::options

@@ -1,7 +1,9 @@
 // Reads the GPU catalogue and machine files.
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <mutex>
+#include <span>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -43,16 +45,32 @@ namespace {
 constexpr std::array<std::string_view, 10> kGpuKeys = {
     "name",        "architecture", "sm_count", "memory_gib", "memory_bandwidth_gb_per_s",
     "peak_tflops", "pcie",         "nvlink",   "sources",    "notes"};
+// An entry written inline in a machine file also says its id (the catalogue's key).
+constexpr std::array<std::string_view, 11> kInlineGpuKeys = {
+    "id",          "name", "architecture", "sm_count", "memory_gib", "memory_bandwidth_gb_per_s",
+    "peak_tflops", "pcie", "nvlink",       "sources",  "notes"};
 
 // Figures that need a source: every key above except the descriptive ones.
 bool is_figure(std::string_view key) {
   return key != "name" && key != "architecture" && key != "sources" && key != "notes";
 }
 
-GpuSpec read_gpu(const yaml::Node& node, std::string id) {
-  yaml::MapReader map(node, kGpuKeys);
+GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = false) {
+  yaml::MapReader map(node, inline_entry ? std::span<const std::string_view>(kInlineGpuKeys)
+                                         : std::span<const std::string_view>(kGpuKeys));
   GpuSpec gpu;
   gpu.id = std::move(id);
+  if (inline_entry) {
+    // Without an id, the name as an id: "NVIDIA GeForce RTX 3090" -> nvidia-geforce-rtx-3090.
+    if (auto given = map.optional("id")) {
+      gpu.id = given->as_string();
+    } else {
+      for (char c : map.required("name").as_string())
+        gpu.id += std::isalnum(static_cast<unsigned char>(c)) != 0
+                      ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+                      : '-';
+    }
+  }
   gpu.mark = node.mark();
   gpu.name = map.required("name").as_string();
   gpu.architecture = map.required("architecture").as_string();
@@ -309,16 +327,26 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
   if (auto d = top.optional("description")) machine.description = d->as_string();
 
   yaml::Node gpu_node = top.required("gpu");
-  std::string gpu_id = gpu_node.as_string();
-  const GpuSpec* gpu = catalogue.find(gpu_id);
-  if (gpu == nullptr) {
-    std::vector<std::string_view> ids;
-    for (const GpuSpec& g : catalogue.gpus)
-      ids.push_back(g.id);
-    gpu_node.fail(fmt::format("'{}' is not in the GPU catalogue ({}){}", gpu_id,
-                              catalogue.source_file, did_you_mean(gpu_id, ids)));
+  if (gpu_node.is_map()) {
+    // A GPU of one's own, described as the catalogue describes its entries.
+    machine.gpu = read_gpu(gpu_node, "", true);
+  } else {
+    std::string gpu_id = gpu_node.as_string();
+    const GpuSpec* gpu = catalogue.find(gpu_id);
+    if (gpu == nullptr) {
+      std::vector<std::string_view> ids;
+      for (const GpuSpec& g : catalogue.gpus)
+        ids.push_back(g.id);
+      gpu_node.fail(fmt::format(
+          "'{}' is not in the GPU catalogue ({}){}. A GPU the catalogue lacks can be described "
+          "in place, gpu: {{id, name, architecture, sm_count, memory_gib, "
+          "memory_bandwidth_gb_per_s, peak_tflops, pcie, sources}} as the catalogue's entries "
+          "are, or in a catalogue file of your own given with --catalogue FILE "
+          "(docs/formats.md)",
+          gpu_id, catalogue.source_file, did_you_mean(gpu_id, ids)));
+    }
+    machine.gpu = *gpu;
   }
-  machine.gpu = *gpu;
   machine.gpus_per_node = top.required("gpus_per_node").as_int32_in(1, limits::kMaxGpusPerNode);
   if (auto nodes = top.optional("nodes")) machine.nodes = nodes->as_int32_in(1, limits::kMaxNodes);
 
@@ -370,7 +398,9 @@ GpuCatalogue load_gpu_catalogue_from_string(const std::string& text, const std::
   return read_catalogue(yaml::Document::load_string(text, name));
 }
 
-const GpuCatalogue& bundled_gpu_catalogue() {
+namespace {
+
+GpuCatalogue& process_catalogue() {
   static std::once_flag once;
   static GpuCatalogue catalogue;
   std::call_once(once, [] {
@@ -379,6 +409,27 @@ const GpuCatalogue& bundled_gpu_catalogue() {
     catalogue = load_gpu_catalogue(file);
   });
   return catalogue;
+}
+
+}  // namespace
+
+const GpuCatalogue& bundled_gpu_catalogue() {
+  return process_catalogue();
+}
+
+void extend_gpu_catalogue(const std::filesystem::path& file) {
+  GpuCatalogue& catalogue = process_catalogue();
+  GpuCatalogue added = load_gpu_catalogue(file);
+  for (GpuSpec& gpu : added.gpus) {
+    if (const GpuSpec* known = catalogue.find(gpu.id)) {
+      throw InputError(gpu.mark, fmt::format("gpus.{}", gpu.id),
+                       fmt::format("the catalogue already has a GPU '{}' ({}:{}); give yours "
+                                   "another id",
+                                   gpu.id, known->mark.file, known->mark.line));
+    }
+    catalogue.gpus.push_back(std::move(gpu));
+  }
+  catalogue.source_file += " and " + added.source_file;
 }
 
 MachineSpec load_machine(const std::filesystem::path& file, const GpuCatalogue& catalogue) {

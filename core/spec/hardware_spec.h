@@ -155,10 +155,15 @@ BytesPerSecond pcie_link_bandwidth(int generation, int lanes);
 GpuCatalogue load_gpu_catalogue(const std::filesystem::path& file);
 GpuCatalogue load_gpu_catalogue_from_string(const std::string& text, const std::string& name);
 
-// The catalogue bundled with epochcast (topologies/gpus.yaml in the data directory).
+// The catalogue bundled with epochcast (topologies/gpus.yaml in the data directory), with the
+// entries of every file given to extend_gpu_catalogue.
 const GpuCatalogue& bundled_gpu_catalogue();
+// Adds a catalogue file's GPUs to bundled_gpu_catalogue() (the commands' --catalogue FILE);
+// an id the catalogue already has is an error naming both places. Call before loading machines.
+void extend_gpu_catalogue(const std::filesystem::path& file);
 
-// Loads a machine file; its `gpu` must name an entry of `catalogue`.
+// Loads a machine file; its `gpu` names an entry of `catalogue`, or is an entry itself (the
+// catalogue's keys and sources, with an optional `id`).
 MachineSpec load_machine(const std::filesystem::path& file, const GpuCatalogue& catalogue);
 MachineSpec load_machine_from_string(const std::string& text, const std::string& name,
                                      const GpuCatalogue& catalogue);

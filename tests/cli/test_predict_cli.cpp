@@ -356,3 +356,42 @@ TEST_CASE("predict --every-rank simulates every node and says so in the table an
   CHECK(j["settings"]["every_rank"] == true);
   CHECK(j["points"][0]["ranks_simulated"] == "every rank");
 }
+
+TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and only with it") {
+  const std::filesystem::path folder = out_path("own-catalogue");
+  std::filesystem::create_directories(folder);
+  // A catalogue of one GPU: the RTX 4090's entry under another id and name, as a user would
+  // start from the closest entry.
+  std::string bundled = read((source_dir() / "topologies" / "gpus.yaml").string());
+  const std::size_t from = bundled.find("  rtx-4090:\n");
+  const std::size_t to = bundled.find("\n  l4:\n");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  std::string entry = bundled.substr(from, to - from + 1);
+  entry.replace(0, std::string("  rtx-4090:").size(), "  my-rtx-4090-oc:");
+  std::ofstream(folder / "my-gpus.yaml") << "kind: gpu-catalogue\ngpus:\n" << entry;
+  std::string machine = read((source_dir() / "topologies" / "rtx4090-8x-pcie.yaml").string());
+  machine.replace(machine.find("gpu: rtx-4090"), std::string("gpu: rtx-4090").size(),
+                  "gpu: my-rtx-4090-oc");
+  std::ofstream(folder / "box.yaml") << machine;
+  const std::string predict =
+      epochcast_binary() + " predict " + seed("linear") +
+      " --gpus 1 --batch 100 --set hardware=" + (folder / "box.yaml").string();
+  CommandResult without = run_command(predict);
+  CHECK(without.exit_code == 2);
+  CHECK_THAT(without.output, Catch::Contains("'my-rtx-4090-oc' is not in the GPU catalogue"));
+  CHECK_THAT(without.output, Catch::Contains("--catalogue FILE"));
+  CommandResult with =
+      run_command(predict + " --catalogue " + (folder / "my-gpus.yaml").string() + " --wide");
+  INFO(with.output);
+  CHECK(with.exit_code == 0);
+  CHECK_THAT(with.output, Catch::Contains("NVIDIA GeForce RTX 4090"));
+  // The same id as a bundled GPU is refused, naming both.
+  std::ofstream(folder / "clash.yaml") << "kind: gpu-catalogue\ngpus:\n"
+                                       << bundled.substr(from, to - from + 1);
+  CommandResult clash = run_command(epochcast_binary() + " topo rtx4090-8x-pcie --catalogue " +
+                                    (folder / "clash.yaml").string());
+  CHECK(clash.exit_code == 2);
+  CHECK_THAT(clash.output, Catch::Contains("the catalogue already has a GPU 'rtx-4090'"));
+  std::filesystem::remove_all(folder);
+}

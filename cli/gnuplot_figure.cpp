@@ -1,5 +1,7 @@
 #include "cli/gnuplot_figure.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -46,13 +48,91 @@ std::string gnuplot_string(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string epoch_against_batch_commands(const std::string& title, const std::string& plots) {
+std::vector<double> readable_ticks(double low, double high) {
+  if (!(low > 0) || !(high >= low)) return {};
+  auto within = [&](const std::vector<double>& mantissas) {
+    std::vector<double> ticks;
+    for (double decade = std::pow(10.0, std::floor(std::log10(low))); decade <= high;
+         decade *= 10) {
+      for (double m : mantissas) {
+        const double v = m * decade;
+        if (v >= low * (1 - 1e-9) && v <= high * (1 + 1e-9)) ticks.push_back(v);
+      }
+    }
+    return ticks;
+  };
+  static const std::vector<std::vector<double>> kSteps = {
+      {1}, {1, 2, 5}, {1, 1.5, 2, 3, 5, 7}, {1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9}};
+  for (const std::vector<double>& mantissas : kSteps) {
+    std::vector<double> ticks = within(mantissas);
+    if (ticks.size() >= 4) return ticks;
+  }
+  // Less than a stretch of the finest steps: plain steps of 1, 2 or 5 times a power of ten,
+  // five or so across the range (2200, 2300, ... 2600).
+  const double raw = (high - low) / 5;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / power < 2 ? power : raw / power < 5 ? 2 * power : 5 * power;
+  std::vector<double> ticks;
+  for (double v = std::ceil(low / step) * step; v <= high * (1 + 1e-9); v += step)
+    ticks.push_back(v);
+  return ticks;
+}
+
+std::string zoomed_log_axis(char axis, double low, double high, std::vector<double> ticks) {
+  // A margin of a sixteenth of the span on a log scale each way, at least 8% of the value, so
+  // the extreme points are not drawn on the frame.
+  const double span = high > low ? std::log10(high / low) : 0;
+  const double margin = std::pow(10.0, std::max(span / 16, std::log10(1.08)));
+  const double from = low / margin, to = high * margin;
+  if (ticks.empty()) ticks = readable_ticks(from, to);
+  std::string labels;
+  for (double t : ticks)
+    labels += fmt::format("{}\"{:.4g}\" {:.10g}", labels.empty() ? "" : ", ", t, t);
+  return fmt::format("set {0}range [{1:.10g}:{2:.10g}]\nset {0}tics ({3})\nset m{0}tics 1\n", axis,
+                     from, to, labels);
+}
+
+std::string line_style(int index) {
+  // gnuplot's default colours (lc 1-8); filled and open circles, squares, triangles and
+  // diamonds; solid, dashed, dotted and dash-dotted lines.
+  static constexpr int kPoints[] = {7, 5, 9, 13, 6, 4, 8, 12};
+  const int dash = index % 4 + 1;
+  return fmt::format("lc {} pt {} dt {}", index % 8 + 1, kPoints[index % 8], dash);
+}
+
+std::string epoch_against_batch_commands(const std::string& title, const std::string& plots,
+                                         const std::vector<double>& batches,
+                                         const std::vector<double>& seconds) {
+  std::vector<double> distinct = batches;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const auto [fastest, slowest] = std::minmax_element(seconds.begin(), seconds.end());
+  std::string axes;
+  if (!distinct.empty()) {
+    // The sweep's own batches as labels, those too close to the one before left out (labels
+    // about a twentieth of the axis apart at least), unless too few would remain.
+    const double spacing =
+        std::max(1.2, std::pow(distinct.back() / distinct.front(), 1.0 / 20));
+    std::vector<double> labelled;
+    for (double b : distinct) {
+      if (labelled.empty() || b / labelled.back() >= spacing) labelled.push_back(b);
+    }
+    axes += zoomed_log_axis('x', distinct.front(), distinct.back(),
+                            labelled.size() >= 3 ? labelled : std::vector<double>{});
+  }
+  if (fastest != seconds.end()) axes += zoomed_log_axis('y', *fastest, *slowest);
   return fmt::format(
       "set title {}\n"
       "set xlabel 'global batch (samples)'\nset ylabel 'epoch time (s)'\n"
       "set logscale xy\nset grid\nset key outside right\n"
+      "{}"
       "plot {}\n",
-      gnuplot_string(title), plots);
+      gnuplot_string(title), axes, plots);
+}
+
+std::string plotted_message(const std::string& image) {
+  const std::vector<std::string> files = figure_files(image);
+  return fmt::format("Plotted {} (gnuplot data and script: {}, {})", image, files[1], files[2]);
 }
 
 void draw_with_gnuplot(const std::string& image, const std::string& option, const std::string& data,

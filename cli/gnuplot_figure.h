@@ -22,9 +22,29 @@ std::vector<std::string> figure_files(const std::string& image);
 // `text` as a gnuplot double-quoted string.
 std::string gnuplot_string(const std::string& text);
 
+// Values a person reads off an axis from `low` to `high` (both > 0): 1-2-5 steps per decade
+// over wide ranges, finer ones (and plain steps) where the data span less than a decade, so that
+// there are always at least four.
+std::vector<double> readable_ticks(double low, double high);
+
+// gnuplot commands that zoom log axis `axis` ('x' or 'y') to the data in [low, high], with a
+// margin, labelled at `ticks` (empty: readable_ticks of the range).
+std::string zoomed_log_axis(char axis, double low, double high, std::vector<double> ticks = {});
+
+// The style of a figure's n-th line: its colour, point type and dash pattern all its own, so
+// that lines can be told apart where they overlap or in black and white.
+std::string line_style(int index);
+
 // The commands of an epoch-time-against-global-batch figure, like the seeds' (log axes, the key
-// outside on the right), drawing `plots` (gnuplot plot clauses).
-std::string epoch_against_batch_commands(const std::string& title, const std::string& plots);
+// outside on the right), drawing `plots` (gnuplot plot clauses), zoomed to the batches and
+// seconds plotted (the batches labelled where there are few).
+std::string epoch_against_batch_commands(const std::string& title, const std::string& plots,
+                                         const std::vector<double>& batches,
+                                         const std::vector<double>& seconds);
+
+// What a figure wrote, for the command to print: "Plotted a.png (gnuplot data and script:
+// a.dat, a.gp)".
+std::string plotted_message(const std::string& image);
 
 // Writes the data and a script (a terminal and output for the image's type, `data = '<stem>.dat'`
 // and then `commands`), runs gnuplot on it and writes the image it draws, each file as

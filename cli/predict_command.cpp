@@ -141,7 +141,7 @@ Command add_predict_command(CLI::App& app) {
     }
     if (!args->plot.empty()) {
       for (const std::string& image : plot_predictions(scenario, results, args->plot))
-        std::cerr << "Plotted " << image << "\n";
+        std::cerr << plotted_message(image) << "\n";
     }
     return 0;
   };

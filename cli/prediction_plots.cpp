@@ -1,6 +1,7 @@
 #include "cli/prediction_plots.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <map>
 
@@ -27,25 +28,79 @@ std::map<int, Points> by_gpu_count(const Points& points) {
   return groups;
 }
 
-// Like the seeds' figures: one line per GPU count, log axes (batches span decades).
-void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const std::string& image) {
+// Like the seeds' figures: one line per GPU count (each its own colour, marker and dash), log
+// axes zoomed to the points. A point that does not fit in memory is a cross in its GPU count's
+// colour in a row above the lines, at its batch, over the word OOM.
+void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const Points& out_of_memory,
+                     const std::string& image) {
+  // Every GPU count plotted, lines or crosses, keeps one style.
+  std::map<int, int> style;
+  for (const Points* points : {&fitting, &out_of_memory}) {
+    for (const sim::PointResult* r : *points)
+      style.emplace(r->point.gpus, 0);
+  }
+  int next = 0;
+  for (auto& [gpus, index] : style)
+    index = next++;
+  const std::map<int, Points> lines = by_gpu_count(fitting);
   std::string data = "# gpus global_batch per_gpu_batch epoch_s samples_per_s\n";
   std::string plots;
+  std::vector<double> batches, seconds;
   int block = 0;
-  for (const auto& [gpus, points] : by_gpu_count(fitting)) {
+  auto separate = [&] { return block ? ", \\\n     " : ""; };
+  for (const auto& [gpus, points] : lines) {
     if (block > 0) data += "\n\n";
     for (const sim::PointResult* r : points) {
       data += fmt::format("{} {} {} {:.9g} {:.6g}\n", gpus, r->point.global_batch,
                           r->point.per_gpu_batch, r->epoch_seconds, r->samples_per_second);
+      batches.push_back(static_cast<double>(r->point.global_batch));
+      seconds.push_back(r->epoch_seconds);
     }
-    plots += fmt::format("{}data index {} using 2:4 with linespoints lw 2 pt 7 title '{}'",
-                         block ? ", \\\n     " : "", block, gpus_label(gpus));
+    plots += fmt::format("{}data index {} using 2:4 with linespoints lw 2 {} title '{}'",
+                         separate(), block, line_style(style[gpus]), gpus_label(gpus));
     ++block;
+  }
+  if (!out_of_memory.empty()) {
+    // A row above the slowest point (at 1 s when nothing fits), a step up per GPU count so
+    // that crosses at one batch stay apart.
+    const double row =
+        seconds.empty() ? 1.0 : 1.3 * *std::max_element(seconds.begin(), seconds.end());
+    constexpr double kStep = 1.08;
+    bool keyed = false;
+    std::map<std::int64_t, double> lowest;  // per batch, where its OOM label goes
+    for (const auto& [gpus, points] : by_gpu_count(out_of_memory)) {
+      const double y = row * std::pow(kStep, style[gpus]);
+      data += fmt::format("\n\n# {}: out of memory (global_batch, y)\n", gpus_label(gpus));
+      for (const sim::PointResult* r : points) {
+        data += fmt::format("{} {:.9g}\n", r->point.global_batch, y);
+        batches.push_back(static_cast<double>(r->point.global_batch));
+        seconds.push_back(y);
+        auto [at, added] = lowest.emplace(r->point.global_batch, y);
+        if (!added) at->second = std::min(at->second, y);
+      }
+      // The key names the crosses once, and a GPU count that has no line at all.
+      std::string title = "notitle";
+      if (!lines.contains(gpus)) {
+        title = fmt::format("title '{}: out of memory'", gpus_label(gpus));
+      } else if (!keyed) {
+        title = "title 'x: out of memory'";
+        keyed = true;
+      }
+      plots += fmt::format("{}data index {} using 1:2 with points pt 2 ps 1.8 lw 2 lc {} {}",
+                           separate(), block, style[gpus] % 8 + 1, title);
+      ++block;
+    }
+    data += "\n\n# OOM labels (global_batch, y)\n";
+    for (const auto& [batch, y] : lowest)
+      data += fmt::format("{} {:.9g}\n", batch, y);
+    plots += fmt::format(
+        "{}data index {} using 1:2:(\"OOM\") with labels offset 0,-1.1 tc rgb 'red' notitle",
+        separate(), block);
   }
   draw_with_gnuplot(image, "--plot", data,
                     epoch_against_batch_commands(fmt::format("{}: predicted epoch time ({} on {})",
                                                              s.name, s.model.name, s.machine.name),
-                                                 plots));
+                                                 plots, batches, seconds));
 }
 
 // Where each epoch goes, as stacked bars: the breakdown columns of the table, a group of bars
@@ -105,27 +160,36 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
       double speedup = r->point.gpus == 1 ? 1.0 : r->speedup;
       data += fmt::format("{} {} {:.6g} {:.6g}\n", batch, r->point.gpus, 100 * efficiency, speedup);
     }
-    // Eight colours, then the same colours dashed.
-    plots += fmt::format(
-        "{}data index {} using 2:3 with linespoints lw 2 pt 7 lc {} dt {} title 'batch {}{}'",
-        block ? ", \\\n     " : "", block, block % 8 + 1, block / 8 + 1, batch,
-        per_gpu ? " per GPU" : "");
+    plots += fmt::format("{}data index {} using 2:3 with linespoints lw 2 {} title 'batch {}{}'",
+                         block ? ", \\\n     " : "", block, line_style(block), batch,
+                         per_gpu ? " per GPU" : "");
     ++block;
   }
   plots += ", \\\n     100 with lines lw 2 lc rgb 'gray40' title 'ideal'";
   std::string tics;
   for (const auto& [gpus, points] : by_gpu_count(fitting))
     tics += fmt::format("{}{}", tics.empty() ? "" : ", ", gpus);
+  // Zoomed to the efficiencies (down to the lowest, in steps of ten, the ideal kept in view),
+  // the GPU counts with room either side.
+  double lowest = 100;
+  for (const sim::PointResult* r : fitting) {
+    if (r->point.gpus > 1 && r->speedup > 0) lowest = std::min(lowest, 100 * r->scaling_efficiency);
+  }
+  const double bottom = std::max(0.0, std::floor((lowest - 5) / 10) * 10);
+  const auto [fewest, most] = std::minmax_element(
+      fitting.begin(), fitting.end(), [](const sim::PointResult* a, const sim::PointResult* b) {
+        return a->point.gpus < b->point.gpus;
+      });
   draw_with_gnuplot(
       image, "--plot", data,
       fmt::format("set title {}\n"
                   "set xlabel 'GPUs'\nset ylabel 'scaling efficiency (%)'\n"
                   "set logscale x 2\nset xtics ({})\nset grid\nset key outside right\n"
-                  "set yrange [0:110]\n"
+                  "set xrange [{:.6g}:{:.6g}]\nset yrange [{:.6g}:105]\n"
                   "plot {}\n",
                   gnuplot_string(fmt::format("{}: scaling efficiency against one GPU ({} batch)",
                                              s.name, per_gpu ? "per-GPU" : "global")),
-                  tics, plots));
+                  tics, (*fewest)->point.gpus / 1.2, (*most)->point.gpus * 1.2, bottom, plots));
 }
 
 }  // namespace
@@ -143,16 +207,17 @@ std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
                                           const std::vector<sim::PointResult>& results,
                                           const std::string& image) {
   checked_image_name(image, "--plot");
-  Points fitting;
+  Points fitting, out_of_memory;
   for (const sim::PointResult& r : results) {
     if (r.simulated) fitting.push_back(&r);
+    if (!r.memory.fits) out_of_memory.push_back(&r);
   }
   if (fitting.empty()) {
     throw InputError(SourceMark{"<command line>", 0, 0}, "--plot",
                      "no point of the sweep fits in memory, so there is nothing to plot");
   }
   std::vector<std::string> images = {image, sibling_image(image, "-breakdown")};
-  plot_epoch_time(scenario, fitting, images[0]);
+  plot_epoch_time(scenario, fitting, out_of_memory, images[0]);
   plot_breakdown(scenario, fitting, images[1]);
   if (by_gpu_count(fitting).size() > 1) {
     images.push_back(sibling_image(image, "-scaling"));

@@ -53,7 +53,9 @@ nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
           {"predicted_best", s.predicted_best}};
 }
 
-// Epoch time against batch, a measured/predicted line pair per GPU count.
+// Epoch time against batch, a measured/predicted line pair per GPU count (measured solid with
+// filled markers, predicted dashed with open ones, the pair in one colour); points held out of
+// the calibration ringed in black, so a fit is judged on what it did not see.
 void plot(const validate::ValidationReport& report, const std::string& image,
           const std::string& title) {
   checked_image_name(image, "--plot");
@@ -62,19 +64,39 @@ void plot(const validate::ValidationReport& report, const std::string& image,
     by_gpus[p.gpus].push_back(&p);
   std::string data = "# gpus global_batch measured_s predicted_s\n";
   std::string plots;
+  std::vector<double> batches, seconds;
+  static constexpr int kFilled[] = {7, 5, 9, 11, 13, 15};
   int block = 0;
   for (const auto& [gpus, points] : by_gpus) {
     if (block > 0) data += "\n\n";
-    for (const auto* p : points)
+    for (const auto* p : points) {
       data += fmt::format("{} {} {} {}\n", p->gpus, p->global_batch, p->measured_s, p->predicted_s);
-    std::string label = fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
+      batches.push_back(static_cast<double>(p->global_batch));
+      seconds.push_back(p->measured_s);
+      seconds.push_back(p->predicted_s);
+    }
+    const std::string label = fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
+    const int filled = kFilled[block % 6];
     plots += fmt::format(
-        "{}data index {} using 2:3 with linespoints lc {} pt 7 title '{} measured', "
-        "data index {} using 2:4 with linespoints lc {} dt 2 pt 6 title '{} predicted'",
-        block ? ", \\\n     " : "", block, block + 1, label, block, block + 1, label);
+        "{}data index {} using 2:3 with linespoints lw 2 lc {} pt {} dt 1 title '{} measured', "
+        "data index {} using 2:4 with linespoints lw 2 lc {} pt {} dt 2 title '{} predicted'",
+        block ? ", \\\n     " : "", block, block % 8 + 1, filled, label, block, block % 8 + 1,
+        filled - 1, label);
     ++block;
   }
-  draw_with_gnuplot(image, "--plot", data, epoch_against_batch_commands(title, plots));
+  std::string held_out;
+  for (const auto& p : report.points) {
+    if (p.held_out) held_out += fmt::format("{} {}\n", p.global_batch, p.measured_s);
+  }
+  if (!held_out.empty()) {
+    data += "\n\n# held out of the calibration: global_batch measured_s\n" + held_out;
+    plots += fmt::format(
+        ", \\\n     data index {} using 1:2 with points pt 6 ps 2.6 lw 1.5 lc rgb 'black' "
+        "title 'held out (measured)'",
+        block);
+  }
+  draw_with_gnuplot(image, "--plot", data,
+                    epoch_against_batch_commands(title, plots, batches, seconds));
 }
 
 }  // namespace
@@ -241,6 +263,7 @@ Command add_validate_command(CLI::App& app) {
     if (!args->plot.empty()) {
       plot(report, args->plot,
            fmt::format("{}: measured vs predicted ({})", scenario.name, scenario.profile.name));
+      fmt::print(stderr, "{}\n", plotted_message(args->plot));
     }
     return 0;
   };

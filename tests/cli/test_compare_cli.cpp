@@ -136,6 +136,34 @@ TEST_CASE("predict --plot draws epoch time, breakdown and scaling with data and 
     CHECK(entry.path().extension() != ".partial");
 }
 
+TEST_CASE("the epoch plot is zoomed to its points, each GPU count styled apart, OOM marked") {
+  std::filesystem::path dir = out_path("plots-oom");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string image = (dir / "oom.png").string();
+  // ResNet-50 on 24 GB RTX 4090s: 512 images per GPU do not fit.
+  CommandResult r = run_command(epochcast_binary() + " predict " +
+                                scenario("what-if/resnet50-rtx4090-or-h100.yaml") +
+                                " --gpus 1,2 --batch 128,256,512 --plot " + image + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("Plotted " + image + " (gnuplot data and script: "));
+  const std::string script = read((dir / "oom.gp").string());
+  // A line per GPU count, each its own point type and dash.
+  CHECK_THAT(script, Catch::Contains("lc 1 pt 7 dt 1 title '1 GPU'"));
+  CHECK_THAT(script, Catch::Contains("lc 2 pt 5 dt 2 title '2 GPUs'"));
+  // Axes zoomed to the data (no whole decades), the sweep's batches labelled.
+  CHECK_THAT(script, Catch::Contains("set xtics (\"128\" 128, \"256\" 256, \"512\" 512"));
+  CHECK_THAT(script, Catch::Contains("set yrange ["));
+  // The points that do not fit: a cross per GPU count in its colour, and the word OOM.
+  CHECK_THAT(script, Catch::Contains("with points pt 2"));
+  CHECK_THAT(script, Catch::Contains("title 'x: out of memory'"));
+  CHECK_THAT(script, Catch::Contains("(\"OOM\") with labels"));
+  const std::string data = read((dir / "oom.dat").string());
+  CHECK_THAT(data, Catch::Contains("# 1 GPU: out of memory"));
+  CHECK_THAT(data, Catch::Contains("# 2 GPUs: out of memory"));
+}
+
 TEST_CASE("predict --plot of one GPU count draws no scaling figure, SVG works too") {
   std::filesystem::path dir = out_path("plots-svg");
   std::filesystem::remove_all(dir);

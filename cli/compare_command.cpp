@@ -349,7 +349,7 @@ Command add_compare_command(CLI::App& app) {
       m.points = processes.simulate(
           points.size(), args->simulation.jobs_for(processes.share(points.size())),
           [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },
-          [&] { progress.point_done(); });
+          [&](std::size_t, const sim::PointResult&) { progress.point_done(); });
       if (!processes.writes_output()) continue;
       sim::compare_with_one_gpu(scenario, m.points, options);
       if (!m.fastest()) m.why_not = "no point fits in memory";

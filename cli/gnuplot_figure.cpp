@@ -111,8 +111,7 @@ std::string epoch_against_batch_commands(const std::string& title, const std::st
   if (!distinct.empty()) {
     // The sweep's own batches as labels, those too close to the one before left out (labels
     // about a twentieth of the axis apart at least), unless too few would remain.
-    const double spacing =
-        std::max(1.2, std::pow(distinct.back() / distinct.front(), 1.0 / 20));
+    const double spacing = std::max(1.2, std::pow(distinct.back() / distinct.front(), 1.0 / 20));
     std::vector<double> labelled;
     for (double b : distinct) {
       if (labelled.empty() || b / labelled.back() >= spacing) labelled.push_back(b);

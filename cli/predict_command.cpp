@@ -112,6 +112,26 @@ Command add_predict_command(CLI::App& app) {
     if (args->simulation.every_rank) scenario.training.every_rank = true;
     SweepProgress progress("predict", processes.share(points.size()));
     const int jobs = args->simulation.jobs_for(processes.share(points.size()));
+    const sim::TableLayout layout{output_width(table), args->wide};
+    // On a terminal (one process), rows appear as points finish, in sweep order: a point's row
+    // waits for the points before it and for the one-GPU points it is compared with.
+    std::optional<sim::StreamedTable> streamed;
+    if (is_terminal(table) && processes.size() == 1) {
+      streamed.emplace(scenario, points, layout);
+      progress.above(streamed->opening(), table);
+    }
+    sim::OneGpuComparison comparison(scenario, options, points);
+    std::vector<std::optional<sim::PointResult>> finished(streamed ? points.size() : 0);
+    std::size_t printed = 0;
+    auto print_ready_rows = [&] {
+      while (printed < finished.size() && finished[printed] &&
+             comparison.ready(*finished[printed])) {
+        sim::PointResult row = *finished[printed];
+        comparison.apply(row);
+        progress.above(streamed->row(row), table);
+        ++printed;
+      }
+    };
     std::vector<sim::PointResult> results = processes.simulate(
         points.size(), jobs,
         [&](std::size_t i) {
@@ -123,11 +143,25 @@ Command add_predict_command(CLI::App& app) {
           sim::add_epoch_interval(scenario, r, options);
           return r;
         },
-        [&] { progress.point_done(); });
+        [&](std::size_t i, const sim::PointResult& r) {
+          progress.point_done();
+          if (!streamed) return;
+          finished[i] = r;
+          comparison.offer(r);
+          print_ready_rows();
+        });
     if (!processes.writes_output()) return 0;
-    sim::compare_with_one_gpu(scenario, results, options);
-    fmt::print(table, "{}",
-               sim::render_table(scenario, results, {output_width(table), args->wide}));
+    // What the streamed rows showed, for every output (references simulated once).
+    for (const sim::PointResult& r : results)
+      comparison.offer(r);
+    for (sim::PointResult& r : results)
+      comparison.apply(r);
+    if (streamed) {
+      progress.clear();
+      fmt::print(table, "{}", streamed->closing(results));
+    } else {
+      fmt::print(table, "{}", sim::render_table(scenario, results, layout));
+    }
     std::fflush(table);
     if (csv) csv->write(sim::render_csv(results));
     if (json) json->write(sim::render_json(scenario, results));

@@ -1,6 +1,7 @@
 // Progress lines for long sweeps.
 #include "cli/progress.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,10 +15,10 @@ namespace epochcast::cli {
 
 namespace {
 
-// Work shorter than this is never reported; a run estimated longer than kLongRun is warned of.
-constexpr double kQuietSeconds = 3;
+// Work shorter than this is never reported; a run estimated longer than kLongRun is warned of
+// (in logs too: the warnings are lines of their own, the progress line is for a terminal only).
+constexpr double kQuietSeconds = 2;
 constexpr double kLongRun = 60;
-constexpr double kReportEvery = 5;
 // A sweep this large is announced before the first point: its size alone makes it slow.
 constexpr std::size_t kManyPoints = 100'000;
 
@@ -40,54 +41,92 @@ SweepProgress::SweepProgress(std::string what, std::size_t total)
     : what_(std::move(what)),
       total_(total),
       start_(Clock::now()),
-      last_report_(start_),
       terminal_(::isatty(STDERR_FILENO) != 0) {
   if (total_ >= kManyPoints) {
     fmt::print(stderr, "{}: the sweep has {} points; this may take a long time (Ctrl-C stops)\n",
                what_, points(total_));
     warned_ = true;
   }
+  if (!terminal_) return;
+  ticker_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    constexpr auto kRedraw = std::chrono::milliseconds(500);
+    while (!wake_.wait_for(lock, kRedraw, [this] { return stopping_; })) {
+      if (elapsed() >= kQuietSeconds && done_ < total_) draw(false);
+    }
+  });
 }
 
 SweepProgress::~SweepProgress() {
-  if (reported_ && terminal_) std::fputs("\n", stderr);
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  if (!line_.empty()) std::fputs("\n", stderr);
+}
+
+double SweepProgress::elapsed() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+double SweepProgress::left() const {
+  if (done_ == 0) return 0;
+  const double per_point =
+      std::chrono::duration<double>(last_done_ - start_).count() / static_cast<double>(done_);
+  const double since = std::chrono::duration<double>(Clock::now() - last_done_).count();
+  return std::max(0.0, per_point * static_cast<double>(total_ - done_) - since);
+}
+
+void SweepProgress::erase() {
+  if (line_.empty()) return;
+  fmt::print(stderr, "\r{:<{}}\r", "", line_.size());
+  std::fflush(stderr);
+}
+
+void SweepProgress::clear() {
+  std::lock_guard lock(mutex_);
+  erase();
+  line_.clear();
+}
+
+void SweepProgress::above(const std::string& text, std::FILE* out) {
+  std::lock_guard lock(mutex_);
+  erase();
+  fmt::print(out, "{}", text);
+  std::fflush(out);
+  if (!line_.empty()) {
+    fmt::print(stderr, "{}", line_);
+    std::fflush(stderr);
+  }
 }
 
 void SweepProgress::point_done() {
+  std::lock_guard lock(mutex_);
   ++done_;
-  Clock::time_point now = Clock::now();
-  double elapsed = std::chrono::duration<double>(now - start_).count();
-  if (elapsed < kQuietSeconds || done_ >= total_) {
-    if (reported_ && done_ >= total_) report(true);
-    return;
-  }
-  double left = elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_);
-  if (!warned_ && elapsed + left > kLongRun) {
+  last_done_ = Clock::now();
+  const double spent = elapsed();
+  if (spent < kQuietSeconds) return;
+  if (!warned_ && done_ < total_ && spent + left() > kLongRun) {
+    erase();
     fmt::print(stderr, "{}: {} points will take about {} at this pace (Ctrl-C stops)\n", what_,
-               points(total_), duration_words(elapsed + left));
+               points(total_), duration_words(spent + left()));
+    std::fflush(stderr);
+    line_.clear();
     warned_ = true;
   }
-  if (!reported_ || std::chrono::duration<double>(now - last_report_).count() >= kReportEvery) {
-    report(false);
-    last_report_ = now;
-  }
+  if (terminal_) draw(done_ >= total_);
 }
 
-void SweepProgress::report(bool last) {
-  double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  double left =
-      done_ > 0 ? elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0;
-  std::string line = fmt::format("{}: {} of {} points, {} elapsed{}", what_, points(done_),
-                                 points(total_), duration_words(elapsed),
-                                 last ? "" : fmt::format(", about {} left", duration_words(left)));
-  // On a terminal the line is rewritten in place; in a log, each report is a line of its own.
-  if (terminal_) {
-    fmt::print(stderr, "\r{:<78}", line);
-  } else {
-    fmt::print(stderr, "{}\n", line);
-  }
+void SweepProgress::draw(bool last) {
+  const double spent = elapsed();
+  std::string line = fmt::format("{}: {} of {} points, {} elapsed", what_, points(done_),
+                                 points(total_), duration_words(spent));
+  if (!last && done_ > 0) line += fmt::format(", about {} left", duration_words(left()));
+  fmt::print(stderr, "\r{:<{}}", line, std::max(line.size(), line_.size()));
   std::fflush(stderr);
-  reported_ = true;
+  line_ = line;
 }
 
 }  // namespace epochcast::cli

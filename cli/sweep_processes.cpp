@@ -194,7 +194,7 @@ std::size_t SweepProcesses::share(std::size_t count) const {
 
 std::vector<sim::PointResult> SweepProcesses::simulate(
     std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
-    const std::function<void()>& done) {
+    const sim::PointDone& done) {
   if (size_ == 1) return sim::simulate_points(count, jobs, point, done);
   if (!agree(Step::enter_sweep, true)) throw std::runtime_error(kOtherProcessFailed);
   // This process's points, each kept with its outcome (errors too: the others must still
@@ -219,7 +219,10 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
           }
           return sim::PointResult{};
         },
-        done);
+        [&](std::size_t k, const sim::PointResult&) {
+          // A point that failed is reported with the sweep; the progress still counts it.
+          if (done) done(global(k), outcomes[k].result ? *outcomes[k].result : sim::PointResult{});
+        });
     for (std::size_t k = 0; k < mine; ++k)
       message += encode(global(k), outcomes[k]);
   } catch (...) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 
 namespace epochcast::cli {
@@ -34,7 +35,7 @@ class SweepProcesses {
   // rethrown on process 0 (an InputError as itself).
   std::vector<sim::PointResult> simulate(std::size_t count, int jobs,
                                          const std::function<sim::PointResult(std::size_t)>& point,
-                                         const std::function<void()>& done = {});
+                                         const sim::PointDone& done = {});
 
  private:
   // Every process calls this at the same steps (the start and the end of each simulate, and

@@ -26,7 +26,7 @@ void TextTable::add_rule() {
   rows_.emplace_back();
 }
 
-std::string TextTable::render(std::size_t width) const {
+TextTable::Layout TextTable::layout(std::size_t width) const {
   std::vector<std::size_t> widths;
   for (const Column& c : columns_)
     widths.push_back(c.header.size());
@@ -79,30 +79,42 @@ std::string TextTable::render(std::size_t width) const {
         widths[i] += std::min(natural[i] - widths[i], width - total());
     }
   }
-  const std::size_t rule = total();
+  return Layout{kept, widths, total()};
+}
 
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    bool first = true;
-    for (std::size_t i = 0; i < columns_.size(); ++i) {
-      if (!kept[i]) continue;
-      if (!first) out += "  ";
-      first = false;
-      std::string cell = cells[i];
-      if (cell.size() > widths[i]) cell = cell.substr(0, widths[i] - 3) + "...";
-      bool left = columns_[i].align == Align::left;
-      out += left ? fmt::format("{:<{}}", cell, widths[i]) : fmt::format("{:>{}}", cell, widths[i]);
-    }
-    while (!out.empty() && out.back() == ' ')
-      out.pop_back();
-    return out + "\n";
-  };
+std::string TextTable::render_row(const std::vector<std::string>& cells,
+                                  const Layout& layout) const {
+  std::string out;
+  bool first = true;
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    if (!layout.kept[i]) continue;
+    if (!first) out += "  ";
+    first = false;
+    std::string cell = i < cells.size() ? cells[i] : std::string();
+    // Shortened columns cut their cells; the others keep them whole.
+    if (cell.size() > layout.widths[i] && columns_[i].fit.shorten > 0)
+      cell = cell.substr(0, layout.widths[i] - 3) + "...";
+    bool left = columns_[i].align == Align::left;
+    out += left ? fmt::format("{:<{}}", cell, layout.widths[i])
+                : fmt::format("{:>{}}", cell, layout.widths[i]);
+  }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out + "\n";
+}
+
+std::string TextTable::render_header(const Layout& layout) const {
   std::vector<std::string> headers;
   for (const Column& c : columns_)
     headers.push_back(c.header);
-  std::string out = line(headers) + std::string(rule, '-') + "\n";
+  return render_row(headers, layout) + std::string(layout.rule, '-') + "\n";
+}
+
+std::string TextTable::render(std::size_t width) const {
+  const Layout fitted = layout(width);
+  std::string out = render_header(fitted);
   for (const auto& row : rows_)
-    out += row.empty() ? std::string(rule, '-') + "\n" : line(row);
+    out += row.empty() ? std::string(fitted.rule, '-') + "\n" : render_row(row, fitted);
   return out;
 }
 

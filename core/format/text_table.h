@@ -27,6 +27,18 @@ class TextTable {
   // dropped, as their Fit allows; a table that cannot fit even so is printed as narrow as that.
   std::string render(std::size_t width = 0) const;
 
+  // The same in parts, for rows printed as they come (a table streamed to a terminal): the
+  // layout is decided from the rows added so far (widest plausible cells), then the header and
+  // each row are formatted with it; a later cell wider than its column overflows it.
+  struct Layout {
+    std::vector<bool> kept;
+    std::vector<std::size_t> widths;
+    std::size_t rule = 0;
+  };
+  Layout layout(std::size_t width = 0) const;
+  std::string render_header(const Layout& layout) const;  // the header line and the rule
+  std::string render_row(const std::vector<std::string>& cells, const Layout& layout) const;
+
  private:
   struct Column {
     std::string header;

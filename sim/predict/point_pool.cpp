@@ -24,7 +24,7 @@ int default_jobs(std::size_t points) {
 
 std::vector<PointResult> simulate_points(std::size_t count, int jobs,
                                          const std::function<PointResult(std::size_t)>& simulate,
-                                         const std::function<void()>& done) {
+                                         const PointDone& done) {
   std::vector<PointResult> results(count);
   std::vector<std::exception_ptr> errors(count);
   std::atomic<std::size_t> next{0};
@@ -38,7 +38,7 @@ std::vector<PointResult> simulate_points(std::size_t count, int jobs,
         results[i] = simulate(i);
         if (done) {
           std::lock_guard lock(done_mutex);
-          done();
+          done(i, results[i]);
         }
       } catch (...) {
         errors[i] = std::current_exception();

@@ -418,42 +418,74 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
   }
 }
 
+OneGpuComparison::OneGpuComparison(const ScenarioSpec& scenario, const PredictOptions& options,
+                                   const std::vector<SweepPoint>& sweep)
+    : scenario_(scenario), plain_(options) {
+  plain_.trace_iterations = 0;
+  for (const SweepPoint& p : sweep) {
+    if (p.gpus == 1) in_sweep_.insert(p.global_batch);
+  }
+}
+
+void OneGpuComparison::offer(const PointResult& result) {
+  if (result.point.gpus == 1) one_gpu_.emplace(result.point.global_batch, result);
+}
+
+std::vector<std::int64_t> OneGpuComparison::references(const PointResult& r) const {
+  // Strong scaling for a sweep of global batches, weak scaling for per-GPU batches; and one GPU
+  // at the same global batch, which may be faster.
+  std::vector<std::int64_t> batches = {scenario_.sweep.batch_is == BatchMeaning::per_gpu
+                                           ? r.point.per_gpu_batch
+                                           : r.point.global_batch};
+  if (r.point.gpus > 1) batches.push_back(r.point.global_batch);
+  return batches;
+}
+
+bool OneGpuComparison::ready(const PointResult& result) const {
+  if (!result.simulated) return true;
+  for (std::int64_t batch : references(result)) {
+    if (in_sweep_.contains(batch) && !one_gpu_.contains(batch)) return false;
+  }
+  return true;
+}
+
+const PointResult& OneGpuComparison::reference(std::int64_t batch) {
+  auto found = one_gpu_.find(batch);
+  if (found != one_gpu_.end()) return found->second;
+  if (batch > scenario_.dataset.train_samples)
+    return one_gpu_.emplace(batch, PointResult{}).first->second;
+  return one_gpu_.emplace(batch, predict_point(scenario_, SweepPoint{1, batch, batch}, plain_))
+      .first->second;
+}
+
+void OneGpuComparison::apply(PointResult& r) {
+  if (!r.simulated) return;
+  const std::vector<std::int64_t> batches = references(r);
+  const PointResult& base = reference(batches[0]);
+  if (base.simulated) {
+    r.speedup = r.samples_per_second / base.samples_per_second;
+    r.scaling_efficiency = r.speedup / r.point.gpus;
+  }
+  if (r.point.gpus == 1) return;
+  const PointResult& same_batch = reference(batches[1]);
+  if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {
+    r.one_gpu_faster = true;
+    r.diagnosis += fmt::format("; 1 GPU is faster at this batch ({:.3f} s against {:.3f} s)",
+                               same_batch.epoch_seconds, r.epoch_seconds);
+  }
+}
+
 void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,
                           const PredictOptions& options) {
-  std::map<std::int64_t, PointResult> one_gpu;  // by batch
-  PredictOptions plain = options;
-  plain.trace_iterations = 0;
-  auto reference = [&](std::int64_t batch) -> const PointResult& {
-    auto found = one_gpu.find(batch);
-    if (found != one_gpu.end()) return found->second;
-    for (const PointResult& r : results) {
-      if (r.point.gpus == 1 && r.point.global_batch == batch)
-        return one_gpu.emplace(batch, r).first->second;
-    }
-    if (batch > scenario.dataset.train_samples) {
-      return one_gpu.emplace(batch, PointResult{}).first->second;
-    }
-    return one_gpu.emplace(batch, predict_point(scenario, SweepPoint{1, batch, batch}, plain))
-        .first->second;
-  };
-  for (PointResult& r : results) {
-    if (!r.simulated) continue;
-    // Strong scaling for a sweep of global batches, weak scaling for per-GPU batches.
-    const PointResult& base =
-        reference(scenario.sweep.batch_is == BatchMeaning::per_gpu ? r.point.per_gpu_batch
-                                                                   : r.point.global_batch);
-    if (base.simulated) {
-      r.speedup = r.samples_per_second / base.samples_per_second;
-      r.scaling_efficiency = r.speedup / r.point.gpus;
-    }
-    if (r.point.gpus == 1) continue;
-    const PointResult& same_batch = reference(r.point.global_batch);
-    if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {
-      r.one_gpu_faster = true;
-      r.diagnosis += fmt::format("; 1 GPU is faster at this batch ({:.3f} s against {:.3f} s)",
-                                 same_batch.epoch_seconds, r.epoch_seconds);
-    }
-  }
+  std::vector<SweepPoint> sweep;
+  for (const PointResult& r : results)
+    sweep.push_back(r.point);
+  OneGpuComparison comparison(scenario, options, sweep);
+  // A one-GPU reference is taken as the sweep gave it, before any comparison changes it.
+  for (const PointResult& r : results)
+    comparison.offer(r);
+  for (PointResult& r : results)
+    comparison.apply(r);
 }
 
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options) {

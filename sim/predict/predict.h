@@ -1,7 +1,9 @@
 // Predictions for the points of a scenario's sweep.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,28 @@ std::string every_rank_reason(const ScenarioSpec& scenario, int gpus);
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
 // Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the
 // one-GPU references it needs).
+class OneGpuComparison {
+ public:
+  // `sweep`: the points whose results will be offered (a reference among them is awaited
+  // rather than simulated).
+  OneGpuComparison(const ScenarioSpec& scenario, const PredictOptions& options,
+                   const std::vector<SweepPoint>& sweep);
+  // A result of the sweep, which may be a reference.
+  void offer(const PointResult& result);
+  // Whether `result` can be compared now: every reference it needs is offered already or is
+  // not in the sweep (simulated then).
+  bool ready(const PointResult& result) const;
+  // Sets speedup, efficiency and the one-GPU comparison of `result`.
+  void apply(PointResult& result);
+
+ private:
+  const PointResult& reference(std::int64_t batch);
+  std::vector<std::int64_t> references(const PointResult& result) const;
+  const ScenarioSpec& scenario_;
+  PredictOptions plain_;
+  std::set<std::int64_t> in_sweep_;              // the sweep's one-GPU batches
+  std::map<std::int64_t, PointResult> one_gpu_;  // by global batch
+};
 void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,
                           const PredictOptions& options = {});
 

@@ -233,8 +233,17 @@ std::string short_bottleneck(const PointResult& r) {
                      r.one_gpu_faster ? ", 1 GPU faster" : "");
 }
 
-std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results,
-                         const TableLayout& layout) {
+namespace {
+
+// Which columns a predict table has.
+struct TableShape {
+  bool multi = false;      // several GPU counts: speedup and efficiency
+  bool intervals = false;  // a calibrated profile's 95% intervals
+  bool wide = false;       // --wide: every column
+};
+
+// The scenario's lines above the table (what it is, and what is assumed).
+std::string scenario_lines(const ScenarioSpec& s) {
   std::string out =
       fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n",
                   s.name, s.model.name, s.machine.name, s.machine.gpus_per_node, s.machine.gpu.name,
@@ -248,34 +257,27 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   if (std::string note = cross_device_note(s); !note.empty()) out += fmt::format("{}.\n", note);
   for (const std::string& assumption : library_assumptions(s))
     out += fmt::format("Assumed: {}.\n", assumption);
-  out += every_rank_note(s, results);
-  out += conditions_note(results);
   if (s.contention.shared()) {
     out += fmt::format(
         "Shared system: this job gets {:.0f}% of each GPU's SMs and bandwidth and {:.0f}% of the "
         "host CPU.\n",
         100 * s.contention.gpu_share, 100 * s.contention.cpu_share);
   }
-  out = wrap_lines(out, layout.width) + "\n";
-  bool multi = false;
-  for (const PointResult& r : results)
-    multi = multi || r.point.gpus > 1;
-  bool intervals = false;
-  for (const PointResult& r : results)
-    intervals = intervals || r.epoch_interval.has_value();
-  const bool wide = layout.wide;
-  // The columns that answer the question, and with --wide where GPU 0's epoch went. What a
-  // narrow terminal loses first: the per-GPU batch, the interval, the bottleneck's words
-  // (shortened), memory, efficiency, and last the bottleneck.
+  return out;
+}
+
+// The columns that answer the question, and with --wide where GPU 0's epoch went. What a
+// narrow terminal loses first: the per-GPU batch, the interval, the bottleneck's words
+// (shortened), memory, efficiency, and last the bottleneck.
+void add_columns(TextTable& table, const TableShape& shape) {
   using Align = TextTable::Align;
-  using Fit = TextTable::Fit;
-  TextTable table;
+  const bool wide = shape.wide;
   table.add_column("gpus");
   table.add_column("batch");
   table.add_column("per-GPU", Align::right, {0, 6});
   if (wide) table.add_column("iters");
   table.add_column("epoch");
-  if (intervals) table.add_column("95% interval", Align::right, {0, 5});
+  if (shape.intervals) table.add_column("95% interval", Align::right, {0, 5});
   table.add_column("samples/s");
   if (wide) {
     for (const char* part : {"data (s)", "h2d (s)", "fwd (s)", "bwd (s)", "opt (s)", "comm (s)",
@@ -286,46 +288,53 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   table.add_column("mem (GiB)", Align::right, {0, 3});
   table.add_column("fits", Align::left);
   if (wide) table.add_column("max batch");
-  if (multi) {
+  if (shape.multi) {
     if (wide) table.add_column("comm total (s)");
     table.add_column("speedup");
     table.add_column("efficiency", Align::right, {0, 2});
   }
-  table.add_column("bottleneck", Align::left, Fit{4, 1});
-  for (const PointResult& r : results) {
-    std::vector<std::string> row = {std::to_string(r.point.gpus),
-                                    std::to_string(r.point.global_batch),
-                                    std::to_string(r.point.per_gpu_batch)};
-    if (wide) row.push_back(std::to_string(r.train_iterations));
-    row.push_back(r.simulated ? readable_duration(r.epoch_seconds) : "-");
-    if (intervals) {
-      row.push_back(r.simulated && r.epoch_interval
-                        ? readable_duration_range(r.epoch_interval->first, r.epoch_interval->second)
-                        : "-");
-    }
-    row.push_back(r.simulated ? throughput_text(r.samples_per_second) : "-");
-    if (wide) {
-      const Breakdown& b = r.breakdown;
-      for (double v :
-           {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
-        row.push_back(r.simulated ? fixed(v, 4) : "-");
-      }
-      row.push_back(r.simulated ? fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction) : "-");
-    }
-    row.push_back(fixed(to_gib(r.memory.peak), 2));
-    row.push_back(r.memory.fits ? "yes" : "OOM");
-    if (wide) row.push_back(std::to_string(r.memory.largest_batch));
-    if (multi) {
-      if (wide) row.push_back(r.simulated ? fixed(r.communication_seconds, 4) : "-");
-      row.push_back(r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-");
-      row.push_back(r.speedup > 0 ? fmt::format("{:.0f}%", 100 * r.scaling_efficiency) : "-");
-    }
-    row.push_back(wide            ? r.diagnosis
-                  : r.memory.fits ? short_bottleneck(r)
-                                  : fmt::format("memory: fits {} per GPU", r.memory.largest_batch));
-    table.add_row(std::move(row));
+  table.add_column("bottleneck", Align::left, TextTable::Fit{4, 1});
+}
+
+std::vector<std::string> row_cells(const PointResult& r, const TableShape& shape) {
+  const bool wide = shape.wide;
+  std::vector<std::string> row = {std::to_string(r.point.gpus),
+                                  std::to_string(r.point.global_batch),
+                                  std::to_string(r.point.per_gpu_batch)};
+  if (wide) row.push_back(std::to_string(r.train_iterations));
+  row.push_back(r.simulated ? readable_duration(r.epoch_seconds) : "-");
+  if (shape.intervals) {
+    row.push_back(r.simulated && r.epoch_interval
+                      ? readable_duration_range(r.epoch_interval->first, r.epoch_interval->second)
+                      : "-");
   }
-  out += table.render(wide ? 0 : layout.width);
+  row.push_back(r.simulated ? throughput_text(r.samples_per_second) : "-");
+  if (wide) {
+    const Breakdown& b = r.breakdown;
+    for (double v :
+         {b.data, b.h2d, b.forward, b.backward, b.optimizer, b.communication, b.host + b.other}) {
+      row.push_back(r.simulated ? fixed(v, 4) : "-");
+    }
+    row.push_back(r.simulated ? fmt::format("{:.0f}%", 100 * r.gpu_busy_fraction) : "-");
+  }
+  row.push_back(fixed(to_gib(r.memory.peak), 2));
+  row.push_back(r.memory.fits ? "yes" : "OOM");
+  if (wide) row.push_back(std::to_string(r.memory.largest_batch));
+  if (shape.multi) {
+    if (wide) row.push_back(r.simulated ? fixed(r.communication_seconds, 4) : "-");
+    row.push_back(r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-");
+    row.push_back(r.speedup > 0 ? fmt::format("{:.0f}%", 100 * r.scaling_efficiency) : "-");
+  }
+  row.push_back(wide            ? r.diagnosis
+                : r.memory.fits ? short_bottleneck(r)
+                                : fmt::format("memory: fits {} per GPU", r.memory.largest_batch));
+  return row;
+}
+
+// Below the table: the fastest point and what the columns mean, at the terminal's width or at
+// a readable 100 columns where there is no limit.
+std::string closing_lines(const ScenarioSpec& s, const std::vector<PointResult>& results,
+                          const TableShape& shape, std::size_t width) {
   std::string notes;
   if (const PointResult* best = fastest_point(results)) {
     notes += fmt::format(
@@ -335,7 +344,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
         readable_duration(best->epoch_seconds), throughput_text(best->samples_per_second),
         best->bottleneck);
   }
-  if (wide) {
+  if (shape.wide) {
     notes += fmt::format(
         "\nTimes are per epoch, from GPU 0's point of view: data, h2d, fwd, bwd, opt and comm "
         "are what it ran or waited for; host is time it sat idle while the CPU dispatched work. "
@@ -345,30 +354,109 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   } else {
     notes += fmt::format(
         "\nbottleneck: what GPU 0's epoch went to most, and its share (compute, host, input, "
-        "copy, comm: communication). --wide shows the whole breakdown, the largest batch that fits "
-        "in "
-        "{:.1f} GiB and the bottleneck in words.\n",
+        "copy, comm: communication). --wide shows the whole breakdown, the largest batch that "
+        "fits in {:.1f} GiB and the bottleneck in words.\n",
         to_gib(s.machine.gpu.memory));
   }
-  if (intervals) {
+  if (shape.intervals) {
     notes += fmt::format(
         "The 95% interval comes from the uncertainty of the {} figures calibration fitted ({}); "
         "the figures it did not fit are taken as exact.\n",
         s.profile.uncertainty.figures.size(), s.profile.name);
   }
-  if (multi) {
+  if (shape.multi) {
     notes += fmt::format(
         "{}speedup is throughput against one GPU of the same machine at the same {} batch; "
         "efficiency is speedup / GPUs.\n",
-        wide ? "comm is communication GPU 0 waited for; comm total is all the time it had a "
-               "collective in flight, hidden behind compute or not. "
-             : "",
+        shape.wide ? "comm is communication GPU 0 waited for; comm total is all the time it had "
+                     "a collective in flight, hidden behind compute or not. "
+                   : "",
         s.sweep.batch_is == BatchMeaning::per_gpu ? "per-GPU" : "global");
   }
-  // Prose at the terminal's width, or at a readable 100 columns where there is no limit.
   constexpr std::size_t kProse = 100;
-  out += wrap_lines(notes, layout.width == 0 ? kProse : std::min(layout.width, kProse), 0);
-  return out;
+  return wrap_lines(notes, width == 0 ? kProse : std::min(width, kProse), 0);
+}
+
+}  // namespace
+
+std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& results,
+                         const TableLayout& layout) {
+  TableShape shape;
+  shape.wide = layout.wide;
+  for (const PointResult& r : results) {
+    shape.multi = shape.multi || r.point.gpus > 1;
+    shape.intervals = shape.intervals || r.epoch_interval.has_value();
+  }
+  std::string out =
+      wrap_lines(scenario_lines(s) + every_rank_note(s, results) + conditions_note(results),
+                 layout.width) +
+      "\n";
+  TextTable table;
+  add_columns(table, shape);
+  for (const PointResult& r : results)
+    table.add_row(row_cells(r, shape));
+  out += table.render(layout.wide ? 0 : layout.width);
+  return out + closing_lines(s, results, shape, layout.width);
+}
+
+struct StreamedTable::Impl {
+  ScenarioSpec scenario;
+  TableLayout layout;
+  TableShape shape;
+  TextTable table;
+  TextTable::Layout fitted;
+};
+
+StreamedTable::StreamedTable(const ScenarioSpec& scenario, const std::vector<SweepPoint>& points,
+                             const TableLayout& layout)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.scenario = scenario;
+  m.layout = layout;
+  m.shape.wide = layout.wide;
+  m.shape.intervals = !scenario.profile.uncertainty.empty();
+  // The widest cells the rows can be expected to have decide the columns' widths.
+  PointResult widest;
+  for (const SweepPoint& p : points) {
+    m.shape.multi = m.shape.multi || p.gpus > 1;
+    widest.point.gpus = std::max(widest.point.gpus, p.gpus);
+    widest.point.global_batch = std::max(widest.point.global_batch, p.global_batch);
+    widest.point.per_gpu_batch = std::max(widest.point.per_gpu_batch, p.per_gpu_batch);
+  }
+  // ... and as wide as a point's figures plausibly print: "99.98 min", a hundred million
+  // samples a second, a terabyte, "1000.00x", the longest short bottleneck.
+  widest.simulated = true;
+  widest.epoch_seconds = 5999;
+  widest.epoch_interval = std::make_pair(5999.0, 5999.0);
+  widest.samples_per_second = 1e8;
+  widest.memory.peak = Bytes(std::int64_t{1000} * kGiB);
+  widest.memory.fits = true;
+  widest.memory.largest_batch = std::max<std::int64_t>(99'999, widest.point.per_gpu_batch);
+  widest.speedup = 1000;
+  widest.scaling_efficiency = 1;
+  widest.bottleneck = "communication";
+  widest.breakdown.communication = widest.epoch_seconds;
+  widest.one_gpu_faster = true;
+  add_columns(m.table, m.shape);
+  m.table.add_row(row_cells(widest, m.shape));
+  m.fitted = m.table.layout(layout.wide ? 0 : layout.width);
+}
+
+StreamedTable::~StreamedTable() = default;
+
+std::string StreamedTable::opening() const {
+  return wrap_lines(scenario_lines(impl_->scenario), impl_->layout.width) + "\n" +
+         impl_->table.render_header(impl_->fitted);
+}
+
+std::string StreamedTable::row(const PointResult& result) const {
+  return impl_->table.render_row(row_cells(result, impl_->shape), impl_->fitted);
+}
+
+std::string StreamedTable::closing(const std::vector<PointResult>& results) const {
+  std::string notes = every_rank_note(impl_->scenario, results) + conditions_note(results);
+  return (notes.empty() ? "" : "\n" + wrap_lines(notes, impl_->layout.width)) +
+         closing_lines(impl_->scenario, results, impl_->shape, impl_->layout.width);
 }
 
 std::string render_csv(const std::vector<PointResult>& results) {

@@ -2,6 +2,7 @@
 // Chrome trace-event file (opens in Perfetto or chrome://tracing).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,26 @@ struct TableLayout {
 std::string short_bottleneck(const PointResult& result);
 std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results,
                          const TableLayout& layout = {});
+
+// The same table with its rows printed as points finish (predict on a terminal): the columns
+// are laid out before the first point from the sweep and the widest figures a point plausibly
+// has; lines that depend on every point (which were simulated with every rank, the fastest
+// point) come after the rows.
+class StreamedTable {
+ public:
+  StreamedTable(const ScenarioSpec& scenario, const std::vector<SweepPoint>& points,
+                const TableLayout& layout);
+  StreamedTable(const StreamedTable&) = delete;
+  StreamedTable& operator=(const StreamedTable&) = delete;
+  ~StreamedTable();
+  std::string opening() const;  // the scenario's lines, the table's header
+  std::string row(const PointResult& result) const;
+  std::string closing(const std::vector<PointResult>& results) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 std::string render_csv(const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 // The trace of one point's first iterations: a track per CPU thread, loader worker, GPU stream

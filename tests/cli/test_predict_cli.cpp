@@ -1,6 +1,8 @@
 // `epochcast predict` end to end: the table, CSV/JSON/trace files, overrides and exit codes.
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -394,4 +396,55 @@ TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and
   CHECK(clash.exit_code == 2);
   CHECK_THAT(clash.output, Catch::Contains("the catalogue already has a GPU 'rtx-4090'"));
   std::filesystem::remove_all(folder);
+}
+
+namespace {
+
+// The rows of a predict table (lines that start with a GPU count), each as its words, so that
+// tables laid out differently compare by content.
+std::vector<std::vector<std::string>> table_rows(const std::string& output) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos || !std::isdigit(static_cast<unsigned char>(line[first])))
+      continue;
+    std::istringstream words(line);
+    rows.emplace_back(std::istream_iterator<std::string>(words),
+                      std::istream_iterator<std::string>());
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("on a terminal the rows come as points finish, the same rows a pipe gets at the end") {
+  if (run_command("command -v script").exit_code != 0) {
+    WARN("script(1) is missing: no terminal to test with");
+    return;
+  }
+  // script(1) gives the command a terminal; what it printed comes back through a pipe.
+  const std::string command =
+      epochcast_binary() + " predict " + seed("linear") + " --gpus 1,2,4 --batch 20,200 --jobs 2";
+  CommandResult terminal = run_command("COLUMNS=200 script -qec '" + command + "' /dev/null");
+  CommandResult pipe = run_command("COLUMNS=200 " + command);
+  REQUIRE(terminal.exit_code == 0);
+  REQUIRE(pipe.exit_code == 0);
+  const auto streamed = table_rows(terminal.output);
+  CHECK(streamed.size() == 6);
+  CHECK(streamed == table_rows(pipe.output));
+  CHECK_THAT(terminal.output, Catch::Contains("Fastest point that fits"));
+}
+
+TEST_CASE("long work shows no progress line in a pipe, only the table") {
+  // Two points of about a second and a half each, every rank of 64 and 128 GPUs.
+  CommandResult r =
+      run_command(epochcast_binary() + " predict " +
+                  (source_dir() / "scenarios/what-if/ddp-resnet50-h100-cluster.yaml").string() +
+                  " --gpus 64,128 --every-rank --jobs 1 2>&1");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Contains("elapsed"));
+  CHECK_THAT(r.output, !Catch::Contains("\r"));
+  CHECK(table_rows(r.output).size() == 2);
 }

@@ -665,7 +665,8 @@ TEST_CASE(
     INFO(jobs << " threads");
     int done = 0;
     std::vector<PointResult> ok = simulate_points(
-        3, jobs, [&](std::size_t i) { return simulate(i); }, [&] { ++done; });
+        3, jobs, [&](std::size_t i) { return simulate(i); },
+        [&](std::size_t, const PointResult&) { ++done; });
     REQUIRE(ok.size() == 3);
     for (std::size_t i = 0; i < ok.size(); ++i)
       CHECK(ok[i].point.global_batch == int(i) + 1);

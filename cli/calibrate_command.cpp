@@ -11,6 +11,7 @@
 #include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "options/scenario_options.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/measurement_input.h"
@@ -24,6 +25,7 @@ struct CalibrateArgs {
   std::string output;
   std::string scenario;
   std::string holdout;
+  std::vector<std::string> catalogues;
 };
 
 }  // namespace
@@ -109,7 +111,9 @@ Command add_calibrate_command(CLI::App& app) {
   command->add_option("--scenario", args->scenario,
                       "Scenario the measurements ran (default: the one each file records)");
   add_holdout_option(*command, args->holdout);
+  options::add_catalogue_option(*command, args->catalogues);
   return [args] {
+    options::extend_catalogue(args->catalogues);
     OutputFile output = OutputFile::resolve(args->output, "-o");
     for (const std::string& file : args->measurements) {
       if (file != "-" && OutputFile::resolve(file, "measurements").same_as(output)) {

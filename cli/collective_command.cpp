@@ -403,22 +403,17 @@ Command add_collective_command(CLI::App& app) {
                          sweep.collective == sim::Collective::reduce ||
                          sweep.collective == sim::Collective::reduce_scatter;
     const std::string_view redop = reduces ? "sum" : "none";
-    const std::size_t width = output_width(out);
-    fmt::print(out, "{}",
-               wrap_lines(fmt::format("# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n",
-                                      op, machine.name, ranks, ranks > 1 ? "s" : "", sweep.nodes,
-                                      sweep.nodes > 1 ? "s" : "", sweep.gpus_per_node,
-                                      machine.gpu.name, profile.name,
-                                      flows ? "flows on the network" : "analytic (alpha-beta)"),
-                          width));
-    fmt::print(out, "{}", render_table(rows, type, redop, width));
-    fmt::print(
-        out, "{}",
-        wrap_lines(fmt::format("# busbw = algbw x {:.4g} (nccl-tests' factor for {} over "
-                               "{} ranks); GB/s = 1e9 B/s. Protocols, NVLS and CollNet as "
-                               "NCCL's tuning model costs them.\n",
-                               sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks),
-                   width));
+    // The comment lines stay whole, as nccl-tests prints them (scripts skip lines starting
+    // with '#'); the table fits the terminal.
+    fmt::print(out, "# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n", op, machine.name,
+               ranks, ranks > 1 ? "s" : "", sweep.nodes, sweep.nodes > 1 ? "s" : "",
+               sweep.gpus_per_node, machine.gpu.name, profile.name,
+               flows ? "flows on the network" : "analytic (alpha-beta)");
+    fmt::print(out, "{}", render_table(rows, type, redop, output_width(out)));
+    fmt::print(out,
+               "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
+               "B/s. Protocols, NVLS and CollNet as NCCL's tuning model costs them.\n",
+               sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
     std::fflush(out);
     if (csv) csv->write(render_csv(rows, type, redop));
     if (json) {

@@ -50,6 +50,8 @@ std::string gnuplot_string(const std::string& text) {
 
 std::vector<double> readable_ticks(double low, double high) {
   if (!(low > 0) || !(high >= low)) return {};
+  // A range too narrow to hold distinct plain steps: its one value.
+  if (high <= low * (1 + 1e-9)) return {low};
   auto within = [&](const std::vector<double>& mantissas) {
     std::vector<double> ticks;
     for (double decade = std::pow(10.0, std::floor(std::log10(low))); decade <= high;
@@ -73,7 +75,7 @@ std::vector<double> readable_ticks(double low, double high) {
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / power < 2 ? power : raw / power < 5 ? 2 * power : 5 * power;
   std::vector<double> ticks;
-  for (double v = std::ceil(low / step) * step; v <= high * (1 + 1e-9); v += step)
+  for (double v = std::ceil(low / step) * step; v <= high * (1 + 1e-9) && v + step > v; v += step)
     ticks.push_back(v);
   return ticks;
 }
@@ -87,7 +89,7 @@ std::string zoomed_log_axis(char axis, double low, double high, std::vector<doub
   if (ticks.empty()) ticks = readable_ticks(from, to);
   std::string labels;
   for (double t : ticks)
-    labels += fmt::format("{}\"{:.4g}\" {:.10g}", labels.empty() ? "" : ", ", t, t);
+    labels += fmt::format("{}\"{:.10g}\" {:.10g}", labels.empty() ? "" : ", ", t, t);
   return fmt::format("set {0}range [{1:.10g}:{2:.10g}]\nset {0}tics ({3})\nset m{0}tics 1\n", axis,
                      from, to, labels);
 }

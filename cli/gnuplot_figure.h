@@ -24,7 +24,7 @@ std::string gnuplot_string(const std::string& text);
 
 // Values a person reads off an axis from `low` to `high` (both > 0): 1-2-5 steps per decade
 // over wide ranges, finer ones (and plain steps) where the data span less than a decade, so that
-// there are always at least four.
+// there are at least four where the range allows (one where low == high).
 std::vector<double> readable_ticks(double low, double high);
 
 // gnuplot commands that zoom log axis `axis` ('x' or 'y') to the data in [low, high], with a

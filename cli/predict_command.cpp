@@ -116,11 +116,15 @@ Command add_predict_command(CLI::App& app) {
     // On a terminal (one process), rows appear as points finish, in sweep order: a point's row
     // waits for the points before it and for the one-GPU points it is compared with.
     std::optional<sim::StreamedTable> streamed;
-    if (is_terminal(table) && processes.size() == 1) {
+    // (--wide rows are too wide for a terminal anyway; they come as one table.)
+    if (is_terminal(table) && processes.size() == 1 && !args->wide) {
       streamed.emplace(scenario, points, layout);
       progress.above(streamed->opening(), table);
     }
     sim::OneGpuComparison comparison(scenario, options, points);
+    // The one-GPU references the sweep lacks, first: a row then never waits on a simulation
+    // inside another point's completion.
+    if (streamed) comparison.prepare(jobs);
     std::vector<std::optional<sim::PointResult>> finished(streamed ? points.size() : 0);
     std::size_t printed = 0;
     auto print_ready_rows = [&] {

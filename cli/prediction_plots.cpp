@@ -171,11 +171,15 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
     tics += fmt::format("{}{}", tics.empty() ? "" : ", ", gpus);
   // Zoomed to the efficiencies (down to the lowest, in steps of ten, the ideal kept in view),
   // the GPU counts with room either side.
-  double lowest = 100;
+  double lowest = 100, highest = 100;
   for (const sim::PointResult* r : fitting) {
-    if (r->point.gpus > 1 && r->speedup > 0) lowest = std::min(lowest, 100 * r->scaling_efficiency);
+    if (r->point.gpus > 1 && r->speedup > 0) {
+      lowest = std::min(lowest, 100 * r->scaling_efficiency);
+      highest = std::max(highest, 100 * r->scaling_efficiency);
+    }
   }
   const double bottom = std::max(0.0, std::floor((lowest - 5) / 10) * 10);
+  const double top = std::ceil((highest + 5) / 5) * 5;  // superlinear points stay in view
   const auto [fewest, most] = std::minmax_element(
       fitting.begin(), fitting.end(), [](const sim::PointResult* a, const sim::PointResult* b) {
         return a->point.gpus < b->point.gpus;
@@ -185,11 +189,12 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
       fmt::format("set title {}\n"
                   "set xlabel 'GPUs'\nset ylabel 'scaling efficiency (%)'\n"
                   "set logscale x 2\nset xtics ({})\nset grid\nset key outside right\n"
-                  "set xrange [{:.6g}:{:.6g}]\nset yrange [{:.6g}:105]\n"
+                  "set xrange [{:.6g}:{:.6g}]\nset yrange [{:.6g}:{:.6g}]\n"
                   "plot {}\n",
                   gnuplot_string(fmt::format("{}: scaling efficiency against one GPU ({} batch)",
                                              s.name, per_gpu ? "per-GPU" : "global")),
-                  tics, (*fewest)->point.gpus / 1.2, (*most)->point.gpus * 1.2, bottom, plots));
+                  tics, (*fewest)->point.gpus / 1.2, (*most)->point.gpus * 1.2, bottom, top,
+                  plots));
 }
 
 }  // namespace

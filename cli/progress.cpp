@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "cli/terminal.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast::cli {
@@ -124,6 +125,9 @@ void SweepProgress::draw(bool last) {
   std::string line = fmt::format("{}: {} of {} points, {} elapsed", what_, points(done_),
                                  points(total_), duration_words(spent));
   if (!last && done_ > 0) line += fmt::format(", about {} left", duration_words(left()));
+  // Within the terminal: a line that wraps cannot be redrawn in place.
+  if (const std::size_t width = output_width(stderr); width > 1 && line.size() >= width)
+    line.resize(width - 1);
   fmt::print(stderr, "\r{:<{}}", line, std::max(line.size(), line_.size()));
   std::fflush(stderr);
   line_ = line;

@@ -27,13 +27,13 @@ struct TopoArgs {
   int nodes = 0;
 };
 
-// The whole description, as text the caller wraps to the terminal.
-std::string describe_topology(const MachineSpec& m, const sim::Topology& t) {
+// The whole description: prose wrapped to `width` (0: no limit), tables fitted to it.
+std::string describe_topology(const MachineSpec& m, const sim::Topology& t, std::size_t width) {
   std::string out;
-  auto to = std::back_inserter(out);
-  fmt::format_to(to, "Machine {}: {} x {} per node, {} node{}\n", m.name, m.gpus_per_node,
-                 m.gpu.name, t.nodes(), t.nodes() > 1 ? "s" : "");
-  if (!m.description.empty()) fmt::format_to(to, "  {}\n", m.description);
+  auto say = [&](const std::string& text) { out += wrap_lines(text, width, 4); };
+  say(fmt::format("Machine {}: {} x {} per node, {} node{}\n", m.name, m.gpus_per_node, m.gpu.name,
+                  t.nodes(), t.nodes() > 1 ? "s" : ""));
+  if (!m.description.empty()) say(fmt::format("  {}\n", m.description));
   std::map<sim::VertexKind, int> counts;
   for (const sim::Vertex& v : t.vertices())
     counts[v.kind]++;
@@ -42,17 +42,17 @@ std::string describe_topology(const MachineSpec& m, const sim::Topology& t) {
       counts[sim::VertexKind::nic] == 0 && m.topology.network
           ? fmt::format("{} NIC(s) (used across nodes)", m.topology.network->nics_per_node)
           : fmt::format("{} NIC(s)", counts[sim::VertexKind::nic]);
-  fmt::format_to(to,
-                 "  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {}, {} network "
-                 "switch(es); peer-to-peer {}\n\n",
-                 counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
-                 counts[sim::VertexKind::nvswitch], nics,
-                 counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
-                 t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)");
+  say(
+      fmt::format("  {} CPU socket(s), {} PCIe switch(es), {} NVSwitch fabric(s), {}, {} network "
+                  "switch(es); peer-to-peer {}\n\n",
+                  counts[sim::VertexKind::cpu], counts[sim::VertexKind::pcie_switch],
+                  counts[sim::VertexKind::nvswitch], nics,
+                  counts[sim::VertexKind::leaf_switch] + counts[sim::VertexKind::spine_switch],
+                  t.peer_to_peer() ? "on" : "off (peer traffic is staged through host memory)"));
   if (t.in_network_reduction()) {
-    fmt::format_to(to,
-                   "  The network's switches reduce (SHARP): NCCL's CollNet with --algo collnet, "
-                   "or collective_algorithm: collnet.\n\n");
+    say(
+        fmt::format("  The network's switches reduce (SHARP): NCCL's CollNet with --algo collnet, "
+                    "or collective_algorithm: collnet.\n\n"));
   }
 
   // Links grouped by what they are.
@@ -79,13 +79,13 @@ std::string describe_topology(const MachineSpec& m, const sim::Topology& t) {
                    fmt::format("{:.2f}", group.second->latency.value() * 1e6),
                    fmt::format("[{}]", known - sources.begin() + 1)});
   }
-  fmt::format_to(to, "{}\n", links.render());
+  out += links.render(width) + "\n";
   if (t.nodes() == 1 && m.topology.network) {
     const NetworkTopology& n = *m.topology.network;
-    fmt::format_to(to,
-                   "Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s{}\n\n",
-                   n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9,
-                   n.in_network_reduction ? "; its switches reduce (SHARP, NCCL's CollNet)" : "");
+    say(fmt::format(
+        "Network (used with --nodes 2 or more): {} NIC(s) per node at {:.0f} Gb/s{}\n\n",
+        n.nics_per_node, n.nic_bandwidth.value() * 8 / 1e9,
+        n.in_network_reduction ? "; its switches reduce (SHARP, NCCL's CollNet)" : ""));
   }
 
   // The matrices cover the first node; across nodes, one pair stands for all.
@@ -110,37 +110,35 @@ std::string describe_topology(const MachineSpec& m, const sim::Topology& t) {
     kinds.add_row(std::move(kind_row));
     bandwidth.add_row(std::move(bw_row));
   }
-  fmt::format_to(to, "Path between GPUs{}:\n{}\n", t.nodes() > 1 ? " (node 0)" : "",
-                 kinds.render());
-  fmt::format_to(to, "Bottleneck bandwidth per direction{}:\n{}\n",
-                 t.nodes() > 1 ? " (node 0)" : "", bandwidth.render());
+  say(fmt::format("Path between GPUs{}:\n", t.nodes() > 1 ? " (node 0)" : ""));
+  out += kinds.render(width) + "\n";
+  say(fmt::format("Bottleneck bandwidth per direction{}:\n", t.nodes() > 1 ? " (node 0)" : ""));
+  out += bandwidth.render(width) + "\n";
   if (t.nodes() > 1) {
     int other = t.gpus_per_node();
     const sim::Path& p = t.path(0, other);
-    fmt::format_to(
-        to,
+    say(fmt::format(
         "Across nodes: GPU0 of node 0 to GPU0 of node 1: {}, {:.1f} GB/s, {:.2f} us over {} "
         "hops\n\n",
-        t.path_label(0, other), p.bottleneck.value() / 1e9, p.latency.value() * 1e6, p.hops.size());
+        t.path_label(0, other), p.bottleneck.value() / 1e9, p.latency.value() * 1e6,
+        p.hops.size()));
   }
-  fmt::format_to(
-      to,
+  say(fmt::format(
       "Legend: X itself; NV# NVLink (# links, directly or through NVSwitch); PIX through one PCIe\n"
       "switch; PXB through several PCIe switches; PHB through a CPU's PCIe host bridge; SYS\n"
-      "across the link between sockets; NET across the network.\n");
+      "across the link between sockets; NET across the network.\n"));
   if (any_staged) {
-    fmt::format_to(
-        to,
+    say(fmt::format(
         "* NCCL stages collective traffic between these GPUs through host memory (its "
         "shared-memory\n  transport): {}.\n",
         m.topology.pcie.peer_to_peer
             ? fmt::format("farther apart than its P2P level, {} (topology.pcie.nccl_p2p_level)",
                           kP2pLevelNames[static_cast<int>(m.topology.pcie.nccl_p2p_level)])
-            : std::string("the machine allows no peer-to-peer"));
+            : std::string("the machine allows no peer-to-peer")));
   }
-  fmt::format_to(to, "\nSources:\n");
+  say(fmt::format("\nSources:\n"));
   for (std::size_t i = 0; i < sources.size(); ++i)
-    fmt::format_to(to, "[{}] {}\n", i + 1, sources[i]);
+    say(fmt::format("[{}] {}\n", i + 1, sources[i]));
   return out;
 }
 
@@ -171,8 +169,8 @@ Command add_topo_command(CLI::App& app) {
                                    "nodes",
                                    machine.name, file.string()));
     }
-    fmt::print("{}", wrap_lines(describe_topology(machine, sim::Topology::build(machine, nodes)),
-                                output_width(stdout), 4));
+    fmt::print("{}", describe_topology(machine, sim::Topology::build(machine, nodes),
+                                       output_width(stdout)));
     return 0;
   };
 }

@@ -128,6 +128,7 @@ Command add_validate_command(CLI::App& app) {
     }
     // With the JSON on standard output, the report goes to standard error.
     std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
+    options::extend_catalogue(args->options.catalogues);
     validate::MeasuredScenario input;
     if (is_results_table(args->measurements)) {
       std::vector<validate::MeasuredScenario> groups = validate::load_measurement_input(

@@ -48,16 +48,14 @@ std::vector<std::string> ScenarioOptions::as_arguments() const {
 
 void add_catalogue_option(CLI::App& command, std::vector<std::string>& catalogues) {
   command.add_option("--catalogue", catalogues,
-                     "A GPU catalogue file (kind: gpu_catalogue) whose GPUs machine files may "
+                     "A GPU catalogue file (kind: gpu-catalogue) whose GPUs machine files may "
                      "name, beside the bundled topologies/gpus.yaml (repeatable)");
 }
 
 void extend_catalogue(const std::vector<std::string>& catalogues) {
-  static std::set<std::filesystem::path> added;
   for (const std::string& file : catalogues) {
-    std::filesystem::path path = std::filesystem::weakly_canonical(resolve_data_file(
-        file, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--catalogue"));
-    if (added.insert(path).second) extend_gpu_catalogue(path);
+    extend_gpu_catalogue(resolve_data_file(file, ".", "topologies",
+                                           SourceMark{"<command line>", 0, 0}, "--catalogue"));
   }
 }
 

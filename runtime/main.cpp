@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
 
     std::optional<epochcast::ScenarioSpec> scenario;
     if (!a.scenario.empty()) {
+      epochcast::options::extend_catalogue(a.scenario_options.catalogues);
       scenario = epochcast::load_scenario(a.scenario, a.scenario_options.overrides());
     } else if (!a.scenario_options.overrides().empty()) {
       throw epochcast::InputError({"<command line>", 0, 0}, "--set",

@@ -242,6 +242,14 @@ MeasuredScenario load_measured_scenario(const std::string& measurement_file,
     } else if (option == "--gpus" || option == "--batch") {
       overrides.push_back(
           {option == "--gpus" ? "sweep.gpus" : "sweep.batch", "[" + value + "]", argument});
+    } else if (option == "--catalogue") {
+      // The GPUs the run's machine may name: found as the scenario file is.
+      std::error_code ignored;
+      extend_gpu_catalogue(
+          std::filesystem::is_regular_file(value, ignored)
+              ? std::filesystem::path(value)
+              : resolve_data_file(value, std::filesystem::path(measurement_file).parent_path(),
+                                  "topologies", SourceMark{measurement_file, 0, 0}, "arguments"));
     }
   }
   overrides.insert(overrides.end(), extra.begin(), extra.end());

@@ -79,7 +79,10 @@ TextTable::Layout TextTable::layout(std::size_t width) const {
         widths[i] += std::min(natural[i] - widths[i], width - total());
     }
   }
-  return Layout{kept, widths, total()};
+  std::vector<bool> shortened(columns_.size(), false);
+  for (std::size_t i = 0; i < columns_.size(); ++i)
+    shortened[i] = widths[i] < natural[i];
+  return Layout{kept, shortened, widths, total()};
 }
 
 std::string TextTable::render_row(const std::vector<std::string>& cells,
@@ -91,9 +94,10 @@ std::string TextTable::render_row(const std::vector<std::string>& cells,
     if (!first) out += "  ";
     first = false;
     std::string cell = i < cells.size() ? cells[i] : std::string();
-    // Shortened columns cut their cells; the others keep them whole.
-    if (cell.size() > layout.widths[i] && columns_[i].fit.shorten > 0)
-      cell = cell.substr(0, layout.widths[i] - 3) + "...";
+    // Shortened columns cut their cells; the others keep them whole (a later, wider cell
+    // overflows its column).
+    if (layout.shortened[i] && cell.size() > layout.widths[i])
+      cell = layout.widths[i] > 3 ? cell.substr(0, layout.widths[i] - 3) + "..." : "...";
     bool left = columns_[i].align == Align::left;
     out += left ? fmt::format("{:<{}}", cell, layout.widths[i])
                 : fmt::format("{:>{}}", cell, layout.widths[i]);
@@ -157,15 +161,31 @@ int decimals_for(double value) {
 std::string readable_duration(double seconds) {
   if (!std::isfinite(seconds)) return "forever";
   if (seconds == 0) return "0 s";
-  const DurationUnit unit = unit_for(seconds);
-  const double value = seconds / unit.seconds;
-  if (std::fabs(value) >= 10'000)
-    return with_thousands(static_cast<std::int64_t>(std::llround(value))) + " " + unit.name;
-  return fmt::format("{:.{}f} {}", value, decimals_for(value), unit.name);
+  // Beyond a trillion days (and so beyond what an integer holds in any unit): say so.
+  constexpr double kLongest = 1e12 * 86400;
+  if (std::fabs(seconds) >= kLongest) return seconds > 0 ? "over 10^12 days" : "-over 10^12 days";
+  DurationUnit unit = unit_for(seconds);
+  // Rounded to four significant digits, a value can reach the next unit ("1000 ms", "120.0 s"):
+  // then it reads in that one.
+  for (int pass = 0; pass < 2; ++pass) {
+    const double value = seconds / unit.seconds;
+    const int decimals = decimals_for(value);
+    const double scale = std::pow(10.0, decimals);
+    const double rounded = std::round(value * scale) / scale;
+    const DurationUnit next = unit_for(rounded * unit.seconds);
+    if (next.seconds != unit.seconds && pass == 0) {
+      unit = next;
+      continue;
+    }
+    if (std::fabs(rounded) >= 10'000)
+      return with_thousands(static_cast<std::int64_t>(std::llround(rounded))) + " " + unit.name;
+    return fmt::format("{:.{}f} {}", rounded, decimals_for(rounded), unit.name);
+  }
+  return "";  // not reached: the second pass returns
 }
 
 std::string readable_duration_range(double low, double high) {
-  if (!std::isfinite(low) || !std::isfinite(high)) {
+  if (!std::isfinite(low) || !std::isfinite(high) || high == 0 || std::fabs(high) >= 1e12 * 86400) {
     return readable_duration(low) + "-" + readable_duration(high);
   }
   const DurationUnit unit = unit_for(high);
@@ -176,6 +196,7 @@ std::string readable_duration_range(double low, double high) {
 
 std::string wrap_lines(const std::string& text, std::size_t width, std::size_t indent) {
   if (width == 0) return text;
+  const std::size_t continuation = std::min(indent, width / 2);
   std::string out;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -183,23 +204,34 @@ std::string wrap_lines(const std::string& text, std::size_t width, std::size_t i
     const bool newline = end != std::string::npos;
     if (!newline) end = text.size();
     std::string_view line(text.data() + start, end - start);
-    std::size_t lead = 0;  // the first piece has the line's own start; the others, the indent
-    while (line.size() + lead > width) {
-      // The last space that leaves the piece within the width; none: the first after it.
+    // The pieces of the line: the first keeps the line's own start, the others are indented.
+    std::vector<std::string_view> pieces;
+    for (std::size_t lead = 0; line.size() + lead > width; lead = continuation) {
+      // The last space that leaves the piece within the width, past the line's own leading
+      // spaces; none: the first space after it (a word longer than the width stays whole).
+      const std::size_t own = line.find_first_not_of(' ');
+      if (own == std::string_view::npos) break;
       const std::size_t room = width > lead ? width - lead : 1;
       std::size_t cut = line.rfind(' ', room);
-      if (cut == std::string_view::npos || cut == 0) cut = line.find(' ', room);
+      if (cut == std::string_view::npos || cut <= own) cut = line.find(' ', std::max(room, own));
       if (cut == std::string_view::npos) break;
-      out.append(lead, ' ');
-      out.append(line.substr(0, cut));
-      out += '\n';
+      std::string_view piece = line.substr(0, cut);
+      while (!piece.empty() && piece.back() == ' ')
+        piece.remove_suffix(1);
+      pieces.push_back(piece);
       line.remove_prefix(cut + 1);
       while (!line.empty() && line.front() == ' ')
         line.remove_prefix(1);
-      lead = std::min(indent, width / 2);
     }
-    out.append(lead, ' ');
-    out.append(line);
+    if (!pieces.empty()) {
+      while (!line.empty() && line.back() == ' ')
+        line.remove_suffix(1);
+    }
+    if (!line.empty() || pieces.empty()) pieces.push_back(line);
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      if (p > 0) out.append("\n").append(continuation, ' ');
+      out.append(pieces[p]);
+    }
     if (newline) out += '\n';
     start = end + 1;
   }

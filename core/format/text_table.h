@@ -32,6 +32,7 @@ class TextTable {
   // each row are formatted with it; a later cell wider than its column overflows it.
   struct Layout {
     std::vector<bool> kept;
+    std::vector<bool> shortened;  // cells wider than these columns are cut ("...")
     std::vector<std::size_t> widths;
     std::size_t rule = 0;
   };
@@ -52,7 +53,7 @@ class TextTable {
 // 12,102,220
 std::string with_thousands(std::int64_t value);
 // A duration in the unit a person reads, four significant digits: "12.34 ms", "1.806 s",
-// "36.67 min", "1.403 h", "1,815 days".
+// "36.67 min", "1.403 h", "1815 days", "11,574,074 days".
 std::string readable_duration(double seconds);
 // Two durations in the unit of the larger: "784.0-847.6 ms", "0.982-1.055 s".
 std::string readable_duration_range(double low, double high);

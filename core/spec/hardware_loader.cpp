@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 #include <mutex>
+#include <set>
 #include <span>
 #include <tuple>
 
@@ -418,6 +419,10 @@ const GpuCatalogue& bundled_gpu_catalogue() {
 }
 
 void extend_gpu_catalogue(const std::filesystem::path& file) {
+  // Each file once: a command's --catalogue and the same file recorded in a measurement file.
+  static std::set<std::filesystem::path> extended;
+  std::error_code ignored;
+  if (!extended.insert(std::filesystem::weakly_canonical(file, ignored)).second) return;
   GpuCatalogue& catalogue = process_catalogue();
   GpuCatalogue added = load_gpu_catalogue(file);
   for (GpuSpec& gpu : added.gpus) {

@@ -158,8 +158,9 @@ GpuCatalogue load_gpu_catalogue_from_string(const std::string& text, const std::
 // The catalogue bundled with epochcast (topologies/gpus.yaml in the data directory), with the
 // entries of every file given to extend_gpu_catalogue.
 const GpuCatalogue& bundled_gpu_catalogue();
-// Adds a catalogue file's GPUs to bundled_gpu_catalogue() (the commands' --catalogue FILE);
-// an id the catalogue already has is an error naming both places. Call before loading machines.
+// Adds a catalogue file's GPUs to bundled_gpu_catalogue() (the commands' --catalogue FILE; a
+// file already added is skipped); an id the catalogue already has is an error naming both
+// places. Call before loading machines, from one thread.
 void extend_gpu_catalogue(const std::filesystem::path& file);
 
 // Loads a machine file; its `gpu` names an entry of `catalogue`, or is an entry itself (the

@@ -79,7 +79,9 @@ struct Transfer {
   // The same hop made `steps` times back to back, each step waiting for the one before and
   // paying its step latency, `bytes` in all: a mirrored ring's 2(N-1) steps through the NIC are
   // one transfer, so a plan's size does not grow with the node count. Alone on its links it
-  // costs exactly what the chain of single steps costs.
+  // costs what the chain of single steps costs, but for the rounding of each step's end up to
+  // the nanosecond (once here, once a step there); where other flows share its links, its
+  // latencies come first and its bytes after, where the chain alternates them.
   int steps = 1;
 };
 

@@ -11,6 +11,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/cluster_conditions.h"
+#include "sim/predict/point_pool.h"
 #include "sim/predict/stragglers.h"
 #include "sim/strategy/multi_gpu.h"
 #include "sim/strategy/step_builder.h"
@@ -420,7 +421,7 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
 
 OneGpuComparison::OneGpuComparison(const ScenarioSpec& scenario, const PredictOptions& options,
                                    const std::vector<SweepPoint>& sweep)
-    : scenario_(scenario), plain_(options) {
+    : scenario_(scenario), plain_(options), sweep_(sweep) {
   plain_.trace_iterations = 0;
   for (const SweepPoint& p : sweep) {
     if (p.gpus == 1) in_sweep_.insert(p.global_batch);
@@ -431,19 +432,37 @@ void OneGpuComparison::offer(const PointResult& result) {
   if (result.point.gpus == 1) one_gpu_.emplace(result.point.global_batch, result);
 }
 
-std::vector<std::int64_t> OneGpuComparison::references(const PointResult& r) const {
+std::vector<std::int64_t> OneGpuComparison::references(const SweepPoint& point) const {
   // Strong scaling for a sweep of global batches, weak scaling for per-GPU batches; and one GPU
   // at the same global batch, which may be faster.
-  std::vector<std::int64_t> batches = {scenario_.sweep.batch_is == BatchMeaning::per_gpu
-                                           ? r.point.per_gpu_batch
-                                           : r.point.global_batch};
-  if (r.point.gpus > 1) batches.push_back(r.point.global_batch);
+  std::vector<std::int64_t> batches = {
+      scenario_.sweep.batch_is == BatchMeaning::per_gpu ? point.per_gpu_batch : point.global_batch};
+  if (point.gpus > 1) batches.push_back(point.global_batch);
   return batches;
+}
+
+void OneGpuComparison::prepare(int jobs) {
+  std::vector<std::int64_t> missing;
+  for (const SweepPoint& point : sweep_) {
+    for (std::int64_t batch : references(point)) {
+      if (!in_sweep_.contains(batch) && !one_gpu_.contains(batch) &&
+          std::find(missing.begin(), missing.end(), batch) == missing.end()) {
+        missing.push_back(batch);
+      }
+    }
+  }
+  std::vector<PointResult> simulated =
+      simulate_points(missing.size(), jobs, [&](std::size_t i) -> PointResult {
+        if (missing[i] > scenario_.dataset.train_samples) return PointResult{};
+        return predict_point(scenario_, SweepPoint{1, missing[i], missing[i]}, plain_);
+      });
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    one_gpu_.emplace(missing[i], std::move(simulated[i]));
 }
 
 bool OneGpuComparison::ready(const PointResult& result) const {
   if (!result.simulated) return true;
-  for (std::int64_t batch : references(result)) {
+  for (std::int64_t batch : references(result.point)) {
     if (in_sweep_.contains(batch) && !one_gpu_.contains(batch)) return false;
   }
   return true;
@@ -460,7 +479,7 @@ const PointResult& OneGpuComparison::reference(std::int64_t batch) {
 
 void OneGpuComparison::apply(PointResult& r) {
   if (!r.simulated) return;
-  const std::vector<std::int64_t> batches = references(r);
+  const std::vector<std::int64_t> batches = references(r.point);
   const PointResult& base = reference(batches[0]);
   if (base.simulated) {
     r.speedup = r.samples_per_second / base.samples_per_second;

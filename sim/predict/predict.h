@@ -99,12 +99,16 @@ class OneGpuComparison {
   bool ready(const PointResult& result) const;
   // Sets speedup, efficiency and the one-GPU comparison of `result`.
   void apply(PointResult& result);
+  // Simulates now, on up to `jobs` threads, the references the sweep's points may need that the
+  // sweep lacks, so that apply() simulates nothing (rows printed as points finish).
+  void prepare(int jobs);
 
  private:
   const PointResult& reference(std::int64_t batch);
-  std::vector<std::int64_t> references(const PointResult& result) const;
+  std::vector<std::int64_t> references(const SweepPoint& point) const;
   const ScenarioSpec& scenario_;
   PredictOptions plain_;
+  std::vector<SweepPoint> sweep_;
   std::set<std::int64_t> in_sweep_;              // the sweep's one-GPU batches
   std::map<std::int64_t, PointResult> one_gpu_;  // by global batch
 };

@@ -435,6 +435,17 @@ TEST_CASE("on a terminal the rows come as points finish, the same rows a pipe ge
   CHECK(streamed.size() == 6);
   CHECK(streamed == table_rows(pipe.output));
   CHECK_THAT(terminal.output, Catch::Contains("Fastest point that fits"));
+  // Rows of points that do not fit (their bottleneck's words longer than the widest a row was
+  // expected to have) and one-GPU references the sweep lacks (per-GPU batches) come whole too.
+  const std::string oom =
+      epochcast_binary() + " predict " +
+      (source_dir() / "scenarios/what-if/resnet50-rtx4090-or-h100.yaml").string() +
+      " --gpus 1,2 --batch 256,512";
+  CommandResult oom_terminal = run_command("COLUMNS=200 script -qec '" + oom + "' /dev/null");
+  CommandResult oom_pipe = run_command("COLUMNS=200 " + oom);
+  REQUIRE(oom_terminal.exit_code == 0);
+  CHECK_THAT(oom_terminal.output, Catch::Contains("memory: fits"));
+  CHECK(table_rows(oom_terminal.output) == table_rows(oom_pipe.output));
 }
 
 TEST_CASE("long work shows no progress line in a pipe, only the table") {

@@ -33,6 +33,12 @@ TEST_CASE("durations read in the unit a person reads, with four significant digi
   // The issue's example: 156,826,336 s is 1,815 days, not a nine-digit count of seconds.
   CHECK(readable_duration(156826336.0227) == "1815 days");
   CHECK(readable_duration(1e12) == "11,574,074 days");
+  // Rounding that reaches the next unit reads in it; beyond a trillion days, words.
+  CHECK(readable_duration(0.99996) == "1.000 s");
+  CHECK(readable_duration(9.99996) == "10.00 s");
+  CHECK(readable_duration(119.9996) == "2.000 min");
+  CHECK(readable_duration(1e300) == "over 10^12 days");
+  CHECK(readable_duration_range(0, 0) == "0 s-0 s");
   CHECK(readable_duration_range(0.784, 0.8476) == "784.0-847.6 ms");
   CHECK(readable_duration_range(0.9816, 1.055) == "0.982-1.055 s");
 }
@@ -48,6 +54,11 @@ TEST_CASE("prose is wrapped at spaces to the width, continuations indented") {
   CHECK(wrapped.find("\nshort line\n") != std::string::npos);
   // A word longer than the width stays whole on its own line.
   CHECK(wrap_lines("a averyveryverylongword b", 8, 0) == "a\naveryveryverylongword\nb");
+  // A line's own indentation is kept, never broken at; trailing and doubled spaces vanish.
+  CHECK(wrap_lines("  averyveryverylongword b", 8, 2) == "  averyveryverylongword\n  b");
+  CHECK(wrap_lines("one two three \n", 9, 0) == "one two\nthree\n");
+  CHECK(wrap_lines("", 10) == "");
+  CHECK(wrap_lines("\n\n", 10) == "\n\n");
 }
 
 TEST_CASE("a table too wide for its width shortens, then leaves out, what may go") {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -49,7 +50,8 @@ std::string gnuplot_string(const std::string& text) {
 }
 
 std::vector<double> readable_ticks(double low, double high) {
-  if (!(low > 0) || !(high >= low)) return {};
+  if (!(low >= std::numeric_limits<double>::min()) || !(high >= low) || !std::isfinite(high))
+    return {};
   // A range too narrow to hold distinct plain steps: its one value.
   if (high <= low * (1 + 1e-9)) return {low};
   auto within = [&](const std::vector<double>& mantissas) {

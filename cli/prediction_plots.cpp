@@ -173,7 +173,7 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
   // the GPU counts with room either side.
   double lowest = 100, highest = 100;
   for (const sim::PointResult* r : fitting) {
-    if (r->point.gpus > 1 && r->speedup > 0) {
+    if (r->point.gpus > 1 && r->speedup > 0 && std::isfinite(r->scaling_efficiency)) {
       lowest = std::min(lowest, 100 * r->scaling_efficiency);
       highest = std::max(highest, 100 * r->scaling_efficiency);
     }

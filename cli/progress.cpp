@@ -82,7 +82,9 @@ double SweepProgress::left() const {
 
 void SweepProgress::erase() {
   if (line_.empty()) return;
-  fmt::print(stderr, "\r{:<{}}\r", "", line_.size());
+  const std::size_t width = output_width(stderr);
+  fmt::print(stderr, "\r{:<{}}\r", "",
+             width > 1 ? std::min(line_.size(), width - 1) : line_.size());
   std::fflush(stderr);
 }
 
@@ -126,9 +128,11 @@ void SweepProgress::draw(bool last) {
                                  points(total_), duration_words(spent));
   if (!last && done_ > 0) line += fmt::format(", about {} left", duration_words(left()));
   // Within the terminal: a line that wraps cannot be redrawn in place.
-  if (const std::size_t width = output_width(stderr); width > 1 && line.size() >= width)
-    line.resize(width - 1);
-  fmt::print(stderr, "\r{:<{}}", line, std::max(line.size(), line_.size()));
+  const std::size_t width = output_width(stderr);
+  if (width > 1 && line.size() >= width) line.resize(width - 1);
+  std::size_t pad = std::max(line.size(), line_.size());
+  if (width > 1) pad = std::min(pad, width - 1);
+  fmt::print(stderr, "\r{:<{}}", line, pad);
   std::fflush(stderr);
   line_ = line;
 }

@@ -243,13 +243,17 @@ MeasuredScenario load_measured_scenario(const std::string& measurement_file,
       overrides.push_back(
           {option == "--gpus" ? "sweep.gpus" : "sweep.batch", "[" + value + "]", argument});
     } else if (option == "--catalogue") {
-      // The GPUs the run's machine may name: found as the scenario file is.
+      // The GPUs the run's machine may name, where the file is still found (from here, or
+      // beside the measurement file); else the command's own --catalogue must give them, and
+      // loading the machine says so.
       std::error_code ignored;
-      extend_gpu_catalogue(
-          std::filesystem::is_regular_file(value, ignored)
-              ? std::filesystem::path(value)
-              : resolve_data_file(value, std::filesystem::path(measurement_file).parent_path(),
-                                  "topologies", SourceMark{measurement_file, 0, 0}, "arguments"));
+      const std::filesystem::path beside =
+          std::filesystem::path(measurement_file).parent_path() / value;
+      if (std::filesystem::is_regular_file(value, ignored)) {
+        extend_gpu_catalogue(value);
+      } else if (std::filesystem::is_regular_file(beside, ignored)) {
+        extend_gpu_catalogue(beside);
+      }
     }
   }
   overrides.insert(overrides.end(), extra.begin(), extra.end());

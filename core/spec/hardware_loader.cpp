@@ -418,23 +418,49 @@ const GpuCatalogue& bundled_gpu_catalogue() {
   return process_catalogue();
 }
 
+namespace {
+
+// Whether two entries give the same figures (the same catalogue file found at two paths, or a
+// copy of it).
+bool same_figures(const GpuSpec& a, const GpuSpec& b) {
+  const bool same_nvlink =
+      a.nvlink.has_value() == b.nvlink.has_value() &&
+      (!a.nvlink ||
+       (a.nvlink->generation == b.nvlink->generation && a.nvlink->links == b.nvlink->links &&
+        a.nvlink->per_link_per_direction == b.nvlink->per_link_per_direction));
+  return a.name == b.name && a.architecture == b.architecture && a.sm_count == b.sm_count &&
+         a.memory == b.memory && a.memory_bandwidth == b.memory_bandwidth && a.peak == b.peak &&
+         a.pcie_generation == b.pcie_generation && a.pcie_lanes == b.pcie_lanes && same_nvlink;
+}
+
+}  // namespace
+
 void extend_gpu_catalogue(const std::filesystem::path& file) {
   // Each file once: a command's --catalogue and the same file recorded in a measurement file.
   static std::set<std::filesystem::path> extended;
-  std::error_code ignored;
-  if (!extended.insert(std::filesystem::weakly_canonical(file, ignored)).second) return;
+  std::error_code error;
+  std::filesystem::path key = std::filesystem::weakly_canonical(file, error);
+  if (error) key = std::filesystem::absolute(file).lexically_normal();
+  if (extended.contains(key)) return;
   GpuCatalogue& catalogue = process_catalogue();
   GpuCatalogue added = load_gpu_catalogue(file);
+  // Every id checked before any is added: a refused file adds nothing. An entry the catalogue
+  // already has with the same figures (a copy of the file) is taken as it.
+  std::vector<GpuSpec> fresh;
   for (GpuSpec& gpu : added.gpus) {
     if (const GpuSpec* known = catalogue.find(gpu.id)) {
+      if (same_figures(*known, gpu)) continue;
       throw InputError(gpu.mark, fmt::format("gpus.{}", gpu.id),
                        fmt::format("the catalogue already has a GPU '{}' ({}:{}); give yours "
                                    "another id",
                                    gpu.id, known->mark.file, known->mark.line));
     }
-    catalogue.gpus.push_back(std::move(gpu));
+    fresh.push_back(std::move(gpu));
   }
+  for (GpuSpec& gpu : fresh)
+    catalogue.gpus.push_back(std::move(gpu));
   catalogue.source_file += " and " + added.source_file;
+  extended.insert(key);
 }
 
 MachineSpec load_machine(const std::filesystem::path& file, const GpuCatalogue& catalogue) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -451,13 +452,24 @@ void OneGpuComparison::prepare(int jobs) {
       }
     }
   }
-  std::vector<PointResult> simulated =
-      simulate_points(missing.size(), jobs, [&](std::size_t i) -> PointResult {
-        if (missing[i] > scenario_.dataset.train_samples) return PointResult{};
-        return predict_point(scenario_, SweepPoint{1, missing[i], missing[i]}, plain_);
-      });
-  for (std::size_t i = 0; i < missing.size(); ++i)
-    one_gpu_.emplace(missing[i], std::move(simulated[i]));
+  // A reference that fails to simulate is left out: apply() tries it again, and fails, only
+  // for a point that needs it (one that fits), as the lazy path does.
+  std::vector<std::optional<PointResult>> simulated(missing.size());
+  simulate_points(missing.size(), jobs, [&](std::size_t i) -> PointResult {
+    if (missing[i] > scenario_.dataset.train_samples) {
+      simulated[i] = PointResult{};
+    } else {
+      try {
+        simulated[i] = predict_point(scenario_, SweepPoint{1, missing[i], missing[i]}, plain_);
+      } catch (const std::exception&) {
+        simulated[i].reset();
+      }
+    }
+    return PointResult{};
+  });
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    if (simulated[i]) one_gpu_.emplace(missing[i], std::move(*simulated[i]));
+  }
 }
 
 bool OneGpuComparison::ready(const PointResult& result) const {

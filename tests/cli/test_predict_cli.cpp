@@ -388,9 +388,16 @@ TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and
   INFO(with.output);
   CHECK(with.exit_code == 0);
   CHECK_THAT(with.output, Catch::Contains("NVIDIA GeForce RTX 4090"));
-  // The same id as a bundled GPU is refused, naming both.
-  std::ofstream(folder / "clash.yaml") << "kind: gpu-catalogue\ngpus:\n"
-                                       << bundled.substr(from, to - from + 1);
+  // The same id as a bundled GPU with other figures is refused, naming both; an identical copy
+  // of the entry is taken as the entry.
+  std::ofstream(folder / "copy.yaml") << "kind: gpu-catalogue\ngpus:\n"
+                                      << bundled.substr(from, to - from + 1);
+  CHECK(run_command(epochcast_binary() + " topo rtx4090-8x-pcie --catalogue " +
+                    (folder / "copy.yaml").string())
+            .exit_code == 0);
+  std::string other = bundled.substr(from, to - from + 1);
+  other.replace(other.find("sm_count: 128"), std::string("sm_count: 128").size(), "sm_count: 144");
+  std::ofstream(folder / "clash.yaml") << "kind: gpu-catalogue\ngpus:\n" << other;
   CommandResult clash = run_command(epochcast_binary() + " topo rtx4090-8x-pcie --catalogue " +
                                     (folder / "clash.yaml").string());
   CHECK(clash.exit_code == 2);

@@ -25,11 +25,6 @@ std::string precision_name(const ScenarioSpec& s) {
   return std::string(kTrainingPrecisionNames[static_cast<int>(s.training.precision)]);
 }
 
-struct Column {
-  const char* header;
-  TextTable::Align align;
-};
-
 // The most GPUs of one node that a point of the sweep uses.
 int most_gpus_in_node(const ScenarioSpec& s) {
   int most = 1;

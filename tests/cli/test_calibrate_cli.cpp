@@ -11,6 +11,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/text.h"
 
 using namespace epochcast::test;
 
@@ -32,13 +33,6 @@ nlohmann::json read_json(const std::string& path) {
 // One BLAS thread: the 2-core CI machine then runs the loop without the BLAS and LibTorch thread
 // pools competing for its cores.
 const std::string kRunEnvironment = "OPENBLAS_NUM_THREADS=1 ";
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 }  // namespace
 
@@ -104,7 +98,7 @@ TEST_CASE("calibrate writes a profile that predict and validate load, labelled o
   CHECK(std::filesystem::exists(out_path("val-plot.dat")));
   CHECK_THAT(validate.output, Catch::Contains("Plotted " + image));
   // Measured solid with filled markers, predicted dashed with open ones, in one colour.
-  const std::string script = read(out_path("val-plot.gp"));
+  const std::string script = read_file(out_path("val-plot.gp"));
   CHECK_THAT(script, Catch::Contains("lc 1 pt 7 dt 1 title '1 GPU measured'"));
   CHECK_THAT(script, Catch::Contains("lc 1 pt 6 dt 2 title '1 GPU predicted'"));
   CHECK_THAT(script, !Catch::Contains("held out"));  // nothing was held out here
@@ -114,8 +108,9 @@ TEST_CASE("calibrate writes a profile that predict and validate load, labelled o
                   " --holdout every-other-batch --plot " + held);
   INFO(holdout.output);
   REQUIRE(holdout.exit_code == 0);
-  CHECK_THAT(read(out_path("held-plot.gp")), Catch::Contains("title 'held out (measured)'"));
-  CHECK_THAT(read(out_path("held-plot.dat")), Catch::Contains("# held out of the calibration"));
+  CHECK_THAT(read_file(out_path("held-plot.gp")), Catch::Contains("title 'held out (measured)'"));
+  CHECK_THAT(read_file(out_path("held-plot.dat")),
+             Catch::Contains("# held out of the calibration"));
 
   // The same profile applied to a GPU: a cross-device prediction, labelled as such.
   CommandResult cross =

@@ -8,6 +8,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/text.h"
 
 using namespace epochcast::test;
 
@@ -19,13 +20,6 @@ std::string scenario(const std::string& relative) {
 std::string out_path(const std::string& name) {
   return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
 }
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("compare runs the sweep on each machine and recommends by time and by cost") {
@@ -41,7 +35,7 @@ TEST_CASE("compare runs the sweep on each machine and recommends by time and by 
   // Faster on the H100s, cheaper on the 4090s: the sentence names both.
   CHECK_THAT(r.output, Catch::Contains("Recommendation: hgx-h100-4gpu when time matters most"));
   CHECK_THAT(r.output, Catch::Contains("rtx4090-8x-pcie when cost does"));
-  nlohmann::json j = nlohmann::json::parse(read(json));
+  nlohmann::json j = nlohmann::json::parse(read_file(json));
   CHECK(j["schema"] == "epochcast.comparison/1");
   REQUIRE(j["machines"].size() == 2);
   // The 4-GPU machine runs the sweep's counts it has (1, 2, 4), not 8.
@@ -51,7 +45,7 @@ TEST_CASE("compare runs the sweep on each machine and recommends by time and by 
   double epoch = j["machines"][1]["fastest"]["epoch_s"].get<double>();
   CHECK(j["machines"][1]["fastest"]["cost_per_epoch"].get<double>() ==
         Approx(price * 4 * epoch / 3600));
-  std::string table = read(csv);
+  std::string table = read_file(csv);
   CHECK(std::count(table.begin(), table.end(), '\n') == 1 + 4 + 3);
 }
 
@@ -115,11 +109,11 @@ TEST_CASE("predict --plot draws epoch time, breakdown and scaling with data and 
   REQUIRE(r.exit_code == 0);
   for (const char* stem : {"conv1d", "conv1d-breakdown", "conv1d-scaling"}) {
     INFO(stem);
-    std::string png = read((dir / (std::string(stem) + ".png")).string());
+    std::string png = read_file((dir / (std::string(stem) + ".png")).string());
     REQUIRE(png.size() > 1000);
     CHECK(png.substr(1, 3) == "PNG");
     CHECK(std::filesystem::exists(dir / (std::string(stem) + ".dat")));
-    CHECK_THAT(read((dir / (std::string(stem) + ".gp")).string()),
+    CHECK_THAT(read_file((dir / (std::string(stem) + ".gp")).string()),
                Catch::Contains("data = '" + std::string(stem) + ".dat'"));
   }
   // The script redraws the image as it is, run by hand in its directory.
@@ -127,9 +121,9 @@ TEST_CASE("predict --plot draws epoch time, breakdown and scaling with data and 
   CommandResult again = run_command("cd '" + dir.string() + "' && gnuplot conv1d.gp");
   INFO(again.output);
   CHECK(again.exit_code == 0);
-  CHECK(read((dir / "conv1d.png").string()).substr(1, 3) == "PNG");
+  CHECK(read_file((dir / "conv1d.png").string()).substr(1, 3) == "PNG");
   // The epoch-time data: a block per GPU count, a row per batch.
-  std::string data = read((dir / "conv1d.dat").string());
+  std::string data = read_file((dir / "conv1d.dat").string());
   CHECK(std::count(data.begin(), data.end(), '\n') == 1 + 3 * 3 + 2 * 2);
   // Nothing half-written is left behind.
   for (const auto& entry : std::filesystem::directory_iterator(dir))
@@ -148,7 +142,7 @@ TEST_CASE("the epoch plot is zoomed to its points, each GPU count styled apart, 
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("Plotted " + image + " (gnuplot data and script: "));
-  const std::string script = read((dir / "oom.gp").string());
+  const std::string script = read_file((dir / "oom.gp").string());
   // A line per GPU count, each its own point type and dash.
   CHECK_THAT(script, Catch::Contains("lc 1 pt 7 dt 1 title '1 GPU'"));
   CHECK_THAT(script, Catch::Contains("lc 2 pt 5 dt 2 title '2 GPUs'"));
@@ -159,7 +153,7 @@ TEST_CASE("the epoch plot is zoomed to its points, each GPU count styled apart, 
   CHECK_THAT(script, Catch::Contains("with points pt 2"));
   CHECK_THAT(script, Catch::Contains("title 'x: out of memory'"));
   CHECK_THAT(script, Catch::Contains("(\"OOM\") with labels"));
-  const std::string data = read((dir / "oom.dat").string());
+  const std::string data = read_file((dir / "oom.dat").string());
   CHECK_THAT(data, Catch::Contains("# 1 GPU: out of memory"));
   CHECK_THAT(data, Catch::Contains("# 2 GPUs: out of memory"));
 }
@@ -173,7 +167,7 @@ TEST_CASE("predict --plot of one GPU count draws no scaling figure, SVG works to
                   " --batch 16,256 --plot " + (dir / "mnist.svg").string());
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(read((dir / "mnist.svg").string()), Catch::Contains("<svg"));
+  CHECK_THAT(read_file((dir / "mnist.svg").string()), Catch::Contains("<svg"));
   CHECK(std::filesystem::exists(dir / "mnist-breakdown.svg"));
   CHECK_FALSE(std::filesystem::exists(dir / "mnist-scaling.svg"));
 }

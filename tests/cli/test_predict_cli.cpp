@@ -13,6 +13,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/text.h"
 
 using namespace epochcast::test;
 
@@ -24,13 +25,6 @@ std::string seed(const std::string& name) {
 std::string out_path(const std::string& name) {
   return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
 }
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 TEST_CASE("predict prints a row per sweep point with the breakdown and the bottleneck") {
@@ -50,18 +44,6 @@ TEST_CASE("predict prints a row per sweep point with the breakdown and the bottl
   }
   CHECK(rows == 12);
 }
-
-namespace {
-
-std::size_t widest_line(const std::string& text) {
-  std::size_t widest = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);)
-    widest = std::max(widest, line.size());
-  return widest;
-}
-
-}  // namespace
 
 TEST_CASE("the table fits the width COLUMNS gives, and --wide has every column at any width") {
   // A sweep over GPU counts (speedup, efficiency) whose bottlenecks are long sentences.
@@ -99,13 +81,13 @@ TEST_CASE("predict writes CSV, JSON and a Chrome trace with named tracks") {
                                 " --gpus 1 --batch 50,100 --csv " + csv + " --json " + json +
                                 " --trace " + trace + " --trace-point 2 --trace-iterations 2");
   REQUIRE(r.exit_code == 0);
-  std::string table = read(csv);
+  std::string table = read_file(csv);
   CHECK(std::count(table.begin(), table.end(), '\n') == 3);  // header + 2 points
-  nlohmann::json j = nlohmann::json::parse(read(json));
+  nlohmann::json j = nlohmann::json::parse(read_file(json));
   CHECK(j["schema"] == "epochcast.prediction/1");
   CHECK(j["points"].size() == 2);
   CHECK(j["points"][1]["global_batch"] == 100);
-  nlohmann::json t = nlohmann::json::parse(read(trace));
+  nlohmann::json t = nlohmann::json::parse(read_file(trace));
   std::set<std::string> tracks;
   for (const auto& e : t["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"]);
@@ -124,7 +106,7 @@ TEST_CASE("a multi-GPU trace has a communication track per GPU and link counters
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("speedup"));
   CHECK_THAT(r.output, Catch::Contains("efficiency"));
-  nlohmann::json t = nlohmann::json::parse(read(trace));
+  nlohmann::json t = nlohmann::json::parse(read_file(trace));
   std::set<std::string> tracks;
   std::set<std::string> counters;
   for (const auto& e : t["traceEvents"]) {
@@ -137,7 +119,7 @@ TEST_CASE("a multi-GPU trace has a communication track per GPU and link counters
     CHECK(tracks.count("GPU " + std::to_string(gpu) + " compute stream") == 1);
   }
   CHECK_FALSE(counters.empty());
-  nlohmann::json j = nlohmann::json::parse(read(json));
+  nlohmann::json j = nlohmann::json::parse(read_file(json));
   const auto& four = j["points"][1];
   CHECK(four["gpus"] == 4);
   CHECK(four["communication"]["total_s"].get<double>() > 0);
@@ -153,7 +135,7 @@ TEST_CASE("an override given with --set changes the scenario before it is checke
   REQUIRE(run_command(epochcast_binary() + " predict " + seed("linear") +
                       " --gpus 1 --batch 100 --set training.optimizer=sgd --csv " + momentum)
               .exit_code == 0);
-  CHECK(read(fp32) != read(momentum));  // sgd moves far fewer optimizer bytes than adam
+  CHECK(read_file(fp32) != read_file(momentum));  // sgd moves far fewer optimizer bytes than adam
 }
 
 TEST_CASE("a bad --set exits 2 and names the override") {
@@ -213,7 +195,7 @@ TEST_CASE("predict writes through a symlink and streams to a FIFO") {
   std::filesystem::create_symlink("data/result.csv", folder + "/link.csv");
   REQUIRE(::mkfifo((folder + "/pipe.json").c_str(), 0600) == 0);
   std::string streamed;
-  std::thread reader([&] { streamed = read(folder + "/pipe.json"); });
+  std::thread reader([&] { streamed = read_file(folder + "/pipe.json"); });
   CommandResult r = run_command(epochcast_binary() + " predict " + seed("linear") +
                                 " --gpus 1 --batch 20 --csv " + folder + "/link.csv --json " +
                                 folder + "/pipe.json");
@@ -221,7 +203,7 @@ TEST_CASE("predict writes through a symlink and streams to a FIFO") {
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(std::filesystem::is_symlink(folder + "/link.csv"));
-  CHECK_THAT(read(folder + "/data/result.csv"), Catch::StartsWith("gpus,global_batch"));
+  CHECK_THAT(read_file(folder + "/data/result.csv"), Catch::StartsWith("gpus,global_batch"));
   CHECK(nlohmann::json::parse(streamed)["points"].size() == 1);
   CHECK(std::filesystem::is_fifo(folder + "/pipe.json"));
 }
@@ -262,7 +244,7 @@ TEST_CASE("a terminated predict leaves no temporary file, whenever the signal la
     CHECK(ended);
     for (const auto& entry : std::filesystem::directory_iterator(folder)) {
       CHECK(entry.path().filename() == "trace.json");
-      CHECK(nlohmann::json::accept(read(entry.path().string())));
+      CHECK(nlohmann::json::accept(read_file(entry.path().string())));
     }
   }
 }
@@ -304,7 +286,7 @@ TEST_CASE("absurd --set values exit 2 naming the key and its range") {
 
 TEST_CASE("a sweep of a hundred thousand points is announced before its first point") {
   // Seed 001's linear model with one GPU and every batch size from 1 to 100,000.
-  std::string text = read(seed("linear"));
+  std::string text = read_file(seed("linear"));
   auto replace = [&text](const std::string& from, const std::string& to) {
     std::size_t at = text.find(from);
     REQUIRE(at != std::string::npos);
@@ -337,7 +319,7 @@ TEST_CASE("predict --jobs gives the serial run's table, CSV, JSON and trace, byt
         run_command(epochcast_binary() + " predict " + seed("conv1d") + " --jobs " + tag +
                     " --csv " + csv + " --json " + json + " --trace " + trace + " --trace-point 7");
     REQUIRE(r.exit_code == 0);
-    return std::vector<std::string>{r.output, read(csv), read(json), read(trace)};
+    return std::vector<std::string>{r.output, read_file(csv), read_file(json), read_file(trace)};
   };
   const std::vector<std::string> serial = run(1);
   for (int jobs : {2, 5}) {
@@ -354,7 +336,7 @@ TEST_CASE("predict --every-rank simulates every node and says so in the table an
                   " --gpus 16 --every-rank --json " + json);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("Simulated: every rank at 16 GPUs (as asked"));
-  nlohmann::json j = nlohmann::json::parse(read(json));
+  nlohmann::json j = nlohmann::json::parse(read_file(json));
   CHECK(j["settings"]["every_rank"] == true);
   CHECK(j["points"][0]["ranks_simulated"] == "every rank");
 }
@@ -364,7 +346,7 @@ TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and
   std::filesystem::create_directories(folder);
   // A catalogue of one GPU: the RTX 4090's entry under another id and name, as a user would
   // start from the closest entry.
-  std::string bundled = read((source_dir() / "topologies" / "gpus.yaml").string());
+  std::string bundled = read_file((source_dir() / "topologies" / "gpus.yaml").string());
   const std::size_t from = bundled.find("  rtx-4090:\n");
   const std::size_t to = bundled.find("\n  l4:\n");
   REQUIRE(from != std::string::npos);
@@ -372,7 +354,7 @@ TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and
   std::string entry = bundled.substr(from, to - from + 1);
   entry.replace(0, std::string("  rtx-4090:").size(), "  my-rtx-4090-oc:");
   std::ofstream(folder / "my-gpus.yaml") << "kind: gpu-catalogue\ngpus:\n" << entry;
-  std::string machine = read((source_dir() / "topologies" / "rtx4090-8x-pcie.yaml").string());
+  std::string machine = read_file((source_dir() / "topologies" / "rtx4090-8x-pcie.yaml").string());
   machine.replace(machine.find("gpu: rtx-4090"), std::string("gpu: rtx-4090").size(),
                   "gpu: my-rtx-4090-oc");
   std::ofstream(folder / "box.yaml") << machine;

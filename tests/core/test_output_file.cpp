@@ -16,8 +16,10 @@
 
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "support/text.h"
 
 using namespace epochcast;
+using epochcast::test::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -51,13 +53,6 @@ class Folder {
   fs::path path_;
 };
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string error_of(const std::function<void()>& action) {
   try {
     action();
@@ -72,7 +67,7 @@ std::string error_of(const std::function<void()>& action) {
 TEST_CASE("a new output file is written whole, with the usual permissions, and no temporary") {
   Folder folder;
   write_output(folder / "out.csv", "a,b\n1,2\n", "--csv");
-  CHECK(read(folder / "out.csv") == "a,b\n1,2\n");
+  CHECK(read_file(folder / "out.csv") == "a,b\n1,2\n");
   CHECK(folder.names() == std::vector<std::string>{"out.csv"});
   mode_t mask = ::umask(0);
   ::umask(mask);
@@ -86,7 +81,7 @@ TEST_CASE("replacing a file keeps its permissions") {
   write_output(folder / "out.json", "old", "--json");
   REQUIRE(::chmod((folder / "out.json").c_str(), 0640) == 0);
   write_output(folder / "out.json", "new", "--json");
-  CHECK(read(folder / "out.json") == "new");
+  CHECK(read_file(folder / "out.json") == "new");
   struct stat st {};
   REQUIRE(::stat((folder / "out.json").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0640);
@@ -101,7 +96,7 @@ TEST_CASE("a symlink is written through to its target and stays a link") {
   CHECK(out.kind() == OutputFile::Kind::replace);
   out.write("new");
   CHECK(fs::is_symlink(folder / "link.json"));
-  CHECK(read(folder / "data/target.json") == "new");
+  CHECK(read_file(folder / "data/target.json") == "new");
   CHECK(folder.names() == std::vector<std::string>{"data", "link.json"});
 }
 
@@ -113,7 +108,7 @@ TEST_CASE("a dangling symlink creates its target") {
   write_output(folder / "b.json", "made", "--json");
   CHECK(fs::is_symlink(folder / "a.json"));
   CHECK(fs::is_symlink(folder / "b.json"));
-  CHECK(read(folder / "data/later.json") == "made");
+  CHECK(read_file(folder / "data/later.json") == "made");
 }
 
 TEST_CASE("a FIFO is streamed to and never replaced") {
@@ -121,7 +116,7 @@ TEST_CASE("a FIFO is streamed to and never replaced") {
   std::string fifo = folder / "pipe";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string received;
-  std::thread reader([&] { received = read(fifo); });
+  std::thread reader([&] { received = read_file(fifo); });
   OutputFile out = OutputFile::resolve(fifo, "--csv");
   CHECK(out.kind() == OutputFile::Kind::stream);
   out.write("streamed\n");

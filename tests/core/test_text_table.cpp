@@ -1,23 +1,11 @@
 // Text layout: durations a person reads, prose wrapped to a width, tables fitted to it.
-#include <sstream>
-
 #include <catch2/catch.hpp>
 
 #include "core/format/text_table.h"
+#include "support/text.h"
 
 using namespace epochcast;
-
-namespace {
-
-std::size_t widest_line(const std::string& text) {
-  std::size_t widest = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);)
-    widest = std::max(widest, line.size());
-  return widest;
-}
-
-}  // namespace
+using epochcast::test::widest_line;
 
 TEST_CASE("durations read in the unit a person reads, with four significant digits") {
   CHECK(readable_duration(0) == "0 s");

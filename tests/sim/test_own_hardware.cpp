@@ -9,21 +9,16 @@
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
 #include "support/paths.h"
+#include "support/text.h"
 
 using namespace epochcast;
+using epochcast::test::read_file;
 
 namespace {
 
-std::string read(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The catalogue entry `id` as it is written in topologies/gpus.yaml: its lines below "  id:".
 std::string catalogue_entry(const std::string& id) {
-  std::istringstream lines(read(test::source_dir() / "topologies" / "gpus.yaml"));
+  std::istringstream lines(read_file(test::source_dir() / "topologies" / "gpus.yaml"));
   std::string entry, line;
   bool inside = false;
   while (std::getline(lines, line)) {
@@ -39,7 +34,7 @@ std::string catalogue_entry(const std::string& id) {
 
 // dgx-h100.yaml with its `gpu: h100-sxm` replaced by `replacement` (lines of its own).
 std::string dgx_h100_with_gpu(const std::string& replacement) {
-  std::string machine = read(test::source_dir() / "topologies" / "dgx-h100.yaml");
+  std::string machine = read_file(test::source_dir() / "topologies" / "dgx-h100.yaml");
   const std::string named = "gpu: h100-sxm\n";
   const std::size_t at = machine.find(named);
   REQUIRE(at != std::string::npos);

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/holdout.h"
+#include "cli/progress.h"
 #include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
@@ -135,7 +136,16 @@ Command add_calibrate_command(CLI::App& app) {
     validate::PointFilter held_out = holdout_filter(args->holdout, inputs);
     validate::PointFilter use;
     if (held_out) use = [held_out](const MeasuredPoint& p) { return !held_out(p); };
-    validate::Calibration c = validate::calibrate(inputs, use, args->measurements);
+    validate::Calibration c;
+    {
+      // On a terminal, after a couple of seconds: the fit's stage and an estimate of what is left.
+      SweepProgress progress("calibrate", 0);
+      c = validate::calibrate(inputs, use, args->measurements,
+                              [&progress](const std::string& stage, double fraction) {
+                                progress.stage(stage, fraction);
+                              });
+      progress.clear();
+    }
     print_calibration(out, c);
     if (c.fitted.empty()) {
       throw InputError(SourceMark{args->measurements.front(), 0, 0}, "",

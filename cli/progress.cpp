@@ -53,7 +53,8 @@ SweepProgress::SweepProgress(std::string what, std::size_t total)
     std::unique_lock lock(mutex_);
     constexpr auto kRedraw = std::chrono::milliseconds(500);
     while (!wake_.wait_for(lock, kRedraw, [this] { return stopping_; })) {
-      if (elapsed() >= kQuietSeconds && done_ < total_) draw(false);
+      const bool working = total_ == 0 ? !stage_.empty() : done_ < total_;
+      if (elapsed() >= kQuietSeconds && working) draw(false);
     }
   });
 }
@@ -122,11 +123,27 @@ void SweepProgress::point_done() {
   if (terminal_) draw(done_ >= total_);
 }
 
+void SweepProgress::stage(const std::string& detail, double fraction) {
+  std::lock_guard lock(mutex_);
+  stage_ = detail;
+  fraction_ = fraction;
+  if (terminal_ && elapsed() >= kQuietSeconds) draw(false);
+}
+
 void SweepProgress::draw(bool last) {
   const double spent = elapsed();
-  std::string line = fmt::format("{}: {} of {} points, {} elapsed", what_, points(done_),
-                                 points(total_), duration_words(spent));
-  if (!last && done_ > 0) line += fmt::format(", about {} left", duration_words(left()));
+  std::string line;
+  if (total_ == 0) {
+    line = fmt::format("{}: {}, {} elapsed", what_, stage_, duration_words(spent));
+    // The fraction is a rough guide: no estimate until a tenth is done.
+    if (fraction_ >= 0.1 && fraction_ < 1) {
+      line += fmt::format(", about {} left", duration_words(spent * (1 - fraction_) / fraction_));
+    }
+  } else {
+    line = fmt::format("{}: {} of {} points, {} elapsed", what_, points(done_), points(total_),
+                       duration_words(spent));
+    if (!last && done_ > 0) line += fmt::format(", about {} left", duration_words(left()));
+  }
   // Within the terminal: a line that wraps cannot be redrawn in place.
   const std::size_t width = output_width(stderr);
   if (width > 1 && line.size() >= width) line.resize(width - 1);

@@ -1,9 +1,9 @@
-// Progress of a long run over sweep points, on standard error, so that no command works for
-// minutes in silence. Quick work prints nothing. On a terminal, once a run has taken a couple
-// of seconds, a line shows the points done, the time elapsed and an estimate of the time left,
-// redrawn in place twice a second; pipes and files get none of that, only the warning (a line
-// of its own, anywhere) that the whole is estimated to take long. Only standard error sees the
-// wall clock: results never depend on it.
+// Progress of a long run over sweep points (or through the stages of a fit), on standard
+// error, so that no command works for minutes in silence. Quick work prints nothing. On a terminal,
+// once a run has taken a couple of seconds, a line shows the points done, the time elapsed and an
+// estimate of the time left, redrawn in place twice a second; pipes and files get none of that,
+// only the warning (a line of its own, anywhere) that the whole is estimated to take long. Only
+// standard error sees the wall clock: results never depend on it.
 #pragma once
 
 #include <chrono>
@@ -18,7 +18,8 @@ namespace epochcast::cli {
 
 class SweepProgress {
  public:
-  // `what` names the work in messages ("predict"); `total` is the number of points.
+  // `what` names the work in messages ("predict"); `total` is the number of points, or 0 for
+  // work told in stages (stage()), such as a calibration's fit.
   SweepProgress(std::string what, std::size_t total);
   SweepProgress(const SweepProgress&) = delete;
   SweepProgress& operator=(const SweepProgress&) = delete;
@@ -26,6 +27,8 @@ class SweepProgress {
 
   // Call after each point (from any thread).
   void point_done();
+  // Work without points: what it is doing now and about how much is done (0 to 1).
+  void stage(const std::string& detail, double fraction);
   // Prints `text` to `out` (a table row) without garbling the progress line: on a terminal the
   // line is cleared first and drawn again below it.
   void above(const std::string& text, std::FILE* out);
@@ -45,6 +48,8 @@ class SweepProgress {
   std::string what_;
   std::size_t total_;
   std::size_t done_ = 0;
+  std::string stage_;    // stage(): what the work is doing
+  double fraction_ = 0;  // stage(): how much of it is done
   Clock::time_point start_;
   Clock::time_point last_done_;  // when the latest point finished
   bool warned_ = false;

@@ -410,8 +410,8 @@ std::vector<FigurePrior> measured_priors(const Calibration& c) {
 // The end-to-end fit (end_to_end_fit.h) over every figure the measured epochs and iterations
 // depend on; what it moves replaces or joins the fitted figures.
 void fit_end_to_end_figures(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                            Calibration& out) {
-  EndToEndFit fit = fit_end_to_end(inputs, use, out.profile, measured_priors(out));
+                            Calibration& out, const FitProgress& progress) {
+  EndToEndFit fit = fit_end_to_end(inputs, use, out.profile, measured_priors(out), progress);
   if (fit.points == 0) {
     out.notes.push_back("end-to-end: no measured epoch or iteration to fit");
     out.end_to_end = std::make_shared<EndToEndFit>(std::move(fit));
@@ -611,7 +611,7 @@ bool add_python_loop_costs(const std::vector<MeasuredScenario>& inputs, Calibrat
 }  // namespace
 
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                      const std::vector<std::string>& file_names) {
+                      const std::vector<std::string>& file_names, const FitProgress& progress) {
   if (inputs.empty()) throw std::invalid_argument("calibrate needs measurements");
   Calibration out;
   out.profile = inputs.front().scenario.profile;
@@ -677,7 +677,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   }
   if (!sample_cpu.empty()) fit_sample_cost(sample_bytes, sample_cpu, out);
   fit_links(inputs, out);
-  fit_end_to_end_figures(inputs, use, out);
+  fit_end_to_end_figures(inputs, use, out, progress);
 
   const MeasuredEnvironment& env = inputs.front().measurements.environment;
   out.profile.name = "calibrated-" + machine.gpu.id;

@@ -24,6 +24,11 @@
 
 namespace epochcast::validate {
 
+// Told where a long fit stands: what it is doing ("fitting: start 2 of 4, iteration 7") and
+// about how much of the work is done (0 to 1). For a progress line only; results never depend
+// on it.
+using FitProgress = std::function<void(const std::string& stage, double fraction)>;
+
 // Measurements of one scenario, with the scenario they ran.
 struct MeasuredScenario {
   std::string file;  // the measurement file
@@ -56,8 +61,8 @@ struct Calibration {
 };
 
 // Starts from each scenario's own profile (they must share a machine) and fits what the
-// measurements determine.
+// measurements determine. `progress` hears how the end-to-end fit, the long part, goes.
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                      const std::vector<std::string>& file_names);
+                      const std::vector<std::string>& file_names, const FitProgress& progress = {});
 
 }  // namespace epochcast::validate

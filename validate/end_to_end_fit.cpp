@@ -193,7 +193,21 @@ struct Solution {
 // Stops when an iteration improves the cost by less than 0.01%, or moves no figure by more than
 // 0.1% of its prior spread: finer than the measurements' noise, coarser than the simulator's
 // event-ordering ripple (which would otherwise keep the solver crawling).
-Solution solve(const PointModel& model, std::vector<double> x) {
+// Reports each iteration to a progress callback.
+class IterationReport : public ceres::IterationCallback {
+ public:
+  explicit IterationReport(std::function<void(int)> report) : report_(std::move(report)) {}
+  ceres::CallbackReturnType operator()(const ceres::IterationSummary& summary) override {
+    report_(summary.iteration);
+    return ceres::SOLVER_CONTINUE;
+  }
+
+ private:
+  std::function<void(int)> report_;
+};
+
+Solution solve(const PointModel& model, std::vector<double> x,
+               const std::function<void(int)>& on_iteration) {
   EndToEndCost cost(model);
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
@@ -212,6 +226,8 @@ Solution solve(const PointModel& model, std::vector<double> x) {
   options.parameter_tolerance = 1e-3;
   options.logging_type = ceres::SILENT;
   options.num_threads = 1;
+  IterationReport report(on_iteration);
+  if (on_iteration) options.callbacks.push_back(&report);
   ceres::Solver::Summary summary;
   ceres::Solve(options, &problem, &summary);
   return {std::move(x), summary.final_cost};
@@ -438,7 +454,12 @@ double default_log_sd(const std::string& key) {
 }
 
 EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                           const HardwareProfile& start, const std::vector<FigurePrior>& priors) {
+                           const HardwareProfile& start, const std::vector<FigurePrior>& priors,
+                           const FitProgress& progress) {
+  // Shares of the work, for the progress line: screening the figures, the starts, the checks.
+  auto report = [&](const std::string& stage, double fraction) {
+    if (progress) progress(stage, std::clamp(fraction, 0.0, 1.0));
+  };
   EndToEndFit out;
   out.profile = start;
   const std::vector<FitPoint> points = fit_points(inputs, use, start);
@@ -454,6 +475,9 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   std::vector<FreeFigure> free;
   std::vector<FigureEstimate> unseen;
   for (const FreeFigure& f : all) {
+    report(
+        fmt::format("screening {} figures against {} points", all.size(), points.size()),
+        0.1 * static_cast<double>(free.size() + unseen.size()) / static_cast<double>(all.size()));
     HardwareProfile moved = start;
     const double direction = f.upper >= 1 ? 1.0 : -1.0;  // stay inside the bounds
     set_profile_figure(moved, f.key, f.prior * std::exp(direction * f.log_sd));
@@ -473,9 +497,20 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   model.set_free(free);
 
   Solution best;
-  for (const std::vector<double>& x0 : starts(free.size())) {
+  const std::vector<std::vector<double>> start_points = starts(free.size());
+  for (const std::vector<double>& x0 : start_points) {
     ++out.starts;
-    Solution s = solve(model, x0);
+    const int number = out.starts;
+    const auto count = static_cast<double>(start_points.size());
+    auto on_iteration = [&](int iteration) {
+      // An iteration's share of its start: most starts end well before the cap.
+      const double within = std::min(0.9, static_cast<double>(iteration) / kMaxIterations * 3);
+      report(fmt::format("fitting {} figures: start {} of {}, iteration {}", free.size(), number,
+                         start_points.size(), iteration),
+             0.1 + 0.75 * (number - 1 + within) / count);
+    };
+    on_iteration(0);
+    Solution s = solve(model, x0, on_iteration);
     if (s.cost < best.cost * (1 - 1e-9)) best = std::move(s);
   }
   out.profile = model.profile_at(best.x.data());
@@ -505,6 +540,8 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   // then simulated there, so the simulator's own nonlinearity is kept where it matters.
   std::vector<double> left_out;
   for (std::size_t i = 0; i < m && m >= 2; ++i) {
+    report(fmt::format("leaving each point out: {} of {}", i + 1, m),
+           0.85 + 0.15 * static_cast<double>(i) / static_cast<double>(m));
     std::vector<double> x = best.x;
     if (n > 0) {
       const Eigen::VectorXd j = J.row(static_cast<Eigen::Index>(i)).transpose();

@@ -12,6 +12,7 @@
 // not see worse than the prior predicts them is reported and not kept.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,7 +78,8 @@ struct EndToEndFit {
 // The points of `inputs` that `use` admits, fitted from `start` with `priors` replacing the
 // default prior of the figures they name (see above).
 EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                           const HardwareProfile& start, const std::vector<FigurePrior>& priors);
+                           const HardwareProfile& start, const std::vector<FigurePrior>& priors,
+                           const FitProgress& progress = {});
 
 // The default prior spread of a figure that no measurement fitted: a factor 2 for efficiencies,
 // 3 for host and link times.

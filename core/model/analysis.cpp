@@ -3,6 +3,7 @@
 #include "core/model/analysis.h"
 
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -43,7 +44,9 @@ class Analyzer {
     result.input_shape = spec_.input_shape;
     result.input_dtype = spec_.input_dtype;
     result.options = options_;
-    Flow input{spec_.input_shape, new_tensor(spec_.input_shape, spec_.input_dtype, false)};
+    Flow input{spec_.input_shape, new_tensor(spec_.input_shape, spec_.input_dtype, false),
+               new_value()};
+    outputs_.emplace(std::string(kModelInput), input);
     Flow out = sequence(spec_.layers, input);
     result.output_shape = out.shape;
     result.layers = std::move(layers_);
@@ -52,10 +55,18 @@ class Analyzer {
   }
 
  private:
+  // A value flowing between layers: its shape, the storage it lives in (views share one), and
+  // which output it is (each layer's output is a value of its own, even when it aliases).
   struct Flow {
     TensorShape shape;
     std::size_t tensor = 0;
+    std::size_t value = 0;
   };
+
+  std::size_t new_value() {
+    readers_.push_back(0);
+    return readers_.size() - 1;
+  }
 
   std::size_t new_tensor(const TensorShape& shape, DType dtype, bool requires_grad) {
     tensors_.push_back(
@@ -78,13 +89,69 @@ class Analyzer {
 
   Flow sequence(const std::vector<ModelNode>& nodes, Flow flow) {
     for (const ModelNode& node : nodes) {
-      flow =
-          node.kind == ModelNode::Kind::layer ? primitive(node.layer, flow) : residual(node, flow);
+      if (!node.inputs.empty()) {
+        std::vector<Flow> inputs = named_inputs(node);
+        if (node.kind == ModelNode::Kind::layer && node.layer.type == LayerType::concat) {
+          flow = concat(node.layer, inputs);
+        } else {
+          flow = node.kind == ModelNode::Kind::layer ? primitive(node.layer, inputs.front())
+                                                     : residual(node, inputs.front());
+        }
+      } else {
+        flow = node.kind == ModelNode::Kind::layer ? primitive(node.layer, flow)
+                                                   : residual(node, flow);
+      }
+      outputs_[node.kind == ModelNode::Kind::layer ? node.layer.name : node.name] = flow;
     }
     return flow;
   }
 
+  // The outputs a node names. A value that something has already read gets its gradients from
+  // more than one consumer, which autograd sums: one add per extra reader, in this node's
+  // backward. (Residual blocks count their own fork's sum at their join.)
+  std::vector<Flow> named_inputs(const ModelNode& node) {
+    std::vector<Flow> inputs;
+    for (const std::string& name : node.inputs) {
+      auto found = outputs_.find(name);
+      if (found == outputs_.end()) {
+        throw std::logic_error("model analysis: '" + name + "' was not computed before its reader");
+      }
+      const Flow& flow = found->second;
+      if (readers_[flow.value] > 0 && tensors_[flow.tensor].requires_grad) {
+        pending_gradient_sums_.push_back(flow.shape.elements());
+      }
+      ++readers_[flow.value];
+      inputs.push_back(flow);
+    }
+    return inputs;
+  }
+
+  Flow concat(const Layer& layer, const std::vector<Flow>& inputs) {
+    std::vector<TensorShape> shapes;
+    bool needs_grad = false;
+    for (const Flow& in : inputs) {
+      shapes.push_back(in.shape);
+      needs_grad = needs_grad || tensors_[in.tensor].requires_grad;
+      if (is_integer(tensors_[in.tensor].dtype)) {
+        fail(layer, "gets integer token ids; a concat joins activations");
+      }
+    }
+    detail::PrimitiveCosts p;
+    try {
+      p = detail::cost_concat(layer, shapes, needs_grad, options_);
+    } catch (const detail::ShapeProblem& problem) {
+      fail(layer, problem.what());
+    }
+    // The output needs a gradient when any part does; commit reads that from its input.
+    Flow first = inputs.front();
+    for (const Flow& in : inputs) {
+      if (tensors_[in.tensor].requires_grad) first = in;
+    }
+    return commit(std::move(p), first);
+  }
+
   Flow primitive(const Layer& layer, const Flow& in) {
+    ++readers_[in.value];
     const Tensor& input = tensors_[in.tensor];
     detail::PrimitiveCosts p;
     try {
@@ -116,11 +183,27 @@ class Analyzer {
       p.saves_input = p.saves_output = false;
       p.saved_extra = {};
     }
+    // Gradients summed for a value that this node read besides another consumer.
+    if (output_requires_grad) {
+      const std::int64_t a = element_bytes(options_.activation_dtype);
+      for (std::int64_t summed : pending_gradient_sums_) {
+        KernelWork sum;
+        sum.name = "add";
+        sum.op_class = OpClass::elementwise;
+        sum.flops = {Flops(summed), Flops(0)};
+        sum.bytes = {Bytes(3 * a * summed), Bytes(0)};
+        sum.parallelism = {summed, 0};
+        c.backward_input.push_back(sum);
+      }
+    }
+    pending_gradient_sums_.clear();
     Flow out;
     out.shape = c.output_shape;
-    DType out_dtype = c.layer.type == LayerType::reshape || c.layer.type == LayerType::flatten
-                          ? tensors_[in.tensor].dtype
-                          : options_.activation_dtype;
+    out.value = new_value();
+    const bool keeps_dtype =
+        c.layer.type == LayerType::reshape || c.layer.type == LayerType::flatten ||
+        c.layer.type == LayerType::permute || c.layer.type == LayerType::transpose;
+    DType out_dtype = keeps_dtype ? tensors_[in.tensor].dtype : options_.activation_dtype;
     out.tensor = p.output_aliases_input
                      ? in.tensor
                      : new_tensor(c.output_shape, out_dtype, output_requires_grad);
@@ -207,6 +290,9 @@ class Analyzer {
   const ModelSpec& spec_;
   CostOptions options_;
   std::vector<Tensor> tensors_;
+  std::vector<int> readers_;                         // per value: the layers that have read it
+  std::map<std::string, Flow> outputs_;              // per node name (and kModelInput): its output
+  std::vector<std::int64_t> pending_gradient_sums_;  // elements, for the next committed layer
   std::vector<LayerCosts> layers_;
   int module_count_ = 0;
 };
@@ -235,9 +321,23 @@ ModelAnalysis analyze_model(const ModelSpec& spec, const CostOptions& options) {
   return Analyzer(spec, options).run();
 }
 
+OutputClasses output_classes(const TensorShape& output) {
+  OutputClasses classes;
+  if (output.rank() >= 3) {  // [classes, height, width]: a label per pixel
+    classes.classes = output.dims[0];
+    classes.label_shape.assign(output.dims.begin() + 1, output.dims.end());
+  } else {  // [classes], or [tokens, classes]: a label per sample or per token
+    classes.classes = output.last();
+    classes.label_shape.assign(output.dims.begin(), output.dims.end() - 1);
+  }
+  for (std::int64_t d : classes.label_shape)
+    classes.labels_per_sample *= d;
+  return classes;
+}
+
 LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& options) {
   std::int64_t a = element_bytes(options.activation_dtype);
-  std::int64_t e = logits.elements(), rows = e / logits.last();
+  std::int64_t e = logits.elements(), rows = output_classes(logits).labels_per_sample;
   LayerCosts c;
   c.layer.type = LayerType::softmax;
   c.layer.name = "loss";

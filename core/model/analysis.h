@@ -176,8 +176,20 @@ struct ModelAnalysis {
 // do not divide into groups, a residual whose branches disagree, and so on.
 ModelAnalysis analyze_model(const ModelSpec& spec, const CostOptions& options = {});
 
-// Cross-entropy loss on the model's output (log-softmax + negative log-likelihood), as a
-// pseudo-layer the simulator appends after the model.
+// How training reads a model's output as class scores: [classes] gives one label per sample,
+// [tokens, classes] one per token (a language model), [classes, height, width] one per pixel
+// (segmentation, trained with cross-entropy at every pixel as torchvision's segmentation
+// references do; PyTorch's cross_entropy takes [batch, classes, height, width] scores as they
+// are).
+struct OutputClasses {
+  std::int64_t classes = 0;
+  std::int64_t labels_per_sample = 1;
+  std::vector<std::int64_t> label_shape;  // per sample: [] , [tokens] or [height, width]
+};
+OutputClasses output_classes(const TensorShape& output);
+
+// Cross-entropy loss on the model's output (log-softmax + negative log-likelihood over the
+// class dimension, one term per label), as a pseudo-layer the simulator appends after the model.
 LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& options);
 
 }  // namespace epochcast

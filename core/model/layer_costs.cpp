@@ -593,7 +593,223 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   return p;
 }
 
+// A per-sample dimension as written (negative counts from the end), checked against the rank.
+std::size_t resolve_dim(Count dim, std::size_t rank, std::string_view what) {
+  const auto r = static_cast<Count>(rank);
+  if (dim < -r || dim >= r) {
+    problem(fmt::format("{} {} is outside the {} per-sample dimensions (0 to {}, or -{} to -1)",
+                        what, dim, rank, r - 1, r));
+  }
+  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+}
+
+// ConvTranspose2d: the gradient of a convolution with respect to its input, used forward (the
+// up-convolution of U-Net and of decoders). Each input position scatters a (out/groups) x
+// window patch, so the work is input positions x in x (out/groups) x window multiply-adds,
+// computed as a GEMM followed by a col2im scatter (PyTorch's own formulation; cuDNN runs it as
+// its data-gradient kernel); backward data is a convolution of the output gradient, backward
+// weight a GEMM reducing over the input positions.
+PrimitiveCosts conv_transpose(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  Layer& l = p.costs.layer;
+  expect_rank(in, 3, "[channels, height, width]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 c_in = in.dims[0], c_out = l.out_features, g = l.groups;
+  if (c_in % g != 0) {
+    problem(fmt::format("input channels ({}) are not divisible by groups ({})", c_in, g));
+  }
+  p.costs.in_features = narrow(c_in);
+  std::vector<Count> out_spatial;
+  for (std::size_t d = 0; d < 2; ++d) {
+    // PyTorch: (in - 1) x stride - 2 x padding + dilation x (kernel - 1) + output_padding + 1.
+    I64 size = (I64{in.dims[d + 1]} - 1) * l.stride[d] - 2 * I64{l.padding[d]} +
+               I64{l.dilation[d]} * (l.kernel[d] - 1) + l.output_padding[d] + 1;
+    if (size < 1) {
+      problem(
+          fmt::format("its output would be {} wide in dimension {}: the padding ({}) is too "
+                      "large for an input of {}",
+                      static_cast<long long>(size), d, l.padding[d], in.dims[d + 1]));
+    }
+    out_spatial.push_back(narrow(size));
+  }
+  I64 window = product(l.kernel);
+  I64 in_positions = product(in.dims, 1), out_positions = product(out_spatial);
+  I64 weights = c_in * (c_out / g) * window;
+  add_param(p.costs, "weight", weights);
+  if (l.bias) add_param(p.costs, "bias", c_out);
+  p.costs.output_shape.dims = {narrow(c_out), out_spatial[0], out_spatial[1]};
+  I64 e_in = c_in * in_positions, e_out = c_out * out_positions;
+  p.costs.macs_per_sample = narrow(in_positions * c_in * (c_out / g) * window);
+  PerBatch<Bytes> traffic = bytes(a * (e_in + e_out), w * weights);
+  p.costs.forward.push_back(gemm("conv_transpose_forward", OpClass::conv, fixed(g),
+                                 per_sample(in_positions), fixed((c_out / g) * window),
+                                 fixed(c_in / g), traffic));
+  if (l.bias) {
+    p.costs.forward.push_back(
+        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), count(e_out)));
+  }
+  if (needs_grad) {
+    p.costs.backward_input.push_back(gemm("conv_transpose_backward_data", OpClass::conv, fixed(g),
+                                          per_sample(in_positions), fixed(c_in / g),
+                                          fixed((c_out / g) * window), traffic));
+  }
+  p.costs.backward_weight.push_back(gemm("conv_transpose_backward_weight", OpClass::conv, fixed(g),
+                                         fixed(c_in / g), fixed((c_out / g) * window),
+                                         per_sample(in_positions), traffic));
+  if (l.bias) {
+    p.costs.backward_weight.push_back(
+        kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out), count(e_out)));
+  }
+  p.saves_input = true;
+  return p;
+}
+
+// nn.Upsample on [channels, height, width]: nearest copies each input pixel to a block;
+// bilinear blends four neighbours (about 8 FLOPs an output). Backward gathers (nearest) or
+// scatters with atomic adds into a zeroed gradient (bilinear). Memory-bound like pooling.
+PrimitiveCosts upsample(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  const Layer& l = p.costs.layer;
+  expect_rank(in, 3, "[channels, height, width]");
+  I64 a = element_bytes(o.activation_dtype);
+  std::vector<Count> out_size = l.output_size;
+  if (!l.scale_factor.empty()) {
+    out_size = {narrow(I64{in.dims[1]} * l.scale_factor[0]),
+                narrow(I64{in.dims[2]} * l.scale_factor[1])};
+  }
+  p.costs.output_shape.dims = {in.dims[0], out_size[0], out_size[1]};
+  I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
+  if (l.bilinear) {
+    p.costs.forward.push_back(kernel("upsample_bilinear2d", OpClass::pooling, flops(8 * e_out),
+                                     bytes(a * (e_in + e_out)), count(e_out)));
+    if (needs_grad) {
+      p.costs.backward_input.push_back(
+          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), count(e_in)));
+      p.costs.backward_input.push_back(kernel("upsample_bilinear2d_backward", OpClass::pooling,
+                                              flops(8 * e_out), bytes(a * (e_out + 4 * e_out)),
+                                              count(e_out)));
+    }
+  } else {
+    p.costs.forward.push_back(kernel("upsample_nearest2d", OpClass::pooling, flops(0),
+                                     bytes(a * (e_in + e_out)), count(e_out)));
+    if (needs_grad) {
+      p.costs.backward_input.push_back(kernel("upsample_nearest2d_backward", OpClass::pooling,
+                                              flops(e_out), bytes(a * (e_in + e_out)),
+                                              count(e_in)));
+    }
+  }
+  return p;
+}
+
+// permute / transpose: PyTorch returns a strided view, and the next kernel that needs its
+// input contiguous (a layer norm, a linear layer's GEMM on [tokens, features]) copies it; that
+// copy is counted here, where it happens once, and so is its mirror in backward. The runtime
+// makes the copy at the same place (`.contiguous()`). The identity permutation is free.
+PrimitiveCosts permute(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  Layer& l = p.costs.layer;
+  std::vector<Count> order;
+  if (l.type == LayerType::transpose) {
+    for (std::size_t d = 0; d < in.rank(); ++d)
+      order.push_back(static_cast<Count>(d));
+    std::swap(order[resolve_dim(l.permutation[0], in.rank(), "dimension")],
+              order[resolve_dim(l.permutation[1], in.rank(), "dimension")]);
+  } else {
+    if (l.permutation.size() != in.rank()) {
+      problem(fmt::format("permutes {} dimensions but its input {} has {}", l.permutation.size(),
+                          in.str(), in.rank()));
+    }
+    order = l.permutation;
+  }
+  l.permutation = order;  // resolved, for the runtime
+  p.costs.output_shape.dims.clear();
+  bool identity = true;
+  for (std::size_t d = 0; d < order.size(); ++d) {
+    p.costs.output_shape.dims.push_back(in.dims[static_cast<std::size_t>(order[d])]);
+    identity = identity && order[d] == static_cast<Count>(d);
+  }
+  if (identity) {
+    p.output_aliases_input = true;
+    return p;
+  }
+  I64 a = element_bytes(o.activation_dtype), e = in.elements();
+  p.costs.forward.push_back(
+      kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+  if (needs_grad) {
+    p.costs.backward_input.push_back(
+        kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+  }
+  return p;
+}
+
+// Learned tokens prepended to a sequence (ViT's class token): the parameter is expanded over
+// the batch (a view) and concatenated in front; its gradient is the batch's sum.
+PrimitiveCosts class_token(PrimitiveCosts p, const CostOptions& o) {
+  const TensorShape& in = p.costs.input_shape;
+  expect_rank(in, 2, "[tokens, features]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 tokens = p.costs.layer.tokens, d = in.dims[1];
+  p.costs.in_features = narrow(d);
+  p.costs.output_shape.dims = {narrow(I64{in.dims[0]} + tokens), narrow(d)};
+  add_param(p.costs, "token", tokens * d);
+  I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
+  p.costs.forward.push_back(kernel("cat", OpClass::elementwise, flops(0),
+                                   bytes(a * (e_in + e_out), w * tokens * d), count(e_out)));
+  p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(tokens * d),
+                                           bytes(a * tokens * d, w * tokens * d),
+                                           count(tokens * d)));
+  return p;
+}
+
+// Learned positions sized from the input, added to it (ViT: a [1, tokens, features] parameter):
+// a broadcast add forward, the batch's sum as the parameter's gradient.
+PrimitiveCosts learned_positions(PrimitiveCosts p, const CostOptions& o) {
+  const TensorShape& in = p.costs.input_shape;
+  expect_rank(in, 2, "[tokens, features]");
+  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  I64 e = in.elements();
+  p.costs.layer.num_embeddings = in.dims[0];
+  p.costs.in_features = in.dims[1];
+  add_param(p.costs, "weight", e);
+  p.costs.forward.push_back(
+      kernel("add", OpClass::elementwise, flops(e), bytes(2 * a * e, w * e), count(e)));
+  p.costs.backward_weight.push_back(
+      kernel("sum", OpClass::reduction, flops(e), bytes(a * e, w * e), count(e)));
+  return p;
+}
+
 }  // namespace
+
+PrimitiveCosts cost_concat(const Layer& layer, const std::vector<TensorShape>& inputs,
+                           bool needs_input_grad, const CostOptions& options) {
+  PrimitiveCosts p;
+  p.costs.layer = layer;
+  p.costs.input_shape = inputs.front();
+  p.costs.needs_input_grad = needs_input_grad;
+  const TensorShape& first = inputs.front();
+  const std::size_t dim = resolve_dim(layer.dim, first.rank(), "dim");
+  p.costs.layer.dim = static_cast<Count>(dim);  // resolved, for the runtime
+  TensorShape out = first;
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    const TensorShape& next = inputs[i];
+    bool fits = next.rank() == first.rank();
+    for (std::size_t d = 0; fits && d < first.rank(); ++d) {
+      fits = d == dim || next.dims[d] == first.dims[d];
+    }
+    if (!fits) {
+      problem(
+          fmt::format("cannot join {} and {} along dimension {}: every other dimension must "
+                      "agree (input {} of {})",
+                      first.str(), next.str(), dim, i + 1, inputs.size()));
+    }
+    out.dims[dim] = narrow(I64{out.dims[dim]} + next.dims[dim]);
+  }
+  p.costs.output_shape = out;
+  I64 a = element_bytes(options.activation_dtype), e = elements(out);
+  p.costs.forward.push_back(
+      kernel("cat", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+  return p;
+}
 
 PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DType input_dtype,
                               bool needs_input_grad, const CostOptions& options) {
@@ -607,7 +823,8 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
   bool grad = needs_input_grad;
 
   if (is_integer(input_dtype) && layer.type != LayerType::embedding &&
-      layer.type != LayerType::reshape && layer.type != LayerType::flatten) {
+      layer.type != LayerType::reshape && layer.type != LayerType::flatten &&
+      layer.type != LayerType::permute && layer.type != LayerType::transpose) {
     problem(fmt::format("gets integer {} values; token ids must go through an embedding first",
                         to_string(input_dtype)));
   }
@@ -685,6 +902,7 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
     case LayerType::embedding:
       return embedding(std::move(p), options, input_dtype);
     case LayerType::position_embedding:
+      if (layer.positions_from_input) return learned_positions(std::move(p), options);
       return added_embedding(std::move(p), options, true);
     case LayerType::token_type_embedding:
       return added_embedding(std::move(p), options, false);
@@ -704,6 +922,16 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
     }
     case LayerType::multihead_attention:
       return attention(std::move(p), options, grad);
+    case LayerType::conv_transpose2d:
+      return conv_transpose(std::move(p), options, grad);
+    case LayerType::upsample:
+      return upsample(std::move(p), options, grad);
+    case LayerType::permute:
+    case LayerType::transpose:
+      return permute(std::move(p), options, grad);
+    case LayerType::class_token:
+      return class_token(std::move(p), options);
+    case LayerType::concat:  // joins several inputs: cost_concat
     case LayerType::add:
       break;
   }

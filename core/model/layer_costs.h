@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/model/analysis.h"
 
@@ -27,6 +28,11 @@ struct PrimitiveCosts {
 // first parameter skip that half of backward, as autograd does.
 PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DType input_dtype,
                               bool needs_input_grad, const CostOptions& options);
+
+// A concat of `inputs` along the layer's dim: one copy forward; backward hands each input a
+// slice of the gradient (views, no kernel).
+PrimitiveCosts cost_concat(const Layer& layer, const std::vector<TensorShape>& inputs,
+                           bool needs_input_grad, const CostOptions& options);
 
 // The residual join: out = body + shortcut; backward sums the gradients at the fork.
 PrimitiveCosts cost_residual_add(const Layer& layer, const TensorShape& shape, bool fork_needs_grad,

@@ -1,10 +1,12 @@
 // Reads model files: the layer vocabulary, its keys and their checks, and block expansion.
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/model/model_spec.h"
 #include "core/spec/file_kind.h"
@@ -53,6 +55,12 @@ constexpr std::array kTypes = {
     TypeInfo{LayerType::token_type_embedding, "token_type_embedding", "TokenTypeEmbedding", true},
     TypeInfo{LayerType::token_select, "token_select", "select", false},
     TypeInfo{LayerType::multihead_attention, "multihead_attention", "MultiheadAttention", true},
+    TypeInfo{LayerType::concat, "concat", "cat", false},
+    TypeInfo{LayerType::upsample, "upsample", "Upsample", true},
+    TypeInfo{LayerType::conv_transpose2d, "conv_transpose2d", "ConvTranspose2d", true},
+    TypeInfo{LayerType::permute, "permute", "permute", false},
+    TypeInfo{LayerType::transpose, "transpose", "transpose", false},
+    TypeInfo{LayerType::class_token, "class_token", "ClassToken", true},
     TypeInfo{LayerType::add, "add", "add", false},
 };
 
@@ -62,7 +70,7 @@ const TypeInfo& info(LayerType type) {
 
 // What a user may write as `type:`: the primitive layers (not `add`, which residual blocks
 // insert) and the blocks.
-constexpr std::array<std::string_view, 29> kWritableTypes = {"linear",
+constexpr std::array<std::string_view, 35> kWritableTypes = {"linear",
                                                              "conv1d",
                                                              "conv2d",
                                                              "batchnorm1d",
@@ -86,6 +94,12 @@ constexpr std::array<std::string_view, 29> kWritableTypes = {"linear",
                                                              "token_type_embedding",
                                                              "token_select",
                                                              "multihead_attention",
+                                                             "concat",
+                                                             "upsample",
+                                                             "conv_transpose2d",
+                                                             "permute",
+                                                             "transpose",
+                                                             "class_token",
                                                              "residual",
                                                              "bottleneck",
                                                              "inverted_residual",
@@ -93,7 +107,7 @@ constexpr std::array<std::string_view, 29> kWritableTypes = {"linear",
                                                              "basic_block"};
 
 // Keys every layer entry may carry, besides its type's own.
-constexpr std::array<std::string_view, 3> kCommonKeys = {"type", "name", "repeat"};
+constexpr std::array<std::string_view, 4> kCommonKeys = {"type", "name", "repeat", "input"};
 
 std::vector<std::string_view> keys_for(std::string_view type) {
   static const std::map<std::string_view, std::vector<std::string_view>> kKeys = {
@@ -121,6 +135,14 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"token_type_embedding", {"types"}},
       {"token_select", {"index"}},
       {"multihead_attention", {"heads", "dropout", "causal", "bias", "attention"}},
+      {"concat", {"inputs", "dim"}},
+      {"upsample", {"scale_factor", "size", "mode", "align_corners"}},
+      {"conv_transpose2d",
+       {"out_channels", "kernel", "stride", "padding", "output_padding", "dilation", "groups",
+        "bias"}},
+      {"permute", {"dims"}},
+      {"transpose", {"dims"}},
+      {"class_token", {"tokens"}},
       {"residual", {"body", "shortcut"}},
       {"bottleneck", {"width", "stride", "expansion"}},
       {"basic_block", {"out_channels", "stride"}},
@@ -169,8 +191,15 @@ class ModelReader {
 
   std::vector<ModelNode> read_sequence(const yaml::Node& list, const std::string& prefix);
   std::int64_t primitive_count() const { return primitive_count_; }
+  // Refuses an output that nothing reads: a node whose successor reads named outputs instead,
+  // and which no `input:` names (its layers would get no gradient, and DDP would stall).
+  void check_every_output_is_read() const;
 
  private:
+  // The outputs an entry's `input:` (or a concat's `inputs:`) names, resolved to node names.
+  std::vector<std::string> read_inputs(const yaml::MapReader& map, std::string_view type,
+                                       std::int64_t repeat);
+  std::string resolve_input(const yaml::Node& reference);
   void read_entry(const yaml::Node& entry, const std::string& default_name,
                   std::vector<ModelNode>& out);
   Layer read_primitive(LayerType type, const yaml::MapReader& map, const std::string& name,
@@ -183,7 +212,62 @@ class ModelReader {
   std::string file_;
   std::int64_t primitive_count_ = 0;
   std::set<std::string> names_;
+  // Every entry read so far (an instance of a repeated one too): the node holding its output.
+  std::map<std::string, std::string, std::less<>> outputs_;
+  std::set<std::string, std::less<>> referenced_;  // nodes some `input:` reads
+  struct Unread {
+    std::string node;
+    SourceMark mark;
+    std::string entry;
+  };
+  std::vector<Unread> maybe_unread_;  // nodes whose successor reads something else
 };
+
+std::string ModelReader::resolve_input(const yaml::Node& reference) {
+  std::string name = reference.as_string();
+  if (name == kModelInput) return name;
+  auto found = outputs_.find(name);
+  if (found == outputs_.end()) {
+    std::vector<std::string_view> known{kModelInput};
+    for (const auto& [entry, node] : outputs_)
+      known.push_back(entry);
+    reference.fail(fmt::format(
+        "'{}' names no earlier layer; an input must be an entry written above this one (by its "
+        "name, or its index path such as '3' or 'body.1'), or '{}' for the model's input{}",
+        name, kModelInput, did_you_mean(name, known)));
+  }
+  referenced_.insert(found->second);
+  return found->second;
+}
+
+std::vector<std::string> ModelReader::read_inputs(const yaml::MapReader& map, std::string_view type,
+                                                  std::int64_t repeat) {
+  std::vector<std::string> inputs;
+  std::optional<yaml::Node> single = map.optional("input");
+  if (type == "concat") {
+    if (single) single->fail("a concat reads several outputs: list them under 'inputs'");
+    for (const yaml::Node& item : map.required("inputs").items(2)) {
+      inputs.push_back(resolve_input(item));
+    }
+  } else if (single) {
+    inputs.push_back(resolve_input(*single));
+  }
+  if (!inputs.empty() && repeat > 1) {
+    map.required(type == "concat" ? "inputs" : "input")
+        .fail("an entry that reads named outputs cannot repeat; write the copies out");
+  }
+  return inputs;
+}
+
+void ModelReader::check_every_output_is_read() const {
+  for (const Unread& candidate : maybe_unread_) {
+    if (referenced_.count(candidate.node) != 0) continue;
+    throw InputError(candidate.mark, "layers",
+                     fmt::format("the output of '{}' is never read: the next entry reads named "
+                                 "outputs instead, and no 'input:' names '{}'",
+                                 candidate.entry, candidate.entry));
+  }
+}
 
 ModelNode ModelReader::primitive(Layer layer) {
   if (++primitive_count_ > kMaxModelLayers) {
@@ -197,6 +281,12 @@ ModelNode ModelReader::primitive(Layer layer) {
 }
 
 void ModelReader::claim_name(const std::string& name, const yaml::Node& where) {
+  if (name == kModelInput) {
+    where.fail(
+        fmt::format("'{}' is the model's input (what an 'input:' reads); name the layer "
+                    "otherwise",
+                    kModelInput));
+  }
   if (!names_.insert(name).second) {
     where.fail(fmt::format("the layer name '{}' is used twice; names must be unique", name));
   }
@@ -209,7 +299,16 @@ std::vector<ModelNode> ModelReader::read_sequence(const yaml::Node& list,
   for (const yaml::Node& entry : list.items(1)) {
     std::string default_name =
         prefix.empty() ? std::to_string(index) : prefix + "." + std::to_string(index);
+    const std::size_t before = out.size();
     read_entry(entry, default_name, out);
+    // The previous node's output goes unread by this entry when it reads named ones.
+    if (before > 0 && !out[before].inputs.empty()) {
+      const ModelNode& previous = out[before - 1];
+      bool residual = previous.kind == ModelNode::Kind::residual;
+      maybe_unread_.push_back({residual ? previous.name : previous.layer.name,
+                               residual ? previous.mark : previous.layer.mark,
+                               residual ? previous.name : previous.layer.name});
+    }
     ++index;
   }
   return out;
@@ -230,6 +329,7 @@ void ModelReader::read_entry(const yaml::Node& entry, const std::string& default
     yaml::MapReader map(map_node.at(entry.mark()), keys_for(entry.raw().Scalar()));
     claim_name(default_name, entry);
     out.push_back(primitive(read_primitive(*type, map, default_name, entry.mark())));
+    outputs_[default_name] = default_name;
     return;
   }
   if (!entry.is_map()) {
@@ -254,15 +354,22 @@ void ModelReader::read_entry(const yaml::Node& entry, const std::string& default
     repeat = r->as_int_at_least(1);
     if (repeat > kMaxModelLayers) r->fail(fmt::format("repeat is limited to {}", kMaxModelLayers));
   }
+  std::vector<std::string> inputs = read_inputs(map, type_name, repeat);
   for (std::int64_t i = 0; i < repeat; ++i) {
     std::string instance_name = repeat == 1 ? name : fmt::format("{}.{}", name, i);
     claim_name(instance_name, entry);
+    const std::size_t first = out.size();
     if (std::optional<LayerType> type = primitive_type(type_name)) {
       out.push_back(primitive(read_primitive(*type, map, instance_name, entry.mark())));
     } else {
       expand_block(type_name, map, instance_name, entry.mark(), i, out);
     }
+    out[first].inputs = inputs;
+    // A block's output is its last node's (a bottleneck's final relu, say).
+    const ModelNode& last = out.back();
+    outputs_[instance_name] = last.kind == ModelNode::Kind::residual ? last.name : last.layer.name;
   }
+  if (repeat > 1) outputs_[name] = outputs_[fmt::format("{}.{}", name, repeat - 1)];
 }
 
 Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
@@ -287,7 +394,8 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       if (auto t = map.optional("tied_to")) layer.tied_to = t->as_string();
       break;
     case LayerType::conv1d:
-    case LayerType::conv2d: {
+    case LayerType::conv2d:
+    case LayerType::conv_transpose2d: {
       layer.out_features = map.required("out_channels").as_int_at_least(1);
       layer.kernel = read_sizes(map.required("kernel"), dims(), 1);
       layer.stride = optional_sizes(map, "stride", dims(), 1, std::vector<std::int64_t>(dims(), 1));
@@ -301,8 +409,69 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
                                                 layer.out_features, layer.groups));
       }
       if (auto b = map.optional("bias")) layer.bias = b->as_bool();
+      if (type == LayerType::conv_transpose2d) {
+        layer.output_padding =
+            optional_sizes(map, "output_padding", dims(), 0, std::vector<std::int64_t>(dims(), 0));
+        // PyTorch's rule: the extra rows must fall inside one stride (or dilation) step.
+        for (std::size_t d = 0; d < layer.output_padding.size(); ++d) {
+          if (layer.output_padding[d] >= std::max(layer.stride[d], layer.dilation[d])) {
+            map.required("output_padding")
+                .fail(fmt::format("output_padding ({}) must be smaller than the stride ({}) or "
+                                  "the dilation ({})",
+                                  layer.output_padding[d], layer.stride[d], layer.dilation[d]));
+          }
+        }
+      }
       break;
     }
+    case LayerType::concat:
+      if (auto d = map.optional("dim")) layer.dim = d->as_int_in(-4, 3);
+      break;
+    case LayerType::upsample: {
+      std::optional<yaml::Node> scale = map.optional("scale_factor");
+      std::optional<yaml::Node> size = map.optional("size");
+      if (scale.has_value() == size.has_value()) {
+        map.node().fail("an upsample takes either scale_factor or size (one of them)");
+      }
+      if (scale) layer.scale_factor = read_sizes(*scale, 2, 1);
+      if (size) layer.output_size = read_sizes(*size, 2, 1);
+      static constexpr std::array<std::string_view, 2> kModes = {"nearest", "bilinear"};
+      if (auto m = map.optional("mode")) layer.bilinear = m->as_choice(kModes) == 1;
+      if (auto a = map.optional("align_corners")) {
+        if (!layer.bilinear) a->fail("align_corners applies to mode: bilinear only");
+        layer.align_corners = a->as_bool();
+      }
+      break;
+    }
+    case LayerType::permute: {
+      yaml::Node dims_node = map.required("dims");
+      layer.permutation = dims_node.as_int_list(0);
+      const auto rank = static_cast<std::int64_t>(layer.permutation.size());
+      std::vector<bool> seen(layer.permutation.size(), false);
+      for (std::int64_t d : layer.permutation) {
+        if (d >= rank || seen[static_cast<std::size_t>(d)]) {
+          dims_node.fail(fmt::format(
+              "expected each per-sample dimension from 0 to {} once (a permutation), got [{}]",
+              rank - 1, fmt::join(layer.permutation, ", ")));
+        }
+        seen[static_cast<std::size_t>(d)] = true;
+      }
+      break;
+    }
+    case LayerType::transpose: {
+      yaml::Node dims_node = map.required("dims");
+      for (const yaml::Node& item : dims_node.items(2)) {
+        layer.permutation.push_back(item.as_int_in(-4, 3));
+      }
+      if (layer.permutation.size() != 2) {
+        dims_node.fail(fmt::format("expected the two dimensions to swap, got {} values",
+                                   layer.permutation.size()));
+      }
+      break;
+    }
+    case LayerType::class_token:
+      if (auto t = map.optional("tokens")) layer.tokens = t->as_int_in(1, 1024);
+      break;
     case LayerType::batchnorm1d:
     case LayerType::batchnorm2d:
     case LayerType::layernorm:
@@ -358,7 +527,12 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       layer.embedding_dim = map.required("embedding_dim").as_int_at_least(1);
       break;
     case LayerType::position_embedding:
-      layer.num_embeddings = map.required("max_positions").as_int_at_least(1);
+      // Without max_positions: one learned vector per input token (ViT), sized at analysis.
+      if (auto m = map.optional("max_positions")) {
+        layer.num_embeddings = m->as_int_at_least(1);
+      } else {
+        layer.positions_from_input = true;
+      }
       break;
     case LayerType::token_type_embedding:
       layer.num_embeddings = map.required("types").as_int_at_least(1);
@@ -602,6 +776,7 @@ ModelSpec read_model(const yaml::Document& document) {
 
   ModelReader reader(spec.source_file);
   spec.layers = reader.read_sequence(top.required("layers"), "");
+  reader.check_every_output_is_read();
   return spec;
 }
 

@@ -1,7 +1,9 @@
 // A model as its YAML file describes it: an input and a sequence of layers, where residual
-// structure is explicit. Named blocks (bottleneck, inverted residual, transformer encoder) are
-// expanded into these primitives while loading, so everything downstream — cost analysis, the
-// simulator, the LibTorch runtime — sees one small vocabulary.
+// structure is explicit and any entry may read earlier named outputs instead of the previous one
+// (`input:`, or `inputs:` for a concat), which makes the sequence a graph (U-Net's skips). Named
+// blocks (bottleneck, inverted residual, transformer encoder) are expanded into these primitives
+// while loading, so everything downstream — cost analysis, the simulator, the LibTorch runtime —
+// sees one small vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,12 @@ enum class LayerType {
   token_type_embedding,
   token_select,
   multihead_attention,
+  concat,
+  upsample,
+  conv_transpose2d,
+  permute,
+  transpose,
+  class_token,
   add,  // joins a residual block's body and shortcut; never written in YAML
 };
 
@@ -48,7 +56,8 @@ std::string_view to_string(LayerType type);
 // The PyTorch module class name (torchsummary's "Layer (type)" column), e.g. "Conv1d".
 std::string_view torch_class_name(LayerType type);
 // Whether the layer is an nn.Module in PyTorch (and so a row in torchsummary's table);
-// `reshape` and `token_select` are tensor views taken inside forward().
+// `reshape`, `token_select`, `concat`, `permute` and `transpose` are tensor operations taken
+// inside forward().
 bool is_torch_module(LayerType type);
 
 // One primitive layer with its hyper-parameters. Only the fields that `type` uses are set;
@@ -66,12 +75,24 @@ struct Layer {
   double dropout = 0;  // dropout probability (dropout layer, attention dropout)
   std::int64_t heads = 0;
   bool causal = false;
-  std::int64_t num_embeddings = 0;  // embedding rows, max positions, token types
+  // Embedding rows, max positions, token types. A position_embedding written without
+  // max_positions is sized from its input (ViT's learned positions, one per token).
+  std::int64_t num_embeddings = 0;
+  bool positions_from_input = false;  // position_embedding without max_positions
   std::int64_t embedding_dim = 0;
-  std::vector<std::int64_t> target_shape;  // reshape (per sample, one -1 allowed)
-  std::vector<std::int64_t> output_size;   // adaptive pooling
-  std::int64_t index = 0;                  // token_select
-  std::string tied_to;                     // linear sharing its weight with an embedding
+  std::vector<std::int64_t> target_shape;    // reshape (per sample, one -1 allowed)
+  std::vector<std::int64_t> output_size;     // adaptive pooling; upsample's `size`
+  std::vector<std::int64_t> output_padding;  // conv_transpose2d
+  std::vector<std::int64_t> scale_factor;    // upsample (integer factors; empty with `size`)
+  bool bilinear = false;                     // upsample: bilinear rather than nearest
+  bool align_corners = false;                // upsample, bilinear
+  // permute: the per-sample dimensions in their new order; transpose: the two it swaps (the
+  // analysis resolves both into a full permutation).
+  std::vector<std::int64_t> permutation;
+  std::int64_t dim = 0;     // concat: the per-sample dimension joined along
+  std::int64_t index = 0;   // token_select
+  std::int64_t tokens = 1;  // class_token: learned tokens prepended
+  std::string tied_to;      // linear sharing its weight with an embedding
   bool inplace = false;
   // Widths that follow the input, for blocks whose channel counts depend on what precedes them
   // (MobileNetV2's expansion): when > 0, out_features = input channels x channel_multiplier.
@@ -94,12 +115,19 @@ struct ModelNode {
   };
   Kind kind = Kind::layer;
   ResidualRule rule = ResidualRule::always;
+  // The outputs this node reads instead of the previous node's: names of earlier nodes (a
+  // primitive's layer name, a residual's name), or kModelInput. Empty: the previous output.
+  // Only a concat reads more than one.
+  std::vector<std::string> inputs;
   Layer layer;                  // kind == layer
   std::string name;             // kind == residual: the block's dotted path
   SourceMark mark;              // kind == residual
   std::vector<ModelNode> body;  // kind == residual
   std::vector<ModelNode> shortcut;
 };
+
+// The name an entry's `input:` gives to read the model's own input.
+inline constexpr std::string_view kModelInput = "input";
 
 struct ModelSpec {
   std::string name;

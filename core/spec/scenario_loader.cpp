@@ -396,12 +396,17 @@ std::string batch_problem(const ScenarioSpec& s, int gpus, std::int64_t global) 
 
 // Cross-checks between the parts, each reported at the key a user would change.
 void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
-  const std::int64_t outputs = s.analysis.output_shape.last();
-  if (outputs != s.dataset.classes) {
-    top.required("dataset").fail(
-        fmt::format("the data set has {} classes but the model '{}' outputs {} values per sample "
-                    "(its output is {})",
-                    s.dataset.classes, s.model.name, outputs, s.analysis.output_shape.str()));
+  const OutputClasses outputs = output_classes(s.analysis.output_shape);
+  if (outputs.classes != s.dataset.classes) {
+    const bool per_pixel = s.analysis.output_shape.rank() >= 3;
+    top.required("dataset").fail(fmt::format(
+        "the data set has {} classes but the model '{}' gives {} class scores {} (its output is "
+        "{}: {})",
+        s.dataset.classes, s.model.name, outputs.classes,
+        per_pixel ? "per pixel" : (outputs.labels_per_sample > 1 ? "per token" : "per sample"),
+        s.analysis.output_shape.str(),
+        per_pixel ? "[classes, height, width], a label per pixel"
+                  : "the last dimension holds the classes"));
   }
   if (s.loader.normalize_on_gpu && is_integer(s.analysis.input_dtype)) {
     yaml::MapReader loader(top.required("loader"), kLoaderKeys);

@@ -96,13 +96,18 @@ SyntheticLoader::Host SyntheticLoader::make_batch(std::int64_t index) {
       torch::Tensor x = torch::randn(dims, generator) * 3.0 + 1.0;
       inputs.push_back((x - x.mean()) / (x.std() + 1e-6));
     }
-    labels.push_back(
-        torch::randint(sample_.classes, {sample_.labels_per_sample}, generator, torch::kInt64));
+    std::vector<std::int64_t> label_dims = sample_.label_shape;
+    if (label_dims.empty()) label_dims = {1};
+    labels.push_back(torch::randint(sample_.classes, label_dims, generator, torch::kInt64));
   }
   Host batch;
   batch.inputs = torch::stack(inputs);
   batch.labels = torch::stack(labels);
-  if (sample_.labels_per_sample == 1) batch.labels = batch.labels.squeeze(1);
+  // One label per sample (a single-token sequence too) is a [batch] vector, as cross_entropy
+  // takes it; per-pixel labels keep their [batch, height, width].
+  if (sample_.label_shape.size() <= 1 && batch.labels.size(1) == 1) {
+    batch.labels = batch.labels.squeeze(1);
+  }
   if (options_.pin_memory) {
     batch.inputs = batch.inputs.pin_memory();
     batch.labels = batch.labels.pin_memory();

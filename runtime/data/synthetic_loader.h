@@ -49,8 +49,9 @@ struct SampleShape {
   bool token_ids = false;  // int64 ids below `vocabulary`, else normal floats
   std::int64_t vocabulary = 0;
   std::int64_t classes = 0;  // labels below this
-  // Labels per sample: 1 (one class), or one per token for a sequence output [tokens, vocab].
-  std::int64_t labels_per_sample = 1;
+  // Labels per sample, as core's output_classes() reads the model's output: [] (one class),
+  // [tokens] for a sequence output [tokens, vocab], [height, width] for per-pixel scores.
+  std::vector<std::int64_t> label_shape;
 };
 
 struct Batch {

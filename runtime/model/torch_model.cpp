@@ -1,6 +1,7 @@
 // Builds the LibTorch tape of a model spec, one step per layer of core's analysis.
 #include "runtime/model/torch_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -121,6 +122,66 @@ class TiedLinearBiasImpl : public torch::nn::Cloneable<TiedLinearBiasImpl> {
 };
 TORCH_MODULE(TiedLinearBias);
 
+// Learned tokens prepended to every sample's sequence (ViT's class token), zero-initialised
+// as torchvision does.
+class ClassTokenImpl : public torch::nn::Cloneable<ClassTokenImpl> {
+ public:
+  ClassTokenImpl(std::int64_t tokens, std::int64_t features)
+      : tokens_(tokens), features_(features) {
+    reset();
+  }
+  void reset() override { token = register_parameter("token", torch::zeros({tokens_, features_})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::cat({token.expand({x.size(0), tokens_, features_}), x}, 1);
+  }
+  torch::Tensor token;
+
+ private:
+  std::int64_t tokens_, features_;
+};
+TORCH_MODULE(ClassToken);
+
+// One learned vector per position, added to the input (ViT's pos_embedding; normal with
+// standard deviation 0.02, as torchvision initialises it).
+class LearnedPositionsImpl : public torch::nn::Cloneable<LearnedPositionsImpl> {
+ public:
+  LearnedPositionsImpl(std::int64_t tokens, std::int64_t features)
+      : tokens_(tokens), features_(features) {
+    reset();
+  }
+  void reset() override {
+    weight = register_parameter("weight", torch::empty({tokens_, features_}));
+    torch::nn::init::normal_(weight, 0.0, 0.02);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return x + weight; }
+  torch::Tensor weight;
+
+ private:
+  std::int64_t tokens_, features_;
+};
+TORCH_MODULE(LearnedPositions);
+
+// The batch dimension first, then a per-sample permutation shifted past it.
+std::vector<std::int64_t> batched_permutation(const std::vector<std::int64_t>& per_sample) {
+  std::vector<std::int64_t> order{0};
+  for (std::int64_t d : per_sample)
+    order.push_back(d + 1);
+  return order;
+}
+
+void count_references(const std::vector<ModelNode>& nodes, std::map<std::string, int>& counts) {
+  for (const ModelNode& node : nodes) {
+    for (const std::string& name : node.inputs)
+      ++counts[name];
+    count_references(node.body, counts);
+    count_references(node.shortcut, counts);
+  }
+}
+
+std::string node_name(const ModelNode& node) {
+  return node.kind == ModelNode::Kind::layer ? node.layer.name : node.name;
+}
+
 }  // namespace
 
 std::string unsupported_by_libtorch(const ModelAnalysis& analysis) {
@@ -155,8 +216,12 @@ void TorchModelImpl::reset() {
   steps_.clear();
   embeddings_.clear();
   pins_.clear();
+  references_.clear();
+  named_slots_.clear();
   value_count_ = 1;  // slot 0 holds the input
   shape_ = spec_->input_shape;
+  count_references(spec_->layers, references_);
+  name_output(std::string(kModelInput), 0, shape_);
   std::size_t value = 0, cursor = 0;
   build_sequence(spec_->layers, value, cursor);
   if (cursor != analysis_->layers.size()) {
@@ -165,16 +230,79 @@ void TorchModelImpl::reset() {
   }
   output_value_ = value;
   embeddings_.clear();
+  named_slots_.clear();
+}
+
+void TorchModelImpl::name_output(const std::string& name, std::size_t slot,
+                                 const TensorShape& shape) {
+  auto found = references_.find(name);
+  if (found == references_.end() || found->second == 0) return;
+  // Pinned until its last reader has run: no later step overwrites it.
+  named_slots_[name] = {slot, shape};
+  pins_[slot] += found->second;
 }
 
 void TorchModelImpl::build_sequence(const std::vector<ModelNode>& nodes, std::size_t& value,
                                     std::size_t& cursor) {
   for (const ModelNode& node : nodes) {
+    if (node.inputs.empty()) {
+      if (node.kind == ModelNode::Kind::layer) {
+        build_primitive(node.layer, value, cursor);
+      } else {
+        build_residual(node, value, cursor);
+      }
+    } else {
+      build_named_reader(node, value, cursor);
+    }
+    name_output(node_name(node), value, shape_);
+  }
+}
+
+void TorchModelImpl::build_named_reader(const ModelNode& node, std::size_t& value,
+                                        std::size_t& cursor) {
+  const std::size_t previous = value;
+  const std::size_t first_step = steps_.size();
+  std::vector<std::size_t> slots;
+  for (const std::string& name : node.inputs) {
+    auto found = named_slots_.find(name);
+    if (found == named_slots_.end())
+      broken(fmt::format("'{}' is read before it is computed", name));
+    slots.push_back(found->second.slot);
+    shape_ = found->second.shape;
+    --pins_[found->second.slot];
+  }
+  if (node.kind == ModelNode::Kind::layer && node.layer.type == LayerType::concat) {
+    const LayerCosts& costs = analysed_layer(cursor, node.layer.name, node.layer.type);
+    auto step = std::make_shared<Step>();
+    step->reads = slots;
+    step->writes = value_count_++;
+    for (std::size_t slot : slots) {
+      bool listed =
+          std::find(step->releases.begin(), step->releases.end(), slot) != step->releases.end();
+      if (!pinned(slot) && !listed) step->releases.push_back(slot);
+    }
+    step->compute = make_layer(costs);
+    steps_.push_back(std::move(step));
+    value = steps_.back()->writes;
+    shape_ = costs.output_shape;
+    ++cursor;
+  } else {
+    value = slots.front();
     if (node.kind == ModelNode::Kind::layer) {
       build_primitive(node.layer, value, cursor);
     } else {
       build_residual(node, value, cursor);
     }
+    // A read slot left behind (the step wrote elsewhere while it was pinned) and no longer
+    // needed is freed after the node's first step.
+    if (!pinned(slots.front()) && slots.front() != value && first_step < steps_.size()) {
+      steps_[first_step]->releases.push_back(slots.front());
+    }
+  }
+  // The previous node's output, if nothing else holds it, is not read any more.
+  bool read_here = std::find(slots.begin(), slots.end(), previous) != slots.end();
+  if (!read_here && !pinned(previous) && previous != value && first_step < steps_.size()) {
+    steps_[first_step]->releases.push_back(previous);
   }
 }
 
@@ -375,6 +503,11 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
       return [table](const Inputs& in) { return table->forward(in.at(0)); };
     }
     case LayerType::position_embedding: {
+      if (l.positions_from_input) {
+        auto positions =
+            register_module(registered, LearnedPositions(l.num_embeddings, costs.in_features));
+        return [positions](const Inputs& in) { return positions->forward(in.at(0)); };
+      }
       auto table = register_module(
           registered, nn::Embedding(nn::EmbeddingOptions(l.num_embeddings, costs.in_features)));
       return [table](const Inputs& in) {
@@ -398,6 +531,44 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
     case LayerType::token_select: {
       std::int64_t index = l.index;
       return [index](const Inputs& in) { return in.at(0).select(1, index); };
+    }
+    case LayerType::conv_transpose2d: {
+      auto conv = register_module(
+          registered, nn::ConvTranspose2d(
+                          nn::ConvTranspose2dOptions(costs.in_features, l.out_features, l.kernel)
+                              .stride(l.stride)
+                              .padding(torch::ExpandingArray<2>(l.padding))
+                              .output_padding(torch::ExpandingArray<2>(l.output_padding))
+                              .dilation(l.dilation)
+                              .groups(l.groups)
+                              .bias(l.bias)));
+      return [conv](const Inputs& in) { return conv->forward(in.at(0)); };
+    }
+    case LayerType::upsample: {
+      // The analysis' output size: for integer factors the same sampling as scale_factor.
+      std::vector<std::int64_t> size(costs.output_shape.dims.begin() + 1,
+                                     costs.output_shape.dims.end());
+      auto options = nn::functional::InterpolateFuncOptions().size(size);
+      if (l.bilinear) {
+        options.mode(torch::kBilinear).align_corners(l.align_corners);
+      } else {
+        options.mode(torch::kNearest);
+      }
+      return [options](const Inputs& in) { return nn::functional::interpolate(in.at(0), options); };
+    }
+    case LayerType::permute:
+    case LayerType::transpose: {
+      // The analysis resolved both into a full per-sample permutation; the copy is costed.
+      std::vector<std::int64_t> order = batched_permutation(l.permutation);
+      return [order](const Inputs& in) { return in.at(0).permute(order).contiguous(); };
+    }
+    case LayerType::concat: {
+      std::int64_t dim = l.dim + 1;  // resolved by the analysis; past the batch dimension
+      return [dim](const Inputs& in) { return torch::cat(in, dim); };
+    }
+    case LayerType::class_token: {
+      auto token = register_module(registered, ClassToken(l.tokens, costs.in_features));
+      return [token](const Inputs& in) { return token->forward(in.at(0)); };
     }
     case LayerType::multihead_attention: {
       auto attention =

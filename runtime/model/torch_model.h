@@ -59,10 +59,20 @@ class TorchModelImpl : public torch::nn::Cloneable<TorchModelImpl> {
   TensorShape shape_;                                       // per-sample shape of the current value
   std::map<std::size_t, int> pins_;                         // slots residual forks still need
   std::map<std::string, torch::nn::Embedding> embeddings_;  // for tied linear layers
+  std::map<std::string, int> references_;                   // per node name: its named readers
+  struct NamedSlot {
+    std::size_t slot = 0;
+    TensorShape shape;
+  };
+  std::map<std::string, NamedSlot> named_slots_;  // outputs some later node names
 
   void build_sequence(const std::vector<ModelNode>& nodes, std::size_t& value, std::size_t& cursor);
   void build_primitive(const Layer& layer, std::size_t& value, std::size_t& cursor);
   void build_residual(const ModelNode& node, std::size_t& value, std::size_t& cursor);
+  // A node that reads named outputs (`input:`, a concat's `inputs:`) instead of the previous.
+  void build_named_reader(const ModelNode& node, std::size_t& value, std::size_t& cursor);
+  // Records where a node's output lives when later nodes name it.
+  void name_output(const std::string& name, std::size_t slot, const TensorShape& shape);
   const LayerCosts& analysed_layer(std::size_t cursor, const std::string& name,
                                    LayerType type) const;
   bool pinned(std::size_t value) const;

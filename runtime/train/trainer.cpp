@@ -160,12 +160,14 @@ SampleShape sample_shape_of(const ScenarioSpec& scenario, const ModelAnalysis& a
   s.shape = analysis.input_shape;
   s.vocabulary = input_vocabulary(analysis);
   s.token_ids = s.vocabulary > 0;
-  const TensorShape& out = analysis.output_shape;
-  s.classes = std::min(scenario.dataset.classes, out.last());
-  s.labels_per_sample = out.rank() == 2 ? out.dims[0] : 1;
+  const OutputClasses out = output_classes(analysis.output_shape);
+  s.classes = std::min(scenario.dataset.classes, out.classes);
+  s.label_shape = out.label_shape;
   return s;
 }
 
+// Per-pixel scores [batch, classes, height, width] go to cross_entropy as they are, with
+// [batch, height, width] labels (output_classes() in core).
 torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels) {
   if (logits.dim() == 3) {  // a sequence: one label per token
     return torch::nn::functional::cross_entropy(logits.flatten(0, 1).to(torch::kFloat32),

@@ -127,7 +127,7 @@ Call fixed_call(const StepContext& context, std::string name, Category category,
 
 std::int64_t sample_transfer_bytes(const ModelAnalysis& a, bool uint8_inputs) {
   // Inputs in the model's input dtype (or uint8), plus int64 labels (one per output row).
-  std::int64_t label_rows = a.output_shape.elements() / a.output_shape.last();
+  std::int64_t label_rows = output_classes(a.output_shape).labels_per_sample;
   const std::int64_t input_element = uint8_inputs ? 1 : element_bytes(a.input_dtype);
   return a.input_shape.elements() * input_element + 8 * label_rows;
 }

@@ -303,7 +303,7 @@ TEST_CASE("bad input: a sweep that does not say whether the batch is global or p
 TEST_CASE("bad input: classes that do not match the model's output") {
   scenario_error(scenario("classes: 10", "classes: 12"),
                  {"bad.yaml:5:10", "dataset",
-                  "the data set has 12 classes but the model 'spoken-digits-linear' outputs 10"});
+                  "the data set has 12 classes but the model 'spoken-digits-linear' gives 10"});
 }
 
 TEST_CASE("bad input: a misspelt precision") {
@@ -565,4 +565,59 @@ TEST_CASE("an error about a long command-line value leaves out its middle") {
     }
   }
   CHECK(yaml::Override{"training.epochs", "3", ""}.where() == "--set training.epochs=3");
+}
+
+TEST_CASE("bad input: an input that names no earlier layer gets a suggestion") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [4, 8, 8]}\nlayers:\n"
+      "  - {type: conv2d, name: encoder, out_channels: 4, kernel: 1}\n"
+      "  - {type: concat, inputs: [encodr, input]}\n",
+      {"bad.yaml:6:29", "layers[1].inputs[0]", "did you mean 'encoder'?"});
+  // A later layer is not an input either.
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [4, 8, 8]}\nlayers:\n"
+      "  - {type: relu, name: a, input: b}\n"
+      "  - {type: relu, name: b}\n",
+      {"bad.yaml:5:34", "layers[0].input", "'b' names no earlier layer"});
+}
+
+TEST_CASE("bad input: an output nothing reads, and 'input' as a layer name") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [4, 8, 8]}\nlayers:\n"
+      "  - {type: conv2d, name: lost, out_channels: 4, kernel: 1}\n"
+      "  - {type: relu, input: input}\n",
+      {"bad.yaml:5:5", "layers", "the output of 'lost' is never read"});
+  model_error("kind: model\nname: m\ninput: {shape: [4]}\nlayers:\n  - {type: relu, name: input}\n",
+              {"bad.yaml:5:5", "layers[0]", "'input' is the model's input"});
+}
+
+TEST_CASE("bad input: a concat of shapes that do not line up names both") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [4, 8, 8]}\nlayers:\n"
+      "  - {type: maxpool2d, name: half, kernel: 2}\n"
+      "  - {type: concat, name: join, inputs: [input, half]}\n",
+      {"bad.yaml:6:5", "layer 2 'join' (concat)", "cannot join [-1, 4, 8, 8] and [-1, 4, 4, 4]"});
+  model_error(std::string(kModelHead) + "  - {type: concat, input: input}\n",
+              {"bad.yaml:5:27", "layers[0].input", "list them under 'inputs'"});
+  model_error(std::string(kModelHead) + "  - {type: concat, inputs: [input]}\n",
+              {"bad.yaml:5:28", "layers[0].inputs", "at least 2 items"});
+}
+
+TEST_CASE("bad input: permute, transpose, upsample and conv_transpose2d hyper-parameters") {
+  model_error(std::string(kModelHead) + "  - {type: permute, dims: [0, 0]}\n",
+              {"bad.yaml:5:27", "layers[0].dims", "a permutation"});
+  model_error(std::string(kModelHead) + "  - {type: permute, dims: [1, 0, 2]}\n",
+              {"bad.yaml:5:5", "layer 1 '0' (permute)", "permutes 3 dimensions"});
+  model_error(std::string(kModelHead) + "  - {type: transpose, dims: [0, 2]}\n",
+              {"bad.yaml:5:5", "layer 1 '0' (transpose)", "dimension 2 is outside"});
+  model_error(std::string(kModelHead) + "  - {type: upsample, scale_factor: 2, size: 8}\n",
+              {"bad.yaml:5:5", "layers[0]", "either scale_factor or size"});
+  model_error(std::string(kModelHead) + "  - {type: upsample, size: 8, align_corners: true}\n",
+              {"bad.yaml:5:46", "layers[0].align_corners", "mode: bilinear only"});
+  model_error(std::string(kModelHead) +
+                  "  - {type: conv_transpose2d, out_channels: 2, kernel: 2, stride: 2, "
+                  "output_padding: 2}\n",
+              {"bad.yaml:5:85", "layers[0].output_padding", "smaller than the stride (2)"});
+  model_error(std::string(kModelHead) + "  - {type: upsample, scale_factor: 2}\n",
+              {"bad.yaml:5:5", "layer 1 '0' (upsample)", "[channels, height, width]"});
 }

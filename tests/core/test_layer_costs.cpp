@@ -245,3 +245,78 @@ TEST_CASE("cross-entropy on 10 classes costs a log-softmax and its gradient") {
   CHECK(loss.backward_kernels() == 2);
   CHECK(loss.saved.per_sample.value() == 10 * 4 + 8);
 }
+
+TEST_CASE("conv_transpose2d follows PyTorch's output size and counts its scattered work once") {
+  // 8 channels 5x7 -> 4 channels: (5-1)x2 - 2x1 + 1x(3-1) + 1 + 1 = 9 and (7-1)x2 - 2 + 2 + 1 + 1.
+  ModelAnalysis a = analyze_text(
+      "  - {type: conv_transpose2d, out_channels: 4, kernel: 3, stride: 2, padding: 1, "
+      "output_padding: 1}\n",
+      "[8, 5, 7]");
+  const LayerCosts& up = a.layers[0];
+  CHECK(up.output_shape.dims == std::vector<std::int64_t>{4, 10, 14});
+  CHECK(up.params == 8 * 4 * 9 + 4);
+  CHECK(up.macs_per_sample == 5 * 7 * 8 * 4 * 9);  // every input pixel x in x out x window
+  CHECK(up.forward[0].flops.per_sample.value() == 2 * 5 * 7 * 8 * 4 * 9);
+  CHECK(up.backward_weight[0].flops.per_sample.value() == 2 * 5 * 7 * 8 * 4 * 9);
+  // U-Net's 2x2 stride-2 up-convolution exactly doubles the size.
+  ModelAnalysis unet_up = analyze_text(
+      "  - {type: conv_transpose2d, out_channels: 2, kernel: 2, stride: 2}\n", "[4, 6, 6]");
+  CHECK(unet_up.output_shape.dims == std::vector<std::int64_t>{2, 12, 12});
+}
+
+TEST_CASE("concat joins along a dimension and a skip read twice sums its gradients once") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: conv2d, name: enc, out_channels: 4, kernel: 1}\n"
+      "  - {type: maxpool2d, name: pool, kernel: 2}\n"
+      "  - {type: upsample, name: up, scale_factor: 2}\n"
+      "  - {type: concat, name: join, inputs: [enc, up]}\n"
+      "  - {type: conv2d, name: head, out_channels: 3, kernel: 1}\n",
+      "[2, 8, 8]");
+  auto layer = [&](const std::string& name) -> const LayerCosts& {
+    return *std::find_if(a.layers.begin(), a.layers.end(),
+                         [&](const LayerCosts& c) { return c.layer.name == name; });
+  };
+  CHECK(layer("up").output_shape.dims == std::vector<std::int64_t>{4, 8, 8});
+  const LayerCosts& join = layer("join");
+  CHECK(join.output_shape.dims == std::vector<std::int64_t>{8, 8, 8});
+  REQUIRE(join.forward.size() == 1);
+  CHECK(join.forward[0].bytes.per_sample.value() == 2 * 4 * 8 * 8 * 8);  // read and write once
+  // enc's output feeds the pool and the concat: autograd adds the two gradients.
+  REQUIRE(join.backward_input.size() == 1);
+  CHECK(join.backward_input[0].name == "add");
+  CHECK(join.backward_input[0].flops.per_sample.value() == 4 * 8 * 8);
+  // Negative dims count from the end, as in PyTorch.
+  ModelAnalysis last = analyze_text(
+      "  - {type: relu, name: r}\n  - {type: concat, inputs: [input, r], dim: -1}\n", "[3, 5]");
+  CHECK(last.output_shape.dims == std::vector<std::int64_t>{3, 10});
+}
+
+TEST_CASE("permute copies unless it is the identity, class tokens and positions size from input") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: transpose, dims: [0, 1]}\n"
+      "  - {type: class_token, name: cls, tokens: 2}\n"
+      "  - {type: position_embedding, name: pos}\n"
+      "  - {type: permute, dims: [0, 1]}\n",
+      "[6, 4]");
+  CHECK(a.layers[0].output_shape.dims == std::vector<std::int64_t>{4, 6});
+  CHECK(a.layers[0].forward.size() == 1);
+  CHECK(a.layers[1].output_shape.dims == std::vector<std::int64_t>{6, 6});
+  CHECK(a.layers[1].params == 2 * 6);
+  CHECK(a.layers[2].params == 6 * 6);  // one vector per token, class tokens included
+  CHECK(a.layers[3].forward.empty());  // the identity: a view
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{6, 6});
+}
+
+TEST_CASE("per-pixel outputs give one label per pixel and a loss over every pixel") {
+  OutputClasses pixels = output_classes(TensorShape{{3, 4, 5}});
+  CHECK(pixels.classes == 3);
+  CHECK(pixels.label_shape == std::vector<std::int64_t>{4, 5});
+  OutputClasses tokens = output_classes(TensorShape{{7, 100}});
+  CHECK(tokens.classes == 100);
+  CHECK(tokens.labels_per_sample == 7);
+  OutputClasses one = output_classes(TensorShape{{10}});
+  CHECK(one.classes == 10);
+  CHECK(one.labels_per_sample == 1);
+  LayerCosts loss = cross_entropy_costs(TensorShape{{3, 4, 5}}, {});
+  CHECK(loss.forward[1].flops.per_sample.value() == 20);  // nll over 20 pixels
+}

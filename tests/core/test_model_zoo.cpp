@@ -103,8 +103,86 @@ TEST_CASE("gpt2-small has 124,439,808 parameters with the LM head tied to the em
   CHECK(head.forward_flops().per_sample.value() == 2LL * 1024 * 768 * 50257);
 }
 
+TEST_CASE("vit-b-16 matches torchvision's 86,567,656 parameters and 17.56 G multiply-adds") {
+  ModelAnalysis a = analyze_zoo("vit-b-16");
+  CHECK(a.params == 86'567'656);  // torchvision's ViT_B_16_Weights: num_params
+  CHECK(a.macs_per_sample == Approx(17.56e9).epsilon(0.005));  // its "GFLOPS" column
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{1000});
+  // Patches become 196 tokens, the class token the 197th; positions are sized from that.
+  auto layer = [&](const std::string& name) -> const LayerCosts& {
+    for (const LayerCosts& c : a.layers) {
+      if (c.layer.name == name) return c;
+    }
+    FAIL("no layer " << name);
+    return a.layers.front();
+  };
+  CHECK(layer("patches_as_tokens").output_shape.dims == std::vector<std::int64_t>{196, 768});
+  CHECK(layer("class_token").output_shape.dims == std::vector<std::int64_t>{197, 768});
+  CHECK(layer("class_token").params == 768);
+  CHECK(layer("encoder.pos_embedding").params == 197 * 768);
+  // The parts torchvision registers: conv_proj, class_token, pos_embedding, 12 encoder blocks,
+  // the final norm and the head.
+  const std::int64_t d = 768, mlp = 3072;
+  const std::int64_t block =
+      2 * d + (3 * d * d + 3 * d + d * d + d) + 2 * d + (d * mlp + mlp) + (mlp * d + d);
+  CHECK(a.params == (d * 3 * 16 * 16 + d) + d + 197 * d + 12 * block + 2 * d + (d * 1000 + 1000));
+}
+
+TEST_CASE("unet has milesial/Pytorch-UNet's 31,037,698 parameters and per-pixel class scores") {
+  ModelAnalysis a = analyze_zoo("unet");
+  CHECK(a.params == 31'037'698);  // n_channels 3, n_classes 2, bilinear False
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{2, 640, 960});
+  OutputClasses classes = output_classes(a.output_shape);
+  CHECK(classes.classes == 2);
+  CHECK(classes.label_shape == std::vector<std::int64_t>{640, 960});
+  CHECK(classes.labels_per_sample == 640 * 960);
+  // Each skip joins the encoder's channels with the up-convolution's.
+  for (auto [name, channels] : {std::pair{"up1.cat", 1024}, std::pair{"up4.cat", 128}}) {
+    for (const LayerCosts& c : a.layers) {
+      if (c.layer.name == name) CHECK(c.output_shape.dims.front() == channels);
+    }
+  }
+}
+
+TEST_CASE("the UNet++ authors' U-Net has their printed 7,759,521 parameters") {
+  // MrGiovanni/UNetPlusPlus, model_logic.py, U_Net(color_type=1, num_class=1): "Total params:
+  // 7,759,521". 32-512 filters, 3x3 same convolutions with bias, 2x2 stride-2 up-convolutions,
+  // a 1x1 output; no batch norm.
+  std::string yaml = R"(kind: model
+name: unetpp-unet
+input: {shape: [1, 96, 96]}
+layers:
+)";
+  auto stage = [&](const std::string& name, int filters) {
+    const std::string conv =
+        ", out_channels: " + std::to_string(filters) + ", kernel: 3, padding: 1}\n";
+    yaml += "  - {type: conv2d, name: " + name + ".0" + conv;
+    yaml += "  - {type: relu, name: " + name + ".1}\n";
+    yaml += "  - {type: conv2d, name: " + name + ".2" + conv;
+    yaml += "  - {type: relu, name: " + name + "}\n";
+  };
+  const int filters[] = {32, 64, 128, 256, 512};
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) yaml += "  - {type: maxpool2d, kernel: 2, name: pool" + std::to_string(i) + "}\n";
+    stage("conv" + std::to_string(i + 1) + "_1", filters[i]);
+  }
+  for (int i = 3; i >= 0; --i) {
+    const std::string up = "up" + std::to_string(i + 1);
+    yaml += "  - {type: conv_transpose2d, name: " + up +
+            ", out_channels: " + std::to_string(filters[i]) + ", kernel: 2, stride: 2}\n";
+    yaml += "  - {type: concat, name: " + up + ".cat, inputs: [" + up + ", conv" +
+            std::to_string(i + 1) + "_1]}\n";
+    stage("conv" + std::to_string(i + 1) + "_" + std::to_string(6 - i), filters[i]);
+  }
+  yaml += "  - {type: conv2d, name: output, out_channels: 1, kernel: 1}\n";
+  ModelAnalysis a = analyze_model(load_model_from_string(yaml, "unetpp-unet"));
+  CHECK(a.params == 7'759'521);
+  CHECK(a.output_shape.dims == std::vector<std::int64_t>{1, 96, 96});
+}
+
 TEST_CASE("every zoo model analyses in fp16 with half the activation memory of fp32") {
-  for (const char* name : {"mnist-cnn", "resnet-50", "mobilenet-v2", "bert-base"}) {
+  for (const char* name :
+       {"mnist-cnn", "resnet-50", "mobilenet-v2", "bert-base", "vit-b-16", "unet"}) {
     ModelSpec spec = load_model(test::zoo_model(name));
     ModelAnalysis fp32 = analyze_model(spec);
     ModelAnalysis fp16 = analyze_model(spec, CostOptions{DType::float16, DType::float32});

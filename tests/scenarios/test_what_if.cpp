@@ -112,3 +112,26 @@ TEST_CASE("what-if fastest batch within memory: the fastest point fits, the larg
   CHECK(largest_in_sweep->epoch_seconds < 1.05 * best->epoch_seconds);
   CHECK(at(r, 1, 16).epoch_seconds > 1.05 * best->epoch_seconds);
 }
+
+TEST_CASE(
+    "what-if U-Net segmentation: activations bound the batch, 8 A100s scale nearly linearly") {
+  std::vector<PointResult> r = predict(what_if("unet-segmentation-dgx-a100"));
+  const std::int64_t largest = at(r, 1, 16).memory.largest_batch;
+  CHECK(largest >= 16);
+  CHECK(largest < 24);
+  CHECK(at(r, 1, 16).memory.fits);
+  CHECK_FALSE(at(r, 1, 24).memory.fits);
+  CHECK_FALSE(at(r, 8, 8 * 32).memory.fits);
+  // Memory grows with the images, not the 31 M parameters: more than 1 GiB per image.
+  const double per_image_gib =
+      static_cast<double>(at(r, 1, 16).memory.peak.value() - at(r, 1, 8).memory.peak.value()) /
+      8.0 / (1 << 30);
+  CHECK(per_image_gib > 1.0);
+  for (std::int64_t per_gpu : {1, 4, 16}) {
+    INFO("per-GPU batch " << per_gpu);
+    CHECK(at(r, 8, 8 * per_gpu).speedup > 7.0);
+  }
+  const PointResult* best = fastest_point(r);
+  REQUIRE(best);
+  CHECK(best->point.gpus == 8);
+}

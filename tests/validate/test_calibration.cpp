@@ -532,3 +532,38 @@ TEST_CASE(
     return n.find("a Python training loop pays more") != std::string::npos;
   }));
 }
+
+TEST_CASE("a calibration tells its progress through the fit's stages and gives the same profile") {
+  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"),
+                                        {{"sweep.gpus", "[1]", ""},
+                                         {"sweep.batch", "[10, 50, 200, 600]", ""},
+                                         {"training.strategy", "single", ""}});
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.memory = 0.5;
+  truth.host.step_overhead = Seconds(400e-6);
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  std::vector<std::pair<std::string, double>> heard;
+  Calibration told = calibrate({measured}, {}, {"synthetic.json"},
+                               [&](const std::string& stage, double fraction) {
+                                 heard.emplace_back(stage, fraction);
+                               });
+  Calibration silent = calibrate({measured}, {}, {"synthetic.json"});
+  REQUIRE_FALSE(heard.empty());
+  bool screened = false, fitted = false, left_out = false;
+  double previous = 0;
+  for (const auto& [stage, fraction] : heard) {
+    INFO(stage << " at " << fraction);
+    CHECK(fraction >= previous);  // never backwards
+    CHECK(fraction <= 1.0);
+    previous = fraction;
+    screened = screened || stage.starts_with("screening");
+    fitted = fitted || stage.find("start 1 of") != std::string::npos;
+    left_out = left_out || stage.starts_with("leaving each point out");
+  }
+  CHECK(screened);
+  CHECK(fitted);
+  CHECK(left_out);
+  // The callback only listens.
+  CHECK(told.profile.gpu.memory == silent.profile.gpu.memory);
+  CHECK(told.profile.host.step_overhead == silent.profile.host.step_overhead);
+}

@@ -114,8 +114,9 @@ std::string epoch_against_batch_commands(const std::string& title, const std::st
   std::string axes;
   if (!distinct.empty()) {
     // The sweep's own batches as labels, those too close to the one before left out (labels
-    // about a twentieth of the axis apart at least), unless too few would remain.
-    const double spacing = std::max(1.2, std::pow(distinct.back() / distinct.front(), 1.0 / 20));
+    // about a fourteenth of the axis apart at least: three-digit labels touch at a twentieth),
+    // unless too few would remain.
+    const double spacing = std::max(1.2, std::pow(distinct.back() / distinct.front(), 1.0 / 14));
     std::vector<double> labelled;
     for (double b : distinct) {
       if (labelled.empty() || b / labelled.back() >= spacing) labelled.push_back(b);

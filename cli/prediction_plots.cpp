@@ -30,7 +30,8 @@ std::map<int, Points> by_gpu_count(const Points& points) {
 
 // Like the seeds' figures: one line per GPU count (each its own colour, marker and dash), log
 // axes zoomed to the points. A point that does not fit in memory is a cross in its GPU count's
-// colour in a row above the lines, at its batch, over the word OOM.
+// colour in a row above the lines, at its batch; the word OOM under the first cross of each
+// GPU count (a label under every cross runs into its neighbours).
 void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const Points& out_of_memory,
                      const std::string& image) {
   // Every GPU count plotted, lines or crosses, keeps one style.
@@ -67,7 +68,7 @@ void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const Points&
         seconds.empty() ? 1.0 : 1.3 * *std::max_element(seconds.begin(), seconds.end());
     constexpr double kStep = 1.08;
     bool keyed = false;
-    std::map<std::int64_t, double> lowest;  // per batch, where its OOM label goes
+    std::map<std::int64_t, double> lowest;  // per labelled batch, where its OOM label goes
     for (const auto& [gpus, points] : by_gpu_count(out_of_memory)) {
       const double y = row * std::pow(kStep, style[gpus]);
       data += fmt::format("\n\n# {}: out of memory (global_batch, y)\n", gpus_label(gpus));
@@ -75,9 +76,12 @@ void plot_epoch_time(const ScenarioSpec& s, const Points& fitting, const Points&
         data += fmt::format("{} {:.9g}\n", r->point.global_batch, y);
         batches.push_back(static_cast<double>(r->point.global_batch));
         seconds.push_back(y);
-        auto [at, added] = lowest.emplace(r->point.global_batch, y);
-        if (!added) at->second = std::min(at->second, y);
       }
+      std::int64_t first = points.front()->point.global_batch;  // the smallest
+      for (const sim::PointResult* r : points)
+        first = std::min(first, r->point.global_batch);
+      auto [at, added] = lowest.emplace(first, y);
+      if (!added) at->second = std::min(at->second, y);
       // The key names the crosses once, and a GPU count that has no line at all.
       std::string title = "notitle";
       if (!lines.contains(gpus)) {

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "core/input_error.h"
 #include "core/io/output_file.h"
@@ -181,6 +182,7 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
   const std::size_t total = to_measure.size() * static_cast<std::size_t>(rounds);
   std::size_t done = 0;
   bool progress_line_open = false;  // "[k/n] ... " printed, its result not yet
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
   // A signal that came while the run started up stops it before a point.
   bool stopping = stop_agreed(world, stop);
   for (std::size_t step = 0; step < total && !stopping; ++step) {
@@ -224,9 +226,12 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double left = elapsed / static_cast<double>(done) * static_cast<double>(total - step - 1);
     if (writer && !options.quiet) {
+      // Each point's result is a record, in logs too; the time estimate is for a terminal.
       std::cerr << summary(measured)
-                << fmt::format(" | elapsed {}, about {} left\n", clock_text(elapsed),
-                               clock_text(left));
+                << (terminal ? fmt::format(" | elapsed {}, about {} left", clock_text(elapsed),
+                                           clock_text(left))
+                             : std::string())
+                << "\n";
       progress_line_open = false;
     }
     // Replace an earlier failed record of the same point.

@@ -249,6 +249,31 @@ TEST_CASE("a point trained on the CPU reports its iteration spread, epoch and me
   CHECK_FALSE(m.parameters_identical);  // one rank: nothing to compare
 }
 
+TEST_CASE("a segmentation model trains against a label per pixel") {
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/segmentation-cpu.yaml"));
+  RunOptions options;
+  options.warmup_iterations = 1;
+  options.timed_iterations = 3;
+  std::atomic<bool> interrupted{false};
+  DevicePlan cpu = plan_devices(DeviceChoice::cpu);
+  MeasuredPoint m =
+      measure_point(scenario, SweepPoint{1, 8, 8}, options, cpu, world(), interrupted);
+  REQUIRE(m.status == PointStatus::ok);
+  // Cross-entropy over 3 classes at each of 16x16 pixels of random labels: about ln 3 at first.
+  CHECK(m.first_loss == Approx(std::log(3.0)).epsilon(0.1));
+  CHECK(std::isfinite(m.last_loss));
+  // The loader draws one label per pixel.
+  SampleShape sample;
+  sample.shape.dims = {1, 16, 16};
+  sample.classes = 3;
+  sample.label_shape = {16, 16};
+  LoaderOptions o = loader_options(0);
+  SyntheticLoader loader(sample, o, torch::kCPU);
+  Batch batch = loader.next();
+  CHECK(batch.labels.sizes().vec() == std::vector<std::int64_t>{16, 16, 16});
+  CHECK(batch.labels.max().item<std::int64_t>() < 3);
+}
+
 TEST_CASE("points the CPU cannot run are skipped with the reason in words") {
   ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
   DevicePlan cpu = plan_devices(DeviceChoice::cpu);

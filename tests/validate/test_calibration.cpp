@@ -543,10 +543,9 @@ TEST_CASE("a calibration tells its progress through the fit's stages and gives t
   truth.host.step_overhead = Seconds(400e-6);
   MeasuredScenario measured = synthetic_measurements(scenario, truth);
   std::vector<std::pair<std::string, double>> heard;
-  Calibration told = calibrate({measured}, {}, {"synthetic.json"},
-                               [&](const std::string& stage, double fraction) {
-                                 heard.emplace_back(stage, fraction);
-                               });
+  Calibration told = calibrate(
+      {measured}, {}, {"synthetic.json"},
+      [&](const std::string& stage, double fraction) { heard.emplace_back(stage, fraction); });
   Calibration silent = calibrate({measured}, {}, {"synthetic.json"});
   REQUIRE_FALSE(heard.empty());
   bool screened = false, fitted = false, left_out = false;

@@ -66,7 +66,13 @@ SweepProgress::~SweepProgress() {
   }
   wake_.notify_all();
   if (ticker_.joinable()) ticker_.join();
-  if (!line_.empty()) std::fputs("\n", stderr);
+  // A sweep's last count stays on screen; a stage means nothing once the work has stopped (an
+  // error follows, say).
+  if (total_ == 0) {
+    erase();
+  } else if (!line_.empty()) {
+    std::fputs("\n", stderr);
+  }
 }
 
 double SweepProgress::elapsed() const {
@@ -93,6 +99,7 @@ void SweepProgress::clear() {
   std::lock_guard lock(mutex_);
   erase();
   line_.clear();
+  stage_.clear();  // the ticker draws nothing more
 }
 
 void SweepProgress::above(const std::string& text, std::FILE* out) {

@@ -198,9 +198,9 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
                                         l.dilation[d], "the kernel"));
   }
   I64 c_out = l.out_features, g = l.groups;
-  I64 window = product(l.kernel);
+  I64 window = narrow(product(l.kernel));
   I64 in_positions = product(in.dims, 1), out_positions = product(out_spatial);
-  I64 weights = c_out * (c_in / g) * window;
+  I64 weights = narrow(narrow(c_out * (c_in / g)) * window);
   add_param(p.costs, "weight", weights);
   if (l.bias) add_param(p.costs, "bias", c_out);
   p.costs.output_shape.dims = {narrow(c_out)};
@@ -632,9 +632,10 @@ PrimitiveCosts conv_transpose(PrimitiveCosts p, const CostOptions& o, bool needs
     }
     out_spatial.push_back(narrow(size));
   }
-  I64 window = product(l.kernel);
+  // Narrowed factor by factor: hostile sizes stop at the 2^44 check, never overflow 128 bits.
+  I64 window = narrow(product(l.kernel));
   I64 in_positions = product(in.dims, 1), out_positions = product(out_spatial);
-  I64 weights = c_in * (c_out / g) * window;
+  I64 weights = narrow(narrow(c_in * (c_out / g)) * window);
   add_param(p.costs, "weight", weights);
   if (l.bias) add_param(p.costs, "bias", c_out);
   p.costs.output_shape.dims = {narrow(c_out), out_spatial[0], out_spatial[1]};

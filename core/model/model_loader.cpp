@@ -233,7 +233,8 @@ std::string ModelReader::resolve_input(const yaml::Node& reference) {
       known.push_back(entry);
     reference.fail(fmt::format(
         "'{}' names no earlier layer; an input must be an entry written above this one (by its "
-        "name, or its index path such as '3' or 'body.1'), or '{}' for the model's input{}",
+        "name; an entry without one by its position path, such as '3' or 'block.body.0'), or "
+        "'{}' for the model's input{}",
         name, kModelInput, did_you_mean(name, known)));
   }
   referenced_.insert(found->second);
@@ -301,8 +302,14 @@ std::vector<ModelNode> ModelReader::read_sequence(const yaml::Node& list,
         prefix.empty() ? std::to_string(index) : prefix + "." + std::to_string(index);
     const std::size_t before = out.size();
     read_entry(entry, default_name, out);
-    // The previous node's output goes unread by this entry when it reads named ones.
-    if (before > 0 && !out[before].inputs.empty()) {
+    // The previous node's output goes unread by this entry when it reads named ones (a residual
+    // block whose body and shortcut both do, too).
+    const ModelNode& first = out[before];
+    const bool reads_elsewhere =
+        !first.inputs.empty() || (first.kind == ModelNode::Kind::residual && !first.body.empty() &&
+                                  !first.body.front().inputs.empty() && !first.shortcut.empty() &&
+                                  !first.shortcut.front().inputs.empty());
+    if (before > 0 && reads_elsewhere) {
       const ModelNode& previous = out[before - 1];
       bool residual = previous.kind == ModelNode::Kind::residual;
       maybe_unread_.push_back({residual ? previous.name : previous.layer.name,

@@ -365,15 +365,18 @@ void TorchModelImpl::build_residual(const ModelNode& node, std::size_t& value,
   analysed_layer(cursor, node.name + ".add", LayerType::add);  // checks the lock step
   auto step = std::make_shared<Step>();
   step->reads = {body, shortcut};
-  // The sum goes back into the fork's slot unless an enclosing block still needs the fork.
+  // The sum goes back into the fork's slot unless an enclosing block still needs the fork, else
+  // into the body's unless a later layer names the body's output.
   if (!pinned(fork)) {
     step->writes = fork;
   } else {
-    step->writes = body != fork ? body : value_count_++;
+    step->writes = body != fork && !pinned(body) ? body : value_count_++;
   }
   for (std::size_t slot : {body, shortcut}) {
     bool already = !step->releases.empty() && step->releases.back() == slot;
-    if (slot != fork && slot != step->writes && !already) step->releases.push_back(slot);
+    if (slot != fork && slot != step->writes && !already && !pinned(slot)) {
+      step->releases.push_back(slot);
+    }
   }
   step->compute = [](const Inputs& in) { return in.at(0) + in.at(1); };
   steps_.push_back(std::move(step));

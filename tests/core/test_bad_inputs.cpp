@@ -621,3 +621,14 @@ TEST_CASE("bad input: permute, transpose, upsample and conv_transpose2d hyper-pa
   model_error(std::string(kModelHead) + "  - {type: upsample, scale_factor: 2}\n",
               {"bad.yaml:5:5", "layer 1 '0' (upsample)", "[channels, height, width]"});
 }
+
+TEST_CASE("bad input: a residual whose branches both read named outputs leaves its input unread") {
+  model_error(
+      "kind: model\nname: m\ninput: {shape: [8]}\nlayers:\n"
+      "  - {type: linear, name: a, out_features: 8}\n"
+      "  - {type: linear, name: b, out_features: 8}\n"
+      "  - type: residual\n    name: r\n"
+      "    body: [{type: linear, name: x, input: a, out_features: 8}]\n"
+      "    shortcut: [{type: linear, name: y, input: a, out_features: 8}]\n",
+      {"bad.yaml:6:5", "layers", "the output of 'b' is never read"});
+}

@@ -389,6 +389,33 @@ TEST_CASE("unet over 32x48 images has core's parameters and per-pixel output") {
   check_gradients_reach_every_parameter(module, 2);
 }
 
+TEST_CASE("outputs named inside a residual block outlive the block's add") {
+  // The add must neither free nor overwrite a value a later layer reads by name.
+  for (const char* inputs : {"[blk, inner]", "[blk, inner, a]"}) {
+    INFO(inputs);
+    torch::manual_seed(0);
+    TorchModel module = inline_module(std::string(R"(
+kind: model
+name: named-inside
+input: {shape: [8]}
+layers:
+  - {type: linear, name: a, out_features: 8}
+  - {type: residual, name: blk, body: [{type: linear, name: inner, out_features: 8}]}
+  - {type: concat, name: c, inputs: )") + inputs +
+                                          "}\n",
+                                      "named-inside");
+    check_against_analysis(module, 2);
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = torch::randn({2, 8});
+    torch::Tensor a = module->run_layer(0, {x});
+    torch::Tensor inner = module->run_layer(1, {a});
+    torch::Tensor blk = module->run_layer(2, {inner, a});
+    std::vector<torch::Tensor> parts{blk, inner};
+    if (std::string(inputs).find(", a]") != std::string::npos) parts.push_back(a);
+    CHECK(torch::allclose(module->forward(x), torch::cat(parts, 1)));
+  }
+}
+
 TEST_CASE("a skip joins the encoder's output with the decoder's, along the channels") {
   torch::manual_seed(0);
   TorchModel module = inline_module(R"(

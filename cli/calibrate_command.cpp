@@ -12,10 +12,12 @@
 #include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "core/measure/target_runs.h"
 #include "options/scenario_options.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/measurement_input.h"
+#include "validate/time_to_target.h"
 
 namespace epochcast::cli {
 
@@ -28,6 +30,36 @@ struct CalibrateArgs {
   std::string holdout;
   std::vector<std::string> catalogues;
 };
+
+// Time-to-target runs (run --to-target): the statistical figures of the noise-scale model, as a
+// `statistical_efficiency:` block for the scenario: B_noise = the measured B_simple and S_min
+// from the batch it was measured at, or (no noise scale measured) both fitted on every batch.
+void calibrate_statistical_efficiency(const std::string& file, const OutputFile& output,
+                                      std::FILE* out) {
+  const TargetRunsFile runs = load_target_runs(file);
+  std::vector<std::int64_t> batches;
+  for (const TargetPoint& p : runs.points)
+    batches.push_back(p.global_batch);
+  std::optional<validate::StatisticalFit> fit =
+      runs.noise_scale ? validate::fit_from_noise_scale(runs, runs.noise_scale->batch)
+                       : std::nullopt;
+  if (!fit) fit = validate::fit_from_steps(runs, batches);
+  if (!fit) {
+    throw InputError(SourceMark{file, 0, 0}, "points",
+                     "no noise scale measured at a batch that reached the target, and fewer than "
+                     "two batch sizes reached it: nothing to fit");
+  }
+  fmt::print(out, "Fit: {}.\n", fit->how);
+  const std::string block = fmt::format(
+      "# From {} ({} to {} {:g}; epochcast calibrate)\n"
+      "statistical_efficiency:\n"
+      "  noise_scale: {{value: {:.6g}, source: {}}}\n"
+      "  min_steps: {{value: {:.6g}, source: calibrated}}\n",
+      file, runs.model, runs.metric, runs.value, fit->noise_scale,
+      kFigureSourceNames[static_cast<int>(fit->noise_source)], fit->min_steps);
+  if (output.kind() != OutputFile::Kind::standard_output) fmt::print(out, "{}", block);
+  output.write(block);
+}
 
 }  // namespace
 
@@ -106,7 +138,8 @@ Command add_calibrate_command(CLI::App& app) {
       "measurements by least squares and write a hardware profile");
   command
       ->add_option("measurements", args->measurements,
-                   "Measurement files (epochcast run/bench) or results tables (.csv)")
+                   "Measurement files (epochcast run/bench) or results tables (.csv); or one "
+                   "time-to-target file (run --to-target): its statistical_efficiency block")
       ->required();
   command->add_option("-o,--output", args->output, "Profile to write (YAML)")->required();
   command->add_option("--scenario", args->scenario,
@@ -125,6 +158,10 @@ Command add_calibrate_command(CLI::App& app) {
       }
     }
     std::FILE* out = output.kind() == OutputFile::Kind::standard_output ? stderr : stdout;
+    if (args->measurements.size() == 1 && is_target_runs_file(args->measurements.front())) {
+      calibrate_statistical_efficiency(args->measurements.front(), output, out);
+      return 0;
+    }
     std::vector<validate::MeasuredScenario> inputs;
     for (const std::string& file : args->measurements) {
       for (validate::MeasuredScenario& m : validate::load_measurement_input(file, args->scenario)) {

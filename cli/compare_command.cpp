@@ -26,6 +26,7 @@
 #include "options/scenario_options.h"
 #include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
+#include "sim/predict/time_to_target.h"
 #include "sim/report/report.h"
 
 namespace epochcast::cli {
@@ -141,6 +142,42 @@ std::string recommendation(const std::vector<MachineResult>& machines) {
       point_words(*cheap->cheapest()), money(fast_cost), fast.machine.name);
 }
 
+// With a target: each machine's point that reaches it first, its time and (with a price) its
+// cost, and the machines ranked by that time; the statistical figures are the scenario's, so
+// only the machines' step times differ.
+std::string target_lines(const ScenarioSpec& base, const std::vector<MachineResult>& all) {
+  if (!base.target) return "";
+  struct Ranked {
+    const MachineResult* machine;
+    const sim::PointResult* point;
+    sim::TargetPrediction prediction;
+  };
+  std::vector<Ranked> ranked;
+  for (const MachineResult& m : all) {
+    if (const sim::PointResult* best = sim::fastest_to_target(base, m.points)) {
+      ranked.push_back({&m, best, *sim::predict_to_target(base, *best)});
+    }
+  }
+  if (ranked.empty()) return "";
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    return a.prediction.seconds < b.prediction.seconds;
+  });
+  std::string out =
+      fmt::format("\nTo the target ({} {:g}), fastest first:\n",
+                  kTargetMetricNames[static_cast<int>(base.target->metric)], base.target->value);
+  for (const Ranked& r : ranked) {
+    const double cost = r.machine->machine.price
+                            ? r.machine->machine.price->per_gpu_hour * r.point->point.gpus *
+                                  r.prediction.seconds / 3600.0
+                            : -1;
+    out += fmt::format("  {}: {} with {} ({:.0f} steps, {:.2f} epochs){}\n",
+                       r.machine->machine.name, readable_duration(r.prediction.seconds),
+                       point_words(*r.point), r.prediction.steps, r.prediction.epochs,
+                       cost >= 0 ? fmt::format(", {}", money(cost)) : "");
+  }
+  return out + fmt::format("Assumed: {}.\n", sim::target_assumption(base));
+}
+
 std::string render_comparison(const ScenarioSpec& base, const std::vector<MachineResult>& all,
                               const sim::TableLayout& layout) {
   const int epochs = base.training.epochs;
@@ -206,6 +243,7 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
   }
   out += table.render(layout.wide ? 0 : layout.width);
   out += "\n" + wrap_lines(recommendation(all), layout.width, 0) + "\n";
+  out += wrap_lines(target_lines(base, all), layout.width, 4);
   constexpr std::size_t kProse = 100;
   out += wrap_lines(
       "\nfastest point is the sweep point with the lowest epoch time that fits in memory; all "
@@ -236,6 +274,17 @@ std::string render_json(const ScenarioSpec& base, const std::vector<MachineResul
     if (m.machine.price) {
       j["price_per_gpu_hour"] = m.machine.price->per_gpu_hour;
       j["price_source"] = m.machine.price->source;
+    }
+    if (const sim::PointResult* first = sim::fastest_to_target(base, m.points)) {
+      const sim::TargetPrediction t = *sim::predict_to_target(base, *first);
+      j["fastest_to_target"] = point_json(m, *first);
+      j["fastest_to_target"]["time_to_target_s"] = t.seconds;
+      j["fastest_to_target"]["epochs_to_target"] = t.epochs;
+      j["fastest_to_target"]["steps_to_target"] = t.steps;
+      if (m.machine.price) {
+        j["fastest_to_target"]["cost_to_target"] =
+            m.machine.price->per_gpu_hour * first->point.gpus * t.seconds / 3600.0;
+      }
     }
     if (m.fastest()) {
       j["fastest"] = point_json(m, *m.fastest());

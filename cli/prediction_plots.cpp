@@ -4,11 +4,13 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cli/gnuplot_figure.h"
 #include "core/input_error.h"
+#include "sim/predict/time_to_target.h"
 
 namespace epochcast::cli {
 
@@ -201,11 +203,56 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
                   plots));
 }
 
+// Time to the scenario's target against batch, a line per GPU count (as the epoch plot, same
+// styles), the fastest point ringed: where the epoch plot favours the largest batch, this one
+// shows where the extra steps of a batch beyond the noise scale take the gain back.
+void plot_time_to_target(const ScenarioSpec& s, const Points& fitting, const std::string& image) {
+  std::string data = "# gpus global_batch time_to_target_s epochs_to_target steps_to_target\n";
+  std::string plots;
+  std::vector<double> batches, seconds;
+  const sim::PointResult* fastest = nullptr;
+  double fastest_seconds = 0;
+  int block = 0;
+  for (const auto& [gpus, points] : by_gpu_count(fitting)) {
+    if (block > 0) data += "\n\n";
+    for (const sim::PointResult* r : points) {
+      const std::optional<sim::TargetPrediction> t = sim::predict_to_target(s, *r);
+      if (!t) continue;
+      data += fmt::format("{} {} {:.9g} {:.6g} {:.6g}\n", gpus, r->point.global_batch, t->seconds,
+                          t->epochs, t->steps);
+      batches.push_back(static_cast<double>(r->point.global_batch));
+      seconds.push_back(t->seconds);
+      if (!fastest || t->seconds < fastest_seconds) {
+        fastest = r;
+        fastest_seconds = t->seconds;
+      }
+    }
+    plots += fmt::format("{}data index {} using 2:3 with linespoints lw 2 {} title '{}'",
+                         block ? ", \\\n     " : "", block, line_style(block), gpus_label(gpus));
+    ++block;
+  }
+  data += fmt::format("\n\n# fastest to the target (global_batch, s)\n{} {:.9g}\n",
+                      fastest->point.global_batch, fastest_seconds);
+  plots += fmt::format(
+      ", \\\n     data index {} using 1:2 with points pt 6 ps 3.5 lw 2 lc rgb 'black' "
+      "title 'fastest to target'",
+      block);
+  const std::string metric(kTargetMetricNames[static_cast<int>(s.target->metric)]);
+  std::string commands = epoch_against_batch_commands(
+      fmt::format("{}: predicted time to {} {:g}", s.name, metric, s.target->value), plots, batches,
+      seconds);
+  // The same axes as the epoch plot, labelled for this figure.
+  const std::string epoch_label = "set ylabel 'epoch time (s)'";
+  commands.replace(commands.find(epoch_label), epoch_label.size(),
+                   "set ylabel 'time to target (s)'");
+  draw_with_gnuplot(image, "--plot", data, commands);
+}
+
 }  // namespace
 
 std::vector<std::string> prediction_plot_files(const std::string& image) {
   std::vector<std::string> files;
-  for (const char* suffix : {"", "-breakdown", "-scaling"}) {
+  for (const char* suffix : {"", "-breakdown", "-scaling", "-target"}) {
     for (std::string& file : figure_files(sibling_image(image, suffix)))
       files.push_back(std::move(file));
   }
@@ -231,6 +278,10 @@ std::vector<std::string> plot_predictions(const ScenarioSpec& scenario,
   if (by_gpu_count(fitting).size() > 1) {
     images.push_back(sibling_image(image, "-scaling"));
     plot_scaling(scenario, fitting, images.back());
+  }
+  if (scenario.target) {
+    images.push_back(sibling_image(image, "-target"));
+    plot_time_to_target(scenario, fitting, images.back());
   }
   return images;
 }

@@ -15,9 +15,11 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "core/measure/results_csv.h"
+#include "core/measure/target_runs.h"
 #include "options/scenario_options.h"
 #include "validate/calibration.h"
 #include "validate/measurement_input.h"
+#include "validate/time_to_target.h"
 #include "validate/validation.h"
 
 namespace epochcast::cli {
@@ -31,7 +33,134 @@ struct ValidateArgs {
   std::string holdout;
   std::string json;
   std::string plot;
+  std::string calibrate_on;  // time-to-target runs: a batch, or "all"
 };
+
+// Time-to-target runs (run --to-target) against the noise-scale model: S_min and B_noise fitted
+// on the measured noise scale and one batch (or on every batch), then every batch's epochs and
+// time to the target, measured against predicted.
+void validate_target_runs(const ValidateArgs& args, std::FILE* out,
+                          const std::optional<OutputFile>& json) {
+  ScenarioSpec scenario = load_scenario(args.scenario, args.options.overrides());
+  args.options.apply_profile_option(scenario);
+  const TargetRunsFile runs = load_target_runs(args.measurements);
+  std::optional<validate::StatisticalFit> fit;
+  std::vector<std::int64_t> batches;
+  for (const TargetPoint& p : runs.points)
+    batches.push_back(p.global_batch);
+  const std::string on = args.calibrate_on.empty()
+                             ? (runs.noise_scale ? std::to_string(runs.noise_scale->batch) : "all")
+                             : args.calibrate_on;
+  if (on == "all") {
+    fit = validate::fit_from_steps(runs, batches);
+  } else {
+    std::int64_t batch = 0;
+    try {
+      batch = std::stoll(on);
+    } catch (const std::exception&) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--calibrate-on",
+                       fmt::format("expected a batch size of the runs or 'all', got '{}'", on));
+    }
+    if (std::find(batches.begin(), batches.end(), batch) == batches.end()) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--calibrate-on",
+                       fmt::format("batch {} is not among the runs' batches ({})", batch,
+                                   fmt::join(batches, ", ")));
+    }
+    fit = validate::fit_from_noise_scale(runs, batch);
+    if (!fit) {
+      throw InputError(SourceMark{args.measurements, 0, 0}, "noise_scale",
+                       runs.noise_scale
+                           ? fmt::format("batch {} never reached the target", batch)
+                           : std::string("the runs measured no noise scale (run --noise-scale); "
+                                         "--calibrate-on all fits both figures on the steps"));
+    }
+  }
+  if (!fit) {
+    throw InputError(SourceMark{args.measurements, 0, 0}, "points",
+                     "fewer than two batch sizes reached the target, or their steps do not fall "
+                     "with the batch: nothing to fit");
+  }
+  const validate::TargetValidation v = validate::validate_to_target(scenario, runs, *fit);
+  fmt::print(out, "Scenario {}: {} to {} {:g}, {} seeds a batch, measured on {} (LibTorch {})\n",
+             scenario.name, runs.model, runs.metric, runs.value,
+             runs.points.empty() ? 0 : runs.points.front().runs.size(), runs.device_name,
+             runs.torch_version);
+  fmt::print(out, "Fit: {}: S_min {:.1f} steps, B_noise {:.0f} samples.\n", fit->how,
+             fit->min_steps, fit->noise_scale);
+  if (runs.noise_scale) {
+    fmt::print(out,
+               "Measured noise scale: B_simple {:.0f} samples at batch {} ({} micro-batches; "
+               "quartiles over {} windows of training: {:.0f}-{:.0f}).\n",
+               runs.noise_scale->b_simple, runs.noise_scale->batch, runs.noise_scale->micro_batches,
+               runs.noise_scale->windows, runs.noise_scale->low, runs.noise_scale->high);
+  }
+  fmt::print(out, "\n{:>6} {:>7} {:>22} {:>10} {:>7} {:>24} {:>14}  {}\n", "batch", "reached",
+             "epochs measured", "predicted", "error", "time measured (s)", "predicted (s)",
+             "fitted on");
+  for (const validate::TargetRow& r : v.rows) {
+    const std::string measured = r.reached > 0
+                                     ? fmt::format("{:.3f} [{:.3f}-{:.3f}]", r.measured_epochs,
+                                                   r.measured_epochs_low, r.measured_epochs_high)
+                                     : std::string("not reached");
+    const std::string seconds = r.reached > 0
+                                    ? fmt::format("{:.1f} [{:.1f}-{:.1f}]", r.measured_seconds,
+                                                  r.measured_seconds_low, r.measured_seconds_high)
+                                    : std::string("-");
+    fmt::print(out, "{:>6} {:>7} {:>22} {:>10.3f} {:>6}% {:>24} {:>14.1f}  {}\n", r.batch,
+               fmt::format("{}/{}", r.reached, r.runs), measured, r.predicted_epochs,
+               r.reached > 0 ? fmt::format("{:+.1f}", r.epochs_error_pct) : std::string("-"),
+               seconds, r.predicted_seconds, r.calibration ? "yes" : "no");
+  }
+  const bool all_fitted =
+      std::all_of(v.rows.begin(), v.rows.end(), [](const auto& r) { return r.calibration; });
+  fmt::print(out, "\nEpochs to target: {}.\n",
+             all_fitted
+                 ? fmt::format("MAPE {:.1f}% (in sample: every batch was fitted on)",
+                               v.epochs_mape_all_pct)
+                 : fmt::format("MAPE {:.1f}% over the batches not fitted on ({:.1f}% over all)",
+                               v.epochs_mape_pct, v.epochs_mape_all_pct));
+  fmt::print(out, "Fastest to target: measured batch {}, predicted batch {}{}.\n",
+             v.measured_fastest, v.predicted_fastest,
+             v.measured_fastest == v.predicted_fastest ? ""
+             : v.fastest_within_spread ? " (within the seeds' spread of the measured)"
+                                       : " (outside the seeds' spread)");
+  fmt::print(out,
+             "Predicted time = predicted epochs x the simulated training epoch on profile '{}'; "
+             "measured time leaves the evaluations out.\n",
+             scenario.profile.name);
+  if (json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const validate::TargetRow& r : v.rows) {
+      rows.push_back({{"batch", r.batch},
+                      {"fitted_on", r.calibration},
+                      {"reached", r.reached},
+                      {"runs", r.runs},
+                      {"measured_epochs", r.measured_epochs},
+                      {"measured_epochs_range", {r.measured_epochs_low, r.measured_epochs_high}},
+                      {"predicted_epochs", r.predicted_epochs},
+                      {"epochs_error_pct", r.epochs_error_pct},
+                      {"measured_s", r.measured_seconds},
+                      {"measured_s_range", {r.measured_seconds_low, r.measured_seconds_high}},
+                      {"predicted_s", r.predicted_seconds}});
+    }
+    nlohmann::ordered_json j = {
+        {"schema", "epochcast.target-validation/1"},
+        {"scenario", scenario.name},
+        {"fit",
+         {{"min_steps", fit->min_steps},
+          {"noise_scale", fit->noise_scale},
+          {"noise_scale_source", kFigureSourceNames[static_cast<int>(fit->noise_source)]},
+          {"fitted_on", fit->fitted_on},
+          {"how", fit->how}}},
+        {"rows", rows},
+        {"epochs_mape_pct", v.epochs_mape_pct},
+        {"epochs_mape_all_pct", v.epochs_mape_all_pct},
+        {"measured_fastest", v.measured_fastest},
+        {"predicted_fastest", v.predicted_fastest},
+        {"fastest_within_spread", v.fastest_within_spread}};
+    json->write(j.dump(2) + "\n");
+  }
+}
 
 void print_summary(std::FILE* out, const std::string& title, const validate::ValidationSummary& s) {
   fmt::print(out,
@@ -117,6 +246,10 @@ Command add_validate_command(CLI::App& app) {
   command->add_option("--json", args->json, "Also write the comparison as JSON");
   command->add_option("--plot", args->plot,
                       "Draw measured and predicted epoch time against batch (.png or .svg)");
+  command->add_option("--calibrate-on", args->calibrate_on,
+                      "Time-to-target runs: the batch whose median steps fix S_min beside the "
+                      "measured noise scale (default: the batch it was measured at), or 'all' to "
+                      "fit both figures on every batch");
   return [args] {
     OutputFiles outputs;
     std::optional<OutputFile> json;
@@ -129,6 +262,10 @@ Command add_validate_command(CLI::App& app) {
     // With the JSON on standard output, the report goes to standard error.
     std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
     options::extend_catalogue(args->options.catalogues);
+    if (is_target_runs_file(args->measurements)) {
+      validate_target_runs(*args, out, json);
+      return 0;
+    }
     validate::MeasuredScenario input;
     if (is_results_table(args->measurements)) {
       std::vector<validate::MeasuredScenario> groups = validate::load_measurement_input(

@@ -29,6 +29,7 @@
 #include "runtime/measure/environment.h"
 #include "runtime/measure/host_memory.h"
 #include "runtime/measure/watchdog.h"
+#include "runtime/train/to_target.h"
 
 namespace {
 
@@ -94,6 +95,8 @@ struct Arguments {
   std::int64_t max_collective_bytes = 0;
   std::int64_t fit_cap = 0;
   double bench_timeout_s = 900;
+  bool to_target = false;
+  epochcast::runtime::ToTargetOptions target;
 };
 
 epochcast::runtime::DeviceChoice device_choice(const std::string& text) {
@@ -201,6 +204,30 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   run_command->add_flag("--bench", a.bench, "Also run the microbenchmarks into the same file");
+  run_command->add_flag("--to-target", a.to_target,
+                        "Train on the real data set (dataset.files) until the scenario's target "
+                        "is reached, at every batch size, and write time-to-target runs");
+  run_command->add_option("--seeds", a.target.seeds, "--to-target: seeds per batch size")
+      ->capture_default_str()
+      ->check(epochcast::options::integer_within(1, 100));
+  run_command
+      ->add_option("--evaluate-every", a.target.evaluate_every_samples,
+                   "--to-target: training samples between two evaluations")
+      ->capture_default_str()
+      ->check(epochcast::options::integer_within(1, 1'000'000'000));
+  run_command
+      ->add_option("--max-epochs", a.target.max_epochs,
+                   "--to-target: epochs after which a run stops, target unreached")
+      ->capture_default_str()
+      ->check(epochcast::options::number_within(1e-6, 1e6));
+  run_command->add_flag("--noise-scale", a.target.noise_scale,
+                        "--to-target: also measure the gradient noise scale B_simple (one more "
+                        "run, its batch split into micro-batches)");
+  run_command
+      ->add_option("--noise-batch", a.target.noise_batch,
+                   "--noise-scale: the batch it is measured at (default: the sweep's "
+                   "median)")
+      ->check(epochcast::options::integer_within(0, 1'000'000'000));
   add_bench_options(*run_command, a);
 
   CLI::App* bench_command =
@@ -288,6 +315,25 @@ int main(int argc, char** argv) {
                   << "\n";
       }
       return 0;
+    }
+    if (a.to_target) {
+      if (world.size() > 1) {
+        throw epochcast::InputError({"<command line>", 0, 0}, "--to-target",
+                                    "trains on one device: run it without mpirun");
+      }
+      a.target.device = devices.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+      a.target.quiet = a.campaign.quiet;
+      a.target.arguments = a.campaign.arguments;
+      const bool rewritable = output->kind() == epochcast::OutputFile::Kind::replace;
+      epochcast::TargetRunsFile file = epochcast::runtime::run_to_target(
+          *scenario, a.target,
+          [&](const epochcast::TargetRunsFile& f) {
+            if (rewritable) output->write(epochcast::to_json(f));
+          },
+          stop.requested);
+      if (!rewritable) output->write(epochcast::to_json(file));
+      if (!a.campaign.quiet) std::cerr << "time-to-target runs written to " << a.output << "\n";
+      return stop.requested.load() ? 130 : 0;
     }
     std::optional<epochcast::Benchmarks> benchmarks;
     if (a.bench) {

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libyaml-cpp-dev catch2 libcli11-dev libfmt-dev
           nlohmann-json3-dev libbenchmark-dev clang-14 libfuzzer-14-dev clang-format gnuplot-nox
-          libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin libceres-dev)
+          libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin libceres-dev zlib1g-dev
+          dataset-fashion-mnist)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

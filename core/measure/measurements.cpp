@@ -481,6 +481,8 @@ Benchmarks read_benchmarks(const Node& node) {
   return b;
 }
 
+}  // namespace
+
 // The files are JSON: syntax errors are reported as JSON errors (the YAML reader that gives
 // the values their positions would call them YAML errors, or accept YAML that is not JSON).
 void check_json_syntax(const std::string& text, const std::string& name) {
@@ -509,6 +511,8 @@ void check_json_syntax(const std::string& text, const std::string& name) {
     // refuses it where a number is expected, naming its line, column and key.
   }
 }
+
+namespace {
 
 MeasurementFile read_file(const yaml::Document& document) {
   Node root = document.root();

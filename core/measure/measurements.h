@@ -200,6 +200,9 @@ std::string_view to_string(PointStatus status);
 
 // The file as JSON text (stable key order; numbers round-trip exactly).
 std::string to_json(const MeasurementFile& file);
+// Refuses text that is not JSON with the line and column of the first fault (the strict YAML
+// reader that gives values their positions would accept YAML that is not JSON).
+void check_json_syntax(const std::string& text, const std::string& name);
 // Reads a measurement file; raises InputError with file:line:col on anything unexpected.
 MeasurementFile load_measurements(const std::filesystem::path& path);
 MeasurementFile load_measurements_from_string(const std::string& text, const std::string& name);

@@ -1,5 +1,6 @@
 // Reads scenario files and everything they refer to, checking them against each other.
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -157,8 +158,8 @@ LoaderSpec read_loader(const yaml::Node& node) {
 }
 
 DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
-  yaml::MapReader map(node,
-                      {"name", "train_samples", "validation_samples", "sample_shape", "classes"});
+  yaml::MapReader map(
+      node, {"name", "train_samples", "validation_samples", "sample_shape", "classes", "files"});
   DatasetSpec data;
   data.name = map.required("name").as_string();
   data.train_samples = map.required("train_samples").as_int_in(1, limits::kMaxSamples);
@@ -173,6 +174,7 @@ DatasetSpec read_dataset(const yaml::Node& node, const ModelSpec& model) {
     }
   }
   data.classes = map.required("classes").as_int_at_least(2);
+  if (auto files = map.optional("files")) data.files = files->as_string();
   return data;
 }
 
@@ -264,6 +266,66 @@ void read_faults(const yaml::Node& node, const MachineSpec& machine, ClusterCond
   }
 }
 
+LearningRateSpec read_learning_rate(const yaml::Node& node) {
+  yaml::MapReader map(node, {"base", "base_batch", "scaling", "warmup_steps"});
+  LearningRateSpec rate;
+  if (auto b = map.optional("base")) rate.base = b->as_number_in(1e-9, 100);
+  if (auto s = map.optional("scaling")) {
+    rate.scaling = static_cast<LearningRateScaling>(s->as_choice(kLearningRateScalingNames));
+  }
+  if (auto b = map.optional("base_batch")) {
+    rate.base_batch = b->as_int_in(1, limits::kMaxSamples);
+  } else if (rate.scaling != LearningRateScaling::none) {
+    map.required("base_batch");  // the batch the base rate is for: scaling needs it
+  }
+  if (auto w = map.optional("warmup_steps")) rate.warmup_steps = w->as_int_in(0, 1'000'000'000);
+  return rate;
+}
+
+// `{value, source, relative_sd}` of a statistical-efficiency figure, within [low, high].
+EfficiencyFigure read_efficiency_figure(const yaml::Node& node, double low, double high) {
+  yaml::MapReader map(node, {"value", "source", "relative_sd"});
+  EfficiencyFigure figure;
+  figure.value = map.required("value").as_number_in(low, high);
+  figure.source = static_cast<FigureSource>(map.required("source").as_choice(kFigureSourceNames));
+  if (auto sd = map.optional("relative_sd")) figure.relative_sd = sd->as_number_in(0, 10);
+  return figure;
+}
+
+TargetSpec read_target(const yaml::Node& node) {
+  yaml::MapReader map(node, {"metric", "value"});
+  TargetSpec target;
+  target.metric = static_cast<TargetMetric>(map.required("metric").as_choice(kTargetMetricNames));
+  yaml::Node value = map.required("value");
+  target.value = target.metric == TargetMetric::validation_accuracy
+                     ? value.as_number_in(1e-6, 1)
+                     : value.as_number_in(1e-12, 1e6);
+  return target;
+}
+
+StatisticalEfficiencySpec read_statistical_efficiency(const yaml::Node& node,
+                                                      const DatasetSpec& dataset) {
+  yaml::MapReader map(node, {"noise_scale", "min_steps", "min_epochs"});
+  StatisticalEfficiencySpec out;
+  out.noise_scale = read_efficiency_figure(map.required("noise_scale"), 1e-3, 1e12);
+  std::optional<yaml::Node> steps = map.optional("min_steps");
+  std::optional<yaml::Node> epochs = map.optional("min_epochs");
+  if (steps.has_value() == epochs.has_value()) {
+    map.node().fail(
+        "give the minimum steps to the target (min_steps) or the minimum epochs (min_epochs), "
+        "one of them");
+  }
+  if (steps) {
+    out.min_steps = read_efficiency_figure(*steps, 1e-3, 1e15);
+  } else {
+    // E_min = S_min x B_noise samples, min_epochs x the training set.
+    out.min_steps = read_efficiency_figure(*epochs, 1e-9, 1e9);
+    out.min_steps.value *= static_cast<double>(dataset.train_samples) / out.noise_scale.value;
+    out.min_given_as_epochs = true;
+  }
+  return out;
+}
+
 TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(node, {"strategy",
                              "optimizer",
@@ -286,7 +348,8 @@ TrainingSpec read_training(const yaml::Node& node) {
                              "nccl_memory_contention",
                              "broadcast_buffers",
                              "loop",
-                             "every_rank"});
+                             "every_rank",
+                             "learning_rate"});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -316,6 +379,7 @@ TrainingSpec read_training(const yaml::Node& node) {
   if (auto cores = map.optional("share_cpu_cores")) training.share_cpu_cores = cores->as_bool();
   if (auto sync = map.optional("broadcast_buffers")) training.broadcast_buffers = sync->as_bool();
   if (auto every = map.optional("every_rank")) training.every_rank = every->as_bool();
+  if (auto rate = map.optional("learning_rate")) training.learning_rate = read_learning_rate(*rate);
   if (auto loop = map.optional("loop"))
     training.loop = static_cast<TrainingLoop>(loop->as_choice(kTrainingLoopNames));
   if (auto accumulate = map.optional("gradient_accumulation")) {
@@ -440,8 +504,9 @@ ScenarioSpec read_scenario(const yaml::Document& document,
                            const std::filesystem::path& relative_to) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::scenario);
-  yaml::MapReader top(root, {"kind", "name", "description", "model", "hardware", "dataset",
-                             "loader", "training", "contention", "sweep", "stragglers", "faults"});
+  yaml::MapReader top(
+      root, {"kind", "name", "description", "model", "hardware", "dataset", "loader", "training",
+             "contention", "sweep", "stragglers", "faults", "target", "statistical_efficiency"});
   ScenarioSpec s;
   s.source_file = document.file_name();
   s.name = top.required("name").as_string();
@@ -460,6 +525,13 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   resolve_for_device(s.profile, s.machine.gpu.architecture,
                      efficiency_precision(s.training.precision));
   s.dataset = read_dataset(top.required("dataset"), s.model);
+  if (auto target = top.optional("target")) s.target = read_target(*target);
+  if (auto efficiency = top.optional("statistical_efficiency")) {
+    s.statistical_efficiency = read_statistical_efficiency(*efficiency, s.dataset);
+  }
+  if (s.target.has_value() != s.statistical_efficiency.has_value()) {
+    top.required(s.target ? "statistical_efficiency" : "target");
+  }
   // A calibrated profile knows what the measured input pipeline costs per sample (and byte).
   if (auto cost = profile_sample_cpu(s.profile, s)) s.loader.sample_cpu = *cost;
   check_consistency(s, top);
@@ -467,6 +539,13 @@ ScenarioSpec read_scenario(const yaml::Document& document,
 }
 
 }  // namespace
+
+double learning_rate_at(const LearningRateSpec& rule, std::int64_t global_batch, double fallback) {
+  const double base = rule.base > 0 ? rule.base : fallback;
+  if (rule.scaling == LearningRateScaling::none || rule.base_batch <= 0) return base;
+  const double ratio = static_cast<double>(global_batch) / static_cast<double>(rule.base_batch);
+  return rule.scaling == LearningRateScaling::linear ? base * ratio : base * std::sqrt(ratio);
+}
 
 ScenarioSpec load_scenario(const std::filesystem::path& file,
                            const std::vector<yaml::Override>& overrides) {

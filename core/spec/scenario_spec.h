@@ -65,6 +65,9 @@ struct DatasetSpec {
   std::int64_t validation_samples = 0;
   TensorShape sample_shape;
   std::int64_t classes = 0;
+  // A folder of MNIST-format IDX files (train-images-idx3-ubyte[.gz], ...) that `run
+  // --to-target` trains on; timing runs use synthetic samples of the same shape.
+  std::string files;
 };
 
 // The input pipeline, as a PyTorch DataLoader runs it.
@@ -99,6 +102,20 @@ inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "cha
 
 enum class TrainingLoop { python, libtorch };
 inline constexpr std::string_view kTrainingLoopNames[] = {"python", "libtorch"};
+
+// How the learning rate follows the batch (the scenario states it; the runtime uses it): from
+// `base` at `base_batch`, scaled linearly (Goyal et al. 2017), by the square root (Krizhevsky
+// 2014; usual for Adam) or not at all, after a linear warm-up of `warmup_steps`.
+enum class LearningRateScaling { none, linear, sqrt };
+inline constexpr std::string_view kLearningRateScalingNames[] = {"none", "linear", "sqrt"};
+struct LearningRateSpec {
+  double base = 0;  // 0: the optimizer's default (SGD 0.01, Adam 0.001)
+  std::int64_t base_batch = 0;
+  LearningRateScaling scaling = LearningRateScaling::none;
+  std::int64_t warmup_steps = 0;
+};
+// The rate at a global batch (after warm-up), `fallback` standing for an unset base.
+double learning_rate_at(const LearningRateSpec& rule, std::int64_t global_batch, double fallback);
 
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
@@ -142,6 +159,35 @@ struct TrainingSpec {
   // Across nodes, simulate every rank even where node 0 could stand for identical nodes (slower;
   // the same answer there). Asymmetric fabrics are simulated so whatever this says.
   bool every_rank = false;
+  LearningRateSpec learning_rate;
+};
+
+// Where a figure comes from, said wherever a prediction uses it.
+enum class FigureSource { measured, calibrated, assumed };
+inline constexpr std::string_view kFigureSourceNames[] = {"measured", "calibrated", "assumed"};
+
+// What training has to reach: a metric on the validation set (or the training loss) and its
+// value. Accuracy is reached from below, a loss from above.
+enum class TargetMetric { validation_accuracy, validation_loss, training_loss };
+inline constexpr std::string_view kTargetMetricNames[] = {"validation_accuracy", "validation_loss",
+                                                          "training_loss"};
+struct TargetSpec {
+  TargetMetric metric = TargetMetric::validation_accuracy;
+  double value = 0;
+};
+
+struct EfficiencyFigure {
+  double value = 0;
+  double relative_sd = 0;  // one standard deviation, relative; 0: taken as exact
+  FigureSource source = FigureSource::assumed;
+};
+// The statistics of reaching the target (McCandlish, Kaplan, Amodei et al., "An Empirical Model
+// of Large-Batch Training", 2018, eq. 2.11): S(B) = S_min (1 + B_noise / B) optimizer steps at
+// batch B, E(B) = E_min (1 + B / B_noise) samples, E_min = S_min x B_noise.
+struct StatisticalEfficiencySpec {
+  EfficiencyFigure noise_scale;  // B_noise, in samples
+  EfficiencyFigure min_steps;    // S_min (given as min_epochs, converted with the data set)
+  bool min_given_as_epochs = false;
 };
 
 // The optimizer implementation a training runs: the scenario's, or its framework's default
@@ -222,6 +268,9 @@ struct ScenarioSpec {
   ContentionSpec contention;
   SweepSpec sweep;
   ClusterConditions conditions;
+  // Time to a target (optional; both or neither).
+  std::optional<TargetSpec> target;
+  std::optional<StatisticalEfficiencySpec> statistical_efficiency;
 };
 
 // One point of the sweep.

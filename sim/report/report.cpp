@@ -11,6 +11,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/stragglers.h"
+#include "sim/predict/time_to_target.h"
 #include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
@@ -232,9 +233,10 @@ namespace {
 
 // Which columns a predict table has.
 struct TableShape {
-  bool multi = false;      // several GPU counts: speedup and efficiency
-  bool intervals = false;  // a calibrated profile's 95% intervals
-  bool wide = false;       // --wide: every column
+  bool multi = false;                    // several GPU counts: speedup and efficiency
+  bool intervals = false;                // a calibrated profile's 95% intervals
+  bool wide = false;                     // --wide: every column
+  const ScenarioSpec* target = nullptr;  // the scenario, when it has a target: time to it
 };
 
 // The scenario's lines above the table (what it is, and what is assumed).
@@ -250,6 +252,9 @@ std::string scenario_lines(const ScenarioSpec& s) {
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
                       : "");
   if (std::string note = cross_device_note(s); !note.empty()) out += fmt::format("{}.\n", note);
+  if (std::string target = target_assumption(s); !target.empty()) {
+    out += fmt::format("Assumed: {}.\n", target);
+  }
   for (const std::string& assumption : library_assumptions(s))
     out += fmt::format("Assumed: {}.\n", assumption);
   if (s.contention.shared()) {
@@ -274,6 +279,13 @@ void add_columns(TextTable& table, const TableShape& shape) {
   table.add_column("epoch");
   if (shape.intervals) table.add_column("95% interval", Align::right, {0, 5});
   table.add_column("samples/s");
+  if (shape.target) {
+    table.add_column("to target");
+    if (wide) {
+      table.add_column("target steps");
+      table.add_column("target epochs");
+    }
+  }
   if (wide) {
     for (const char* part : {"data (s)", "h2d (s)", "fwd (s)", "bwd (s)", "opt (s)", "comm (s)",
                              "host (s)", "GPU busy"}) {
@@ -304,6 +316,14 @@ std::vector<std::string> row_cells(const PointResult& r, const TableShape& shape
                       : "-");
   }
   row.push_back(r.simulated ? throughput_text(r.samples_per_second) : "-");
+  if (shape.target) {
+    const std::optional<TargetPrediction> t = predict_to_target(*shape.target, r);
+    row.push_back(t ? readable_duration(t->seconds) : "-");
+    if (wide) {
+      row.push_back(t ? fmt::format("{:.0f}", t->steps) : "-");
+      row.push_back(t ? fmt::format("{:.2f}", t->epochs) : "-");
+    }
+  }
   if (wide) {
     const Breakdown& b = r.breakdown;
     for (double v :
@@ -338,6 +358,19 @@ std::string closing_lines(const ScenarioSpec& s, const std::vector<PointResult>&
         best->point.gpus, best->point.gpus == 1 ? "" : "s", best->point.global_batch,
         readable_duration(best->epoch_seconds), throughput_text(best->samples_per_second),
         best->bottleneck);
+  }
+  if (const PointResult* first = fastest_to_target(s, results)) {
+    const TargetPrediction t = *predict_to_target(s, *first);
+    notes += fmt::format(
+        "Fastest to the target ({} {:g}): {} GPU{}, global batch {}: {} ({:.0f} steps, {:.2f} "
+        "epochs){}.\n",
+        kTargetMetricNames[static_cast<int>(s.target->metric)], s.target->value, first->point.gpus,
+        first->point.gpus == 1 ? "" : "s", first->point.global_batch, readable_duration(t.seconds),
+        t.steps, t.epochs,
+        t.seconds_interval
+            ? fmt::format(", 95% interval {}", readable_duration_range(t.seconds_interval->first,
+                                                                       t.seconds_interval->second))
+            : "");
   }
   if (shape.wide) {
     notes += fmt::format(
@@ -378,6 +411,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                          const TableLayout& layout) {
   TableShape shape;
   shape.wide = layout.wide;
+  if (s.target) shape.target = &s;
   for (const PointResult& r : results) {
     shape.multi = shape.multi || r.point.gpus > 1;
     shape.intervals = shape.intervals || r.epoch_interval.has_value();
@@ -410,6 +444,7 @@ StreamedTable::StreamedTable(const ScenarioSpec& scenario, const std::vector<Swe
   m.layout = layout;
   m.shape.wide = layout.wide;
   m.shape.intervals = !scenario.profile.uncertainty.empty();
+  if (m.scenario.target) m.shape.target = &m.scenario;
   // The widest cells the rows can be expected to have decide the columns' widths.
   PointResult widest;
   for (const SweepPoint& p : points) {
@@ -487,6 +522,36 @@ std::string render_csv(const std::vector<PointResult>& results) {
   return out;
 }
 
+namespace {
+
+// The target and the figures that lead to it, each with its source (null without a target).
+nlohmann::ordered_json target_json(const ScenarioSpec& s) {
+  if (!s.target || !s.statistical_efficiency) return nullptr;
+  const StatisticalEfficiencySpec& e = *s.statistical_efficiency;
+  auto figure = [](const EfficiencyFigure& f) {
+    return nlohmann::ordered_json{{"value", f.value},
+                                  {"relative_sd", f.relative_sd},
+                                  {"source", kFigureSourceNames[static_cast<int>(f.source)]}};
+  };
+  const LearningRateSpec& rate = s.training.learning_rate;
+  return {{"metric", kTargetMetricNames[static_cast<int>(s.target->metric)]},
+          {"value", s.target->value},
+          {"noise_scale", figure(e.noise_scale)},
+          {"min_steps", figure(e.min_steps)},
+          {"model",
+           "steps_to_target = min_steps * (1 + noise_scale / (global_batch * "
+           "gradient_accumulation)); epochs_to_target = steps * batch / train_samples; "
+           "time_to_target_s = epochs_to_target * epoch_s (McCandlish et al. 2018)"},
+          {"learning_rate",
+           {{"base", rate.base},
+            {"base_batch", rate.base_batch},
+            {"scaling", kLearningRateScalingNames[static_cast<int>(rate.scaling)]},
+            {"warmup_steps", rate.warmup_steps}}},
+          {"assumption", target_assumption(s)}};
+}
+
+}  // namespace
+
 std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& results) {
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const PointResult& r : results) {
@@ -539,6 +604,19 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       point["simulated_iterations"] = r.stats.simulated_iterations;
       if (!r.ranks_simulated.empty()) point["ranks_simulated"] = r.ranks_simulated;
       if (!r.conditions.empty()) point["conditions"] = r.conditions;
+      if (const std::optional<TargetPrediction> t = predict_to_target(s, r)) {
+        point["steps_to_target"] = t->steps;
+        point["epochs_to_target"] = t->epochs;
+        point["time_to_target_s"] = t->seconds;
+        if (t->epochs_interval) {
+          point["epochs_to_target_interval"] = {t->epochs_interval->first,
+                                                t->epochs_interval->second};
+        }
+        if (t->seconds_interval) {
+          point["time_to_target_interval_s"] = {t->seconds_interval->first,
+                                                t->seconds_interval->second};
+        }
+      }
     }
     points.push_back(std::move(point));
   }
@@ -572,6 +650,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
                          "calibration fitted; the others are taken as exact",
                          s.profile.uncertainty.figures.size())},
       {"epochs", s.training.epochs},
+      {"target", target_json(s)},
       {"gpu_share", s.contention.gpu_share},
       {"cpu_share", s.contention.cpu_share},
       {"points", points},

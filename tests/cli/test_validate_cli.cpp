@@ -180,3 +180,48 @@ TEST_CASE("the guide's worked example: six epochs fix four figures, and predict 
   // The row docs/guide.md section 1.11 prints: the guide's example must stay true.
   CHECK_THAT(p.output, Catch::Contains("815.2 ms  784.0-847.6 ms"));
 }
+
+TEST_CASE("validate compares the committed time-to-target campaign with the noise-scale model") {
+  const std::string runs = (source_dir() / "validate/data/fashion-mnist-cpu/runs.json").string();
+  const std::string fashion = (source_dir() / "scenarios/seed-003/fashion-mnist-cpu.yaml").string();
+  const std::string json = out_path("target-validation.json");
+  std::filesystem::remove(json);
+  CommandResult r =
+      run_command(epochcast_binary() + " validate " + fashion + " " + runs + " --json " + json);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("Epochs to target: MAPE"));
+  CHECK_THAT(r.output, Catch::Contains("Measured noise scale: B_simple"));
+  std::ifstream in(json);
+  nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j["schema"] == "epochcast.target-validation/1");
+  CHECK(j["fit"]["noise_scale_source"] == "measured");
+  CHECK(j["rows"].size() >= 5);
+  // The issue's bar: epochs to target within 20% MAPE of the measured medians from the measured
+  // noise scale and one calibration point; the fastest batch found or within the seeds' spread.
+  CHECK(j["epochs_mape_pct"].get<double>() < 20.0);
+  CHECK((j["measured_fastest"] == j["predicted_fastest"] || j["fastest_within_spread"] == true));
+  // Fitting both figures on every batch, and a batch that is not among the runs.
+  CommandResult all =
+      run_command(epochcast_binary() + " validate " + fashion + " " + runs + " --calibrate-on all");
+  CHECK(all.exit_code == 0);
+  CHECK_THAT(all.output, Catch::Contains("least squares"));
+  CommandResult bad =
+      run_command(epochcast_binary() + " validate " + fashion + " " + runs + " --calibrate-on 17");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("--calibrate-on: batch 17 is not among"));
+  // calibrate writes the figures as the scenario's block, each with its source.
+  const std::string block = out_path("statistical-efficiency.yaml");
+  std::filesystem::remove(block);
+  CommandResult calibrated =
+      run_command(epochcast_binary() + " calibrate " + runs + " -o " + block);
+  INFO(calibrated.output);
+  REQUIRE(calibrated.exit_code == 0);
+  std::ifstream written(block);
+  std::stringstream text;
+  text << written.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("statistical_efficiency:"));
+  CHECK_THAT(text.str(), Catch::Contains("noise_scale: {value: 521"));
+  CHECK_THAT(text.str(), Catch::Contains("source: measured"));
+  CHECK_THAT(text.str(), Catch::Contains("min_steps: {value: 68.5"));
+}

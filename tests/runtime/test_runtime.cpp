@@ -17,6 +17,8 @@
 #include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
 #include "runtime/train/trainer.h"
+#include "runtime/train/to_target.h"
+#include "runtime/data/idx_dataset.h"
 #include "core/spec/scenario_spec.h"
 
 #include <catch2/catch.hpp>
@@ -33,6 +35,7 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 #include <unistd.h>
+#include <zlib.h>
 
 using namespace epochcast;
 using namespace epochcast::runtime;
@@ -855,4 +858,96 @@ TEST_CASE("the collectives' watchdog leaves finished collectives alone, and repo
   }
   // Destroyed: the thread has stopped, and nothing more was aborted.
   CHECK(aborts == 1);
+}
+
+TEST_CASE("the noise estimates recover |G|^2 and tr(Sigma) from micro-batch gradients") {
+  // Per-sample gradients G + e, e ~ N(0, sigma^2 I) in d dimensions: tr(Sigma) = d sigma^2.
+  torch::manual_seed(3);
+  const std::int64_t d = 50, small = 8, parts = 4;
+  const double sigma = 0.5;
+  torch::Tensor G = torch::randn({d}, torch::kFloat64);
+  double gradient = 0, trace = 0;
+  const int trials = 4000;
+  for (int t = 0; t < trials; ++t) {
+    torch::Tensor samples = G + sigma * torch::randn({parts, small, d}, torch::kFloat64);
+    torch::Tensor micro = samples.mean(1);  // [parts, d]
+    const double small_norms = micro.square().sum(1).mean().item<double>();
+    const double big_norm = micro.mean(0).square().sum().item<double>();
+    NoiseEstimate e = estimate_noise(small_norms, small, big_norm, small * parts);
+    gradient += e.gradient_squared / trials;
+    trace += e.trace / trials;
+  }
+  CHECK(gradient == Approx(G.square().sum().item<double>()).epsilon(0.03));
+  CHECK(trace == Approx(d * sigma * sigma).epsilon(0.05));
+}
+
+TEST_CASE("IDX files are read gzip-compressed or not, normalised with the training set's figures") {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() / "epochcast-idx";
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  // Big-endian header: 0, 0, 0x08 (unsigned bytes), rank; then one 32-bit size per dimension.
+  auto write = [&](const std::string& name, std::vector<std::uint32_t> dims,
+                   const std::vector<std::uint8_t>& bytes, bool compressed) {
+    std::vector<std::uint8_t> file = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
+    for (std::uint32_t d : dims) {
+      for (int shift : {24, 16, 8, 0})
+        file.push_back(static_cast<std::uint8_t>(d >> shift));
+    }
+    file.insert(file.end(), bytes.begin(), bytes.end());
+    const std::string path = (folder / (compressed ? name + ".gz" : name)).string();
+    gzFile out = gzopen(path.c_str(), compressed ? "wb" : "wbT");
+    REQUIRE(out != nullptr);
+    gzwrite(out, file.data(), static_cast<unsigned>(file.size()));
+    gzclose(out);
+  };
+  write("train-images-idx3-ubyte", {3, 2, 2}, {0, 255, 0, 255, 0, 0, 0, 0, 255, 255, 255, 255},
+        true);
+  write("train-labels-idx1-ubyte", {3}, {1, 0, 9}, false);
+  write("t10k-images-idx3-ubyte", {1, 2, 2}, {0, 0, 255, 255}, true);
+  write("t10k-labels-idx1-ubyte", {1}, {4}, true);
+  IdxDataset data = load_idx_dataset(folder);
+  CHECK(data.train.images.sizes().vec() == std::vector<std::int64_t>{3, 1, 2, 2});
+  CHECK(data.train.labels.sizes().vec() == std::vector<std::int64_t>{3});
+  CHECK(data.train.labels[2].item<std::int64_t>() == 9);
+  CHECK(data.test.labels[0].item<std::int64_t>() == 4);
+  CHECK(std::abs(data.train.images.mean().item<double>()) < 1e-6);
+  // A missing file is named.
+  std::filesystem::remove(folder / "t10k-labels-idx1-ubyte.gz");
+  CHECK_THROWS_WITH(load_idx_dataset(folder), Catch::Contains("t10k-labels-idx1-ubyte"));
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("training to a target on Fashion-MNIST records steps, epochs and the noise scale") {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+    WARN("dataset-fashion-mnist is not installed: skipped");
+    return;
+  }
+  // A bounded run: a modest target, half an epoch at most.
+  ScenarioSpec scenario =
+      load_scenario(source("scenarios/seed-003/fashion-mnist-cpu.yaml"),
+                    {{"sweep.batch", "[256]", ""}, {"target.value", "0.6", ""}});
+  ToTargetOptions options;
+  options.seeds = 1;
+  options.max_epochs = 0.5;
+  options.evaluate_every_samples = 2048;
+  options.noise_scale = true;
+  options.noise_batch = 128;
+  options.quiet = true;
+  std::atomic<bool> stop{false};
+  int saves = 0;
+  TargetRunsFile file = run_to_target(
+      scenario, options, [&](const TargetRunsFile&) { ++saves; }, stop);
+  CHECK(saves >= 2);
+  REQUIRE(file.points.size() == 1);
+  REQUIRE(file.points[0].runs.size() == 1);
+  const TargetRun& run = file.points[0].runs[0];
+  CHECK(run.reached);
+  CHECK(run.metric >= 0.6);
+  CHECK(run.steps * 256 % 2048 == 0);  // met at an evaluation
+  CHECK(run.epochs == Approx(static_cast<double>(run.steps) * 256 / 60000.0));
+  CHECK(file.train_samples == 60000);
+  CHECK(file.test_samples == 10000);
+  REQUIRE(file.noise_scale);
+  CHECK(file.noise_scale->b_simple > 0);
+  CHECK(file.points[0].learning_rate == Approx(1e-3 * std::sqrt(256 / 64.0)));
 }

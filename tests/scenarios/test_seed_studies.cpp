@@ -10,6 +10,7 @@
 
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
+#include "sim/predict/time_to_target.h"
 #include "sim/report/report.h"
 #include "support/paths.h"
 #include "support/sweep_points.h"
@@ -151,5 +152,27 @@ TEST_CASE("the GPU calibration scenarios run on one H100 or one H200, the H200 n
       // Same compute, more memory bandwidth: never slower.
       CHECK(on_h200[i].epoch_seconds <= on_h100[i].epoch_seconds);
     }
+  }
+}
+
+TEST_CASE("seed 000 and 004 with their assumed noise scales: time to the target per point") {
+  // Seed 000: batches of 16-128, far below its 8,000-sample noise scale: steps halve as the
+  // batch doubles, so the fastest per epoch is also the first to the target.
+  {
+    ScenarioSpec s = test::load_with("scenarios/seed-000/mobilenet-v2.yaml");
+    std::vector<PointResult> r = predict(s);
+    const PointResult* first = fastest_to_target(s, r);
+    REQUIRE(first);
+    CHECK(first == fastest_point(r));
+  }
+  // Seed 004: batches up to most of its 1,200 images, far above its 150-sample noise scale:
+  // the largest batches that fit are the fastest per epoch but need many more epochs.
+  {
+    ScenarioSpec s = test::load_with("scenarios/seed-004/cats-dogs-memory.yaml");
+    std::vector<PointResult> r = predict(s);
+    const PointResult* first = fastest_to_target(s, r);
+    REQUIRE(first);
+    CHECK(first->point.global_batch > 4);
+    CHECK(first->point.global_batch < fastest_point(r)->point.global_batch);
   }
 }

@@ -1,0 +1,182 @@
+// Reading and writing time-to-target runs (strictly: every error names file:line:col and key).
+#include "core/measure/target_runs.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/input_error.h"
+#include "core/measure/measurements.h"
+#include "core/yaml/strict_yaml.h"
+
+namespace epochcast {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+using yaml::MapReader;
+using yaml::Node;
+
+TargetRunsFile read(const yaml::Document& document) {
+  Node root = document.root();
+  if (!root.is_map())
+    root.fail("expected a time-to-target file (a JSON object), got " + root.describe());
+  MapReader m(root, {"format", "version", "scenario", "model", "arguments", "device_name",
+                     "torch_version", "target", "evaluate_every_samples", "max_epochs",
+                     "train_samples", "test_samples", "campaign_s", "points", "noise_scale"});
+  Node format = m.required("format");
+  if (format.as_string() != kTargetRunsFormat) {
+    format.fail(fmt::format("expected \"{}\": this is not an epochcast time-to-target file",
+                            kTargetRunsFormat));
+  }
+  Node version = m.required("version");
+  if (version.as_int() != kTargetRunsVersion) {
+    version.fail(fmt::format("this epochcast reads time-to-target files of version {}, not {}",
+                             kTargetRunsVersion, version.as_int()));
+  }
+  TargetRunsFile f;
+  f.scenario_name = m.required("scenario").as_string();
+  f.model = m.required("model").as_string();
+  if (auto arguments = m.optional("arguments")) {
+    for (const Node& item : arguments->items())
+      f.arguments.push_back(item.as_string());
+  }
+  f.device_name = m.required("device_name").as_string();
+  f.torch_version = m.required("torch_version").as_string();
+  MapReader target(m.required("target"), {"metric", "value"});
+  f.metric = target.required("metric").as_string();
+  f.value = target.required("value").as_number();
+  f.evaluate_every_samples = m.required("evaluate_every_samples").as_int_at_least(1);
+  f.max_epochs = m.required("max_epochs").as_positive_number();
+  f.train_samples = m.required("train_samples").as_int_at_least(1);
+  f.test_samples = m.required("test_samples").as_int_at_least(0);
+  f.campaign_seconds = m.required("campaign_s").as_number_in(0, 1e9);
+  for (const Node& item : m.required("points").items()) {
+    MapReader p(item, {"global_batch", "learning_rate", "runs"});
+    TargetPoint point;
+    point.global_batch = p.required("global_batch").as_int_at_least(1);
+    point.learning_rate = p.required("learning_rate").as_positive_number();
+    for (const Node& run_node : p.required("runs").items()) {
+      MapReader r(run_node, {"seed", "reached", "steps", "epochs", "seconds", "metric"});
+      TargetRun run;
+      run.seed = static_cast<std::uint64_t>(r.required("seed").as_int_at_least(0));
+      run.reached = r.required("reached").as_bool();
+      run.steps = r.required("steps").as_int_at_least(0);
+      run.epochs = r.required("epochs").as_number_in(0, 1e9);
+      run.seconds = r.required("seconds").as_number_in(0, 1e9);
+      run.metric = r.required("metric").as_number();
+      point.runs.push_back(run);
+    }
+    for (const TargetPoint& earlier : f.points) {
+      if (earlier.global_batch == point.global_batch) {
+        item.fail(fmt::format("batch {} is listed twice", point.global_batch));
+      }
+    }
+    f.points.push_back(std::move(point));
+  }
+  if (auto noise = m.optional("noise_scale")) {
+    MapReader n(*noise, {"batch", "micro_batches", "b_simple", "low", "high", "windows"});
+    NoiseScaleMeasurement s;
+    s.batch = n.required("batch").as_int_at_least(2);
+    s.micro_batches = n.required("micro_batches").as_int_at_least(2);
+    s.b_simple = n.required("b_simple").as_number();
+    s.low = n.required("low").as_number();
+    s.high = n.required("high").as_number();
+    s.windows = n.required("windows").as_int_at_least(1);
+    f.noise_scale = s;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string to_json(const TargetRunsFile& f) {
+  Json points = Json::array();
+  for (const TargetPoint& p : f.points) {
+    Json runs = Json::array();
+    for (const TargetRun& r : p.runs) {
+      runs.push_back({{"seed", r.seed},
+                      {"reached", r.reached},
+                      {"steps", r.steps},
+                      {"epochs", r.epochs},
+                      {"seconds", r.seconds},
+                      {"metric", r.metric}});
+    }
+    points.push_back(
+        {{"global_batch", p.global_batch}, {"learning_rate", p.learning_rate}, {"runs", runs}});
+  }
+  Json j{{"format", kTargetRunsFormat},
+         {"version", kTargetRunsVersion},
+         {"scenario", f.scenario_name},
+         {"model", f.model},
+         {"arguments", f.arguments},
+         {"device_name", f.device_name},
+         {"torch_version", f.torch_version},
+         {"target", {{"metric", f.metric}, {"value", f.value}}},
+         {"evaluate_every_samples", f.evaluate_every_samples},
+         {"max_epochs", f.max_epochs},
+         {"train_samples", f.train_samples},
+         {"test_samples", f.test_samples},
+         {"campaign_s", f.campaign_seconds},
+         {"points", points}};
+  if (f.noise_scale) {
+    const NoiseScaleMeasurement& s = *f.noise_scale;
+    j["noise_scale"] = {{"batch", s.batch},       {"micro_batches", s.micro_batches},
+                        {"b_simple", s.b_simple}, {"low", s.low},
+                        {"high", s.high},         {"windows", s.windows}};
+  }
+  return j.dump(2) + "\n";
+}
+
+TargetRunsFile load_target_runs_from_string(const std::string& text, const std::string& name) {
+  check_json_syntax(text, name);
+  return read(yaml::Document::load_string(text, name));
+}
+
+TargetRunsFile load_target_runs(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(SourceMark{path.string(), 0, 0}, "", "cannot read the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_target_runs_from_string(text.str(), path.string());
+}
+
+bool is_target_runs_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string head(512, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find(std::string("\"") + std::string(kTargetRunsFormat) + "\"") != std::string::npos;
+}
+
+std::optional<TargetMedians> medians(const TargetPoint& point) {
+  std::vector<double> steps, epochs, seconds;
+  for (const TargetRun& r : point.runs) {
+    if (!r.reached) continue;
+    steps.push_back(static_cast<double>(r.steps));
+    epochs.push_back(r.epochs);
+    seconds.push_back(r.seconds);
+  }
+  if (steps.empty()) return std::nullopt;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  TargetMedians m;
+  m.steps = median(steps);
+  m.epochs = median(epochs);
+  m.seconds = median(seconds);
+  m.epochs_low = *std::min_element(epochs.begin(), epochs.end());
+  m.epochs_high = *std::max_element(epochs.begin(), epochs.end());
+  m.seconds_low = *std::min_element(seconds.begin(), seconds.end());
+  m.seconds_high = *std::max_element(seconds.begin(), seconds.end());
+  m.reached = static_cast<int>(steps.size());
+  m.runs = static_cast<int>(point.runs.size());
+  return m;
+}
+
+}  // namespace epochcast

@@ -1,0 +1,202 @@
+// Time to a target: the noise-scale model's steps, epochs and time per point, the scenario keys
+// that state it (each figure with its source), the outputs that report it, and the fit and
+// validation of its figures from time-to-target runs (synthetic truths recovered exactly).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/measure/target_runs.h"
+#include "sim/predict/time_to_target.h"
+#include "sim/report/report.h"
+#include "support/sweep_points.h"
+#include "validate/time_to_target.h"
+
+using namespace epochcast;
+
+namespace {
+
+ScenarioSpec fashion(const std::vector<std::string>& sets = {}) {
+  return test::load_with("scenarios/seed-003/fashion-mnist-cpu.yaml", sets);
+}
+
+// Runs whose median steps follow S_min (1 + B_noise / B) exactly, seeds spread around it.
+TargetRunsFile synthetic_runs(double min_steps, double noise_scale,
+                              const std::vector<std::int64_t>& batches) {
+  TargetRunsFile f;
+  f.scenario_name = "synthetic";
+  f.model = "mnist-cnn";
+  f.device_name = "cpu";
+  f.torch_version = "1.13.0";
+  f.metric = "validation_accuracy";
+  f.value = 0.85;
+  f.evaluate_every_samples = 1;
+  f.max_epochs = 100;
+  f.train_samples = 60000;
+  for (std::int64_t b : batches) {
+    TargetPoint p;
+    p.global_batch = b;
+    p.learning_rate = 1e-3;
+    const double steps = min_steps * (1 + noise_scale / static_cast<double>(b));
+    for (double spread : {0.9, 1.0, 1.1}) {
+      TargetRun r;
+      r.reached = true;
+      r.steps = std::llround(steps * spread);
+      r.epochs = static_cast<double>(r.steps) * static_cast<double>(b) / 60000.0;
+      r.seconds = r.epochs * 20;
+      p.runs.push_back(r);
+    }
+    f.points.push_back(p);
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("steps to target follow S_min (1 + B_noise / B), epochs and time follow from them") {
+  ScenarioSpec s = fashion();
+  REQUIRE(s.target);
+  REQUIRE(s.statistical_efficiency);
+  const double min_steps = s.statistical_efficiency->min_steps.value;
+  const double noise = s.statistical_efficiency->noise_scale.value;
+  std::vector<sim::PointResult> results = sim::predict(s);
+  for (const sim::PointResult& r : results) {
+    INFO("batch " << r.point.global_batch);
+    const auto t = sim::predict_to_target(s, r);
+    REQUIRE(t);
+    const auto batch = static_cast<double>(r.point.global_batch);
+    CHECK(t->steps == Approx(min_steps * (1 + noise / batch)));
+    CHECK(t->epochs == Approx(t->steps * batch / 60000.0));
+    CHECK(t->seconds == Approx(t->epochs * r.epoch_seconds));
+    // The figures carry a spread: the interval holds the value.
+    REQUIRE(t->seconds_interval);
+    CHECK(t->seconds_interval->first < t->seconds);
+    CHECK(t->seconds_interval->second > t->seconds);
+  }
+  // Far below the noise scale a batch needs proportionally more steps; far above, hardly fewer:
+  // the fastest to the target is not the fastest per epoch.
+  const sim::PointResult* first = sim::fastest_to_target(s, results);
+  REQUIRE(first);
+  CHECK(first->point.global_batch != sim::fastest_point(results)->point.global_batch);
+}
+
+// The Fashion-MNIST scenario with its statistical_efficiency block replaced.
+ScenarioSpec fashion_with(const std::string& block) {
+  const std::filesystem::path file = std::filesystem::path(EPOCHCAST_TEST_SOURCE_DIR) /
+                                     "scenarios/seed-003/fashion-mnist-cpu.yaml";
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  const std::size_t from = yaml.find("statistical_efficiency:");
+  const std::size_t to = yaml.find("sweep:", from);
+  yaml.replace(from, to - from, block);
+  return load_scenario_from_string(yaml, "fashion.yaml", file.parent_path());
+}
+
+TEST_CASE("min_epochs is E_min: S_min = min_epochs x samples / B_noise") {
+  ScenarioSpec s = fashion_with(
+      "statistical_efficiency:\n  noise_scale: {value: 400, source: measured}\n"
+      "  min_epochs: {value: 2, source: assumed}\n");
+  CHECK(s.statistical_efficiency->min_steps.value == Approx(2 * 60000 / 400.0));
+  CHECK(s.statistical_efficiency->min_given_as_epochs);
+  CHECK(s.statistical_efficiency->noise_scale.source == FigureSource::measured);
+}
+
+TEST_CASE("bad input: a target's figures, each with its source, one minimum, a validation set") {
+  auto error_of = [](const std::string& block) -> std::string {
+    try {
+      fashion_with(block);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error_of("statistical_efficiency:\n  noise_scale: {value: 400}\n"
+                      "  min_steps: {value: 20, source: assumed}\n"),
+             Catch::Contains("statistical_efficiency.noise_scale.source: missing required key"));
+  CHECK_THAT(error_of("statistical_efficiency:\n  noise_scale: {value: 400, source: measured}\n"
+                      "  min_steps: {value: 20, source: assumed}\n"
+                      "  min_epochs: {value: 2, source: assumed}\n"),
+             Catch::Contains("one of them"));
+  CHECK_THAT(error_of("statistical_efficiency:\n  noise_scale: {value: 400, source: mesured}\n"
+                      "  min_steps: {value: 20, source: assumed}\n"),
+             Catch::Contains("did you mean 'measured'?"));
+  CHECK_THAT(error_of(""), Catch::Contains("statistical_efficiency: missing required key"));
+}
+
+TEST_CASE("a target's prediction is in the JSON with its figures' sources, and in the table") {
+  ScenarioSpec s = fashion();
+  std::vector<sim::PointResult> results = sim::predict(s);
+  nlohmann::json j = nlohmann::json::parse(sim::render_json(s, results));
+  CHECK(j["target"]["metric"] == "validation_accuracy");
+  CHECK(j["target"]["noise_scale"]["source"] == "measured");
+  CHECK(j["target"]["min_steps"]["source"] == "calibrated");
+  CHECK(j["target"]["learning_rate"]["scaling"] == "sqrt");
+  for (const auto& p : j["points"]) {
+    CHECK(p.contains("steps_to_target"));
+    CHECK(p.contains("epochs_to_target"));
+    CHECK(p.contains("time_to_target_s"));
+    CHECK(p["time_to_target_interval_s"].size() == 2);
+  }
+  const std::string table = sim::render_table(s, results);
+  CHECK_THAT(table, Catch::Contains("to target"));
+  CHECK_THAT(table, Catch::Contains("Fastest to the target (validation_accuracy 0.85)"));
+  CHECK_THAT(table, Catch::Contains("B_noise 521 samples (measured)"));
+  // Without a target nothing of it appears.
+  ScenarioSpec plain = test::load_with("scenarios/seed-001/conv1d.yaml");
+  std::vector<sim::PointResult> plain_results = sim::predict(plain);
+  CHECK(nlohmann::json::parse(sim::render_json(plain, plain_results))["target"].is_null());
+  CHECK_THAT(sim::render_table(plain, plain_results), !Catch::Contains("to target"));
+}
+
+TEST_CASE("the statistical figures are recovered from time-to-target runs") {
+  const TargetRunsFile runs = synthetic_runs(80, 500, {16, 64, 256, 1024});
+  SECTION("from the steps at several batches") {
+    const auto fit = validate::fit_from_steps(runs, {16, 64, 256, 1024});
+    REQUIRE(fit);
+    CHECK(fit->min_steps == Approx(80).epsilon(0.01));
+    CHECK(fit->noise_scale == Approx(500).epsilon(0.01));
+  }
+  SECTION("from a measured noise scale and one batch") {
+    TargetRunsFile measured = runs;
+    measured.noise_scale = NoiseScaleMeasurement{256, 4, 500, 400, 600, 10};
+    const auto fit = validate::fit_from_noise_scale(measured, 64);
+    REQUIRE(fit);
+    CHECK(fit->noise_source == FigureSource::measured);
+    CHECK(fit->min_steps == Approx(80).epsilon(0.01));
+    ScenarioSpec s = fashion();
+    const validate::TargetValidation v = validate::validate_to_target(s, measured, *fit);
+    CHECK(v.epochs_mape_pct < 1.0);
+    REQUIRE(v.rows.size() == 4);
+    CHECK(v.rows[1].calibration);
+    CHECK_FALSE(v.rows[0].calibration);
+  }
+  SECTION("too little to fit") {
+    CHECK_FALSE(validate::fit_from_steps(runs, {64}));
+    CHECK_FALSE(validate::fit_from_noise_scale(runs, 64));  // no noise scale measured
+  }
+}
+
+TEST_CASE("time-to-target files round-trip, and bad ones name the key") {
+  TargetRunsFile runs = synthetic_runs(80, 500, {16, 64});
+  runs.noise_scale = NoiseScaleMeasurement{64, 4, 512.5, 400, 700, 12};
+  const TargetRunsFile back = load_target_runs_from_string(to_json(runs), "runs.json");
+  CHECK(to_json(back) == to_json(runs));
+  const auto m = medians(back.points[0]);
+  REQUIRE(m);
+  CHECK(m->reached == 3);
+  CHECK(m->epochs_low < m->epochs);
+  std::string broken = to_json(runs);
+  broken.replace(broken.find("\"reached\": true"), 15, "\"reached\": \"yes\"");
+  try {
+    load_target_runs_from_string(broken, "runs.json");
+    FAIL("a string where a boolean belongs was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.key(), Catch::Contains("reached"));
+    CHECK(e.mark().line > 0);
+  }
+}

@@ -40,9 +40,9 @@ void calibrate_statistical_efficiency(const std::string& file, const OutputFile&
   std::vector<std::int64_t> batches;
   for (const TargetPoint& p : runs.points)
     batches.push_back(p.global_batch);
+  const std::int64_t batch = validate::default_calibration_batch(runs);
   std::optional<validate::StatisticalFit> fit =
-      runs.noise_scale ? validate::fit_from_noise_scale(runs, runs.noise_scale->batch)
-                       : std::nullopt;
+      runs.noise_scale && batch > 0 ? validate::fit_from_noise_scale(runs, batch) : std::nullopt;
   if (!fit) fit = validate::fit_from_steps(runs, batches);
   if (!fit) {
     throw InputError(SourceMark{file, 0, 0}, "points",

@@ -44,23 +44,27 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
   ScenarioSpec scenario = load_scenario(args.scenario, args.options.overrides());
   args.options.apply_profile_option(scenario);
   const TargetRunsFile runs = load_target_runs(args.measurements);
+  validate::check_runs_match(scenario, runs, args.measurements);
   std::optional<validate::StatisticalFit> fit;
   std::vector<std::int64_t> batches;
   for (const TargetPoint& p : runs.points)
     batches.push_back(p.global_batch);
-  const std::string on = args.calibrate_on.empty()
-                             ? (runs.noise_scale ? std::to_string(runs.noise_scale->batch) : "all")
-                             : args.calibrate_on;
+  const std::int64_t default_batch = validate::default_calibration_batch(runs);
+  const std::string on = !args.calibrate_on.empty()              ? args.calibrate_on
+                         : runs.noise_scale && default_batch > 0 ? std::to_string(default_batch)
+                                                                 : "all";
   if (on == "all") {
     fit = validate::fit_from_steps(runs, batches);
   } else {
     std::int64_t batch = 0;
-    try {
-      batch = std::stoll(on);
-    } catch (const std::exception&) {
+    const bool digits =
+        !on.empty() && on.size() < 12 &&
+        std::all_of(on.begin(), on.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
       throw InputError(SourceMark{"<command line>", 0, 0}, "--calibrate-on",
                        fmt::format("expected a batch size of the runs or 'all', got '{}'", on));
     }
+    batch = std::stoll(on);
     if (std::find(batches.begin(), batches.end(), batch) == batches.end()) {
       throw InputError(SourceMark{"<command line>", 0, 0}, "--calibrate-on",
                        fmt::format("batch {} is not among the runs' batches ({})", batch,

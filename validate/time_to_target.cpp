@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/input_error.h"
 #include "sim/predict/predict.h"
 
 namespace epochcast::validate {
@@ -70,6 +71,45 @@ std::optional<StatisticalFit> fit_from_steps(const TargetRunsFile& runs,
   fit.how = fmt::format("S_min and B_noise by least squares on the median steps of {} batch sizes",
                         used.size());
   return fit;
+}
+
+std::int64_t default_calibration_batch(const TargetRunsFile& runs) {
+  std::vector<std::int64_t> reached;
+  for (const TargetPoint& p : runs.points) {
+    if (medians(p)) reached.push_back(p.global_batch);
+  }
+  if (reached.empty()) return 0;
+  if (runs.noise_scale &&
+      std::find(reached.begin(), reached.end(), runs.noise_scale->batch) != reached.end()) {
+    return runs.noise_scale->batch;
+  }
+  std::sort(reached.begin(), reached.end());
+  return reached[reached.size() / 2];
+}
+
+void check_runs_match(const ScenarioSpec& scenario, const TargetRunsFile& runs,
+                      const std::string& file) {
+  auto refuse = [&](const std::string& key, const std::string& problem) {
+    throw InputError(SourceMark{file, 0, 0}, key, problem);
+  };
+  if (!scenario.target) {
+    refuse("target",
+           fmt::format("the scenario '{}' states no target to compare with", scenario.name));
+  }
+  if (runs.model != scenario.model.name) {
+    refuse("model", fmt::format("the runs trained '{}', the scenario's model is '{}'", runs.model,
+                                scenario.model.name));
+  }
+  const std::string metric(kTargetMetricNames[static_cast<int>(scenario.target->metric)]);
+  if (runs.metric != metric || std::abs(runs.value - scenario.target->value) > 1e-12) {
+    refuse("target", fmt::format("the runs aimed at {} {:g}, the scenario at {} {:g}", runs.metric,
+                                 runs.value, metric, scenario.target->value));
+  }
+  if (runs.train_samples != scenario.dataset.train_samples) {
+    refuse("train_samples",
+           fmt::format("the runs trained on {} samples, the scenario's data set has {}",
+                       runs.train_samples, scenario.dataset.train_samples));
+  }
 }
 
 TargetValidation validate_to_target(const ScenarioSpec& scenario, const TargetRunsFile& runs,

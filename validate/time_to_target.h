@@ -26,7 +26,7 @@ struct StatisticalFit {
 // not reach the target.
 std::optional<StatisticalFit> fit_from_noise_scale(const TargetRunsFile& runs, std::int64_t batch);
 // From the median steps at every batch in `batches` (at least two that reached the target):
-// least squares of S = S_min + (S_min B_noise) / B, linear in 1/B, weighted by 1/S (relative
+// least squares of S = S_min + (S_min B_noise) / B, linear in 1/B, weighted by 1/S^2 (relative
 // errors). nullopt when fewer than two points reached or the slope comes out negative.
 std::optional<StatisticalFit> fit_from_steps(const TargetRunsFile& runs,
                                              const std::vector<std::int64_t>& batches);
@@ -53,6 +53,15 @@ struct TargetValidation {
   // measured fastest's: the seeds cannot tell them apart.
   bool fastest_within_spread = false;
 };
+
+// The batch S_min is fitted on by default: the one the noise scale was measured at when it is
+// among the runs and reached the target, else the median batch of those that did (0: none).
+std::int64_t default_calibration_batch(const TargetRunsFile& runs);
+
+// Refuses runs of another model, target or data set than the scenario's (InputError naming the
+// file's key).
+void check_runs_match(const ScenarioSpec& scenario, const TargetRunsFile& runs,
+                      const std::string& file);
 
 // `scenario` predicts each batch's epoch (simulated, on its profile); `fit` replaces its
 // statistical figures.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include "core/input_error.h"
 #include "core/measure/measurements.h"
+#include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast {
@@ -47,7 +49,8 @@ TargetRunsFile read(const yaml::Document& document) {
   f.device_name = m.required("device_name").as_string();
   f.torch_version = m.required("torch_version").as_string();
   MapReader target(m.required("target"), {"metric", "value"});
-  f.metric = target.required("metric").as_string();
+  f.metric =
+      std::string(kTargetMetricNames[target.required("metric").as_choice(kTargetMetricNames)]);
   f.value = target.required("value").as_number();
   f.evaluate_every_samples = m.required("evaluate_every_samples").as_int_at_least(1);
   f.max_epochs = m.required("max_epochs").as_positive_number();
@@ -68,6 +71,12 @@ TargetRunsFile read(const yaml::Document& document) {
       run.epochs = r.required("epochs").as_number_in(0, 1e9);
       run.seconds = r.required("seconds").as_number_in(0, 1e9);
       run.metric = r.required("metric").as_number();
+      if (run.reached && (run.steps < 1 || run.epochs <= 0)) {
+        run_node.fail("a run that reached the target took at least one step and some epochs");
+      }
+      for (const TargetRun& earlier : point.runs) {
+        if (earlier.seed == run.seed) r.required("seed").fail("this seed is listed twice");
+      }
       point.runs.push_back(run);
     }
     for (const TargetPoint& earlier : f.points) {
@@ -82,9 +91,9 @@ TargetRunsFile read(const yaml::Document& document) {
     NoiseScaleMeasurement s;
     s.batch = n.required("batch").as_int_at_least(2);
     s.micro_batches = n.required("micro_batches").as_int_at_least(2);
-    s.b_simple = n.required("b_simple").as_number();
-    s.low = n.required("low").as_number();
-    s.high = n.required("high").as_number();
+    s.b_simple = n.required("b_simple").as_positive_number();
+    s.low = n.required("low").as_positive_number();
+    s.high = n.required("high").as_positive_number();
     s.windows = n.required("windows").as_int_at_least(1);
     f.noise_scale = s;
   }
@@ -153,14 +162,25 @@ bool is_target_runs_file(const std::filesystem::path& path) {
 }
 
 std::optional<TargetMedians> medians(const TargetPoint& point) {
+  // A seed that never reached the target counts as reaching it later than any that did
+  // (censored): the median is a reached seed's only when most seeds reached.
   std::vector<double> steps, epochs, seconds;
+  int unreached = 0;
   for (const TargetRun& r : point.runs) {
-    if (!r.reached) continue;
+    if (!r.reached) {
+      ++unreached;
+      continue;
+    }
     steps.push_back(static_cast<double>(r.steps));
     epochs.push_back(r.epochs);
     seconds.push_back(r.seconds);
   }
-  if (steps.empty()) return std::nullopt;
+  if (steps.empty() || unreached >= static_cast<int>(steps.size())) return std::nullopt;
+  for (int i = 0; i < unreached; ++i) {  // beyond every reached figure
+    steps.push_back(std::numeric_limits<double>::infinity());
+    epochs.push_back(std::numeric_limits<double>::infinity());
+    seconds.push_back(std::numeric_limits<double>::infinity());
+  }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const std::size_t n = v.size();
@@ -170,11 +190,13 @@ std::optional<TargetMedians> medians(const TargetPoint& point) {
   m.steps = median(steps);
   m.epochs = median(epochs);
   m.seconds = median(seconds);
-  m.epochs_low = *std::min_element(epochs.begin(), epochs.end());
-  m.epochs_high = *std::max_element(epochs.begin(), epochs.end());
-  m.seconds_low = *std::min_element(seconds.begin(), seconds.end());
-  m.seconds_high = *std::max_element(seconds.begin(), seconds.end());
-  m.reached = static_cast<int>(steps.size());
+  // The range over the seeds that reached (the others have no figure).
+  const auto reached_end = static_cast<std::ptrdiff_t>(steps.size()) - unreached;
+  m.epochs_low = *std::min_element(epochs.begin(), epochs.begin() + reached_end);
+  m.epochs_high = *std::max_element(epochs.begin(), epochs.begin() + reached_end);
+  m.seconds_low = *std::min_element(seconds.begin(), seconds.begin() + reached_end);
+  m.seconds_high = *std::max_element(seconds.begin(), seconds.begin() + reached_end);
+  m.reached = static_cast<int>(reached_end);
   m.runs = static_cast<int>(point.runs.size());
   return m;
 }

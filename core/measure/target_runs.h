@@ -67,7 +67,8 @@ TargetRunsFile load_target_runs_from_string(const std::string& text, const std::
 // Whether a JSON file says it is a time-to-target file (its "format"), without reading it all.
 bool is_target_runs_file(const std::filesystem::path& path);
 
-// Medians over the seeds that reached the target (nullopt when none did).
+// Medians over the seeds, one that never reached the target counting as later than any that
+// did (nullopt when half of them or more did not); the ranges are over the seeds that reached.
 struct TargetMedians {
   double steps = 0, epochs = 0, seconds = 0;
   double epochs_low = 0, epochs_high = 0;  // the seeds' range

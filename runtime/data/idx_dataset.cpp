@@ -54,14 +54,18 @@ std::vector<std::uint8_t> read_idx(const std::filesystem::path& path, int rank,
   if (word[0] != 0 || word[1] != 0 || word[2] != 0x08 || word[3] != rank) {
     bad(path, fmt::format("is not an IDX file of unsigned bytes with {} dimensions", rank));
   }
+  // Checked as the product is built: a hostile header must not overflow it.
+  constexpr std::int64_t kMostBytes = std::int64_t{1} << 34;
   std::int64_t total = 1;
   dims.clear();
   for (int d = 0; d < rank; ++d) {
     read_exactly(word.data(), 4);
     dims.push_back(big_endian(word));
+    if (dims.back() <= 0 || dims.back() > kMostBytes / total) {
+      bad(path, "has an implausible size in its header");
+    }
     total *= dims.back();
   }
-  if (total <= 0 || total > (std::int64_t{1} << 34)) bad(path, "has an implausible size");
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(total));
   constexpr std::int64_t kChunk = 1 << 26;
   for (std::int64_t at = 0; at < total; at += kChunk) {

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
+#include <torch/cuda.h>
 
 #include "core/input_error.h"
 #include "runtime/data/idx_dataset.h"
@@ -117,7 +119,8 @@ struct Trainer {
   // One seed at one batch. With `noise`, each step's gradient is the mean of micro-batch
   // gradients (the same step as the whole batch's: the model has no batch statistics), and
   // their norms against the mean's feed the noise estimates.
-  TargetRun run(std::int64_t batch, std::uint64_t seed, double rate, NoiseRecord* noise) {
+  std::optional<TargetRun> run(std::int64_t batch, std::uint64_t seed, double rate,
+                               NoiseRecord* noise) {
     torch::manual_seed(seed);
     TorchModel model = build_torch_model(scenario.model);
     model->to(options.device);
@@ -181,6 +184,7 @@ struct Trainer {
         }
       }
       optimizer->step();
+      if (options.device.is_cuda()) torch::cuda::synchronize();  // the step's own time
       training += seconds_since(started);
       ++steps;
       samples += batch;
@@ -198,16 +202,33 @@ struct Trainer {
       }
       loss_window = 0;
       loss_count = 0;
-      out.steps = steps;
-      out.epochs = static_cast<double>(samples) / static_cast<double>(n);
-      out.seconds = training;
-      out.metric = metric;
+      record(out, steps, samples, training, metric);
       if (reached(*scenario.target, metric)) {
         out.reached = true;
         return out;
       }
     }
+    // Stopped by a signal: no measurement. Out of epochs since the last evaluation: one more,
+    // so the record says where the run ended.
+    if (stop.load()) return std::nullopt;
+    if (steps > out.steps) {
+      double metric = loss_count > 0 ? loss_window / loss_count : 0;
+      if (scenario.target->metric != TargetMetric::training_loss) {
+        Evaluation e = evaluate(model, data.test, options.device);
+        metric = scenario.target->metric == TargetMetric::validation_accuracy ? e.accuracy : e.loss;
+      }
+      record(out, steps, samples, training, metric);
+      out.reached = reached(*scenario.target, metric);
+    }
     return out;
+  }
+
+  void record(TargetRun& out, std::int64_t steps, std::int64_t samples, double training,
+              double metric) const {
+    out.steps = steps;
+    out.epochs = static_cast<double>(samples) / static_cast<double>(data.train.images.size(0));
+    out.seconds = training;
+    out.metric = metric;
   }
 };
 
@@ -218,7 +239,35 @@ std::string scenario_problem(const ScenarioSpec& s) {
   for (int gpus : s.sweep.gpus) {
     if (gpus != 1) return "--to-target trains on one device: set sweep.gpus to [1] (--gpus 1)";
   }
+  if (s.training.gradient_accumulation > 1) {
+    return "--to-target steps once a batch: leave training.gradient_accumulation at 1";
+  }
   return "";
+}
+
+// The files against the scenario: the sizes its predictions use, labels its model can score.
+void check_data(const ScenarioSpec& s, const IdxDataset& data) {
+  auto bad = [&](const std::string& problem) {
+    throw InputError(SourceMark{s.source_file, 0, 0}, "dataset.files",
+                     fmt::format("{} ({})", problem, s.dataset.files));
+  };
+  const std::int64_t train = data.train.images.size(0), test = data.test.images.size(0);
+  if (train != s.dataset.train_samples) {
+    bad(fmt::format("the files hold {} training samples but dataset.train_samples says {}", train,
+                    s.dataset.train_samples));
+  }
+  const std::int64_t most = std::max(data.train.labels.max().item<std::int64_t>(),
+                                     data.test.labels.max().item<std::int64_t>());
+  if (most >= s.dataset.classes) {
+    bad(fmt::format("the files have label {} but the data set has {} classes", most,
+                    s.dataset.classes));
+  }
+  for (std::int64_t batch : s.sweep.batch) {
+    if (batch > train) {
+      bad(fmt::format("a batch of {} is larger than the {} training samples", batch, train));
+    }
+  }
+  if (test == 0) bad("the test files hold no sample to evaluate on");
 }
 
 }  // namespace
@@ -240,6 +289,7 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
   }
   const auto campaign_start = Clock::now();
   IdxDataset data = load_idx_dataset(scenario.dataset.files);
+  check_data(scenario, data);
   const std::vector<std::int64_t> sample(data.train.images.sizes().begin() + 1,
                                          data.train.images.sizes().end());
   if (sample != scenario.model.input_shape.dims) {
@@ -269,21 +319,29 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
   if (options.noise_scale) {
     std::vector<std::int64_t> batches = scenario.sweep.batch;
     std::sort(batches.begin(), batches.end());
-    std::int64_t batch =
+    const std::int64_t batch =
         options.noise_batch > 0 ? options.noise_batch : batches[batches.size() / 2];
-    batch -= batch % options.noise_micro_batches;
-    if (batch < 2 * options.noise_micro_batches) {
+    const std::int64_t parts = options.noise_micro_batches;
+    if (batch < 2 * parts || batch % parts != 0 || batch > file.train_samples) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--noise-batch",
+                       fmt::format("the noise scale needs a batch that {} micro-batches of at "
+                                   "least 2 divide evenly, within the {} training samples; got {}",
+                                   parts, file.train_samples, batch));
+    }
+    if (scenario.analysis.buffers > 0) {
       throw InputError(SourceMark{"<command line>", 0, 0}, "--noise-scale",
-                       fmt::format("the noise scale needs a batch of at least {} samples ({} "
-                                   "micro-batches of 2)",
-                                   2 * options.noise_micro_batches, options.noise_micro_batches));
+                       fmt::format("the model '{}' keeps batch statistics (batch norm): its "
+                                   "micro-batches would not take the whole batch's step",
+                                   scenario.model.name));
     }
     say(fmt::format("noise scale at batch {} ({} micro-batches) ... ", batch,
                     options.noise_micro_batches));
     NoiseRecord record;
     const double rate = learning_rate_at(scenario.training.learning_rate, batch, fallback);
-    TargetRun run = trainer.run(batch, options.first_seed, rate, &record);
-    if (record.gradient_squared <= 0 || record.windows.empty()) {
+    const std::optional<TargetRun> run = trainer.run(batch, options.first_seed, rate, &record);
+    if (!run) {
+      say("stopped\n");
+    } else if (record.gradient_squared <= 0 || record.windows.empty()) {
       say("not measured (too few steps)\n");
     } else {
       NoiseScaleMeasurement m;
@@ -298,7 +356,7 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
       file.noise_scale = m;
       say(fmt::format(
           "B_simple {:.0f} samples (quartiles over {} windows {:.0f}-{:.0f}), {} steps\n",
-          m.b_simple, m.windows, m.low, m.high, run.steps));
+          m.b_simple, m.windows, m.low, m.high, run->steps));
     }
     save(file);
   }
@@ -311,14 +369,19 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
     for (int s = 0; s < options.seeds && !stop.load(); ++s) {
       const std::uint64_t seed = options.first_seed + static_cast<std::uint64_t>(s);
       say(fmt::format("[batch {}, seed {}] ... ", batch, seed));
-      TargetRun run = trainer.run(batch, seed, point.learning_rate, nullptr);
-      say(run.reached ? fmt::format("{} {:.4g} after {} steps ({:.3f} epochs, {:.1f} s)\n",
-                                    file.metric, run.metric, run.steps, run.epochs, run.seconds)
-                      : fmt::format("not reached in {:g} epochs (last {:.4g})\n",
-                                    options.max_epochs, run.metric));
-      point.runs.push_back(run);
+      const std::optional<TargetRun> run = trainer.run(batch, seed, point.learning_rate, nullptr);
+      if (!run) {
+        say("stopped\n");
+        break;
+      }
+      say(run->reached
+              ? fmt::format("{} {:.4g} after {} steps ({:.3f} epochs, {:.1f} s)\n", file.metric,
+                            run->metric, run->steps, run->epochs, run->seconds)
+              : fmt::format("not reached in {:g} epochs (last {:.4g})\n", options.max_epochs,
+                            run->metric));
+      point.runs.push_back(*run);
     }
-    file.points.push_back(std::move(point));
+    if (!point.runs.empty()) file.points.push_back(std::move(point));
     file.campaign_seconds = seconds_since(campaign_start);
     save(file);
   }

@@ -30,9 +30,11 @@ std::optional<TargetPrediction> predict_to_target(const ScenarioSpec& scenario,
   p.steps = e.min_steps.value * (1 + noise_ratio);
   p.epochs = p.steps * p.batch / static_cast<double>(scenario.dataset.train_samples);
   p.seconds = p.epochs * result.epoch_seconds;
-  // d log S / d log B_noise = (B_noise / B) / (1 + B_noise / B): the noise scale matters where
-  // the batch is below it, hardly above.
-  const double elasticity = noise_ratio / (1 + noise_ratio);
+  // d log S / d log B_noise with S_min given: (B_noise / B) / (1 + B_noise / B), the noise
+  // scale matters where the batch is below it. With E_min given (min_epochs), S = E_min / B_noise
+  // + E_min / B, and the sensitivity is the other share, B / (B + B_noise).
+  const double elasticity =
+      e.min_given_as_epochs ? 1 / (1 + noise_ratio) : noise_ratio / (1 + noise_ratio);
   const double steps_sd =
       std::hypot(e.min_steps.relative_sd, elasticity * e.noise_scale.relative_sd);
   if (steps_sd > 0) {

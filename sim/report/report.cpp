@@ -538,6 +538,7 @@ nlohmann::ordered_json target_json(const ScenarioSpec& s) {
           {"value", s.target->value},
           {"noise_scale", figure(e.noise_scale)},
           {"min_steps", figure(e.min_steps)},
+          {"min_steps_from", e.min_given_as_epochs ? "min_epochs" : "min_steps"},
           {"model",
            "steps_to_target = min_steps * (1 + noise_scale / (global_batch * "
            "gradient_accumulation)); epochs_to_target = steps * batch / train_samples; "

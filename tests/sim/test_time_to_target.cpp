@@ -43,6 +43,7 @@ TargetRunsFile synthetic_runs(double min_steps, double noise_scale,
     const double steps = min_steps * (1 + noise_scale / static_cast<double>(b));
     for (double spread : {0.9, 1.0, 1.1}) {
       TargetRun r;
+      r.seed = p.runs.size() + 1;
       r.reached = true;
       r.steps = std::llround(steps * spread);
       r.epochs = static_cast<double>(r.steps) * static_cast<double>(b) / 60000.0;
@@ -199,4 +200,49 @@ TEST_CASE("time-to-target files round-trip, and bad ones name the key") {
     CHECK_THAT(e.key(), Catch::Contains("reached"));
     CHECK(e.mark().line > 0);
   }
+}
+
+TEST_CASE("with min_epochs the interval follows E_min's sensitivity, not S_min's") {
+  // S = E_min / B_noise + E_min / B: far below the noise scale the noise scale hardly matters.
+  ScenarioSpec s = fashion_with(
+      "statistical_efficiency:\n  noise_scale: {value: 100000, source: assumed, relative_sd: 1}\n"
+      "  min_epochs: {value: 2, source: assumed}\n");
+  std::vector<sim::PointResult> results = sim::predict(s);
+  const auto t = sim::predict_to_target(s, test::point_at(results, 1, 16));
+  REQUIRE(t);
+  REQUIRE(t->epochs_interval);
+  CHECK(t->epochs_interval->second / t->epochs < 1.01);
+}
+
+TEST_CASE("a batch most of whose seeds missed the target has no median, one seed short does") {
+  TargetPoint point;
+  point.global_batch = 64;
+  for (bool reached : {true, false, true}) {
+    TargetRun r;
+    r.seed = point.runs.size() + 1;
+    r.reached = reached;
+    r.steps = reached ? 100 * static_cast<std::int64_t>(r.seed) : 500;
+    r.epochs = 0.1 * static_cast<double>(r.seed);
+    r.seconds = 1;
+    point.runs.push_back(r);
+  }
+  const auto m = medians(point);
+  REQUIRE(m);
+  CHECK(m->steps == 300);  // of 100, 300 and the unreached seed counted beyond both
+  CHECK(m->reached == 2);
+  point.runs[0].reached = false;
+  CHECK_FALSE(medians(point));
+}
+
+TEST_CASE("validation refuses runs of another model, target or data set") {
+  TargetRunsFile runs = synthetic_runs(80, 500, {16, 64});
+  ScenarioSpec s = fashion();
+  CHECK_NOTHROW(validate::check_runs_match(s, runs, "runs.json"));
+  runs.value = 0.9;
+  CHECK_THROWS_WITH(validate::check_runs_match(s, runs, "runs.json"),
+                    Catch::Contains("the runs aimed at validation_accuracy 0.9"));
+  runs.value = 0.85;
+  runs.train_samples = 1000;
+  CHECK_THROWS_WITH(validate::check_runs_match(s, runs, "runs.json"),
+                    Catch::Contains("trained on 1000 samples"));
 }

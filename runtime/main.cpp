@@ -204,30 +204,38 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   run_command->add_flag("--bench", a.bench, "Also run the microbenchmarks into the same file");
-  run_command->add_flag("--to-target", a.to_target,
-                        "Train on the real data set (dataset.files) until the scenario's target "
-                        "is reached, at every batch size, and write time-to-target runs");
+  CLI::Option* to_target = run_command->add_flag(
+      "--to-target", a.to_target,
+      "Train on the real data set (dataset.files) until the scenario's target "
+      "is reached, at every batch size, and write time-to-target runs");
   run_command->add_option("--seeds", a.target.seeds, "--to-target: seeds per batch size")
       ->capture_default_str()
-      ->check(epochcast::options::integer_within(1, 100));
+      ->check(epochcast::options::integer_within(1, 100))
+      ->needs(to_target);
   run_command
       ->add_option("--evaluate-every", a.target.evaluate_every_samples,
                    "--to-target: training samples between two evaluations")
       ->capture_default_str()
-      ->check(epochcast::options::integer_within(1, 1'000'000'000));
+      ->check(epochcast::options::integer_within(1, 1'000'000'000))
+      ->needs(to_target);
   run_command
       ->add_option("--max-epochs", a.target.max_epochs,
                    "--to-target: epochs after which a run stops, target unreached")
       ->capture_default_str()
-      ->check(epochcast::options::number_within(1e-6, 1e6));
-  run_command->add_flag("--noise-scale", a.target.noise_scale,
-                        "--to-target: also measure the gradient noise scale B_simple (one more "
-                        "run, its batch split into micro-batches)");
+      ->check(epochcast::options::number_within(1e-6, 1e6))
+      ->needs(to_target);
+  CLI::Option* noise_scale =
+      run_command
+          ->add_flag("--noise-scale", a.target.noise_scale,
+                     "--to-target: also measure the gradient noise scale B_simple (one more "
+                     "run, its batch split into micro-batches)")
+          ->needs(to_target);
   run_command
       ->add_option("--noise-batch", a.target.noise_batch,
                    "--noise-scale: the batch it is measured at (default: the sweep's "
                    "median)")
-      ->check(epochcast::options::integer_within(0, 1'000'000'000));
+      ->check(epochcast::options::integer_within(0, 1'000'000'000))
+      ->needs(noise_scale);
   add_bench_options(*run_command, a);
 
   CLI::App* bench_command =

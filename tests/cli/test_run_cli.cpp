@@ -486,3 +486,15 @@ TEST_CASE("a campaign streams its file to a FIFO and writes through a symlink") 
   CHECK(read_json(folder + "/data/m.json")["points"].size() == 1);
   CHECK(strays(folder + "/data", "m.json").empty());
 }
+
+TEST_CASE("run's time-to-target options need --to-target, and say so") {
+  const std::string fashion = (source_dir() / "scenarios/seed-003/fashion-mnist-cpu.yaml").string();
+  CommandResult seeds =
+      run_command(epochcast_binary() + " run " + fashion + " --seeds 2 -o " + out_path("x.json"));
+  CHECK(seeds.exit_code == 2);
+  CHECK_THAT(seeds.output, Catch::Contains("--seeds requires --to-target"));
+  CommandResult batch = run_command(epochcast_binary() + " run " + fashion +
+                                    " --to-target --noise-batch 64 -o " + out_path("x.json"));
+  CHECK(batch.exit_code == 2);
+  CHECK_THAT(batch.output, Catch::Contains("--noise-batch requires --noise-scale"));
+}

@@ -120,6 +120,10 @@ TargetValidation validate_to_target(const ScenarioSpec& scenario, const TargetRu
   int count = 0, count_all = 0;
   const TargetRow* measured_best = nullptr;
   const TargetRow* predicted_best = nullptr;
+  // The simulated epoch, training only: the runs' seconds leave their evaluations out.
+  ScenarioSpec training = scenario;
+  training.dataset.validation_samples = 0;
+  training.dataset.train_samples = runs.train_samples;
   for (const TargetPoint& point : runs.points) {
     TargetRow row;
     row.batch = point.global_batch;
@@ -129,10 +133,6 @@ TargetValidation validate_to_target(const ScenarioSpec& scenario, const TargetRu
     const double batch = static_cast<double>(point.global_batch);
     const double steps = fit.min_steps * (1 + fit.noise_scale / batch);
     row.predicted_epochs = steps * batch / static_cast<double>(runs.train_samples);
-    // The simulated epoch, training only: the runs' seconds leave their evaluations out.
-    ScenarioSpec training = scenario;
-    training.dataset.validation_samples = 0;
-    training.dataset.train_samples = runs.train_samples;
     const sim::PointResult result =
         sim::predict_point(training, SweepPoint{1, point.global_batch, point.global_batch});
     row.predicted_seconds = result.simulated ? row.predicted_epochs * result.epoch_seconds : 0;

@@ -154,6 +154,9 @@ TargetRunsFile load_target_runs(const std::filesystem::path& path) {
 }
 
 bool is_target_runs_file(const std::filesystem::path& path) {
+  // Only a regular file can be peeked at: a FIFO's first bytes would be gone for its reader.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
   std::ifstream in(path);
   std::string head(512, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));

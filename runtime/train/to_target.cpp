@@ -101,7 +101,7 @@ struct NoiseRecord {
   }
 };
 
-// The squared norm of every parameter's gradient, flattened into one vector.
+// Every parameter's gradient, flattened into one vector (zeros for a parameter without one).
 torch::Tensor flat_gradient(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> parts;
   for (const torch::Tensor& p : parameters)

@@ -297,14 +297,24 @@ TEST_CASE("the fitted layer times add up to the measured ones") {
   CHECK(ratio_squares / ratio_sum == Approx(1).epsilon(0.002));
 }
 
+namespace {
+
+// Seed 001's linear model on one GPU at four batch sizes: its epochs are what the end-to-end fit
+// sees.
+ScenarioSpec linear_on_one_gpu() {
+  return load_scenario(source("scenarios/seed-001/linear.yaml"),
+                       {{"sweep.gpus", "[1]", ""},
+                        {"sweep.batch", "[10, 50, 200, 600]", ""},
+                        {"training.strategy", "single", ""}});
+}
+
+}  // namespace
+
 TEST_CASE("one model's epochs fix the step time beyond its layers, not how it splits") {
   // The linear model's Adam step streams 12 M parameters several times a step, and the loop
   // costs a constant per step too: one model's epochs cannot tell the two apart, whatever the
   // batch. The fit reproduces the epochs and says that neither figure is fixed.
-  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"),
-                                        {{"sweep.gpus", "[1]", ""},
-                                         {"sweep.batch", "[10, 50, 200, 600]", ""},
-                                         {"training.strategy", "single", ""}});
+  ScenarioSpec scenario = linear_on_one_gpu();
   HardwareProfile truth = scenario.profile;
   truth.gpu.memory = 0.5;
   SECTION("a per-step overhead") {
@@ -534,10 +544,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a calibration tells its progress through the fit's stages and gives the same profile") {
-  ScenarioSpec scenario = load_scenario(source("scenarios/seed-001/linear.yaml"),
-                                        {{"sweep.gpus", "[1]", ""},
-                                         {"sweep.batch", "[10, 50, 200, 600]", ""},
-                                         {"training.strategy", "single", ""}});
+  ScenarioSpec scenario = linear_on_one_gpu();
   HardwareProfile truth = scenario.profile;
   truth.gpu.memory = 0.5;
   truth.host.step_overhead = Seconds(400e-6);

@@ -231,13 +231,17 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
           } else if (across == AcrossNodes::tree) {
             rail = double_tree_all_reduce(members, shard, chunk);
           } else {
-            rail = all_reduce ? ring_all_reduce({Ring{members}}, shard)
-                   : collective == Collective::reduce_scatter
-                       ? ring_reduce_scatter({Ring{members}}, shard)
-                       : ring_all_gather({Ring{members}}, shard);
+            // Every node simulated: the ring over the nodes in lockstep, whose plan grows with
+            // the nodes rather than their square (33 M single steps per bucket at 512 nodes).
+            rail = lockstep_ring(Ring{members}, shard, collective);
           }
           const std::size_t rail_first = plan.transfers.size();
-          for (auto& [rank, deps] : append_phase(plan, rail, entry))
+          Touching touching = append_phase(plan, rail, entry);
+          if (!h.symmetric && across == AcrossNodes::ring && !rail.transfers.empty()) {
+            for (int member : members)
+              touching[member] = {static_cast<int>(plan.transfers.size() - 1)};
+          }
+          for (auto& [rank, deps] : touching)
             after[rank] = deps;
           // A mirrored tree's fill and drain hops (after its stream) are the pipeline's depth:
           // they keep their latency even behind earlier pieces.

@@ -123,6 +123,25 @@ TransferPlan ring_reduce_scatter(const std::vector<Ring>& channels, Bytes bytes)
 TransferPlan ring_all_gather(const std::vector<Ring>& channels, Bytes bytes) {
   return ring_steps(channels, bytes, 1, Collective::all_gather);
 }
+TransferPlan lockstep_ring(const Ring& ring, Bytes bytes, Collective collective) {
+  TransferPlan plan;
+  plan.collective = collective;
+  plan.algorithm = Algorithm::ring;
+  plan.ranks = ring.order;
+  const std::vector<int>& order = ring.order;
+  const auto n = static_cast<std::int64_t>(order.size());
+  if (n < 2) return plan;
+  const std::int64_t steps = (collective == Collective::all_reduce ? 2 : 1) * (n - 1);
+  const Bytes chunk(ceil_div(bytes.value(), n));  // as ring_steps cuts one channel's share
+  Transfer close{order.front(), order.front(), false, Bytes(0), {}};
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    Transfer t{order[i], order[(i + 1) % order.size()], false, Bytes(chunk.value() * steps), {}};
+    t.steps = static_cast<int>(steps);
+    close.deps.push_back(plan.add(std::move(t)));
+  }
+  plan.add(std::move(close));
+  return plan;
+}
 TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {
   return ring_chain(channels, root, bytes, chunk, false, Collective::broadcast);
 }

@@ -149,7 +149,8 @@ void Engine::reschedule(ResourceId resource) {
   schedule.scheduled = true;
   schedule.time = *next;
   schedule.sequence = next_sequence_++;
-  events_.push(Event{*next, schedule.sequence, resource, schedule.version});
+  events_.push(Event{*next, schedule.sequence, resource,
+                     resources_[resource]->next_finishing_slot(), schedule.version});
 }
 
 void Engine::finish(TaskHandle task) {
@@ -187,6 +188,9 @@ bool Engine::run() {
     events_.pop();
     Schedule& schedule = schedules_[event.resource];
     if (!schedule.scheduled || event.version != schedule.version) continue;  // stale
+    // The next event's finishing task, fetched while this one is handled.
+    if (!events_.empty() && events_.top().slot_hint < slots_.size())
+      __builtin_prefetch(&slots_[events_.top().slot_hint]);
     require(event.time >= now_, "time went backwards");
     now_ = event.time;
     schedule.scheduled = false;

@@ -114,6 +114,7 @@ class Engine final : private StartListener {
     SimTime time;
     std::uint64_t sequence = 0;
     ResourceId resource = 0;
+    std::uint32_t slot_hint = 0;  // Resource::next_finishing_slot() when scheduled
     std::uint64_t version = 0;
     friend bool operator>(const Event& a, const Event& b) {
       return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;

@@ -17,6 +17,9 @@ class FifoServer final : public Resource {
   void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
                StartListener& starts) override;
   std::optional<SimTime> next_completion() const override;
+  std::uint32_t next_finishing_slot() const override {
+    return busy_ ? queue_.front().task.index : 0;
+  }
   void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
   void shift(SimTime delta) override;
   void snapshot(SimTime now, SnapshotWriter& out) const override;

@@ -57,6 +57,10 @@ class Resource {
                        StartListener& starts) = 0;
   // The earliest instant at which an activity in progress finishes; none when idle.
   virtual std::optional<SimTime> next_completion() const = 0;
+  // The slot index (TaskHandle::index) of a task that finishes at next_completion(), if the
+  // model knows one cheaply; the engine fetches that task's slot into the cache before the
+  // event (a miss there was most of finishing a task). Only a hint: any value is safe.
+  virtual std::uint32_t next_finishing_slot() const { return 0; }
   // Moves the model to `now` (never past next_completion()) and appends the tasks that finish
   // at `now` to `finished`, in a deterministic order.
   virtual void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) = 0;

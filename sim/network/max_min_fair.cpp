@@ -19,9 +19,20 @@ std::uint32_t MaxMinFairNetwork::add_link(std::string name, BytesPerSecond capac
   return static_cast<std::uint32_t>(links_.size() - 1);
 }
 
+void MaxMinFairNetwork::set_never_binding(std::uint32_t link) {
+  if (link >= links_.size() || !routes_.empty()) {
+    throw std::logic_error("a link marked never binding after routes, or an unknown one");
+  }
+  links_[link].never_binding = true;
+}
+
 std::uint32_t MaxMinFairNetwork::add_route(std::vector<std::uint32_t> links, SimTime latency) {
   for (std::uint32_t l : links) {
     if (l >= links_.size()) throw std::logic_error("a route over an unknown link");
+  }
+  if (!links.empty() &&
+      std::all_of(links.begin(), links.end(), [&](std::uint32_t l) { return never_binding(l); })) {
+    throw std::logic_error("a route whose links are all never binding");
   }
   std::vector<std::uint32_t> sorted = links;
   std::sort(sorted.begin(), sorted.end());
@@ -181,7 +192,7 @@ bool MaxMinFairNetwork::saturated(std::uint32_t link) const {
   // Rates are sums of doubles: a link filled by the allocation reads within a few ulps of its
   // capacity, an unsaturated one far below.
   constexpr double kFilled = 1 - 1e-9;
-  return links_[link].rate >= links_[link].capacity * kFilled;
+  return !links_[link].never_binding && links_[link].rate >= links_[link].capacity * kFilled;
 }
 
 bool MaxMinFairNetwork::join_unsaturated(std::uint32_t slot, SimTime now) {
@@ -196,12 +207,12 @@ bool MaxMinFairNetwork::join_unsaturated(std::uint32_t slot, SimTime now) {
   double rate = std::numeric_limits<double>::infinity();
   for (std::uint32_t l : route.links) {
     if (saturated(l)) return false;
-    rate = std::min(rate, links_[l].capacity - links_[l].rate);
+    if (!links_[l].never_binding) rate = std::min(rate, links_[l].capacity - links_[l].rate);
   }
   bool bottleneck = false;
   for (std::uint32_t l : route.links) {
     const Link& link = links_[l];
-    if (link.capacity - link.rate != rate) continue;
+    if (link.never_binding || link.capacity - link.rate != rate) continue;
     bottleneck = std::all_of(link.flows.begin(), link.flows.end(),
                              [&](std::uint32_t other) { return flows_[other].rate <= rate; });
     if (bottleneck) break;
@@ -262,6 +273,7 @@ void MaxMinFairNetwork::fill_component() {
       f.new_rate = share;
       for (std::uint32_t l : routes_[f.route].links) {
         Link& link = links_[l];
+        if (link.never_binding) continue;
         link.left = std::max(0.0, link.left - share);
         --link.unfrozen;
         if (link.visit != round) {
@@ -284,10 +296,13 @@ void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime 
   ++visit_;
   component_links_.clear();
   component_flows_.clear();
+  // Links never binding in the seeds (a flow that ended crossed them) and those a changed flow
+  // crosses: left out of the filling, their rates then follow (for statistics).
+  followers_.clear();
   for (std::uint32_t l : seeds) {
     if (links_[l].visit == visit_) continue;
     links_[l].visit = visit_;
-    component_links_.push_back(l);
+    (links_[l].never_binding ? followers_ : component_links_).push_back(l);
   }
   for (std::size_t next = 0; next < component_links_.size(); ++next) {
     for (std::uint32_t slot : links_[component_links_[next]].flows) {
@@ -297,7 +312,7 @@ void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime 
       f.frozen = false;
       component_flows_.push_back(slot);
       for (std::uint32_t l : routes_[f.route].links) {
-        if (links_[l].visit == visit_) continue;
+        if (links_[l].visit == visit_ || links_[l].never_binding) continue;
         links_[l].visit = visit_;
         component_links_.push_back(l);
       }
@@ -321,13 +336,21 @@ void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime 
   // the others keep their finish times.
   for (std::uint32_t slot : component_flows_) {
     Flow& f = flows_[slot];
-    if (f.new_rate != f.rate) change_rate(slot, f.new_rate, now);
+    if (f.new_rate == f.rate) continue;
+    change_rate(slot, f.new_rate, now);
+    for (std::uint32_t l : routes_[f.route].links) {
+      if (!links_[l].never_binding || links_[l].visit == visit_) continue;
+      links_[l].visit = visit_;
+      followers_.push_back(l);
+    }
   }
-  for (std::uint32_t l : component_links_) {
-    double rate = 0;
-    for (std::uint32_t slot : links_[l].flows)
-      rate += flows_[slot].rate;
-    set_link_rate(l, rate, now);
+  for (const std::vector<std::uint32_t>* list : {&component_links_, &followers_}) {
+    for (std::uint32_t l : *list) {
+      double rate = 0;
+      for (std::uint32_t slot : links_[l].flows)
+        rate += flows_[slot].rate;
+      set_link_rate(l, rate, now);
+    }
   }
 }
 
@@ -371,7 +394,7 @@ void MaxMinFairNetwork::snapshot(SimTime now, SnapshotWriter& out) const {
   // rounding its rate's history left.
   if (live.empty()) return;
   for (std::uint32_t l = 0; l < links_.size(); ++l) {
-    if (links_[l].flows.empty()) continue;
+    if (links_[l].flows.empty() || links_[l].never_binding) continue;
     out.write(l);
     out.write(std::bit_cast<std::int64_t>(links_[l].rate));
   }

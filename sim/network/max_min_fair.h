@@ -32,6 +32,13 @@ class MaxMinFairNetwork final : public Resource {
 
   // A link in one direction; returns its id.
   std::uint32_t add_link(std::string name, BytesPerSecond capacity);
+  // Marks a link whose flows' rates can never sum past its capacity (a switch's uplink as wide
+  // as all its other links together): it is nobody's bottleneck, so the allocation leaves it
+  // out — refills neither reach across it nor fill it, which with every rank of a cluster kept
+  // every flow through the spine in one component. Its rate is still kept, for statistics.
+  // Before any route over it is added.
+  void set_never_binding(std::uint32_t link);
+  bool never_binding(std::uint32_t link) const { return links_[link].never_binding; }
   // A route over directed links; returns its id, which tasks pass as their `detail`.
   std::uint32_t add_route(std::vector<std::uint32_t> links, SimTime latency);
 
@@ -67,6 +74,7 @@ class MaxMinFairNetwork final : public Resource {
     double rate = 0;                   // current total rate of its flows
     SimTime since;                     // when `rate` took effect
     std::vector<std::uint32_t> flows;  // transferring flows that cross it (flow slots)
+    bool never_binding = false;        // set_never_binding
     // Scratch of a refill.
     double left = 0;  // capacity not yet given to frozen flows
     std::uint32_t unfrozen = 0;
@@ -135,7 +143,7 @@ class MaxMinFairNetwork final : public Resource {
   std::uint64_t visit_ = 0;
   std::function<void(SimTime, std::uint32_t, double)> rate_listener_;
   // Scratch of advance() and refill(), kept to avoid allocations.
-  std::vector<std::uint32_t> due_, seeds_, component_links_, component_flows_, touched_;
+  std::vector<std::uint32_t> due_, seeds_, component_links_, component_flows_, touched_, followers_;
   std::vector<std::pair<double, std::uint32_t>> heap_;
 };
 

@@ -24,6 +24,57 @@ NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
     network.add_link(fmt::format("{} {}->{}", link.label, a, b), capacity);
     network.add_link(fmt::format("{} {}->{}", link.label, b, a), capacity);
   }
+  mark_never_binding();
+}
+
+void NetworkMap::mark_never_binding() {
+  // A leaf's uplink to the spine: no route starts, ends or turns back at a network switch there
+  // (routes join GPUs, or a GPU and its NVSwitch; a mirror route turns back at its leaf only on
+  // its own NIC's link), so a flow on the uplink came into the leaf by one of the leaf's NIC
+  // links, or leaves the leaf by one. When those links together carry no more than the uplink,
+  // its flows can never fill it: a non-blocking leaf's uplink, as wide as the leaf's NICs
+  // together, is no flow's bottleneck whatever the traffic, and the allocation is the same
+  // without it. The NIC links stay in the allocation (the argument leans on them), and so does
+  // a degraded or oversubscribed uplink, which is narrower.
+  const std::vector<TopologyLink>& links = topology_.links();
+  const std::vector<Vertex>& vertices = topology_.vertices();
+  auto network_switch = [&](int v) {
+    const VertexKind kind = vertices[static_cast<std::size_t>(v)].kind;
+    return kind == VertexKind::leaf_switch || kind == VertexKind::spine_switch;
+  };
+  auto capacity = [&](const TopologyLink& link) {
+    return link.down
+               ? 0.0
+               : (link.bandwidth * profile_.links.efficiency[static_cast<std::size_t>(link.kind)])
+                     .value();
+  };
+  // Per vertex: its links to vertices other than switches, summed; its links to switches.
+  std::vector<double> edge_capacity(vertices.size(), 0);
+  std::vector<int> switch_links(vertices.size(), 0);
+  for (const TopologyLink& link : links) {
+    for (const auto& [end, other] : {std::pair{link.a, link.b}, std::pair{link.b, link.a}}) {
+      if (network_switch(other)) {
+        ++switch_links[static_cast<std::size_t>(end)];
+      } else {
+        edge_capacity[static_cast<std::size_t>(end)] += capacity(link);
+      }
+    }
+  }
+  // Sums of a few hundred links' capacities round: a relative tolerance far below a nanosecond.
+  constexpr double kTolerance = 1e-9;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const TopologyLink& link = links[i];
+    const double own = capacity(link);
+    if (link.down || !(own > 0) || !network_switch(link.a) || !network_switch(link.b)) continue;
+    // At a leaf whose only link to a switch is this one, fed by links to its NICs.
+    auto bounded_at = [&](int end) {
+      const auto v = static_cast<std::size_t>(end);
+      return switch_links[v] == 1 && edge_capacity[v] <= own * (1 + kTolerance);
+    };
+    if (!bounded_at(link.a) && !bounded_at(link.b)) continue;
+    network_.set_never_binding(static_cast<std::uint32_t>(2 * i));
+    network_.set_never_binding(static_cast<std::uint32_t>(2 * i + 1));
+  }
 }
 
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,

@@ -56,6 +56,7 @@ class NetworkMap {
 
  private:
   std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport, int steps);
+  void mark_never_binding();
   enum class Via { peer, mirror, in_network, fabric };
   std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way, int steps);
 

@@ -259,8 +259,13 @@ bool Topology::gpus_connected() const {
 
 Path Topology::shortest(int from, int to) const {
   // Dijkstra with a cost per hop of its latency plus the time to move 1 MiB, so fast links win
-  // and ties break on link order. GPUs are endpoints, never relays.
+  // and ties break on link order. GPUs are endpoints, never relays, and so are the other
+  // nodes: a route enters no machine but its ends' (a host does not forward between its NICs),
+  // which also keeps the search to two nodes and the switches, not the whole cluster (a search
+  // per pair across 2,048 nodes was most of a prediction's time).
   const std::size_t n = vertices_.size();
+  const int from_node = vertices_[static_cast<std::size_t>(from)].node;
+  const int to_node = vertices_[static_cast<std::size_t>(to)].node;
   std::vector<double> cost(n, std::numeric_limits<double>::infinity());
   std::vector<int> via(n, -1);
   using Item = std::pair<double, int>;
@@ -277,6 +282,8 @@ Path Topology::shortest(int from, int to) const {
       const TopologyLink& link = links_[static_cast<std::size_t>(l)];
       if (link.down) continue;
       int w = link.a == v ? link.b : link.a;
+      const int node = vertices_[static_cast<std::size_t>(w)].node;
+      if (node >= 0 && node != from_node && node != to_node) continue;
       // Routes follow the links' nominal rates: a degraded link (a fault) is slower, not avoided.
       double step =
           link.latency.value() + static_cast<double>(kMiB) / link.routing_bandwidth.value();

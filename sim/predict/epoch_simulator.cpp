@@ -3,6 +3,7 @@
 #include "sim/predict/epoch_simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -143,6 +144,48 @@ PlanIndex index_plan(const IterationPlan& plan) {
   return index;
 }
 
+// Values by lane, as one vector per lane kind indexed by the lane's number: instantiating a plan
+// looks lanes up for every op of every iteration, which in a tree of the thousands of lanes of
+// every rank of a cluster was a chain of cache misses. Visits lanes in Lane order (kind, then
+// number), as a std::map<Lane, T> would.
+template <typename T>
+class LaneMap {
+ public:
+  T* find(const Lane& lane) {
+    std::vector<std::optional<T>>& values = of(lane.kind);
+    const auto i = static_cast<std::size_t>(checked_index(lane));
+    return i < values.size() && values[i] ? &*values[i] : nullptr;
+  }
+  // The lane's value, default-constructed if it had none.
+  T& operator[](const Lane& lane) {
+    std::vector<std::optional<T>>& values = of(lane.kind);
+    const auto i = static_cast<std::size_t>(checked_index(lane));
+    if (i >= values.size()) values.resize(i + 1);
+    if (!values[i]) values[i].emplace();
+    return *values[i];
+  }
+  template <typename F>
+  void for_each(F&& visit) const {
+    for (std::size_t k = 0; k < values_.size(); ++k) {
+      for (std::size_t i = 0; i < values_[k].size(); ++i) {
+        if (values_[k][i])
+          visit(Lane{static_cast<LaneKind>(k), static_cast<int>(i)}, *values_[k][i]);
+      }
+    }
+  }
+
+ private:
+  static constexpr std::size_t kLaneKinds = static_cast<std::size_t>(LaneKind::delay) + 1;
+  std::vector<std::optional<T>>& of(LaneKind kind) {
+    return values_[static_cast<std::size_t>(kind)];
+  }
+  static int checked_index(const Lane& lane) {
+    if (lane.index < 0) throw std::logic_error("a lane with a negative number");
+    return lane.index;
+  }
+  std::array<std::vector<std::optional<T>>, kLaneKinds> values_;
+};
+
 bool ordered(LaneKind kind) {
   return kind != LaneKind::network && kind != LaneKind::delay;
 }
@@ -202,7 +245,7 @@ struct EpochSimulator::Impl {
     int cpu_node = -1;     // a CPU thread or loader worker: the node whose cores it shares
     int busy_slot = -1;    // its place in the node's busy list while it runs a task
   };
-  std::map<Lane, ResourceId> lanes;
+  LaneMap<ResourceId> lanes;
   std::vector<ResourceInfo> resources;
   std::map<std::pair<bool, int>, std::vector<ResourceId>> workers;  // (validation, loader)
   // Which worker of a pool takes a phase's batch b: (b - phase start + rotation) mod workers.
@@ -214,8 +257,9 @@ struct EpochSimulator::Impl {
   ResourceId network_id = 0;
   ResourceId delay_id = 0;
   bool has_delay = false;
-  std::map<Lane, TaskHandle> lane_last;
-  std::map<int, std::deque<TaskHandle>> launch_queue;  // per GPU: kernels launched, oldest first
+  LaneMap<TaskHandle> lane_last;
+  // Per GPU (by its compute lane): kernels launched, oldest first.
+  LaneMap<std::deque<TaskHandle>> launch_queue;
   std::map<std::pair<int, std::int64_t>, TaskHandle> loader_tasks;  // (loader, batch)
 
   EpochStats stats;
@@ -293,12 +337,11 @@ struct EpochSimulator::Impl {
       }
       return delay_id;
     }
-    auto found = lanes.find(lane);
-    if (found != lanes.end()) return found->second;
+    if (const ResourceId* found = lanes.find(lane)) return *found;
     ResourceId id = engine.add_resource(std::make_unique<FifoServer>(lane_name(lane)));
     resources.push_back({lane, true});
     if (lane.kind == LaneKind::cpu) add_cpu(id, lane.index);
-    lanes.emplace(lane, id);
+    lanes[lane] = id;
     return id;
   }
 
@@ -440,12 +483,10 @@ struct EpochSimulator::Impl {
       for (std::int32_t d : op.deps)
         deps.push_back(handles[static_cast<std::size_t>(d)]);
       if (op.after_lane) {
-        auto last = lane_last.find(*op.after_lane);
-        if (last != lane_last.end()) deps.push_back(last->second);
+        if (const TaskHandle* last = lane_last.find(*op.after_lane)) deps.push_back(*last);
       }
       if (ordered(op.lane.kind)) {
-        auto previous = lane_last.find(op.lane);
-        if (previous != lane_last.end()) deps.push_back(previous->second);
+        if (const TaskHandle* previous = lane_last.find(op.lane)) deps.push_back(*previous);
       }
       if (op.consumes_loader >= 0) {
         auto batch = loader_tasks.find({op.consumes_loader, g});
@@ -454,7 +495,8 @@ struct EpochSimulator::Impl {
         loader_tasks.erase(batch);
       }
       if (op.launches_on_gpu >= 0) {
-        const std::deque<TaskHandle>& queue = launch_queue[op.launches_on_gpu];
+        const std::deque<TaskHandle>& queue =
+            launch_queue[Lane{LaneKind::compute, op.launches_on_gpu}];
         if (static_cast<int>(queue.size()) >= input.launch_queue_depth)
           deps.push_back(queue.front());
       }
@@ -485,7 +527,7 @@ struct EpochSimulator::Impl {
                                      tags.tag(g, static_cast<std::uint64_t>(j)), deps, detail);
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {
-        std::deque<TaskHandle>& queue = launch_queue[op.lane.index];
+        std::deque<TaskHandle>& queue = launch_queue[Lane{LaneKind::compute, op.lane.index}];
         queue.push_back(h);
         if (static_cast<int>(queue.size()) > input.launch_queue_depth) queue.pop_front();
       }
@@ -657,19 +699,18 @@ struct EpochSimulator::Impl {
     SimTime now = engine.now();
     s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
     s.push_back(static_cast<std::int64_t>(speed_step(boundary)));
-    for (const auto& [lane, h] : lane_last)
-      s.push_back(handle(h));
+    lane_last.for_each([&](const Lane&, TaskHandle h) { s.push_back(handle(h)); });
     // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
     // kernels matter, by how recent they are: finished ones, or a queue not yet full, impose
     // nothing.
-    for (const auto& [gpu, queue] : launch_queue) {
+    launch_queue.for_each([&](const Lane&, const std::deque<TaskHandle>& queue) {
       for (std::size_t i = 0; i < queue.size(); ++i) {
         if (engine.finished(queue[i])) continue;
         s.push_back(static_cast<std::int64_t>(queue.size() - 1 - i));
         s.push_back(handle(queue[i]));
       }
       s.push_back(-5);
-    }
+    });
     for (const auto& [key, h] : loader_tasks) {
       s.push_back(key.first);
       s.push_back(key.second - boundary);

@@ -476,12 +476,22 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
       }
     }
   }
+  // Every rank makes the same calls: listed once (with every rank of a large cluster, listing
+  // them per rank was a large part of building the plan).
+  const std::vector<Call> forward = forward_calls(c.step, batch, true);
+  const std::vector<Call> loss_forward = loss_forward_calls(c.step, batch);
+  const std::vector<Call> loss_backward = loss_backward_calls(c.step, batch);
+  const std::vector<Call> calls = backward_calls(c.step, batch, accumulate);
+  std::vector<std::string> copy_names, launch_names;
+  for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
+    copy_names.push_back(fmt::format("copy gradients into bucket {}", bucket));
+    launch_names.push_back(fmt::format("launch all-reduce of bucket {}", bucket));
+  }
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     StepBuilder& b = rank[i];
-    b.emit(forward_calls(c.step, batch, true));
-    b.emit(loss_forward_calls(c.step, batch));
-    b.emit(loss_backward_calls(c.step, batch));
-    std::vector<Call> calls = backward_calls(c.step, batch, accumulate);
+    b.emit(forward);
+    b.emit(loss_forward);
+    b.emit(loss_backward);
     for (std::size_t k = 0; k < calls.size(); ++k) {
       b.emit(calls[k]);
       bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
@@ -491,11 +501,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
       // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
       // bucket's all-reduce is launched from the autograd thread right away.
       for (std::size_t bucket : finished->second) {
-        std::int32_t copied =
-            b.kernel(fmt::format("copy gradients into bucket {}", bucket), Category::backward,
-                     costs.backward_op, copy_time(c, buckets[bucket].bytes.value()));
-        std::int32_t launched = b.host(fmt::format("launch all-reduce of bucket {}", bucket),
-                                       Category::communication, c.profile.links.collective_launch);
+        std::int32_t copied = b.kernel(copy_names[bucket], Category::backward, costs.backward_op,
+                                       copy_time(c, buckets[bucket].bytes.value()));
+        std::int32_t launched = b.host(launch_names[bucket], Category::communication,
+                                       c.profile.links.collective_launch);
         ready[i][bucket] = {copied, launched};
       }
     }
@@ -515,13 +524,16 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
                                      static_cast<double>(buckets[bucket].bytes.value()) / kMiB),
                          true, compute_speed_beside(c, choice, memory_bound));
     }
+    std::vector<std::string> back_names;
+    for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket)
+      back_names.push_back(fmt::format("copy bucket {} back to gradients", bucket));
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       StepBuilder& b = rank[i];
       // finalize_backward: the compute stream waits for each all-reduce, then the averaged
       // bucket is copied back into the gradients.
       for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
-        b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
-                 costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), {ends[bucket][i]});
+        b.kernel(back_names[bucket], Category::backward, costs.backward_op,
+                 copy_time(c, buckets[bucket].bytes.value()), {ends[bucket][i]});
       }
       b.optimizer_step();
     }

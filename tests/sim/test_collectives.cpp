@@ -1,5 +1,6 @@
 // Collectives against closed forms, flows against alpha-beta, nccl-tests' bus bandwidth, and
 // the symmetric simulation of a cluster against the full one.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -10,6 +11,8 @@
 #include "core/spec/profile_spec.h"
 #include "sim/collectives/alpha_beta.h"
 #include "sim/collectives/flow_run.h"
+#include "sim/network/max_min_fair.h"
+#include "sim/network/network_map.h"
 #include "support/paths.h"
 
 using namespace epochcast;
@@ -386,6 +389,92 @@ TEST_CASE("a symmetric cluster simulation gives exactly the full simulation's ti
   CHECK(simulate_plan(mirrored, one, p).value() >=
         simulate_plan(explicit_plan, full, p).value() - rounding);
   CHECK(plan_time(one, p, mirrored).value() == Approx(plan_time(full, p, explicit_plan).value()));
+}
+
+TEST_CASE(
+    "a ring over every node runs in lockstep: a plan that grows with the nodes, not their square") {
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  const int nodes = 8;
+  Topology full = Topology::build(m, nodes);
+  std::vector<int> rail;  // GPU 0 of every node
+  for (int k = 0; k < nodes; ++k)
+    rail.push_back(8 * k);
+  const Bytes bytes(std::int64_t{32} << 20);
+  for (Collective c : {Collective::all_reduce, Collective::reduce_scatter}) {
+    INFO((c == Collective::all_reduce ? "all-reduce" : "reduce-scatter"));
+    const TransferPlan steps = c == Collective::all_reduce
+                                   ? ring_all_reduce({Ring{rail}}, bytes)
+                                   : ring_reduce_scatter({Ring{rail}}, bytes);
+    const TransferPlan lockstep = lockstep_ring(Ring{rail}, bytes, c);
+    CHECK(lockstep.transfers.size() == nodes + 1);
+    CHECK(steps.transfers.size() == (c == Collective::all_reduce ? 2 : 1) * (nodes - 1) * nodes);
+    CHECK(plan_time(full, p, lockstep).value() == Approx(plan_time(full, p, steps).value()));
+    // Flows: each single step's end is rounded up to the ns, each lockstep send's once.
+    const double rounding = 1e-9 * static_cast<double>(steps_of(lockstep));
+    CHECK(simulate_plan(lockstep, full, p).value() <= simulate_plan(steps, full, p).value());
+    CHECK(simulate_plan(lockstep, full, p).value() >=
+          simulate_plan(steps, full, p).value() - rounding);
+  }
+  // A NIC at half its rate slows every step of the ring, the single steps' and the lockstep's
+  // alike: every rank waits for the slow edge.
+  Topology slow = Topology::build(m, nodes);
+  slow.degrade(slow.nic_link(3, 0), 0.5);
+  const TransferPlan steps = ring_all_reduce({Ring{rail}}, bytes);
+  const TransferPlan lockstep = lockstep_ring(Ring{rail}, bytes, Collective::all_reduce);
+  const double uniform = simulate_plan(steps, full, p).value();
+  CHECK(simulate_plan(steps, slow, p).value() > 1.5 * uniform);
+  CHECK(
+      std::abs(simulate_plan(lockstep, slow, p).value() - simulate_plan(steps, slow, p).value()) <=
+      1e-9 * static_cast<double>(steps_of(lockstep)));
+  // In the hierarchy, every node's rails each take one transfer per node.
+  std::vector<std::vector<int>> all = cluster(nodes);
+  Hierarchy everything{all, build_rings(full, all[0]), nodes, false};
+  const TransferPlan h =
+      hierarchical_all_reduce(everything, bytes, AcrossNodes::ring, Bytes(kPipelineChunkBytes), 1);
+  const auto across = std::count_if(h.transfers.begin(), h.transfers.end(), [&](const Transfer& t) {
+    return full.node_of(t.src) != full.node_of(t.dst);
+  });
+  CHECK(across == 8 * nodes);
+}
+
+TEST_CASE("a route between two nodes enters no third machine, even around a NIC that is down") {
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology t = Topology::build(m, 8);
+  t.degrade(t.nic_link(0, 0), 0);
+  for (const auto& [a, b] : {std::pair{0, 8}, std::pair{0, 63}, std::pair{17, 42}}) {
+    INFO("GPU " << a << " to GPU " << b);
+    const Path& path = t.path(a, b);
+    REQUIRE(!path.hops.empty());
+    for (const Hop& hop : path.hops) {
+      const TopologyLink& link = t.links()[static_cast<std::size_t>(hop.link)];
+      CHECK_FALSE(link.down);
+      for (int v : {link.a, link.b}) {
+        const int node = t.vertices()[static_cast<std::size_t>(v)].node;
+        CHECK((node < 0 || node == t.node_of(a) || node == t.node_of(b)));
+      }
+    }
+  }
+}
+
+TEST_CASE("a non-blocking leaf's uplink is nobody's bottleneck, an oversubscribed one may be") {
+  HardwareProfile p = profile();
+  for (double oversubscription : {1.0, 4.0}) {
+    MachineSpec m = machine("dgx-h100-cluster");
+    m.topology.network->nodes_per_leaf = 2;
+    m.topology.network->oversubscription = oversubscription;
+    Topology t = Topology::build(m, 4);
+    MaxMinFairNetwork network("network");
+    NetworkMap map(t, p, network);
+    INFO("1:" << oversubscription);
+    for (int leaf : {0, 1}) {
+      REQUIRE(t.leaf_uplink(leaf) >= 0);
+      const auto link = static_cast<std::uint32_t>(2 * t.leaf_uplink(leaf));
+      CHECK(network.never_binding(link) == (oversubscription == 1));
+      CHECK(network.never_binding(link + 1) == (oversubscription == 1));
+    }
+    CHECK_FALSE(network.never_binding(static_cast<std::uint32_t>(2 * t.nic_link(0, 0))));
+  }
 }
 
 TEST_CASE("a transfer of several steps costs what a chain of single steps does") {

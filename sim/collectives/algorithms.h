@@ -26,10 +26,11 @@ TransferPlan ring_reduce_scatter(const std::vector<Ring>& channels, Bytes bytes)
 TransferPlan ring_all_gather(const std::vector<Ring>& channels, Bytes bytes);
 // One ring's k (n - 1) steps (k = 2 for an all-reduce, 1 for a reduce-scatter or an
 // all-gather) with each rank's sends to the next as one transfer of that many steps, then a
-// zero-byte transfer (the last) once all have arrived, from which every rank goes on. A ring
-// moves in lockstep (each step needs the one before it from the previous rank), so no rank is
-// done before its slowest edge has made all its steps: the single steps' end, in n + 1
-// transfers instead of k (n - 1) n. Across nodes with every node simulated.
+// zero-byte transfer once all have arrived and after it one zero-byte transfer per rank onto
+// itself (the last n, in ring order), from which that rank goes on. A ring moves in lockstep
+// (each step needs the one before it from the previous rank), so no rank is done before its
+// slowest edge has made all its steps: the single steps' end, in 2n + 1 transfers instead of
+// k (n - 1) n. Across nodes with every node simulated.
 TransferPlan lockstep_ring(const Ring& ring, Bytes bytes, Collective collective);
 TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
 TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);

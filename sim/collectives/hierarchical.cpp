@@ -238,8 +238,10 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
           const std::size_t rail_first = plan.transfers.size();
           Touching touching = append_phase(plan, rail, entry);
           if (!h.symmetric && across == AcrossNodes::ring && !rail.transfers.empty()) {
-            for (int member : members)
-              touching[member] = {static_cast<int>(plan.transfers.size() - 1)};
+            // Each member goes on from its own step after the ring's close (lockstep_ring).
+            const int own = static_cast<int>(plan.transfers.size() - members.size());
+            for (std::size_t m = 0; m < members.size(); ++m)
+              touching[members[m]] = {own + static_cast<int>(m)};
           }
           for (auto& [rank, deps] : touching)
             after[rank] = deps;

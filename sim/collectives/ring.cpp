@@ -139,7 +139,11 @@ TransferPlan lockstep_ring(const Ring& ring, Bytes bytes, Collective collective)
     t.steps = static_cast<int>(steps);
     close.deps.push_back(plan.add(std::move(t)));
   }
-  plan.add(std::move(close));
+  const int closed = plan.add(std::move(close));
+  // And each rank's own zero-byte step after it: a rank's part of a collective ends with the
+  // transfers that touch it (collective_ops), and the close touches only the first.
+  for (int rank : order)
+    plan.add(Transfer{rank, rank, false, Bytes(0), {closed}});
   return plan;
 }
 TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {

@@ -68,6 +68,13 @@ std::uint32_t Engine::allocate_edge() {
   return static_cast<std::uint32_t>(edges_.size() - 1);
 }
 
+void Engine::extra_successors(const Slot& slot, std::vector<std::uint32_t>& out) const {
+  out.clear();
+  for (std::uint32_t e = slot.extra_successors; e != kNone; e = edges_[e].next)
+    out.push_back(edges_[e].to);
+  std::reverse(out.begin(), out.end());
+}
+
 bool Engine::finished(TaskHandle task) const {
   return task.index >= slots_.size() || !slots_[task.index].live ||
          slots_[task.index].generation != task.generation;
@@ -79,7 +86,8 @@ std::uint64_t Engine::tag(TaskHandle task) const {
 }
 
 TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
-                            std::span<const TaskHandle> dependencies, std::uint32_t detail) {
+                            std::span<const TaskHandle> dependencies, std::uint32_t detail,
+                            std::uint8_t note) {
   require(resource < resources_.size(), "task on an unknown resource");
   require(work >= 0, "negative work");
   std::uint32_t index = allocate_slot();
@@ -91,9 +99,10 @@ TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_
   slot.work = work;
   slot.tag = tag;
   slot.detail = detail;
+  slot.note = note;
   slot.pending = 0;
   slot.inline_successors = 0;
-  slot.first_successor = slot.last_successor = kNone;
+  slot.extra_successors = kNone;
   TaskHandle handle{index, slot.generation};
   for (TaskHandle dependency : dependencies) {
     if (finished(dependency)) continue;
@@ -103,13 +112,8 @@ TaskHandle Engine::add_task(ResourceId resource, std::int64_t work, std::uint64_
       before.successors[before.inline_successors++] = index;
     } else {
       std::uint32_t edge = allocate_edge();
-      edges_[edge] = Edge{index, kNone};
-      if (before.last_successor == kNone) {
-        before.first_successor = edge;
-      } else {
-        edges_[before.last_successor].next = edge;
-      }
-      before.last_successor = edge;
+      edges_[edge] = Edge{index, before.extra_successors};
+      before.extra_successors = edge;
     }
     slots_[index].pending++;
   }
@@ -156,7 +160,7 @@ void Engine::reschedule(ResourceId resource) {
 void Engine::finish(TaskHandle task) {
   Slot& slot = slots_[task.index];
   require(slot.live && slot.generation == task.generation, "finishing a task twice");
-  FinishedTask record{task, slot.tag, slot.resource, slot.ready, slot.start, now_};
+  FinishedTask record{task, slot.tag, slot.resource, slot.ready, slot.start, now_, slot.note};
   // Free the slot before releasing successors, so handles to this task read as finished.
   slot.live = false;
   free_slots_.push_back(task.index);
@@ -168,16 +172,17 @@ void Engine::finish(TaskHandle task) {
   };
   const std::uint8_t inline_count = slot.inline_successors;
   const std::array<std::uint32_t, kInlineSuccessors> inline_successors = slot.successors;
-  std::uint32_t edge = slot.first_successor;
-  for (std::uint8_t i = 0; i < inline_count; ++i)
-    release_one(inline_successors[i]);
-  while (edge != kNone) {
-    std::uint32_t to = edges_[edge].to;
-    std::uint32_t next = edges_[edge].next;
+  successor_buffer_.clear();
+  for (std::uint32_t edge = slot.extra_successors; edge != kNone;) {
+    successor_buffer_.push_back(edges_[edge].to);
+    const std::uint32_t next = edges_[edge].next;
     free_edges_.push_back(edge);
-    release_one(to);
     edge = next;
   }
+  for (std::uint8_t i = 0; i < inline_count; ++i)
+    release_one(inline_successors[i]);
+  for (auto to = successor_buffer_.rbegin(); to != successor_buffer_.rend(); ++to)
+    release_one(*to);
   if (observer_) observer_(record);
 }
 
@@ -243,9 +248,10 @@ std::vector<std::int64_t> Engine::snapshot(
     out.push_back(slot.released ? (now_ - slot.ready).ns() : -1);
     for (std::uint8_t i = 0; i < slot.inline_successors; ++i)
       out.push_back(relative_tag(slots_[slot.successors[i]].tag));
-    for (std::uint32_t e = slot.first_successor; e != kNone; e = edges_[e].next) {
-      out.push_back(relative_tag(slots_[edges_[e].to].tag));
-    }
+    std::vector<std::uint32_t> extra;
+    extra_successors(slot, extra);
+    for (std::uint32_t to : extra)
+      out.push_back(relative_tag(slots_[to].tag));
     out.push_back(-2);  // end of successors
   };
   VectorWriter writer(describe);

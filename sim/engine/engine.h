@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/engine/huge_page_allocator.h"
 #include "sim/engine/resource.h"
 #include "sim/engine/sim_time.h"
 
@@ -25,6 +26,7 @@ struct FinishedTask {
   SimTime ready;  // when its dependencies were all done
   SimTime start;  // when its resource began it
   SimTime end;
+  std::uint8_t note = 0;  // opaque to the engine, as add_task was given it
 };
 
 class Engine final : private StartListener {
@@ -43,8 +45,11 @@ class Engine final : private StartListener {
 
   // Creates a task; it is released to its resource when every dependency has finished
   // (immediately, at now(), if they all have).
+  // `note`: a byte the observer gets back with the finished task (what the driver needs to know
+  // of it without looking the task up, a cache miss with every rank of a large cluster).
   TaskHandle add_task(ResourceId resource, std::int64_t work, std::uint64_t tag,
-                      std::span<const TaskHandle> dependencies = {}, std::uint32_t detail = 0);
+                      std::span<const TaskHandle> dependencies = {}, std::uint32_t detail = 0,
+                      std::uint8_t note = 0);
   // Room for this many more tasks and dependency edges, for a driver that adds a whole plan
   // at once (saves the copies of growing), and slots handed out in memory order from here.
   void reserve(std::size_t tasks, std::size_t edges);
@@ -90,22 +95,27 @@ class Engine final : private StartListener {
   // edges: most tasks have one or two, and a finished task then releases them without a trip
   // to memory elsewhere (with every rank of a large cluster, that trip was a third of the run).
   static constexpr std::uint8_t kInlineSuccessors = 2;
-  struct Slot {
+  // One cache line: a slot is touched as its task is added, released, started and finished,
+  // each time a miss with every rank of a large cluster, and 72 bytes made most of them two.
+  struct alignas(64) Slot {
     std::uint32_t generation = 0;
     bool live = false;
     bool released = false;
     std::uint8_t inline_successors = 0;
+    std::uint8_t note = 0;
     ResourceId resource = 0;
     std::uint32_t detail = 0;
     std::uint32_t pending = 0;
+    std::array<std::uint32_t, kInlineSuccessors> successors{};
+    // Beyond the inline ones, newest first (the engine walks them back to front, in the order
+    // they were added).
+    std::uint32_t extra_successors = kNone;
     std::int64_t work = 0;
     std::uint64_t tag = 0;
     SimTime ready;
     SimTime start;
-    std::array<std::uint32_t, kInlineSuccessors> successors{};
-    std::uint32_t first_successor = kNone;  // beyond the inline ones
-    std::uint32_t last_successor = kNone;
   };
+  static_assert(sizeof(Slot) == 64);
   struct Edge {
     std::uint32_t to = 0;
     std::uint32_t next = kNone;
@@ -130,19 +140,23 @@ class Engine final : private StartListener {
   void task_started(TaskHandle task, SimTime when) override;
   void release(std::uint32_t index);
   void reschedule(ResourceId resource);
+
   void finish(TaskHandle task);
   std::uint32_t allocate_slot();
   std::uint32_t allocate_edge();
+  // The successors of a slot beyond its inline ones, in the order they were added.
+  void extra_successors(const Slot& slot, std::vector<std::uint32_t>& out) const;
 
   std::vector<std::unique_ptr<Resource>> resources_;
   std::vector<Schedule> schedules_;
-  std::vector<Slot> slots_;
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   std::vector<std::uint32_t> free_slots_;
-  std::vector<Edge> edges_;
+  std::vector<Edge, HugePageAllocator<Edge>> edges_;
   std::vector<std::uint32_t> free_edges_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::uint64_t next_sequence_ = 0;
   std::vector<TaskHandle> finished_buffer_;
+  std::vector<std::uint32_t> successor_buffer_;  // scratch of finish()
   std::function<void(TaskHandle, ResourceId)> start_observer_;
   std::function<void(const FinishedTask&)> observer_;
   SimTime now_;

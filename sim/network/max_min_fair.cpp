@@ -334,13 +334,17 @@ void MaxMinFairNetwork::refill(const std::vector<std::uint32_t>& seeds, SimTime 
 
   // A flow whose rate changed moves its bytes up to now at the old rate and is rescheduled;
   // the others keep their finish times.
+  // Filling moved visit_ on: the followers found so far are marked afresh.
+  const std::uint64_t followed = ++visit_;
+  for (std::uint32_t l : followers_)
+    links_[l].visit = followed;
   for (std::uint32_t slot : component_flows_) {
     Flow& f = flows_[slot];
     if (f.new_rate == f.rate) continue;
     change_rate(slot, f.new_rate, now);
     for (std::uint32_t l : routes_[f.route].links) {
-      if (!links_[l].never_binding || links_[l].visit == visit_) continue;
-      links_[l].visit = visit_;
+      if (!links_[l].never_binding || links_[l].visit == followed) continue;
+      links_[l].visit = followed;
       followers_.push_back(l);
     }
   }

@@ -119,12 +119,17 @@ struct OpBrief {
   Lane lane;
   Category category = Category::host;
   Marker marker = Marker::none;
+  std::uint8_t note = 0;              // kKernelNote | kLookNote, as the task carries it
+  std::int32_t consumes_loader = -1;  // PlanOp::consumes_loader
 };
+// What a finished task tells the observer by itself (FinishedTask::note): most ops of every rank
+// are a kernel or its launch, which the observer counts without looking the op up.
+constexpr std::uint8_t kKernelNote = 1;  // on a compute stream or copy engine
+constexpr std::uint8_t kLookNote = 2;    // the observer needs the op's brief
 
 struct PlanIndex {
-  std::int32_t boundary_op = -1;                       // the first op of the main CPU thread
-  std::vector<std::pair<std::int32_t, int>> consumes;  // (op, loader), in op order
-  std::vector<OpBrief> briefs;                         // by op
+  std::int32_t boundary_op = -1;  // the first op of the main CPU thread
+  std::vector<OpBrief> briefs;    // by op
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
@@ -132,12 +137,14 @@ PlanIndex index_plan(const IterationPlan& plan) {
   index.briefs.reserve(plan.ops.size());
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const PlanOp& op = plan.ops[i];
-    index.briefs.push_back({op.lane, op.category, op.marker});
+    const bool kernel = op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy;
+    const bool look = op.marker != Marker::none || op.consumes_loader >= 0 ||
+                      op.lane == Lane{LaneKind::cpu, 0} || (kernel && op.lane.index == 0);
+    const auto note =
+        static_cast<std::uint8_t>((kernel ? kKernelNote : 0) | (look ? kLookNote : 0));
+    index.briefs.push_back({op.lane, op.category, op.marker, note, op.consumes_loader});
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
-    }
-    if (op.consumes_loader >= 0) {
-      index.consumes.emplace_back(static_cast<std::int32_t>(i), op.consumes_loader);
     }
   }
   if (index.boundary_op < 0) throw std::logic_error("an iteration plan without a main-thread op");
@@ -471,6 +478,7 @@ struct EpochSimulator::Impl {
 
   void instantiate(std::int64_t g) {
     const IterationPlan& p = plan(g);
+    const PlanIndex& idx = index(g);
     std::vector<TaskHandle> handles(p.ops.size());
     std::vector<TaskHandle> deps;
     std::size_t edges = 0;
@@ -523,8 +531,9 @@ struct EpochSimulator::Impl {
           work = static_cast<std::int64_t>(std::ceil(static_cast<double>(work) / speed));
         }
       }
-      TaskHandle h = engine.add_task(lane_resource(op.lane), work,
-                                     tags.tag(g, static_cast<std::uint64_t>(j)), deps, detail);
+      TaskHandle h =
+          engine.add_task(lane_resource(op.lane), work, tags.tag(g, static_cast<std::uint64_t>(j)),
+                          deps, detail, idx.briefs[j].note);
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {
         std::deque<TaskHandle>& queue = launch_queue[Lane{LaneKind::compute, op.lane.index}];
@@ -601,6 +610,11 @@ struct EpochSimulator::Impl {
       if (traced) record(engine.resource(t.resource).name(), "load batch", Category::data, t);
       return;
     }
+    // A kernel or launch of a rank but the first, outside a trace: counted, nothing more.
+    if (!traced && (t.note & kLookNote) == 0) {
+      if ((t.note & kKernelNote) != 0 && info.is_lane) ++stats.kernels;
+      return;
+    }
     const IterationPlan& p = plan(g);
     const PlanIndex& idx = index(g);
     const OpBrief& op = idx.briefs[op_index];
@@ -621,14 +635,9 @@ struct EpochSimulator::Impl {
       record(engine.resource(t.resource).name(), p.ops[op_index].name, op.category, t);
     }
 
-    // consumes is in op order (one entry per rank): a search, not a scan per finished task.
-    auto consumed = std::lower_bound(idx.consumes.begin(), idx.consumes.end(),
-                                     static_cast<std::int32_t>(op_index),
-                                     [](const std::pair<std::int32_t, int>& entry,
-                                        std::int32_t index) { return entry.first < index; });
-    if (consumed != idx.consumes.end() && consumed->first == static_cast<std::int32_t>(op_index)) {
+    if (op.consumes_loader >= 0) {
       std::int64_t next = g + loader_depth();
-      if (next < phase_end(g)) create_loader_task(consumed->second, next, {});
+      if (next < phase_end(g)) create_loader_task(op.consumes_loader, next, {});
     }
     if (static_cast<std::int32_t>(op_index) == idx.boundary_op) {
       boundary = g;

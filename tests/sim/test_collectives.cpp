@@ -407,7 +407,7 @@ TEST_CASE(
                                    ? ring_all_reduce({Ring{rail}}, bytes)
                                    : ring_reduce_scatter({Ring{rail}}, bytes);
     const TransferPlan lockstep = lockstep_ring(Ring{rail}, bytes, c);
-    CHECK(lockstep.transfers.size() == nodes + 1);
+    CHECK(lockstep.transfers.size() == 2 * nodes + 1);
     CHECK(steps.transfers.size() == (c == Collective::all_reduce ? 2 : 1) * (nodes - 1) * nodes);
     CHECK(plan_time(full, p, lockstep).value() == Approx(plan_time(full, p, steps).value()));
     // Flows: each single step's end is rounded up to the ns, each lockstep send's once.
@@ -415,6 +415,36 @@ TEST_CASE(
     CHECK(simulate_plan(lockstep, full, p).value() <= simulate_plan(steps, full, p).value());
     CHECK(simulate_plan(lockstep, full, p).value() >=
           simulate_plan(steps, full, p).value() - rounding);
+  }
+  // A rank's part ends (as collective_ops ends it) with the transfers touching it that no later
+  // one touching it waits for; through them every rank waits for every send of the ring, so a
+  // slow edge holds them all, even where nothing follows the ring (a reduce-scatter's last
+  // stage, or nodes of one GPU).
+  const TransferPlan ring = lockstep_ring(Ring{rail}, bytes, Collective::reduce_scatter);
+  auto touches = [](const Transfer& t, int rank) { return t.src == rank || t.dst == rank; };
+  for (int rank : rail) {
+    INFO("rank " << rank);
+    std::vector<int> stack;
+    for (std::size_t i = 0; i < ring.transfers.size(); ++i) {
+      if (!touches(ring.transfers[i], rank)) continue;
+      const bool followed =
+          std::any_of(ring.transfers.begin(), ring.transfers.end(), [&](const Transfer& later) {
+            return touches(later, rank) &&
+                   std::count(later.deps.begin(), later.deps.end(), static_cast<int>(i)) > 0;
+          });
+      if (!followed) stack.push_back(static_cast<int>(i));
+    }
+    std::set<int> waited;
+    while (!stack.empty()) {
+      const int i = stack.back();
+      stack.pop_back();
+      if (!waited.insert(i).second) continue;
+      for (int d : ring.transfers[static_cast<std::size_t>(i)].deps)
+        stack.push_back(d);
+    }
+    for (std::size_t i = 0; i < ring.transfers.size(); ++i) {
+      if (ring.transfers[i].bytes.value() > 0) CHECK(waited.count(static_cast<int>(i)) == 1);
+    }
   }
   // A NIC at half its rate slows every step of the ring, the single steps' and the lockstep's
   // alike: every rank waits for the slow edge.

@@ -130,6 +130,12 @@ constexpr std::uint8_t kLookNote = 2;    // the observer needs the op's brief
 struct PlanIndex {
   std::int32_t boundary_op = -1;  // the first op of the main CPU thread
   std::vector<OpBrief> briefs;    // by op
+  // Dependency edges an instance adds at most: the plan's own, and per op the lane's last op
+  // and the loader's batch.
+  std::size_t edges = 0;
+  // By op, each network op's route, found the first time the plan is instantiated (in op
+  // order, as the routes are registered); every later instance reads it here.
+  std::vector<std::uint32_t> routes;
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
@@ -143,6 +149,7 @@ PlanIndex index_plan(const IterationPlan& plan) {
     const auto note =
         static_cast<std::uint8_t>((kernel ? kKernelNote : 0) | (look ? kLookNote : 0));
     index.briefs.push_back({op.lane, op.category, op.marker, note, op.consumes_loader});
+    index.edges += op.deps.size() + 2;
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
     }
@@ -265,9 +272,11 @@ struct EpochSimulator::Impl {
   ResourceId delay_id = 0;
   bool has_delay = false;
   LaneMap<TaskHandle> lane_last;
+  std::vector<TaskHandle> instance_handles, instance_deps;  // scratch of instantiate()
   // Per GPU (by its compute lane): kernels launched, oldest first.
   LaneMap<std::deque<TaskHandle>> launch_queue;
   std::map<std::pair<int, std::int64_t>, TaskHandle> loader_tasks;  // (loader, batch)
+  std::array<std::int64_t, 2> loader_tasks_created{0, 0};           // training, validation
 
   EpochStats stats;
   SimTime gpu_busy_until;
@@ -323,7 +332,7 @@ struct EpochSimulator::Impl {
   const IterationPlan& plan(std::int64_t g) const {
     return is_last(g) ? phase(g).last : phase(g).plans[phase(g).cycle[cycle_position(g)]];
   }
-  const PlanIndex& index(std::int64_t g) const {
+  PlanIndex& index(std::int64_t g) {
     if (in_validation(g)) {
       return is_last(g) ? validation_last
                         : validation_cycle[input.validation.cycle[cycle_position(g)]];
@@ -463,6 +472,7 @@ struct EpochSimulator::Impl {
     std::int64_t samples = is_last(batch) ? phase(batch).last_batch : phase(batch).full_batch;
     SimTime work = SimTime::from_seconds(
         Seconds(input.loader.sample_cpu.value() * static_cast<double>(samples)));
+    ++loader_tasks_created[in_validation(batch) ? 1 : 0];
     loader_tasks[{loader, batch}] = engine.add_task(
         worker(loader, batch), work.ns(),
         tags.tag(batch, tags.loader_base() + static_cast<std::uint64_t>(loader)), deps);
@@ -478,13 +488,14 @@ struct EpochSimulator::Impl {
 
   void instantiate(std::int64_t g) {
     const IterationPlan& p = plan(g);
-    const PlanIndex& idx = index(g);
-    std::vector<TaskHandle> handles(p.ops.size());
-    std::vector<TaskHandle> deps;
-    std::size_t edges = 0;
-    for (const PlanOp& op : p.ops)
-      edges += op.deps.size() + 2;  // and at most the lane's last op and the loader's batch
-    engine.reserve(p.ops.size(), edges);
+    PlanIndex& idx = index(g);
+    // Written op by op before any later op reads it: no need to clear what the last plan left.
+    std::vector<TaskHandle>& handles = instance_handles;
+    handles.resize(p.ops.size());
+    std::vector<TaskHandle>& deps = instance_deps;
+    const bool routed = !idx.routes.empty();
+    if (!routed) idx.routes.assign(p.ops.size(), 0);
+    engine.reserve(p.ops.size(), idx.edges);
     for (std::size_t j = 0; j < p.ops.size(); ++j) {
       const PlanOp& op = p.ops[j];
       deps.clear();
@@ -512,11 +523,15 @@ struct EpochSimulator::Impl {
       std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
-        detail = op.fabric != FabricWay::none
-                     ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric, op.steps)
-                 : op.mirror
-                     ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network, op.steps)
-                     : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps);
+        if (!routed) {
+          idx.routes[j] =
+              op.fabric != FabricWay::none
+                  ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric, op.steps)
+              : op.mirror
+                  ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network, op.steps)
+                  : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps);
+        }
+        detail = idx.routes[j];
         // A step NCCL stages through host memory moves slower than its links: its flow
         // carries proportionally more.
         const double factor = routes->data_factor(detail);
@@ -720,10 +735,22 @@ struct EpochSimulator::Impl {
       }
       s.push_back(-5);
     });
-    for (const auto& [key, h] : loader_tasks) {
-      s.push_back(key.first);
-      s.push_back(key.second - boundary);
-      s.push_back(handle(h));
+    if (loaders_handed_all()) {
+      // Only the batches still being loaded differ: one already loaded imposes nothing, and
+      // how many are left shows in the iterations left, not the state.
+      s.push_back(-6);
+      for (const auto& [key, h] : loader_tasks) {
+        if (engine.finished(h)) continue;
+        s.push_back(key.first);
+        s.push_back(key.second - boundary);
+        s.push_back(handle(h));
+      }
+    } else {
+      for (const auto& [key, h] : loader_tasks) {
+        s.push_back(key.first);
+        s.push_back(key.second - boundary);
+        s.push_back(handle(h));
+      }
     }
     s.push_back((gpu_busy_until - now).ns());
     s.push_back((cpu_last_end - now).ns());
@@ -770,10 +797,37 @@ struct EpochSimulator::Impl {
   // loaders.
   std::int64_t uniform_end(std::int64_t g) const { return phase_end(g) - 1; }
 
+  // Whether the loaders of the boundary's phase have been given every batch of it: consuming a
+  // batch hands them the batch loader_depth() on only while the phase has one, so from here on
+  // the iterations differ only in how many batches are left.
+  bool loaders_handed_all() const {
+    if (input.loader.workers <= 0) return false;
+    const std::int64_t batches = phase_end(boundary) - phase_start(boundary);
+    return loader_tasks_created[in_validation(boundary) ? 1 : 0] ==
+           checked_product(static_cast<std::int64_t>(input.loaders), batches);
+  }
+  bool loaders_busy() const {
+    return std::any_of(loader_tasks.begin(), loader_tasks.end(),
+                       [&](const auto& entry) { return !engine.finished(entry.second); });
+  }
+
   void shift_driver(SimTime delta, std::int64_t iterations) {
     std::map<std::pair<int, std::int64_t>, TaskHandle> moved;
-    for (const auto& [key, h] : loader_tasks)
-      moved.emplace(std::make_pair(key.first, key.second + iterations), h);
+    if (loaders_handed_all()) {
+      // Every batch loaded (at_boundary skips only then): each loader has its batches from the
+      // first it has left to the phase's end, and after the skip those `iterations` on, all
+      // loaded (a handle that reads as finished).
+      std::map<int, std::int64_t> first_left;
+      for (const auto& [key, h] : loader_tasks)
+        first_left.emplace(key.first, key.second);
+      for (const auto& [loader, first] : first_left) {
+        for (std::int64_t b = first + iterations; b < phase_end(boundary); ++b)
+          moved.emplace(std::make_pair(loader, b), TaskHandle{});
+      }
+    } else {
+      for (const auto& [key, h] : loader_tasks)
+        moved.emplace(std::make_pair(key.first, key.second + iterations), h);
+    }
     loader_tasks = std::move(moved);
     for (Segment& s : cpu_segments) {
       s.begin += delta;
@@ -799,7 +853,13 @@ struct EpochSimulator::Impl {
 
   void at_boundary() {
     if (!opt.steady_state_shortcut || boundary < opt.trace_iterations) return;
-    std::int64_t margin = loader_depth() + 2;
+    // A skipped span must hand the loaders their batches as the simulation would: it ends
+    // loader_depth() batches before the phase's, unless they have already been given every
+    // batch and have loaded them all (an epoch of fewer iterations than the loaders keep
+    // ahead is then skipped too).
+    const bool handed_all = loaders_handed_all();
+    if (handed_all && loaders_busy()) return;
+    std::int64_t margin = handed_all ? 2 : loader_depth() + 2;
     if (boundary + margin >= uniform_end(boundary)) {
       forget_checkpoint();
       return;

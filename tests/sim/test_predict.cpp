@@ -237,6 +237,34 @@ sweep: {gpus: [1], batch: [10], batch_is: global}
   }
 }
 
+TEST_CASE("an epoch shorter than its loaders keep ahead is skipped once they have loaded it") {
+  // 8 workers, 4 batches each ahead: the loaders are handed all 25 batches at the start. Fast
+  // ones load them all early and the loop then repeats; slow ones are still loading when the
+  // epoch ends, and nothing is skipped while they are.
+  ScenarioSpec s = scenario(R"(model: mobilenet-v2
+hardware: seed003-hpc-node
+dataset: {name: imagenet, train_samples: 400, classes: 1000}
+loader: {workers: 8, prefetch_factor: 4, pin_memory: true, sample_cpu_us: 50}
+training: {strategy: single, optimizer: adamw, precision: amp_fp16}
+sweep: {gpus: [1], batch: [16], batch_is: global}
+)");
+  PredictOptions exact;
+  exact.steady_state_shortcut = false;
+  for (double sample_us : {50.0, 30000.0}) {
+    s.loader.sample_cpu = Seconds(sample_us * 1e-6);
+    PointResult fast = predict_point(s, point(16));
+    PointResult full = predict_point(s, point(16), exact);
+    INFO(sample_us << " us a sample");
+    REQUIRE(full.stats.simulated_iterations == 25);
+    if (sample_us < 100) {
+      CHECK(fast.stats.simulated_iterations < 10);
+    } else {
+      CHECK(fast.bottleneck == "input");
+    }
+    check_same_epoch(fast, full);
+  }
+}
+
 TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the loader workers") {
   // An input-bound DDP loop on two GPUs: 7 workers per rank, batches handed out in turn, and
   // micro-batch cycles of 3 — the state repeats only up to which worker plays which role.

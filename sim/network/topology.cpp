@@ -188,6 +188,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
       t.nic_links_.emplace_back();
       int per_leaf = network->nodes_per_leaf > 0 ? std::min(network->nodes_per_leaf, nodes) : nodes;
       int leaf = leaves[static_cast<std::size_t>(n / per_leaf)];
+      t.leaf_of_node_.push_back(leaf);
       for (int i = 0; i < network->nics_per_node; ++i) {
         int nic = t.add_vertex(VertexKind::nic, fmt::format("{}nic{}", prefix, i), n);
         t.nics_.back().push_back(nic);
@@ -228,6 +229,12 @@ int Topology::nic_link(int node, int nic) const {
                                                           : -1;
 }
 
+int Topology::leaf_of_node(int node) const {
+  return node >= 0 && node < static_cast<int>(leaf_of_node_.size())
+             ? leaf_of_node_[static_cast<std::size_t>(node)]
+             : -1;
+}
+
 int Topology::leaf_uplink(int leaf) const {
   return leaf >= 0 && leaf < static_cast<int>(leaf_uplinks_.size())
              ? leaf_uplinks_[static_cast<std::size_t>(leaf)]
@@ -266,35 +273,62 @@ Path Topology::shortest(int from, int to) const {
   const std::size_t n = vertices_.size();
   const int from_node = vertices_[static_cast<std::size_t>(from)].node;
   const int to_node = vertices_[static_cast<std::size_t>(to)].node;
-  std::vector<double> cost(n, std::numeric_limits<double>::infinity());
-  std::vector<int> via(n, -1);
+  // The search's figures per vertex live across searches, valid where stamped with this one:
+  // a search touches two nodes and the switches, and clearing arrays the size of the cluster
+  // for each was most of its cost.
+  if (search_.stamp.size() != n) search_ = Search{std::vector<std::uint32_t>(n, 0), {}, {}, 0};
+  search_.cost.resize(n);
+  search_.via.resize(n);
+  if (search_.round == std::numeric_limits<std::uint32_t>::max()) {
+    std::fill(search_.stamp.begin(), search_.stamp.end(), 0);
+    search_.round = 0;
+  }
+  const std::uint32_t round = ++search_.round;
+  auto cost = [&](int v) -> double& {
+    const auto i = static_cast<std::size_t>(v);
+    if (search_.stamp[i] != round) {
+      search_.stamp[i] = round;
+      search_.cost[i] = std::numeric_limits<double>::infinity();
+      search_.via[i] = -1;
+    }
+    return search_.cost[i];
+  };
+  auto via = [&](int v) -> int& {
+    cost(v);
+    return search_.via[static_cast<std::size_t>(v)];
+  };
   using Item = std::pair<double, int>;
   std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
-  cost[static_cast<std::size_t>(from)] = 0;
+  cost(from) = 0;
   queue.push({0, from});
   while (!queue.empty()) {
     auto [c, v] = queue.top();
     queue.pop();
-    if (c > cost[static_cast<std::size_t>(v)]) continue;
+    if (c > cost(v)) continue;
     if (v == to) break;
     if (v != from && vertices_[static_cast<std::size_t>(v)].kind == VertexKind::gpu) continue;
     for (int l : adjacency_[static_cast<std::size_t>(v)]) {
       const TopologyLink& link = links_[static_cast<std::size_t>(l)];
       if (link.down) continue;
       int w = link.a == v ? link.b : link.a;
-      const int node = vertices_[static_cast<std::size_t>(w)].node;
-      if (node >= 0 && node != from_node && node != to_node) continue;
+      const Vertex& next = vertices_[static_cast<std::size_t>(w)];
+      if (next.node >= 0 && next.node != from_node && next.node != to_node) continue;
+      // Nor does it cross a leaf but its ends' (another leaf leads only to other nodes): with
+      // thousands of nodes, expanding every leaf under the spine was most of a search.
+      if (next.kind == VertexKind::leaf_switch && from_node >= 0 && to_node >= 0 &&
+          w != leaf_of_node(from_node) && w != leaf_of_node(to_node))
+        continue;
       // Routes follow the links' nominal rates: a degraded link (a fault) is slower, not avoided.
       double step =
           link.latency.value() + static_cast<double>(kMiB) / link.routing_bandwidth.value();
-      if (c + step < cost[static_cast<std::size_t>(w)]) {
-        cost[static_cast<std::size_t>(w)] = c + step;
-        via[static_cast<std::size_t>(w)] = l;
+      if (c + step < cost(w)) {
+        cost(w) = c + step;
+        via(w) = l;
         queue.push({c + step, w});
       }
     }
   }
-  if (via[static_cast<std::size_t>(to)] < 0 && from != to) {
+  if (via(to) < 0 && from != to) {
     throw std::logic_error(fmt::format("no route from {} to {}",
                                        vertices_[static_cast<std::size_t>(from)].name,
                                        vertices_[static_cast<std::size_t>(to)].name));
@@ -302,7 +336,7 @@ Path Topology::shortest(int from, int to) const {
   Path path;
   path.bottleneck = BytesPerSecond(std::numeric_limits<double>::infinity());
   for (int v = to; v != from;) {
-    int l = via[static_cast<std::size_t>(v)];
+    int l = via(v);
     const TopologyLink& link = links_[static_cast<std::size_t>(l)];
     int u = link.a == v ? link.b : link.a;
     path.hops.push_back({l, link.a == u});

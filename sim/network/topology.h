@@ -122,6 +122,8 @@ class Topology {
   int add_link(int a, int b, LinkKind kind, BytesPerSecond bandwidth, Seconds latency, int lanes,
                std::string label, std::string source);
   Path shortest(int from, int to) const;
+  // The leaf switch vertex node `node`'s NICs hang off; -1 without a network.
+  int leaf_of_node(int node) const;
 
   std::vector<Vertex> vertices_;
   std::vector<TopologyLink> links_;
@@ -136,6 +138,15 @@ class Topology {
   std::vector<std::vector<int>> nics_;       // per node: NIC vertices
   std::vector<std::vector<int>> nic_links_;  // per node: each NIC's link to its leaf
   std::vector<int> leaf_uplinks_;
+  std::vector<int> leaf_of_node_;  // per node, its leaf's vertex
+  // Scratch of shortest(), by vertex: figures valid where stamp equals round.
+  struct Search {
+    std::vector<std::uint32_t> stamp;
+    std::vector<double> cost;
+    std::vector<int> via;
+    std::uint32_t round = 0;
+  };
+  mutable Search search_;
   mutable std::map<std::pair<int, int>, Path> paths_;
   mutable std::map<int, Path> mirror_paths_;
   mutable std::map<std::pair<int, FabricWay>, Path> fabric_paths_;

@@ -142,14 +142,14 @@ PlanIndex index_plan(const IterationPlan& plan) {
   PlanIndex index;
   index.briefs.reserve(plan.ops.size());
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const PlanOp& op = plan.ops[i];
+    const PlanEntry& op = plan.ops[i];
     const bool kernel = op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy;
     const bool look = op.marker != Marker::none || op.consumes_loader >= 0 ||
                       op.lane == Lane{LaneKind::cpu, 0} || (kernel && op.lane.index == 0);
     const auto note =
         static_cast<std::uint8_t>((kernel ? kKernelNote : 0) | (look ? kLookNote : 0));
     index.briefs.push_back({op.lane, op.category, op.marker, note, op.consumes_loader});
-    index.edges += op.deps.size() + 2;
+    index.edges += op.dep_count + 2;
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
     }
@@ -497,9 +497,9 @@ struct EpochSimulator::Impl {
     if (!routed) idx.routes.assign(p.ops.size(), 0);
     engine.reserve(p.ops.size(), idx.edges);
     for (std::size_t j = 0; j < p.ops.size(); ++j) {
-      const PlanOp& op = p.ops[j];
+      const PlanEntry& op = p.ops[j];
       deps.clear();
-      for (std::int32_t d : op.deps)
+      for (std::int32_t d : p.deps(op))
         deps.push_back(handles[static_cast<std::size_t>(d)]);
       if (op.after_lane) {
         if (const TaskHandle* last = lane_last.find(*op.after_lane)) deps.push_back(*last);
@@ -637,7 +637,7 @@ struct EpochSimulator::Impl {
       ++stats.kernels;
       if (op.lane.index == 0) gpu_activity(t.start, t.end, op.category);
     }
-    if (op.marker != Marker::none && info.is_lane) on_marker(p.ops[op_index], t, traced);
+    if (op.marker != Marker::none && info.is_lane) on_marker(p, p.ops[op_index], t, traced);
     if (info.is_lane && op.lane == Lane{LaneKind::cpu, 0}) {
       if (t.start > cpu_last_end) cpu_segments.push_back({cpu_last_end, t.start, op.category});
       cpu_segments.push_back({t.start, t.end, op.category});
@@ -647,7 +647,8 @@ struct EpochSimulator::Impl {
     // Flows show as link counters, analytic collectives as the ranks' communication spans.
     if (traced && op.marker == Marker::none && op.lane.kind != LaneKind::network &&
         op.lane.kind != LaneKind::delay) {
-      record(engine.resource(t.resource).name(), p.ops[op_index].name, op.category, t);
+      record(engine.resource(t.resource).name(), std::string(p.name(p.ops[op_index])), op.category,
+             t);
     }
 
     if (op.consumes_loader >= 0) {
@@ -665,7 +666,7 @@ struct EpochSimulator::Impl {
   // While a collective runs on GPU g's communication stream, its compute stream runs at the
   // collective's compute_speed (NCCL's kernel holds some SMs). The stream runs its collectives
   // one after another, so each end restores the full speed.
-  void slow_compute_beside(const PlanOp& op) {
+  void slow_compute_beside(const PlanEntry& op) {
     if (op.lane.kind != LaneKind::comm) return;
     const double speed = op.marker == Marker::collective_begin ? op.compute_speed : 1.0;
     const ResourceId compute = lane_resource(Lane{LaneKind::compute, op.lane.index});
@@ -674,7 +675,7 @@ struct EpochSimulator::Impl {
     engine.changed(compute);
   }
 
-  void on_marker(const PlanOp& op, const FinishedTask& t, bool traced) {
+  void on_marker(const IterationPlan& p, const PlanEntry& op, const FinishedTask& t, bool traced) {
     slow_compute_beside(op);
     if (traced) {
       std::deque<SimTime>& open = trace_open[op.lane];
@@ -684,8 +685,8 @@ struct EpochSimulator::Impl {
         FinishedTask span = t;
         span.start = open.front();
         open.pop_front();
-        record(fmt::format("GPU {} communication", op.lane.index), op.name, Category::communication,
-               span);
+        record(fmt::format("GPU {} communication", op.lane.index), std::string(p.name(op)),
+               Category::communication, span);
       }
     }
     if (op.lane.index != 0) return;

@@ -65,7 +65,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
       const Transfer& t = choice.plan.transfers[i];
       PlanOp op;
-      op.name = fmt::format("{} {}->{}", name, t.src, t.dst);
+      op.name = name;  // flows show as link counters, never by name
       op.category = Category::communication;
       op.lane = Lane{LaneKind::network, 0};
       op.work_ns =

@@ -8,8 +8,10 @@
 #include <compare>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/network/fabric_way.h"
@@ -73,17 +75,50 @@ struct PlanOp {
   float compute_speed = 1.0f;
 };
 
-struct IterationPlan {
-  std::vector<PlanOp> ops;
+// An op as the plan keeps it, PlanOp's fields but its name and dependencies, which the plan
+// holds (IterationPlan::name, deps): with every rank of a large cluster a plan has tens of
+// millions of ops, and a string and a vector apiece were most of its memory.
+struct PlanEntry {
+  std::int64_t work_ns = 0;
+  std::int64_t collective_bytes = 0;
+  std::uint32_t name = 0;       // IterationPlan::name
+  std::uint32_t first_dep = 0;  // IterationPlan::deps
+  std::uint32_t dep_count = 0;
+  Lane lane;
+  std::optional<Lane> after_lane;
+  int consumes_loader = -1;
+  int launches_on_gpu = -1;
+  int src_gpu = -1;
+  int dst_gpu = -1;
+  int steps = 1;
+  float compute_speed = 1.0f;
+  Category category = Category::host;
+  Marker marker = Marker::none;
+  FabricWay fabric = FabricWay::none;
+  bool mirror = false;
+  bool in_network = false;
+  std::int8_t step_protocol = -1;
+};
+
+class IterationPlan {
+ public:
+  std::vector<PlanEntry> ops;
   std::int64_t samples = 0;  // samples this iteration takes from the loader
   std::int64_t kernels = 0;  // GPU operations it launches
 
   // Adds an op and returns its index.
-  std::int32_t add(PlanOp op) {
-    if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy) ++kernels;
-    ops.push_back(std::move(op));
-    return static_cast<std::int32_t>(ops.size() - 1);
+  std::int32_t add(PlanOp op);
+  std::string_view name(const PlanEntry& op) const { return names_[op.name]; }
+  std::span<const std::int32_t> deps(const PlanEntry& op) const {
+    return {deps_.data() + op.first_dep, op.dep_count};
   }
+
+ private:
+  // Names once each (a plan repeats its ops' names on every rank), and every op's
+  // dependencies one after another.
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::uint32_t> name_ids_;
+  std::vector<std::int32_t> deps_;
 };
 
 }  // namespace epochcast::sim

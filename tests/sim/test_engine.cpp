@@ -237,7 +237,7 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
     PlanOp op;
     op.lane = Lane{LaneKind::cpu, 0};
     op.work_ns = 1;
-    plan.ops.push_back(std::move(op));
+    plan.add(std::move(op));
   }
   EpochInput input;
   input.train.plans = {plan};

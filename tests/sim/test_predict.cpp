@@ -34,7 +34,7 @@ double host_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
-  for (const PlanOp& op : plan.ops) {
+  for (const PlanEntry& op : plan.ops) {
     if (op.lane.kind == LaneKind::cpu && op.category != Category::data) ns += op.work_ns;
   }
   return static_cast<double>(ns) * 1e-9;
@@ -46,7 +46,7 @@ double gpu_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
-  for (const PlanOp& op : plan.ops) {
+  for (const PlanEntry& op : plan.ops) {
     if (op.lane.kind != LaneKind::cpu) ns += op.work_ns;
   }
   return static_cast<double>(ns) * 1e-9;
@@ -460,8 +460,8 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
     return single_device_training_step(StepContext{scenario, analysis, device}, 64);
   };
   auto count = [](const IterationPlan& plan, const std::string& prefix) {
-    return std::count_if(plan.ops.begin(), plan.ops.end(), [&](const PlanOp& op) {
-      return op.lane.kind != LaneKind::cpu && op.name.rfind(prefix, 0) == 0;
+    return std::count_if(plan.ops.begin(), plan.ops.end(), [&](const PlanEntry& op) {
+      return op.lane.kind != LaneKind::cpu && plan.name(op).rfind(prefix, 0) == 0;
     });
   };
   IterationPlan fused = plan_of(s);
@@ -469,8 +469,9 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   CHECK(count(fused, "_fused_adam_") == 5);
   CHECK(count(fused, "_foreach_") == 0);
   auto syncs = [](const IterationPlan& plan) {
-    return std::count_if(plan.ops.begin(), plan.ops.end(),
-                         [](const PlanOp& op) { return op.name == "GradScaler found_inf.item()"; });
+    return std::count_if(plan.ops.begin(), plan.ops.end(), [&](const PlanEntry& op) {
+      return plan.name(op) == "GradScaler found_inf.item()";
+    });
   };
   CHECK(syncs(fused) == 0);
   CHECK(count(fused, "_amp_foreach_non_finite_check_and_unscale_") > 0);  // the check stays
@@ -484,7 +485,7 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   // The fused kernel moves 28 bytes per element against the foreach ops' 72: less GPU time.
   auto optimizer_ns = [](const IterationPlan& plan) {
     std::int64_t ns = 0;
-    for (const PlanOp& op : plan.ops) {
+    for (const PlanEntry& op : plan.ops) {
       if (op.lane.kind != LaneKind::cpu && op.category == Category::optimizer) ns += op.work_ns;
     }
     return ns;
@@ -511,10 +512,10 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     IterationPlan plan = single_device_training_step(StepContext{scenario, analysis, device}, 128);
     std::int64_t ns = 0;
     int kernels = 0;
-    for (const PlanOp& op : plan.ops) {
+    for (const PlanEntry& op : plan.ops) {
       if (op.category != Category::h2d || op.lane.kind != lane) continue;
       ns += op.work_ns;
-      kernels += op.name.rfind("normalize batch on GPU", 0) == 0;
+      kernels += plan.name(op).rfind("normalize batch on GPU", 0) == 0;
     }
     return std::pair{ns, kernels};
   };
@@ -552,13 +553,14 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   }
   REQUIRE(side.size() == 4);  // the copy, to float, sub_, div_
   CHECK(!plan.ops[static_cast<std::size_t>(side[0])].after_lane);
-  const PlanOp& last = plan.ops.back();
+  const PlanEntry& last = plan.ops.back();
   CHECK(last.lane.kind == LaneKind::compute);
   CHECK(last.work_ns == 0);
-  CHECK(last.deps == std::vector<std::int32_t>{side.back()});
+  CHECK(std::vector<std::int32_t>(plan.deps(last).begin(), plan.deps(last).end()) ==
+        std::vector<std::int32_t>{side.back()});
   for (std::size_t i = 0; i + 1 < plan.ops.size(); ++i) {
     if (plan.ops[i].lane.kind != LaneKind::compute) continue;
-    for (std::int32_t d : plan.ops[i].deps)
+    for (std::int32_t d : plan.deps(plan.ops[i]))
       CHECK(plan.ops[static_cast<std::size_t>(d)].lane.kind != LaneKind::copy);
   }
 
@@ -567,7 +569,7 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   prefetch.loader.normalize_on_gpu = false;
   IterationPlan plain_plan = single_device_training_step(StepContext{plain, analysis, device}, 256);
   std::int64_t copy_ns = 0;
-  for (const PlanOp& op : plain_plan.ops) {
+  for (const PlanEntry& op : plain_plan.ops) {
     if (op.lane.kind == LaneKind::copy) copy_ns += op.work_ns;
   }
   const double steps = 10, copy_s = static_cast<double>(copy_ns) * 1e-9;
@@ -624,14 +626,14 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     gpu.loader.prefetch_to_gpu = prefetch;
     IterationPlan plan = single_device_training_step(StepContext{gpu, analysis, device}, 128);
     int decoders = 0;
-    for (const PlanOp& op : plan.ops) {
+    for (const PlanEntry& op : plan.ops) {
       if (op.lane.kind != LaneKind::compute || op.category != Category::data) continue;
       ++decoders;
       CHECK(op.work_ns == 128 * 50'000);
     }
     CHECK(decoders == 1);
     // Prefetched, the next batch is decoded at the end of the step.
-    const PlanOp& last = plan.ops.back();
+    const PlanEntry& last = plan.ops.back();
     CHECK((last.category == Category::data) == prefetch);
   }
   gpu.loader.prefetch_to_gpu = false;

@@ -113,23 +113,21 @@ std::size_t largest_plan(const EpochInput& in) {
   return largest;
 }
 
-// What observing a finished op needs of it, packed: with every rank of a large cluster the
-// plan's ops (over a hundred bytes each) are visited in finishing order, a cache miss apiece.
-struct OpBrief {
-  Lane lane;
-  Category category = Category::host;
-  Marker marker = Marker::none;
-  std::uint8_t note = 0;              // kKernelNote | kLookNote, as the task carries it
-  std::int32_t consumes_loader = -1;  // PlanOp::consumes_loader
-};
 // What a finished task tells the observer by itself (FinishedTask::note): most ops of every rank
-// are a kernel or its launch, which the observer counts without looking the op up.
+// are a kernel or its launch, which the observer counts without looking the op up (with every
+// rank of a large cluster, a cache miss apiece).
 constexpr std::uint8_t kKernelNote = 1;  // on a compute stream or copy engine
-constexpr std::uint8_t kLookNote = 2;    // the observer needs the op's brief
+constexpr std::uint8_t kLookNote = 2;    // the observer needs the op itself
+
+std::uint8_t note_of(const PlanEntry& op) {
+  const bool kernel = op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy;
+  const bool look = op.marker != Marker::none || op.consumes_loader >= 0 ||
+                    op.lane == Lane{LaneKind::cpu, 0} || (kernel && op.lane.index == 0);
+  return static_cast<std::uint8_t>((kernel ? kKernelNote : 0) | (look ? kLookNote : 0));
+}
 
 struct PlanIndex {
   std::int32_t boundary_op = -1;  // the first op of the main CPU thread
-  std::vector<OpBrief> briefs;    // by op
   // Dependency edges an instance adds at most: the plan's own, and per op the lane's last op
   // and the loader's batch.
   std::size_t edges = 0;
@@ -140,15 +138,8 @@ struct PlanIndex {
 
 PlanIndex index_plan(const IterationPlan& plan) {
   PlanIndex index;
-  index.briefs.reserve(plan.ops.size());
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const PlanEntry& op = plan.ops[i];
-    const bool kernel = op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy;
-    const bool look = op.marker != Marker::none || op.consumes_loader >= 0 ||
-                      op.lane == Lane{LaneKind::cpu, 0} || (kernel && op.lane.index == 0);
-    const auto note =
-        static_cast<std::uint8_t>((kernel ? kKernelNote : 0) | (look ? kLookNote : 0));
-    index.briefs.push_back({op.lane, op.category, op.marker, note, op.consumes_loader});
     index.edges += op.dep_count + 2;
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
@@ -548,7 +539,7 @@ struct EpochSimulator::Impl {
       }
       TaskHandle h =
           engine.add_task(lane_resource(op.lane), work, tags.tag(g, static_cast<std::uint64_t>(j)),
-                          deps, detail, idx.briefs[j].note);
+                          deps, detail, note_of(op));
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {
         std::deque<TaskHandle>& queue = launch_queue[Lane{LaneKind::compute, op.lane.index}];
@@ -632,12 +623,12 @@ struct EpochSimulator::Impl {
     }
     const IterationPlan& p = plan(g);
     const PlanIndex& idx = index(g);
-    const OpBrief& op = idx.briefs[op_index];
+    const PlanEntry& op = p.ops[op_index];
     if (info.is_lane && (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy)) {
       ++stats.kernels;
       if (op.lane.index == 0) gpu_activity(t.start, t.end, op.category);
     }
-    if (op.marker != Marker::none && info.is_lane) on_marker(p, p.ops[op_index], t, traced);
+    if (op.marker != Marker::none && info.is_lane) on_marker(p, op, t, traced);
     if (info.is_lane && op.lane == Lane{LaneKind::cpu, 0}) {
       if (t.start > cpu_last_end) cpu_segments.push_back({cpu_last_end, t.start, op.category});
       cpu_segments.push_back({t.start, t.end, op.category});
@@ -647,8 +638,7 @@ struct EpochSimulator::Impl {
     // Flows show as link counters, analytic collectives as the ranks' communication spans.
     if (traced && op.marker == Marker::none && op.lane.kind != LaneKind::network &&
         op.lane.kind != LaneKind::delay) {
-      record(engine.resource(t.resource).name(), std::string(p.name(p.ops[op_index])), op.category,
-             t);
+      record(engine.resource(t.resource).name(), std::string(p.name(op)), op.category, t);
     }
 
     if (op.consumes_loader >= 0) {

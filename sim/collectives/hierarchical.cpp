@@ -240,8 +240,13 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
           if (!h.symmetric && across == AcrossNodes::ring && !rail.transfers.empty()) {
             // Each member goes on from its own step after the ring's close (lockstep_ring).
             const int own = static_cast<int>(plan.transfers.size() - members.size());
-            for (std::size_t m = 0; m < members.size(); ++m)
+            for (std::size_t m = 0; m < members.size(); ++m) {
+              const Transfer& step = plan.transfers[static_cast<std::size_t>(own) + m];
+              if (step.src != members[m] || step.dst != members[m]) {
+                throw std::logic_error("a lockstep ring that does not end with its ranks' steps");
+              }
               touching[members[m]] = {own + static_cast<int>(m)};
+            }
           }
           for (auto& [rank, deps] : touching)
             after[rank] = deps;

@@ -797,9 +797,12 @@ struct EpochSimulator::Impl {
     return loader_tasks_created[in_validation(boundary) ? 1 : 0] ==
            checked_product(static_cast<std::int64_t>(input.loaders), batches);
   }
+  // Whether a loader task of the boundary's phase is still running or waiting.
   bool loaders_busy() const {
-    return std::any_of(loader_tasks.begin(), loader_tasks.end(),
-                       [&](const auto& entry) { return !engine.finished(entry.second); });
+    const bool validation = in_validation(boundary);
+    return std::any_of(loader_tasks.begin(), loader_tasks.end(), [&](const auto& entry) {
+      return in_validation(entry.first.second) == validation && !engine.finished(entry.second);
+    });
   }
 
   void shift_driver(SimTime delta, std::int64_t iterations) {
@@ -807,17 +810,20 @@ struct EpochSimulator::Impl {
     if (loaders_handed_all()) {
       // Every batch loaded (at_boundary skips only then): each loader has its batches from the
       // first it has left to the phase's end, and after the skip those `iterations` on, all
-      // loaded (a handle that reads as finished).
+      // loaded.
       std::map<int, std::int64_t> first_left;
       for (const auto& [key, h] : loader_tasks)
         first_left.emplace(key.first, key.second);
       for (const auto& [loader, first] : first_left) {
         for (std::int64_t b = first + iterations; b < phase_end(boundary); ++b)
-          moved.emplace(std::make_pair(loader, b), TaskHandle{});
+          moved.emplace(std::make_pair(loader, b), Engine::done_handle());
       }
     } else {
       for (const auto& [key, h] : loader_tasks)
         moved.emplace(std::make_pair(key.first, key.second + iterations), h);
+      // The skipped iterations handed each loader as many batches.
+      loader_tasks_created[in_validation(boundary) ? 1 : 0] +=
+          checked_product(static_cast<std::int64_t>(input.loaders), iterations);
     }
     loader_tasks = std::move(moved);
     for (Segment& s : cpu_segments) {

@@ -263,6 +263,25 @@ sweep: {gpus: [1], batch: [16], batch_is: global}
     }
     check_same_epoch(fast, full);
   }
+  // Two ranks (a loader each), a validation pass and micro-batch cycles of 3, with the loaders
+  // 21 batches ahead of epochs of 18 and 13: skipped in both phases, exactly; and in a longer
+  // epoch, whose first skip comes while the loaders are still being handed batches, the tail
+  // is skipped too.
+  ScenarioSpec ddp = scenario(R"(model: spoken-digits-linear
+hardware: seed001-box
+dataset: {name: fsdd, train_samples: 288, validation_samples: 200, classes: 10}
+loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 20}
+training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
+sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
+)");
+  for (std::int64_t samples : {288, 2880}) {
+    ddp.dataset.train_samples = samples;
+    PointResult fast = predict_point(ddp, SweepPoint{2, 16, 8});
+    PointResult full = predict_point(ddp, SweepPoint{2, 16, 8}, exact);
+    INFO(samples << " training samples");
+    CHECK(fast.stats.simulated_iterations < full.stats.simulated_iterations * 2 / 3);
+    check_same_epoch(fast, full);
+  }
 }
 
 TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the loader workers") {

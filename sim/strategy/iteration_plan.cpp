@@ -7,13 +7,21 @@
 namespace epochcast::sim {
 
 std::int32_t IterationPlan::add(PlanOp op) {
+  const std::string name = std::move(op.name);
+  return add(std::move(op), name);
+}
+
+std::int32_t IterationPlan::add(PlanOp op, std::string_view name) {
   if (ops.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
       deps_.size() + op.deps.size() > std::numeric_limits<std::uint32_t>::max()) {
     throw std::logic_error("an iteration plan with more than 2^31 ops or 2^32 dependencies");
   }
   if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy) ++kernels;
-  auto [found, added] = name_ids_.try_emplace(op.name, static_cast<std::uint32_t>(names_.size()));
-  if (added) names_.push_back(std::move(op.name));
+  auto found = name_ids_.find(name);
+  if (found == name_ids_.end()) {
+    found = name_ids_.emplace(std::string(name), static_cast<std::uint32_t>(names_.size())).first;
+    names_.emplace_back(name);
+  }
   PlanEntry entry;
   entry.work_ns = op.work_ns;
   entry.collective_bytes = op.collective_bytes;

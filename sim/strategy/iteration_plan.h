@@ -7,6 +7,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -108,6 +109,9 @@ class IterationPlan {
 
   // Adds an op and returns its index.
   std::int32_t add(PlanOp op);
+  // The same, named `name` (op.name is ignored): a builder that names many ops alike need not
+  // make a string for each.
+  std::int32_t add(PlanOp op, std::string_view name);
   std::string_view name(const PlanEntry& op) const { return names_[op.name]; }
   std::span<const std::int32_t> deps(const PlanEntry& op) const {
     return {deps_.data() + op.first_dep, op.dep_count};
@@ -116,8 +120,15 @@ class IterationPlan {
  private:
   // Names once each (a plan repeats its ops' names on every rank), and every op's
   // dependencies one after another.
+  // Looked up by string_view, without making a string.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
   std::vector<std::string> names_;
-  std::unordered_map<std::string, std::uint32_t> name_ids_;
+  std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> name_ids_;
   std::vector<std::int32_t> deps_;
 };
 

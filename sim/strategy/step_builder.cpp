@@ -293,36 +293,35 @@ std::vector<Call> optimizer_calls(const StepContext& context) {
 StepBuilder::StepBuilder(const StepContext& context, IterationPlan& plan, int cpu, int gpu)
     : context_(context), plan_(plan), cpu_(cpu), gpu_(gpu) {}
 
-std::int32_t StepBuilder::host(std::string name, Category category, Seconds cost,
+std::int32_t StepBuilder::host(std::string_view name, Category category, Seconds cost,
                                std::vector<std::int32_t> deps) {
   PlanOp op;
-  op.name = std::move(name);
   op.category = category;
   op.lane = Lane{LaneKind::cpu, cpu_};
   op.work_ns = SimTime::from_seconds(cost).ns();
   op.deps = std::move(deps);
   op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
   pending_.clear();
-  last_cpu_op_ = plan_.add(std::move(op));
+  last_cpu_op_ = plan_.add(std::move(op), name);
   return last_cpu_op_;
 }
 
-std::int32_t StepBuilder::kernel(std::string name, Category category, Seconds host_cost,
+std::int32_t StepBuilder::kernel(std::string_view name, Category category, Seconds host_cost,
                                  SimTime gpu_time, std::vector<std::int32_t> deps) {
   std::vector<std::int32_t> waits = pending_;
   PlanOp dispatch;
-  dispatch.name = "launch " + name;
+  launch_name_.assign("launch ");
+  launch_name_.append(name);
   dispatch.category = category;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
   dispatch.work_ns = SimTime::from_seconds(host_cost).ns();
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
-  std::int32_t issued = plan_.add(std::move(dispatch));
+  std::int32_t issued = plan_.add(std::move(dispatch), launch_name_);
   last_cpu_op_ = issued;
 
   PlanOp run;
-  run.name = std::move(name);
   run.category = category;
   run.lane = Lane{LaneKind::compute, gpu_};
   run.work_ns = gpu_time.ns();
@@ -333,7 +332,7 @@ std::int32_t StepBuilder::kernel(std::string name, Category category, Seconds ho
     run.deps.push_back(pending_copy_);
     pending_copy_ = -1;
   }
-  last_gpu_op_ = plan_.add(std::move(run));
+  last_gpu_op_ = plan_.add(std::move(run), name);
   return last_gpu_op_;
 }
 

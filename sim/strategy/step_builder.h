@@ -58,11 +58,11 @@ class StepBuilder {
   StepBuilder(const StepContext& context, IterationPlan& plan, int cpu, int gpu);
 
   // A CPU-only op (no kernel).
-  std::int32_t host(std::string name, Category category, Seconds cost,
+  std::int32_t host(std::string_view name, Category category, Seconds cost,
                     std::vector<std::int32_t> deps = {});
   // A kernel: its CPU dispatch, then the kernel on the GPU's compute stream. Returns the
   // kernel's op.
-  std::int32_t kernel(std::string name, Category category, Seconds host_cost, SimTime gpu_time,
+  std::int32_t kernel(std::string_view name, Category category, Seconds host_cost, SimTime gpu_time,
                       std::vector<std::int32_t> deps = {});
   // Emits a call; returns its last op (the kernel, or the host op).
   std::int32_t emit(const Call& call);
@@ -111,6 +111,7 @@ class StepBuilder {
   std::int32_t pending_copy_ = -1;     // the next kernel waits for this copy
   std::int32_t prefetched_ = -1;       // the side stream's last op for the next step's batch
   std::int64_t prefetched_samples_ = 0;
+  std::string launch_name_;  // scratch: "launch " and a kernel's name
 };
 
 // Per-step plans for a single device: a training step and an evaluation (validation) step.

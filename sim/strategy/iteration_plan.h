@@ -118,15 +118,15 @@ class IterationPlan {
   }
 
  private:
-  // Names once each (a plan repeats its ops' names on every rank), and every op's
-  // dependencies one after another.
-  // Looked up by string_view, without making a string.
+  // Names are looked up by string_view, without making a string.
   struct NameHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view name) const {
       return std::hash<std::string_view>{}(name);
     }
   };
+  // Names once each (a plan repeats its ops' names on every rank), and every op's
+  // dependencies one after another.
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> name_ids_;
   std::vector<std::int32_t> deps_;

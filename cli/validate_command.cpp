@@ -255,6 +255,24 @@ Command add_validate_command(CLI::App& app) {
                       "measured noise scale (default: the batch it was measured at), or 'all' to "
                       "fit both figures on every batch");
   return [args] {
+    // Each kind of measurement has options of its own: refused on the other, not ignored.
+    const bool target_runs = is_target_runs_file(args->measurements);
+    if (target_runs && !args->holdout.empty()) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--holdout",
+                       "time-to-target runs are compared batch by batch with the noise-scale "
+                       "model; --calibrate-on picks the batch (or 'all') the fit uses");
+    }
+    if (target_runs && !args->plot.empty()) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--plot",
+                       "draws epoch measurements; for time to a target, predict --plot draws "
+                       "the scenario's -target figure");
+    }
+    if (!target_runs && !args->calibrate_on.empty()) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--calibrate-on",
+                       "applies to time-to-target runs (epochcast-run --to-target); epoch "
+                       "measurements are calibrated on every point, or on those --holdout "
+                       "keeps");
+    }
     OutputFiles outputs;
     std::optional<OutputFile> json;
     if (!args->json.empty()) json = outputs.add(args->json, "--json");
@@ -266,7 +284,7 @@ Command add_validate_command(CLI::App& app) {
     // With the JSON on standard output, the report goes to standard error.
     std::FILE* out = outputs.to_standard_output() ? stderr : stdout;
     options::extend_catalogue(args->options.catalogues);
-    if (is_target_runs_file(args->measurements)) {
+    if (target_runs) {
       validate_target_runs(*args, out, json);
       return 0;
     }

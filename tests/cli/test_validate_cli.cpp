@@ -210,6 +210,20 @@ TEST_CASE("validate compares the committed time-to-target campaign with the nois
       run_command(epochcast_binary() + " validate " + fashion + " " + runs + " --calibrate-on 17");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--calibrate-on: batch 17 is not among"));
+  // The epoch measurements' options are refused for runs, and the runs' for epochs.
+  for (const std::string option : {"--holdout every-other-batch", "--plot v.png"}) {
+    CommandResult refused =
+        run_command(epochcast_binary() + " validate " + fashion + " " + runs + " " + option);
+    INFO(option);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output, Catch::Contains(option.substr(0, option.find(' ')) + ":"));
+  }
+  const std::string epoch_file =
+      (source_dir() / "validate/data/host-cpu/cpu-mnist-cnn.json").string();
+  CommandResult epochs = run_command(epochcast_binary() + " validate " + scenario() + " " +
+                                     epoch_file + " --calibrate-on all");
+  CHECK(epochs.exit_code == 2);
+  CHECK_THAT(epochs.output, Catch::Contains("--calibrate-on: applies to time-to-target runs"));
   // calibrate writes the figures as the scenario's block, each with its source.
   const std::string block = out_path("statistical-efficiency.yaml");
   std::filesystem::remove(block);

@@ -54,9 +54,9 @@ class Engine final : private StartListener {
   // at once (saves the copies of growing), and slots handed out in memory order from here.
   void reserve(std::size_t tasks, std::size_t edges);
   bool finished(TaskHandle task) const;
-  // A handle that reads as finished whatever happens (no slot has its index), for a driver's
-  // placeholder of work already done.
-  static constexpr TaskHandle done_handle() { return TaskHandle{0xffffffffu, 0}; }
+  // A handle that always reads as finished (no slot has its index): what a driver keeps for
+  // work it knows is done without a task of its own (a batch loaded during a skipped span).
+  static constexpr TaskHandle done_handle() { return TaskHandle{kNone, 0}; }
   std::uint64_t tag(TaskHandle task) const;
 
   // Called for every task as it finishes, in event order. The observer may add tasks and may

@@ -25,7 +25,8 @@ usage() {
 Options:
   --device auto|cpu|cuda  where `epochcast run` trains (default auto: the GPU when there is one)
   --hardware NAME         machine to predict for (default: the scenario's, or h200-sxm-1gpu
-                          when nvidia-smi names an H200 and the scenario says h100-sxm-1gpu)
+                          when the scenario says h100-sxm-1gpu and nvidia-smi names an H200,
+                          or, with --no-measure, the --data folder's machine.txt does)
   --data DIR              where the files go (default validate/data/<machine>)
   --rounds N              passes over each sweep (default 3)
   --iterations N          timed iterations per point and round (default 20)
@@ -119,6 +120,11 @@ seconds_left() {  # of --timeout; a large number without one
 has_gpu() { command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; }
 
 if [[ -z $hardware ]] && has_gpu && nvidia-smi -L | grep -q "H200"; then
+  hardware_h200=1
+fi
+# Reports made elsewhere (--no-measure) go by the card that measured them, as machine.txt names it.
+if [[ -z $hardware ]] && ((!measure)) && [[ -n $data && -f $data/machine.txt ]] \
+    && grep -q "^NVIDIA H200" "$data/machine.txt"; then
   hardware_h200=1
 fi
 machine_of() {  # the machine a scenario runs on here

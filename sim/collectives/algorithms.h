@@ -36,6 +36,15 @@ TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes b
 TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
 
 // Tree algorithms (tree.cpp): reduce up a binary tree and broadcast down it, pipelined in chunks.
+// The chunk of a tree all-reduce across `nodes` nodes of `ranks` ranks in all, whose `bytes`
+// run over `channels` trees, as NCCL picks it for the Simple protocol (src/enqueue.cc,
+// computeColl): one step of the Simple buffer (4 MiB / NCCL_STEPS = 512 KiB), halved while a
+// channel's data makes too few chunks to fill the tree's pipeline: fewer than depth x 8 down to
+// 128 KiB, depth x 4 down to 64 KiB, depth down to 32 KiB, with NCCL's depth ranks / nodes - 1 +
+// floor(log2(nodes)) (src/graph/connect.cc, connectTrees). A large chunk would make the tree's
+// fill and drain, 2 x depth chunk hops, the size of the data itself.
+Bytes tree_chunk(Bytes bytes, int channels, int ranks, int nodes);
+inline constexpr std::int64_t kTreeFirstChunkBytes = 512 << 10;
 TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_broadcast(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_reduce(const Tree& tree, Bytes bytes, Bytes chunk);

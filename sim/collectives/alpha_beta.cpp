@@ -122,11 +122,19 @@ std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& reque
   const Bytes chunk(kPipelineChunkBytes);
   const Hierarchy rings{request.nodes, build_rings(topology, request.nodes.front()),
                         request.total_nodes, request.symmetric};
+  const int local = static_cast<int>(request.nodes.front().size());
   const int pieces = hierarchy_pieces(request.bytes, request.nodes.front().size());
+  // NCCL's tree chunk, each rail running two trees across the nodes (double_tree_all_reduce):
+  // its channels. NVLSTree keeps kPipelineChunkBytes: NCCL sizes its chunk by the NVLS heads
+  // and channels (enqueue.cc), which the plan does not model.
+  const Bytes across_tree_chunk =
+      tree_chunk(request.bytes, 2 * local, request.total_nodes * local, request.total_nodes);
   auto plan = [&](InsideNodes inside, AcrossNodes across) {
     Hierarchy h = rings;
     h.inside = inside;
-    return hierarchical_all_reduce(h, request.bytes, across, chunk, pieces);
+    const bool nccl_tree = across == AcrossNodes::tree && inside == InsideNodes::rings;
+    return hierarchical_all_reduce(h, request.bytes, across, nccl_tree ? across_tree_chunk : chunk,
+                                   pieces);
   };
   const CollectiveAlgorithm a = request.algorithm;
   const bool automatic = a == CollectiveAlgorithm::automatic;

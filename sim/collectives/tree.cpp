@@ -1,6 +1,12 @@
-// Tree algorithms: pipelined reduce up and broadcast down a binary tree. A chunk after the first
-// on a hop costs only its data (Transfer::pipelined): NCCL keeps several steps in flight per
-// channel, so the latency is paid per hop, not per chunk, as in its tuning model.
+// Tree algorithms: pipelined reduce up and broadcast down a binary tree. NCCL streams a tree's
+// data through every hop in chunks, keeping several in flight per channel, so the latency is
+// paid per hop, not per chunk, as in its tuning model. Each hop carries the data as three
+// transfers rather than one per chunk: the first chunk, once the first chunk came in from below
+// (the pipeline's fill); the chunks between as one stream beside the inputs' streams, its
+// latency hidden (Transfer::pipelined); and the last chunk, once the last came in (its drain).
+// No hop ends before its inputs have ended and one chunk more has crossed it, as with chunks
+// one by one, in a plan whose size does not grow with the chunks (DDP's buckets cross 2,048
+// nodes in tens of them).
 #include <algorithm>
 
 #include "sim/collectives/algorithms.h"
@@ -13,36 +19,45 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }
 
-struct TreePass {
-  std::vector<std::vector<int>> up;    // [chunk][position]: transfer position -> parent
-  std::vector<std::vector<int>> down;  // [chunk][position]: transfer parent -> position
+struct Segment {
+  Bytes bytes;
+  bool pipelined = false;
 };
 
-TreePass tree_pass(TransferPlan& plan, const Tree& tree, Bytes bytes, Bytes chunk, bool reduce,
-                   bool broadcast) {
-  const int n = static_cast<int>(tree.ranks.size());
+// The first chunk, the chunks between as one, the last chunk (as many as there are chunks).
+std::vector<Segment> segments(Bytes bytes, Bytes chunk) {
   const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(bytes.value(), chunk.value()));
-  TreePass pass;
-  pass.up.assign(static_cast<std::size_t>(chunks),
-                 std::vector<int>(static_cast<std::size_t>(n), -1));
-  pass.down = pass.up;
-  for (std::int64_t k = 0; k < chunks; ++k) {
-    Bytes size(std::min(chunk.value(), bytes.value() - k * chunk.value()));
-    auto& up = pass.up[static_cast<std::size_t>(k)];
-    auto& down = pass.down[static_cast<std::size_t>(k)];
+  if (chunks == 1) return {Segment{bytes, false}};
+  std::vector<Segment> out{Segment{chunk, false}};
+  if (chunks > 2) out.push_back(Segment{Bytes((chunks - 2) * chunk.value()), true});
+  out.push_back(Segment{Bytes(bytes.value() - (chunks - 1) * chunk.value()), true});
+  return out;
+}
+
+void tree_pass(TransferPlan& plan, const Tree& tree, Bytes bytes, Bytes chunk, bool reduce,
+               bool broadcast) {
+  const int n = static_cast<int>(tree.ranks.size());
+  const std::vector<Segment> parts = segments(bytes, chunk);
+  // [segment][position]: the transfer position -> parent (up) or parent -> position (down).
+  std::vector<std::vector<int>> up(parts.size(), std::vector<int>(static_cast<std::size_t>(n), -1));
+  std::vector<std::vector<int>> down = up;
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    // The first chunk and the stream wait for their inputs' first chunk; the last for their last.
+    const std::size_t input = s + 1 == parts.size() ? s : 0;
+    auto& up_now = up[s];
+    auto& down_now = down[s];
     if (reduce) {
       // Deepest positions first, so children exist before their parents' sends.
       for (int p = n - 1; p > 0; --p) {
         Transfer t;
         t.src = tree.ranks[static_cast<std::size_t>(p)];
         t.dst = tree.ranks[static_cast<std::size_t>(tree.parent(p))];
-        t.bytes = size;
-        t.pipelined = k > 0;
+        t.bytes = parts[s].bytes;
+        t.pipelined = parts[s].pipelined;
         for (int c : tree.children(p))
-          t.deps.push_back(up[static_cast<std::size_t>(c)]);
-        if (k > 0)
-          t.deps.push_back(pass.up[static_cast<std::size_t>(k - 1)][static_cast<std::size_t>(p)]);
-        up[static_cast<std::size_t>(p)] = plan.add(std::move(t));
+          t.deps.push_back(up[input][static_cast<std::size_t>(c)]);
+        if (s > 0) t.deps.push_back(up[s - 1][static_cast<std::size_t>(p)]);
+        up_now[static_cast<std::size_t>(p)] = plan.add(std::move(t));
       }
     }
     if (broadcast) {
@@ -50,24 +65,21 @@ TreePass tree_pass(TransferPlan& plan, const Tree& tree, Bytes bytes, Bytes chun
         Transfer t;
         t.src = tree.ranks[static_cast<std::size_t>(tree.parent(p))];
         t.dst = tree.ranks[static_cast<std::size_t>(p)];
-        t.bytes = size;
-        t.pipelined = k > 0;
+        t.bytes = parts[s].bytes;
+        t.pipelined = parts[s].pipelined;
         int parent = tree.parent(p);
         if (parent > 0) {
-          t.deps.push_back(down[static_cast<std::size_t>(parent)]);
+          t.deps.push_back(down[input][static_cast<std::size_t>(parent)]);
         } else if (reduce) {
-          // The root has this chunk once all of its children's partial sums arrived.
+          // The root has a chunk once all of its children's partial sums of it arrived.
           for (int c : tree.children(0))
-            t.deps.push_back(up[static_cast<std::size_t>(c)]);
+            t.deps.push_back(up[input][static_cast<std::size_t>(c)]);
         }
-        if (k > 0) {
-          t.deps.push_back(pass.down[static_cast<std::size_t>(k - 1)][static_cast<std::size_t>(p)]);
-        }
-        down[static_cast<std::size_t>(p)] = plan.add(std::move(t));
+        if (s > 0) t.deps.push_back(down[s - 1][static_cast<std::size_t>(p)]);
+        down_now[static_cast<std::size_t>(p)] = plan.add(std::move(t));
       }
     }
   }
-  return pass;
 }
 
 TransferPlan tree_plan(const Tree& tree, Bytes bytes, Bytes chunk, bool reduce, bool broadcast,
@@ -81,6 +93,25 @@ TransferPlan tree_plan(const Tree& tree, Bytes bytes, Bytes chunk, bool reduce, 
 }
 
 }  // namespace
+
+Bytes tree_chunk(Bytes bytes, int channels, int ranks, int nodes) {
+  nodes = std::max(1, nodes);
+  int log2_nodes = 0;
+  while ((2 << log2_nodes) <= nodes)
+    ++log2_nodes;
+  const std::int64_t depth = std::max(1, ranks / nodes) - 1 + log2_nodes;
+  // NCCL divides in whole chunks per channel, as here.
+  const std::int64_t per_channel = bytes.value() / std::max(1, channels);
+  std::int64_t chunk = kTreeFirstChunkBytes;
+  auto halve_while = [&](std::int64_t chunks_wanted, std::int64_t floor) {
+    while (per_channel / chunk < chunks_wanted && chunk > floor)
+      chunk /= 2;
+  };
+  halve_while(depth * 8, 128 << 10);
+  halve_while(depth * 4, 64 << 10);
+  halve_while(depth, 32 << 10);
+  return Bytes(chunk);
+}
 
 TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk) {
   return tree_plan(tree, bytes, chunk, true, true, Collective::all_reduce);

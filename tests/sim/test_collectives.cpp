@@ -547,6 +547,56 @@ TEST_CASE("bus bandwidth follows nccl-tests' factors") {
   CHECK(bus_bandwidth(Collective::broadcast, 8, bytes, second) == Approx(1e6));
 }
 
+TEST_CASE("a tree's chunk shrinks as NCCL's does until the pipeline is deep enough") {
+  // src/enqueue.cc: from 512 KiB, halved while a channel's data makes fewer than depth x 8 chunks
+  // (down to 128 KiB), depth x 4 (64 KiB), depth (32 KiB); depth = ranks / nodes - 1 + log2.
+  const std::int64_t kib = 1024;
+  // DDP's 25 MiB bucket over 128 nodes of 8 (16 trees): depth 14, 1.6 MB a tree.
+  CHECK(tree_chunk(Bytes(25 << 20), 16, 1024, 128).value() == 64 * kib);
+  // 1 GiB over two nodes: 128 chunks a tree, deep enough for depth 8 at once.
+  CHECK(tree_chunk(Bytes(std::int64_t{1} << 30), 16, 16, 2).value() == 512 * kib);
+  // 4 MiB over 16 nodes: 256 KiB a tree, down to the floor.
+  CHECK(tree_chunk(Bytes(4 << 20), 16, 128, 16).value() == 32 * kib);
+  // 64 MiB over 16 nodes (depth 11): 4 MiB a tree, 64 chunks of 64 KiB reach depth x 4 = 44.
+  CHECK(tree_chunk(Bytes(64 << 20), 16, 128, 16).value() == 64 * kib);
+  // 256 MiB: 16 MiB a tree, 128 chunks of 128 KiB reach depth x 8 = 88.
+  CHECK(tree_chunk(Bytes(256 << 20), 16, 128, 16).value() == 128 * kib);
+}
+
+TEST_CASE("a tree's hop carries its chunks in three transfers, and ends after its inputs") {
+  const Tree tree{{0, 1, 2, 3, 4, 5, 6}};
+  const Bytes chunk(64 << 10);
+  for (std::int64_t chunks : {1, 2, 3, 40}) {
+    INFO(chunks << " chunks");
+    const TransferPlan plan = tree_all_reduce(tree, Bytes(chunks * chunk.value() - 100), chunk);
+    const std::size_t segments = static_cast<std::size_t>(std::min<std::int64_t>(chunks, 3));
+    // Six hops up and six down, each in that many transfers.
+    REQUIRE(plan.transfers.size() == 12 * segments);
+    std::int64_t up_from_1 = 0;
+    for (const Transfer& t : plan.transfers) {
+      if (t.src == 1 && t.dst == 0) up_from_1 += t.bytes.value();
+    }
+    CHECK(up_from_1 == chunks * chunk.value() - 100);
+    // The last transfer of a hop waits for the last of each of its inputs (positions 3 and 4
+    // send up to 1) and for the hop's transfer before it.
+    const std::size_t last = (segments - 1) * 12;
+    const Transfer& last_up_from_1 = plan.transfers[last + 5];
+    REQUIRE(last_up_from_1.src == 1);
+    std::vector<int> inputs;
+    for (int d : last_up_from_1.deps) {
+      const Transfer& before = plan.transfers[static_cast<std::size_t>(d)];
+      if (static_cast<std::size_t>(d) >= last) {
+        CHECK(before.dst == 1);
+        inputs.push_back(before.src);
+      } else {
+        CHECK(static_cast<std::size_t>(d) == last - 12 + 5);
+      }
+    }
+    std::sort(inputs.begin(), inputs.end());
+    CHECK(inputs == std::vector<int>{3, 4});
+  }
+}
+
 TEST_CASE("a symmetric cluster's mirrored tree stays close to the full double binary tree") {
   HardwareProfile p = profile();
   MachineSpec m = machine("dgx-h100-cluster");

@@ -119,13 +119,14 @@ seconds_left() {  # of --timeout; a large number without one
 }
 has_gpu() { command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; }
 
-if [[ -z $hardware ]] && has_gpu && nvidia-smi -L | grep -q "H200"; then
-  hardware_h200=1
-fi
-# Reports made elsewhere (--no-measure) go by the card that measured them, as machine.txt names it.
-if [[ -z $hardware ]] && ((!measure)) && [[ -n $data && -f $data/machine.txt ]] \
-    && grep -q "^NVIDIA H200" "$data/machine.txt"; then
-  hardware_h200=1
+if [[ -z $hardware ]]; then
+  if ((!measure)) && [[ -n $data && -f $data/machine.txt ]]; then
+    # Reports of measurements made elsewhere go by the card that measured them, as the data
+    # folder's machine.txt names it, whatever card this machine has.
+    if grep -q "^NVIDIA H200" "$data/machine.txt"; then hardware_h200=1; fi
+  elif has_gpu && nvidia-smi -L | grep -q "H200"; then
+    hardware_h200=1
+  fi
 fi
 machine_of() {  # the machine a scenario runs on here
   local named

@@ -561,6 +561,11 @@ TEST_CASE("a tree's chunk shrinks as NCCL's does until the pipeline is deep enou
   CHECK(tree_chunk(Bytes(64 << 20), 16, 128, 16).value() == 64 * kib);
   // 256 MiB: 16 MiB a tree, 128 chunks of 128 KiB reach depth x 8 = 88.
   CHECK(tree_chunk(Bytes(256 << 20), 16, 128, 16).value() == 128 * kib);
+  // 12 nodes: floor(log2 12) = 3, depth 10; 16 MiB a tree makes 64 chunks of 256 KiB, fewer
+  // than 80, and 128 of 128 KiB.
+  CHECK(tree_chunk(Bytes(256 << 20), 16, 96, 12).value() == 128 * kib);
+  // 4 MiB a tree: 32 chunks of 128 KiB, fewer than depth x 4 = 40, so 64 KiB (64 of them).
+  CHECK(tree_chunk(Bytes(64 << 20), 16, 96, 12).value() == 64 * kib);
 }
 
 TEST_CASE("a tree's hop carries its chunks in three transfers, and ends after its inputs") {
@@ -577,6 +582,17 @@ TEST_CASE("a tree's hop carries its chunks in three transfers, and ends after it
       if (t.src == 1 && t.dst == 0) up_from_1 += t.bytes.value();
     }
     CHECK(up_from_1 == chunks * chunk.value() - 100);
+    // The first chunk pays each hop's step latency; the stream and the last chunk hide theirs
+    // behind it, and wait for it.
+    for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+      const bool first = i < 12;
+      CHECK(plan.transfers[i].pipelined == !first);
+      if (!first) {
+        const std::size_t before_on_hop = i - 12;
+        CHECK(std::find(plan.transfers[i].deps.begin(), plan.transfers[i].deps.end(),
+                        static_cast<int>(before_on_hop)) != plan.transfers[i].deps.end());
+      }
+    }
     // The last transfer of a hop waits for the last of each of its inputs (positions 3 and 4
     // send up to 1) and for the hop's transfer before it.
     const std::size_t last = (segments - 1) * 12;

@@ -220,6 +220,8 @@ struct EpochSimulator::Impl {
        std::vector<TraceCounter>& link_counters)
       : input(in), opt(options), trace(events), counters(link_counters), tags(largest_plan(in)) {
     total_iterations = in.train.iterations + in.validation.iterations;
+    plan_ops = static_cast<std::int64_t>(largest_plan(in));
+    budget = std::max(opt.simulation_budget, checked_product(kBudgetIterations, plan_ops));
     for (const IterationPlan& p : in.train.plans)
       train_cycle.push_back(index_plan(p));
     train_last = index_plan(in.train.last);
@@ -296,6 +298,8 @@ struct EpochSimulator::Impl {
   };
   std::optional<Checkpoint> checkpoint;
   std::int64_t spent = 0;             // snapshot values written, for the simulation budget
+  std::int64_t budget = 0;            // the options' budget, or kBudgetIterations iterations' work
+  std::int64_t plan_ops = 0;          // ops of the largest plan
   std::int64_t checkpoint_span = 1;   // boundaries until the checkpoint moves on
   std::int64_t since_checkpoint = 0;  // boundaries compared against it so far
 
@@ -386,8 +390,7 @@ struct EpochSimulator::Impl {
     share.speed = speed;
     // And it counts against the simulation budget, like the tasks run.
     spent = checked_sum(spent, busy);
-    if (opt.steady_state_shortcut &&
-        checked_sum(spent, engine.tasks_finished()) > opt.simulation_budget) {
+    if (opt.steady_state_shortcut && checked_sum(spent, engine.tasks_finished()) > budget) {
       throw SimulationTooLong(stats.simulated_iterations, total_iterations);
     }
     for (ResourceId member : share.busy)
@@ -865,12 +868,19 @@ struct EpochSimulator::Impl {
     // lets the remembered snapshots span up to that many cycles, whatever the cycle's length.
     // What detection costs is the tasks run and the snapshots written; a loop that has not
     // repeated within the budget is given up rather than left to run for minutes.
-    if (checked_sum(spent, engine.tasks_finished()) > opt.simulation_budget) {
+    if (checked_sum(spent, engine.tasks_finished()) > budget) {
       throw SimulationTooLong(stats.simulated_iterations, total_iterations);
     }
     if (cycle_position(boundary) != 0 || speed_step(boundary) != 0) return;
     std::vector<std::int64_t> key = snapshot();
     spent = checked_sum(spent, static_cast<std::int64_t>(key.size()));
+    // Every rank of a large cluster runs millions of tasks an iteration and writes as many
+    // snapshot values, and its loop repeats after as many iterations as a small cluster's: the
+    // budget is at least kBudgetIterations iterations of that work, so that a plan's size alone
+    // never makes its point unsettled.
+    budget = std::max(
+        budget, checked_product(kBudgetIterations,
+                                checked_sum(plan_ops, static_cast<std::int64_t>(key.size()))));
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values
     for (std::int64_t v : key)
       hash = (hash ^ static_cast<std::uint64_t>(v)) * 1099511628211ull;

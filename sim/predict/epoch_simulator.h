@@ -64,6 +64,9 @@ struct EpochInput {
 // bundled scenarios spend at most 3 % of it (seed 000's mobilenet-v2 sweep, 1.8 M); one that
 // has not settled into a repeating state by then is pathological (see SimulationTooLong).
 inline constexpr std::int64_t kDefaultSimulationBudget = std::int64_t{1} << 26;
+// ...or, where that is more, this many iterations' work: the largest plan's ops and one state
+// snapshot's values (every rank of 1,024 GPUs: about a million ops and 15 million values).
+inline constexpr std::int64_t kBudgetIterations = 32;
 
 struct EpochOptions {
   bool steady_state_shortcut = true;

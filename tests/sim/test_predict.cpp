@@ -456,6 +456,28 @@ sweep: {gpus: [1], batch: [1], batch_is: global}
   CHECK(predict_point(small, point(1), tight).stats.simulated_iterations == 30'000);
 }
 
+TEST_CASE("a plan's size alone never makes its point unsettled") {
+  // Every rank of a cluster runs all its GPUs' tasks each iteration and snapshots all their
+  // state: the budget is at least kBudgetIterations iterations of that work, so a budget far
+  // below one iteration's still lets the loop settle, with the same result.
+  ScenarioSpec s = scenario(R"(model: resnet-50
+hardware: {base: dgx-h100-cluster, nodes: 2}
+dataset: {name: imagenet, train_samples: 40960, classes: 1000}
+loader: {workers: 16, pin_memory: true, sample_cpu_us: 10}
+training: {strategy: ddp, optimizer: momentum, precision: amp_bf16, every_rank: true}
+sweep: {gpus: [16], batch: [64], batch_is: per_gpu}
+)");
+  const SweepPoint p{16, 1024, 64};
+  PredictOptions tight;
+  tight.simulation_budget = 1000;
+  const PointResult generous = predict_point(s, p);
+  const PointResult settled = predict_point(s, p, tight);
+  CHECK(settled.ranks_simulated == "every rank");
+  CHECK(settled.stats.simulated_iterations < settled.train_iterations);
+  CHECK(settled.stats.simulated_iterations == generous.stats.simulated_iterations);
+  CHECK(settled.epoch_seconds == generous.epoch_seconds);
+}
+
 TEST_CASE("throughput in tables never reads as 0 for a slow point") {
   CHECK(throughput_text(8027.4) == "8027");
   CHECK(throughput_text(1.0) == "1");

@@ -167,7 +167,7 @@ Command add_predict_command(CLI::App& app) {
       fmt::print(table, "{}", sim::render_table(scenario, results, layout));
     }
     std::fflush(table);
-    if (csv) csv->write(sim::render_csv(results));
+    if (csv) csv->write(sim::render_csv(scenario, results));
     if (json) json->write(sim::render_json(scenario, results));
     if (trace) {
       const sim::PointResult& traced = results[static_cast<std::size_t>(args->trace_point - 1)];

@@ -489,13 +489,20 @@ std::string StreamedTable::closing(const std::vector<PointResult>& results) cons
          closing_lines(impl_->scenario, results, impl_->shape, impl_->layout.width);
 }
 
-std::string render_csv(const std::vector<PointResult>& results) {
+std::string render_csv(const ScenarioSpec& scenario, const std::vector<PointResult>& results) {
+  const bool target = scenario.target && scenario.statistical_efficiency;
   std::string out =
       "gpus,global_batch,per_gpu_batch,train_iterations,validation_iterations,epoch_s,"
       "iteration_s,samples_per_s,data_s,h2d_s,forward_s,backward_s,optimizer_s,"
       "communication_s,host_s,other_s,gpu_busy_fraction,communication_total_s,"
       "collective_bytes,speedup,scaling_efficiency,peak_memory_bytes,fits,"
-      "largest_batch_per_gpu,bottleneck,diagnosis\n";
+      "largest_batch_per_gpu,bottleneck,diagnosis";
+  if (target) {
+    out +=
+        ",steps_to_target,epochs_to_target,time_to_target_s,epochs_to_target_low,"
+        "epochs_to_target_high,time_to_target_low_s,time_to_target_high_s";
+  }
+  out += "\n";
   for (const PointResult& r : results) {
     const Breakdown& b = r.breakdown;
     std::string diagnosis = r.diagnosis;
@@ -516,8 +523,18 @@ std::string render_csv(const std::vector<PointResult>& results) {
       out += ",,,,,,,,,,,,,,,,";
     }
     out +=
-        fmt::format("{},{},{},{},\"{}\"\n", r.memory.peak.value(), r.memory.fits ? "true" : "false",
+        fmt::format("{},{},{},{},\"{}\"", r.memory.peak.value(), r.memory.fits ? "true" : "false",
                     r.memory.largest_batch, r.bottleneck, quoted);
+    if (target) {
+      const std::optional<TargetPrediction> t = predict_to_target(scenario, r);
+      auto interval = [](const std::optional<std::pair<double, double>>& i) {
+        return i ? fmt::format(",{:.9g},{:.9g}", i->first, i->second) : std::string(",,");
+      };
+      out += t ? fmt::format(",{:.9g},{:.9g},{:.9f}", t->steps, t->epochs, t->seconds) +
+                     interval(t->epochs_interval) + interval(t->seconds_interval)
+               : std::string(",,,,,,,");
+    }
+    out += "\n";
   }
   return out;
 }

@@ -49,7 +49,9 @@ class StreamedTable {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-std::string render_csv(const std::vector<PointResult>& results);
+// One row per point; with a scenario `target`, the way to it in the last columns (empty where
+// the point does not run or a figure has no spread), as the JSON has it.
+std::string render_csv(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 // The trace of one point's first iterations: a track per CPU thread, loader worker, GPU stream
 // and copy engine.

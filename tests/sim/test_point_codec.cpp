@@ -29,7 +29,7 @@ TEST_CASE("a point's result survives encoding: table, CSV, JSON and trace are th
     for (const PointResult& r : results)
       decoded.push_back(decode_point(encode_point(r)));
     CHECK(render_table(s, decoded) == render_table(s, results));
-    CHECK(render_csv(decoded) == render_csv(results));
+    CHECK(render_csv(s, decoded) == render_csv(s, results));
     CHECK(render_json(s, decoded) == render_json(s, results));
     if (results.front().simulated) {
       CHECK(render_chrome_trace(s, decoded.front()) == render_chrome_trace(s, results.front()));

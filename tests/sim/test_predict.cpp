@@ -344,7 +344,7 @@ TEST_CASE("the same input gives byte-identical output") {
   ScenarioSpec s = scenario(kMnist);
   std::vector<PointResult> a = {predict_point(s, point(32)), predict_point(s, point(64))};
   std::vector<PointResult> b = {predict_point(s, point(32)), predict_point(s, point(64))};
-  CHECK(render_csv(a) == render_csv(b));
+  CHECK(render_csv(s, a) == render_csv(s, b));
   CHECK(render_json(s, a) == render_json(s, b));
 }
 

@@ -129,7 +129,7 @@ TEST_CASE("bad input: a target's figures, each with its source, one minimum, a v
   CHECK_THAT(error_of(""), Catch::Contains("statistical_efficiency: missing required key"));
 }
 
-TEST_CASE("a target's prediction is in the JSON with its figures' sources, and in the table") {
+TEST_CASE("a target's prediction is in the JSON with its figures' sources, the CSV and the table") {
   ScenarioSpec s = fashion();
   std::vector<sim::PointResult> results = sim::predict(s);
   nlohmann::json j = nlohmann::json::parse(sim::render_json(s, results));
@@ -143,6 +143,35 @@ TEST_CASE("a target's prediction is in the JSON with its figures' sources, and i
     CHECK(p.contains("time_to_target_s"));
     CHECK(p["time_to_target_interval_s"].size() == 2);
   }
+  // The CSV's last columns carry the same figures, row by row.
+  const std::string csv = sim::render_csv(s, results);
+  const std::string header = csv.substr(0, csv.find('\n'));
+  CHECK_THAT(header, Catch::EndsWith(",steps_to_target,epochs_to_target,time_to_target_s,"
+                                     "epochs_to_target_low,epochs_to_target_high,"
+                                     "time_to_target_low_s,time_to_target_high_s"));
+  std::size_t line_start = csv.find('\n') + 1;
+  for (const auto& p : j["points"]) {
+    const std::size_t line_end = csv.find('\n', line_start);
+    std::vector<std::string> cells;
+    std::string cell;
+    for (char c : csv.substr(line_start, line_end - line_start)) {
+      if (c == ',') {
+        cells.push_back(cell);
+        cell.clear();
+      } else {
+        cell += c;
+      }
+    }
+    cells.push_back(cell);
+    REQUIRE(cells.size() >= 7);
+    const std::size_t at = cells.size() - 7;
+    CHECK(std::stod(cells[at]) == Approx(p["steps_to_target"].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 1]) == Approx(p["epochs_to_target"].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 2]) == Approx(p["time_to_target_s"].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 6]) ==
+          Approx(p["time_to_target_interval_s"][1].get<double>()).epsilon(1e-8));
+    line_start = line_end + 1;
+  }
   const std::string table = sim::render_table(s, results);
   CHECK_THAT(table, Catch::Contains("to target"));
   CHECK_THAT(table, Catch::Contains("Fastest to the target (validation_accuracy 0.85)"));
@@ -151,6 +180,7 @@ TEST_CASE("a target's prediction is in the JSON with its figures' sources, and i
   ScenarioSpec plain = test::load_with("scenarios/seed-001/conv1d.yaml");
   std::vector<sim::PointResult> plain_results = sim::predict(plain);
   CHECK(nlohmann::json::parse(sim::render_json(plain, plain_results))["target"].is_null());
+  CHECK_THAT(sim::render_csv(plain, plain_results), !Catch::Contains("to_target"));
   CHECK_THAT(sim::render_table(plain, plain_results), !Catch::Contains("to target"));
 }
 

@@ -512,6 +512,18 @@ void check_json_syntax(const std::string& text, const std::string& name) {
   }
 }
 
+void check_file_kind(yaml::MapReader& reader, std::string_view format, int version,
+                     std::string_view what) {
+  yaml::Node named = reader.required("format");
+  if (named.as_string() != format)
+    named.fail(fmt::format("expected \"{}\": this is not an epochcast {}", format, what));
+  yaml::Node read = reader.required("version");
+  if (read.as_int() != version) {
+    read.fail(fmt::format("this epochcast reads {}s of version {}, not {}", what, version,
+                          read.as_int()));
+  }
+}
+
 namespace {
 
 MeasurementFile read_file(const yaml::Document& document) {
@@ -522,16 +534,7 @@ MeasurementFile read_file(const yaml::Document& document) {
   if (!root.is_map())
     root.fail("expected a measurement file (a JSON object), got " + root.describe());
   MapReader m(root, keys);
-  Node format = m.required("format");
-  if (format.as_string() != kMeasurementsFormat) {
-    format.fail(fmt::format("expected \"{}\": this is not an epochcast measurement file",
-                            kMeasurementsFormat));
-  }
-  Node version = m.required("version");
-  if (version.as_int() != kMeasurementsVersion) {
-    version.fail(fmt::format("this epochcast reads measurement files of version {}, not {}",
-                             kMeasurementsVersion, version.as_int()));
-  }
+  check_file_kind(m, kMeasurementsFormat, kMeasurementsVersion, "measurement file");
   MeasurementFile f;
   f.scenario_name = str_or(m, "scenario");
   f.scenario_file = str_or(m, "scenario_file");

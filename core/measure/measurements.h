@@ -15,6 +15,10 @@
 
 namespace epochcast {
 
+namespace yaml {
+class MapReader;
+}
+
 inline constexpr std::string_view kMeasurementsFormat = "epochcast-measurements";
 inline constexpr int kMeasurementsVersion = 1;
 
@@ -217,5 +221,10 @@ Spread spread_of(std::vector<double> samples);
 // On a shared machine whose speed drifts over minutes, every point then sees the same mix of
 // fast and slow periods, instead of each point its own.
 MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds);
+
+// Reads a measurement-like file's `format` and `version` keys, refusing another file (`what`
+// names the kind expected, e.g. "measurement file") or a version this epochcast does not read.
+void check_file_kind(yaml::MapReader& reader, std::string_view format, int version,
+                     std::string_view what);
 
 }  // namespace epochcast

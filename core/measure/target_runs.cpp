@@ -29,16 +29,7 @@ TargetRunsFile read(const yaml::Document& document) {
   MapReader m(root, {"format", "version", "scenario", "model", "arguments", "device_name",
                      "torch_version", "target", "evaluate_every_samples", "max_epochs",
                      "train_samples", "test_samples", "campaign_s", "points", "noise_scale"});
-  Node format = m.required("format");
-  if (format.as_string() != kTargetRunsFormat) {
-    format.fail(fmt::format("expected \"{}\": this is not an epochcast time-to-target file",
-                            kTargetRunsFormat));
-  }
-  Node version = m.required("version");
-  if (version.as_int() != kTargetRunsVersion) {
-    version.fail(fmt::format("this epochcast reads time-to-target files of version {}, not {}",
-                             kTargetRunsVersion, version.as_int()));
-  }
+  check_file_kind(m, kTargetRunsFormat, kTargetRunsVersion, "time-to-target file");
   TargetRunsFile f;
   f.scenario_name = m.required("scenario").as_string();
   f.model = m.required("model").as_string();

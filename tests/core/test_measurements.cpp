@@ -162,7 +162,8 @@ TEST_CASE("bad measurement files are refused with file:line:col and the key") {
   };
   fails_with(replaced("\"epochcast-measurements\"", "\"something-else\""),
              "not an epochcast measurement file");
-  fails_with(replaced("\"version\": 1", "\"version\": 9"), "version");
+  fails_with(replaced("\"version\": 1", "\"version\": 9"),
+             "this epochcast reads measurement files of version 1, not 9");
   fails_with(replaced("\"epoch_s_estimated\"", "\"epoch_s_estimate\""),
              "did you mean 'epoch_s_estimated'");
   fails_with(replaced("\"status\": \"ok\"", "\"status\": \"fine\""), "status");

@@ -230,6 +230,22 @@ TEST_CASE("time-to-target files round-trip, and bad ones name the key") {
     CHECK_THAT(e.key(), Catch::Contains("reached"));
     CHECK(e.mark().line > 0);
   }
+  // Another kind of file, or a version this epochcast does not read, is refused by name.
+  auto problem_of = [](std::string text, const std::string& from, const std::string& to) {
+    text.replace(text.find(from), from.size(), to);
+    try {
+      load_target_runs_from_string(text, "runs.json");
+    } catch (const InputError& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return std::string("accepted");
+  };
+  const std::string good = to_json(runs);
+  CHECK_THAT(problem_of(good, "\"epochcast-target-runs\"", "\"epochcast-measurements\""),
+             Catch::Contains("this is not an epochcast time-to-target file"));
+  CHECK_THAT(problem_of(good, "\"version\": 1", "\"version\": 2"),
+             Catch::Contains("version: this epochcast reads time-to-target files of version 1, "
+                             "not 2"));
 }
 
 TEST_CASE("with min_epochs the interval follows E_min's sensitivity, not S_min's") {

@@ -71,8 +71,9 @@ inline constexpr std::int64_t kBudgetIterations = 32;
 struct EpochOptions {
   bool steady_state_shortcut = true;
   int trace_iterations = 0;  // record the first N training iterations for a trace
-  // With the shortcut on, the work allowed (see kDefaultSimulationBudget); --exact simulates
-  // every iteration, however long that takes.
+  // With the shortcut on, the work allowed (see kDefaultSimulationBudget), or kBudgetIterations
+  // iterations' work where that is more: a small budget still lets a large plan settle. --exact
+  // simulates every iteration, however long that takes.
   std::int64_t simulation_budget = kDefaultSimulationBudget;
 };
 

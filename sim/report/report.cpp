@@ -527,11 +527,13 @@ std::string render_csv(const ScenarioSpec& scenario, const std::vector<PointResu
                     r.memory.largest_batch, r.bottleneck, quoted);
     if (target) {
       const std::optional<TargetPrediction> t = predict_to_target(scenario, r);
-      auto interval = [](const std::optional<std::pair<double, double>>& i) {
-        return i ? fmt::format(",{:.9g},{:.9g}", i->first, i->second) : std::string(",,");
+      auto interval = [](const std::optional<std::pair<double, double>>& i, bool seconds) {
+        if (!i) return std::string(",,");
+        return seconds ? fmt::format(",{:.9f},{:.9f}", i->first, i->second)
+                       : fmt::format(",{:.9g},{:.9g}", i->first, i->second);
       };
       out += t ? fmt::format(",{:.9g},{:.9g},{:.9f}", t->steps, t->epochs, t->seconds) +
-                     interval(t->epochs_interval) + interval(t->seconds_interval)
+                     interval(t->epochs_interval, false) + interval(t->seconds_interval, true)
                : std::string(",,,,,,,");
     }
     out += "\n";

@@ -168,6 +168,12 @@ TEST_CASE("a target's prediction is in the JSON with its figures' sources, the C
     CHECK(std::stod(cells[at]) == Approx(p["steps_to_target"].get<double>()).epsilon(1e-8));
     CHECK(std::stod(cells[at + 1]) == Approx(p["epochs_to_target"].get<double>()).epsilon(1e-8));
     CHECK(std::stod(cells[at + 2]) == Approx(p["time_to_target_s"].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 3]) ==
+          Approx(p["epochs_to_target_interval"][0].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 4]) ==
+          Approx(p["epochs_to_target_interval"][1].get<double>()).epsilon(1e-8));
+    CHECK(std::stod(cells[at + 5]) ==
+          Approx(p["time_to_target_interval_s"][0].get<double>()).epsilon(1e-8));
     CHECK(std::stod(cells[at + 6]) ==
           Approx(p["time_to_target_interval_s"][1].get<double>()).epsilon(1e-8));
     line_start = line_end + 1;

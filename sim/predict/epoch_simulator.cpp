@@ -729,22 +729,15 @@ struct EpochSimulator::Impl {
       }
       s.push_back(-5);
     });
-    if (loaders_handed_all()) {
-      // Only the batches still being loaded differ: one already loaded imposes nothing, and
-      // how many are left shows in the iterations left, not the state.
-      s.push_back(-6);
-      for (const auto& [key, h] : loader_tasks) {
-        if (engine.finished(h)) continue;
-        s.push_back(key.first);
-        s.push_back(key.second - boundary);
-        s.push_back(handle(h));
-      }
-    } else {
-      for (const auto& [key, h] : loader_tasks) {
-        s.push_back(key.first);
-        s.push_back(key.second - boundary);
-        s.push_back(handle(h));
-      }
+    // Once the loaders have every batch of the phase, only those still being loaded differ: one
+    // already loaded imposes nothing, and how many are left shows in the iterations left.
+    const bool handed_all = loaders_handed_all();
+    if (handed_all) s.push_back(-6);
+    for (const auto& [key, h] : loader_tasks) {
+      if (handed_all && engine.finished(h)) continue;
+      s.push_back(key.first);
+      s.push_back(key.second - boundary);
+      s.push_back(handle(h));
     }
     s.push_back((gpu_busy_until - now).ns());
     s.push_back((cpu_last_end - now).ns());

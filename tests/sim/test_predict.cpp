@@ -194,6 +194,20 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
 
 namespace {
 
+// Seed 001's linear model under DDP on two GPUs of its box, 7 loader workers per rank (3 batches
+// each ahead) and micro-batch cycles of 3, with the data sets' sizes and the loaders' cost.
+ScenarioSpec two_ranks_in_cycles(std::int64_t train_samples, std::int64_t validation_samples,
+                                 double sample_cpu_us) {
+  return scenario(fmt::format(R"(model: spoken-digits-linear
+hardware: seed001-box
+dataset: {{name: fsdd, train_samples: {}, validation_samples: {}, classes: 10}}
+loader: {{workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: {}}}
+training: {{strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}}
+sweep: {{gpus: [2], batch: [8], batch_is: per_gpu}}
+)",
+                              train_samples, validation_samples, sample_cpu_us));
+}
+
 void check_same_epoch(const PointResult& fast, const PointResult& full) {
   CHECK(fast.stats.epoch == full.stats.epoch);
   CHECK(fast.stats.gpu_busy == full.stats.gpu_busy);
@@ -267,13 +281,7 @@ sweep: {gpus: [1], batch: [16], batch_is: global}
   // 21 batches ahead of epochs of 18 and 13: skipped in both phases, exactly; and in a longer
   // epoch, whose first skip comes while the loaders are still being handed batches, the tail
   // is skipped too.
-  ScenarioSpec ddp = scenario(R"(model: spoken-digits-linear
-hardware: seed001-box
-dataset: {name: fsdd, train_samples: 288, validation_samples: 200, classes: 10}
-loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 20}
-training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
-sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
-)");
+  ScenarioSpec ddp = two_ranks_in_cycles(288, 200, 20);
   for (std::int64_t samples : {288, 2880}) {
     ddp.dataset.train_samples = samples;
     PointResult fast = predict_point(ddp, SweepPoint{2, 16, 8});
@@ -287,13 +295,7 @@ sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
 TEST_CASE("the shortcut stays exact when skipped spans are not multiples of the loader workers") {
   // An input-bound DDP loop on two GPUs: 7 workers per rank, batches handed out in turn, and
   // micro-batch cycles of 3 — the state repeats only up to which worker plays which role.
-  ScenarioSpec s = scenario(R"(model: spoken-digits-linear
-hardware: seed001-box
-dataset: {name: fsdd, train_samples: 9000, validation_samples: 1001, classes: 10}
-loader: {workers: 7, prefetch_factor: 3, pin_memory: true, sample_cpu_us: 20000}
-training: {strategy: ddp, optimizer: adam, precision: fp32, gradient_accumulation: 3}
-sweep: {gpus: [2], batch: [8], batch_is: per_gpu}
-)");
+  ScenarioSpec s = two_ranks_in_cycles(9000, 1001, 20000);
   PredictOptions exact;
   exact.steady_state_shortcut = false;
   for (int workers : {1, 5, 7}) {

@@ -102,13 +102,13 @@ struct TagLayout {
 };
 
 std::size_t largest_plan(const EpochInput& in) {
-  std::size_t largest = in.train.last.ops.size();
+  std::size_t largest = in.train.last.size();
   for (const IterationPlan& p : in.train.plans)
-    largest = std::max(largest, p.ops.size());
+    largest = std::max(largest, p.size());
   if (in.validation.iterations > 0) {
-    largest = std::max(largest, in.validation.last.ops.size());
+    largest = std::max(largest, in.validation.last.size());
     for (const IterationPlan& p : in.validation.plans)
-      largest = std::max(largest, p.ops.size());
+      largest = std::max(largest, p.size());
   }
   return largest;
 }
@@ -116,8 +116,9 @@ std::size_t largest_plan(const EpochInput& in) {
 // What a finished task tells the observer by itself (FinishedTask::note): most ops of every rank
 // are a kernel or its launch, which the observer counts without looking the op up (with every
 // rank of a large cluster, a cache miss apiece).
-constexpr std::uint8_t kKernelNote = 1;  // on a compute stream or copy engine
-constexpr std::uint8_t kLookNote = 2;    // the observer needs the op itself
+constexpr std::uint8_t kKernelNote = 1;     // on a compute stream or copy engine
+constexpr std::uint8_t kLookNote = 2;       // the observer needs the op itself
+constexpr std::uint8_t kThreadEndNote = 4;  // the last op of a CPU thread in its iteration
 
 std::uint8_t note_of(const PlanEntry& op) {
   const bool kernel = op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy;
@@ -131,21 +132,58 @@ struct PlanIndex {
   // Dependency edges an instance adds at most: the plan's own, and per op the lane's last op
   // and the loader's batch.
   std::size_t edges = 0;
-  // By op, each network op's route, found the first time the plan is instantiated (in op
-  // order, as the routes are registered); every later instance reads it here.
+  // By stored op (IterationPlan::stored_index), each network op's route, found the first time
+  // the plan is instantiated (in op order, as the routes are registered); every later instance
+  // reads it here.
   std::vector<std::uint32_t> routes;
+  // By op, whether it is the last of its CPU thread in the plan; and those threads, in order.
+  std::vector<bool> ends_cpu_thread;
+  std::vector<int> cpu_threads;
+  // Whether every op waits within the plan, directly or not, for an op of a CPU thread (or is
+  // one): an instance then has nothing to do before some CPU thread has finished its part of
+  // the iteration before (see Impl::defers).
+  bool led_by_cpu = true;
 };
 
 PlanIndex index_plan(const IterationPlan& plan) {
   PlanIndex index;
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    const PlanEntry& op = plan.ops[i];
+  index.ends_cpu_thread.assign(plan.size(), false);
+  std::vector<std::int64_t> last_on_thread;  // by CPU thread, its last op (-1: none)
+  // By lane kind and number: whether the lane's latest op so far waits for a CPU thread.
+  std::array<std::vector<char>, static_cast<std::size_t>(LaneKind::delay) + 1> lane_led;
+  std::vector<char> led(plan.size(), 0);
+  std::vector<std::int32_t> deps;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const PlanEntry op = plan.op(i);
     index.edges += op.dep_count + 2;
     if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
       index.boundary_op = static_cast<std::int32_t>(i);
     }
+    const auto lane = static_cast<std::size_t>(op.lane.index);
+    std::vector<char>& kind_led = lane_led[static_cast<std::size_t>(op.lane.kind)];
+    if (kind_led.size() <= lane) kind_led.resize(lane + 1, 0);
+    if (op.lane.kind == LaneKind::cpu) {
+      if (last_on_thread.size() <= lane) last_on_thread.resize(lane + 1, -1);
+      last_on_thread[lane] = static_cast<std::int64_t>(i);
+      led[i] = 1;
+    } else {
+      // A lane that runs in order waits for its op before; network and delay ops do not.
+      const bool ordered_lane =
+          op.lane.kind != LaneKind::network && op.lane.kind != LaneKind::delay;
+      led[i] = ordered_lane && kind_led[lane] != 0;
+      plan.deps(i, deps);
+      for (std::int32_t d : deps)
+        led[i] = led[i] || led[static_cast<std::size_t>(d)] != 0;
+    }
+    kind_led[lane] = led[i];
+    index.led_by_cpu = index.led_by_cpu && led[i] != 0;
   }
   if (index.boundary_op < 0) throw std::logic_error("an iteration plan without a main-thread op");
+  for (std::size_t thread = 0; thread < last_on_thread.size(); ++thread) {
+    if (last_on_thread[thread] < 0) continue;
+    index.ends_cpu_thread[static_cast<std::size_t>(last_on_thread[thread])] = true;
+    index.cpu_threads.push_back(static_cast<int>(thread));
+  }
   return index;
 }
 
@@ -266,6 +304,7 @@ struct EpochSimulator::Impl {
   bool has_delay = false;
   LaneMap<TaskHandle> lane_last;
   std::vector<TaskHandle> instance_handles, instance_deps;  // scratch of instantiate()
+  std::vector<std::int32_t> plan_deps;                      // scratch of instantiate()
   // Per GPU (by its compute lane): kernels launched, oldest first.
   LaneMap<std::deque<TaskHandle>> launch_queue;
   std::map<std::pair<int, std::int64_t>, TaskHandle> loader_tasks;  // (loader, batch)
@@ -285,6 +324,8 @@ struct EpochSimulator::Impl {
   std::map<Lane, std::deque<SimTime>> trace_open;          // traced collective begins per lane
 
   std::int64_t boundary = -1;
+  std::int64_t instantiated = -1;  // the last iteration added to the engine
+  std::map<std::pair<const PlanIndex*, const PlanIndex*>, bool> deferral;  // see defers()
   // Period detection after Brent: one remembered boundary, moved to the current one after 1,
   // 2, 4, ... further boundaries, so a period of any length is found once the checkpoint lies
   // in the repeating part, with a single snapshot held (a loop whose input pipeline hands out
@@ -480,20 +521,49 @@ struct EpochSimulator::Impl {
     }
   }
 
+  // Iteration g+1 is added to the engine when the first CPU thread finishes its part of
+  // iteration g, if it defers (below), else at g's boundary; from there on it is simulated as if
+  // it had been there all along. With every rank of a large cluster an instance is tens of
+  // millions of tasks: added at the boundary, two iterations' tasks would be held at once.
+  void instantiate_after(std::int64_t g) {
+    if (instantiated != g || g + 1 >= total_iterations) return;
+    instantiate(g + 1);
+  }
+  // Whether iteration g+1 may wait to be added until a CPU thread has finished iteration g:
+  // so when every op of g+1 waits for one of its CPU threads' ops, and each of those threads
+  // has an op in g to finish first (the op before it on the thread). No op of g+1 can then start
+  // before the first thread finishes g.
+  bool defers(std::int64_t g) {
+    if (g + 1 >= total_iterations) return false;
+    const PlanIndex& now = index(g);
+    const PlanIndex& next = index(g + 1);
+    const auto key = std::make_pair(&now, &next);
+    auto found = deferral.find(key);
+    if (found == deferral.end()) {
+      const bool defer =
+          next.led_by_cpu && std::includes(now.cpu_threads.begin(), now.cpu_threads.end(),
+                                           next.cpu_threads.begin(), next.cpu_threads.end());
+      found = deferral.emplace(key, defer).first;
+    }
+    return found->second;
+  }
+
   void instantiate(std::int64_t g) {
+    instantiated = g;
     const IterationPlan& p = plan(g);
     PlanIndex& idx = index(g);
     // Written op by op before any later op reads it: no need to clear what the last plan left.
     std::vector<TaskHandle>& handles = instance_handles;
-    handles.resize(p.ops.size());
+    handles.resize(p.size());
     std::vector<TaskHandle>& deps = instance_deps;
     const bool routed = !idx.routes.empty();
-    if (!routed) idx.routes.assign(p.ops.size(), 0);
-    engine.reserve(p.ops.size(), idx.edges);
-    for (std::size_t j = 0; j < p.ops.size(); ++j) {
-      const PlanEntry& op = p.ops[j];
+    if (!routed) idx.routes.assign(p.stored_size(), 0);
+    engine.reserve(p.size(), idx.edges);
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      const PlanEntry op = p.op(j);
       deps.clear();
-      for (std::int32_t d : p.deps(op))
+      p.deps(j, plan_deps);
+      for (std::int32_t d : plan_deps)
         deps.push_back(handles[static_cast<std::size_t>(d)]);
       if (op.after_lane) {
         if (const TaskHandle* last = lane_last.find(*op.after_lane)) deps.push_back(*last);
@@ -517,15 +587,16 @@ struct EpochSimulator::Impl {
       std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
+        const std::size_t stored = p.stored_index(j);
         if (!routed) {
-          idx.routes[j] =
+          idx.routes[stored] =
               op.fabric != FabricWay::none
                   ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric, op.steps)
               : op.mirror
                   ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network, op.steps)
                   : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps);
         }
-        detail = idx.routes[j];
+        detail = idx.routes[stored];
         // A step NCCL stages through host memory moves slower than its links: its flow
         // carries proportionally more.
         const double factor = routes->data_factor(detail);
@@ -540,9 +611,9 @@ struct EpochSimulator::Impl {
           work = static_cast<std::int64_t>(std::ceil(static_cast<double>(work) / speed));
         }
       }
-      TaskHandle h =
-          engine.add_task(lane_resource(op.lane), work, tags.tag(g, static_cast<std::uint64_t>(j)),
-                          deps, detail, note_of(op));
+      TaskHandle h = engine.add_task(
+          lane_resource(op.lane), work, tags.tag(g, static_cast<std::uint64_t>(j)), deps, detail,
+          static_cast<std::uint8_t>(note_of(op) | (idx.ends_cpu_thread[j] ? kThreadEndNote : 0)));
       if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy ||
           op.lane.kind == LaneKind::comm) {
         std::deque<TaskHandle>& queue = launch_queue[Lane{LaneKind::compute, op.lane.index}];
@@ -610,8 +681,11 @@ struct EpochSimulator::Impl {
   }
 
   void observe(const FinishedTask& t) {
-    cpu_finished(t.resource);
     std::int64_t g = tags.iteration(t.tag);
+    // First, as the engine would have released the next iteration's first op of this thread
+    // had it been added already (before the thread's core is given up, below).
+    if ((t.note & kThreadEndNote) != 0 && defers(g)) instantiate_after(g);
+    cpu_finished(t.resource);
     std::uint64_t op_index = tags.op(t.tag);
     const ResourceInfo& info = resources[t.resource];
     bool traced = g < opt.trace_iterations;
@@ -626,7 +700,7 @@ struct EpochSimulator::Impl {
     }
     const IterationPlan& p = plan(g);
     const PlanIndex& idx = index(g);
-    const PlanEntry& op = p.ops[op_index];
+    const PlanEntry op = p.op(op_index);
     if (info.is_lane && (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy)) {
       ++stats.kernels;
       if (op.lane.index == 0) gpu_activity(t.start, t.end, op.category);
@@ -651,7 +725,7 @@ struct EpochSimulator::Impl {
     if (static_cast<std::int32_t>(op_index) == idx.boundary_op) {
       boundary = g;
       ++stats.simulated_iterations;
-      if (g + 1 < total_iterations) instantiate(g + 1);
+      if (!defers(g)) instantiate_after(g);
       engine.request_stop();
     }
   }
@@ -717,6 +791,7 @@ struct EpochSimulator::Impl {
     SimTime now = engine.now();
     s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
     s.push_back(static_cast<std::int64_t>(speed_step(boundary)));
+    s.push_back(instantiated - boundary);
     lane_last.for_each([&](const Lane&, TaskHandle h) { s.push_back(handle(h)); });
     // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
     // kernels matter, by how recent they are: finished ones, or a queue not yet full, impose
@@ -842,6 +917,7 @@ struct EpochSimulator::Impl {
       r = ((r - iterations) % input.loader.workers + input.loader.workers) % input.loader.workers;
     }
     boundary += iterations;
+    instantiated += iterations;
   }
 
   void at_boundary() {

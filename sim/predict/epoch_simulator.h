@@ -1,8 +1,9 @@
 // Simulates one epoch — training iterations, then an optional validation pass — on the engine,
 // with data loaders feeding batches, and reports where the time went.
 //
-// Iterations are instantiated from their plans one step ahead (and loader batches as slots free
-// up), so the engine holds only a few iterations at a time. At every iteration boundary the
+// Iterations are instantiated from their plans one step ahead — once the first CPU thread has
+// finished its part of the iteration before, where nothing of the next could start earlier —
+// and loader batches as slots free up, so the engine holds little more than one iteration. At every iteration boundary the
 // simulator can take a snapshot of the whole state relative to that instant; when a snapshot
 // repeats, the iterations in between form a period, and whole periods are skipped by shifting
 // time and counters. Because the engine is deterministic and the snapshot covers everything

@@ -308,6 +308,9 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     input.validation.cycle = {0};
     input.validation.last = validation_step(input.validation.last_batch);
   }
+  // The plans hold what they need of the collectives chosen: with every rank of a large
+  // cluster, the choices' transfer plans are as large as a plan.
+  cache.clear();
   input.loaders = ddp ? static_cast<int>(multi_context.ranks().size()) : 1;
   input.topology = &topology;
   input.profile = &scenario.profile;

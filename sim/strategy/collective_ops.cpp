@@ -16,21 +16,21 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
                                          const std::string& name, bool nccl, double compute_speed) {
   const std::int64_t bytes = choice.bytes.value();
   std::map<int, std::int32_t> begin;
+  PlanOp op;  // each op's fields in turn (reused, as a collective adds millions of flows)
   for (const CollectiveSite& site : sites) {
-    PlanOp op;
-    op.name = name;
+    op = PlanOp{};
     op.category = Category::communication;
     op.lane = site.lane;
     op.deps = site.ready;
     op.marker = Marker::collective_begin;
     op.collective_bytes = bytes;
     op.compute_speed = static_cast<float>(compute_speed);
-    begin[site.gpu] = plan.add(std::move(op));
+    begin[site.gpu] = plan.add(op, name);
   }
   // What closes each rank's part.
   std::map<int, std::vector<std::int32_t>> touching;
   if (analytic) {
-    PlanOp op;
+    op = PlanOp{};
     op.name =
         fmt::format("{} ({})", name, kAlgorithmNames[static_cast<int>(choice.plan.algorithm)]);
     op.category = Category::communication;
@@ -38,7 +38,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     op.work_ns = SimTime::from_seconds(choice.time).ns();
     for (const auto& [gpu, b] : begin)
       op.deps.push_back(b);
-    std::int32_t all = plan.add(std::move(op));
+    std::int32_t all = plan.add(op);
     for (const auto& [gpu, b] : begin)
       touching[gpu].push_back(all);
   } else {
@@ -51,21 +51,23 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
                              ? protocol_base_latency(choice.plan.algorithm, protocol)
                              : Seconds(0);
     if (base.value() > 0) {
+      const std::string base_name = fmt::format("{} (NCCL base latency)", name);
       for (auto& [gpu, b] : begin) {
-        PlanOp op;
-        op.name = fmt::format("{} (NCCL base latency)", name);
+        op = PlanOp{};
         op.category = Category::communication;
         op.lane = Lane{LaneKind::delay, 0};
         op.work_ns = SimTime::from_seconds(base).ns();
         op.deps = {b};
-        b = plan.add(std::move(op));
+        b = plan.add(op, base_name);
       }
     }
     std::vector<std::int32_t> ops(choice.plan.transfers.size());
     for (std::size_t i = 0; i < choice.plan.transfers.size(); ++i) {
       const Transfer& t = choice.plan.transfers[i];
-      PlanOp op;
-      op.name = name;  // flows show as link counters, never by name
+      std::vector<std::int32_t> deps = std::move(op.deps);  // its memory, kept
+      deps.clear();
+      op = PlanOp{};
+      op.deps = std::move(deps);
       op.category = Category::communication;
       op.lane = Lane{LaneKind::network, 0};
       op.work_ns =
@@ -88,7 +90,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
           if (b != begin.end()) op.deps.push_back(b->second);
         }
       }
-      ops[i] = plan.add(std::move(op));
+      ops[i] = plan.add(op, name);  // flows show as link counters, never by name
     }
     // A rank's part ends with the last of its transfers: those that no later transfer of the same
     // rank waits for (the others are done by then), which keeps the end's dependencies few.
@@ -110,14 +112,13 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
   }
   std::vector<std::int32_t> ends;
   for (const CollectiveSite& site : sites) {
-    PlanOp op;
-    op.name = name;
+    op = PlanOp{};
     op.category = Category::communication;
     op.lane = site.lane;
     op.deps = touching[site.gpu];
     op.deps.push_back(begin[site.gpu]);
     op.marker = Marker::collective_end;
-    ends.push_back(plan.add(std::move(op)));
+    ends.push_back(plan.add(op, name));
   }
   return ends;
 }

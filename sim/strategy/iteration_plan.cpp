@@ -1,22 +1,76 @@
-// Plans keep their ops compact: names interned, dependencies in one list.
+// Plans keep their ops compact: names interned, dependencies in one list, and the ranks' own ops
+// stored once per block however many ranks repeat them.
 #include "sim/strategy/iteration_plan.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
 namespace epochcast::sim {
 
-std::int32_t IterationPlan::add(PlanOp op) {
-  const std::string name = std::move(op.name);
-  return add(std::move(op), name);
+namespace {
+
+void require(bool condition, const char* what) {
+  if (!condition) throw std::logic_error(std::string("iteration plan: ") + what);
 }
 
-std::int32_t IterationPlan::add(PlanOp op, std::string_view name) {
-  if (ops.size() >= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) ||
+bool on_gpu(LaneKind kind) {
+  return kind == LaneKind::compute || kind == LaneKind::copy || kind == LaneKind::comm;
+}
+
+// Whether a lane of a block's op belongs to the block's first replica (its CPU thread or a
+// stream of its GPU), so that each replica has its own.
+bool replica_lane(const Lane& lane, const Replica& first) {
+  if (lane.kind == LaneKind::cpu) return lane.index == first.cpu;
+  return on_gpu(lane.kind) && lane.index == first.gpu;
+}
+
+Lane moved(const Lane& lane, const Replica& to) {
+  return Lane{lane.kind, lane.kind == LaneKind::cpu ? to.cpu : to.gpu};
+}
+
+}  // namespace
+
+std::int32_t IterationPlan::add(const PlanOp& op) {
+  return add(op, op.name);
+}
+
+std::int32_t IterationPlan::add(const PlanOp& op, std::string_view name) {
+  if (size_ == std::numeric_limits<std::int32_t>::max() ||
       deps_.size() + op.deps.size() > std::numeric_limits<std::uint32_t>::max()) {
     throw std::logic_error("an iteration plan with more than 2^31 ops or 2^32 dependencies");
   }
-  if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy) ++kernels;
+  const bool block = !segments_.empty() && segments_.back().replicas == kOpenBlock;
+  if (block) {
+    require(replica_lane(op.lane, open_first_) &&
+                (!op.after_lane || replica_lane(*op.after_lane, open_first_)),
+            "a replicated op on another rank's lane, the network or the delay server");
+    require(op.consumes_loader < 0 || op.consumes_loader == open_first_.loader,
+            "a replicated op taking another rank's batch");
+    require(op.launches_on_gpu < 0 || op.launches_on_gpu == open_first_.gpu,
+            "a replicated op launching on another rank's GPU");
+    for (std::int32_t d : op.deps) {
+      if (d < 0) {
+        require(static_cast<std::size_t>(-d - 1) >= open_lists_ &&
+                    static_cast<std::size_t>(-d - 1) < per_replica_.size(),
+                "a replicated op on another block's per_replica list");
+        continue;
+      }
+      require(d < size_, "a dependency on a later op");
+      const Segment& s = segment_of(d);
+      // Only the first replica's ops have a copy in every replica to depend on.
+      require(s.replicas != -1 && static_cast<std::uint32_t>(d - s.first) < s.stored_count,
+              "a replicated op depending on an op outside the first replica's blocks");
+    }
+  } else {
+    for (std::int32_t d : op.deps)
+      require(d >= 0 && d < size_,
+              "a dependency on a later op, or a per_replica list outside a block");
+  }
+  if (op.lane.kind == LaneKind::compute || op.lane.kind == LaneKind::copy) {
+    ++kernels;
+    if (block) ++open_kernels_;
+  }
   auto found = name_ids_.find(name);
   if (found == name_ids_.end()) {
     found = name_ids_.emplace(std::string(name), static_cast<std::uint32_t>(names_.size())).first;
@@ -43,8 +97,137 @@ std::int32_t IterationPlan::add(PlanOp op, std::string_view name) {
   entry.mirror = op.mirror;
   entry.in_network = op.in_network;
   entry.step_protocol = op.step_protocol;
-  ops.push_back(entry);
-  return static_cast<std::int32_t>(ops.size() - 1);
+  tail(block).stored_count++;
+  entries_.push_back(entry);
+  return size_++;
+}
+
+IterationPlan::Segment& IterationPlan::tail(bool block) {
+  if (block) return segments_.back();
+  if (segments_.empty() || segments_.back().replicas != -1) {
+    segments_.push_back(Segment{size_, static_cast<std::uint32_t>(entries_.size()), 0, -1});
+  }
+  return segments_.back();
+}
+
+void IterationPlan::set_consumes_loader(std::int32_t op, int loader) {
+  require(op >= 0 && op < size_, "no such op");
+  const Segment& s = segment_of(op);
+  require(s.replicas == -1 || s.replicas == kOpenBlock, "setting the loader of a repeated op");
+  require(s.replicas == -1 || loader == open_first_.loader,
+          "a replicated op taking another rank's batch");
+  entries_[s.stored_first + static_cast<std::uint32_t>(op - s.first)].consumes_loader = loader;
+}
+
+void IterationPlan::begin_replicas(Replica first) {
+  require(segments_.empty() || segments_.back().replicas != kOpenBlock, "nested blocks");
+  segments_.push_back(Segment{size_, static_cast<std::uint32_t>(entries_.size()), 0, kOpenBlock});
+  open_first_ = first;
+  open_kernels_ = 0;
+  open_lists_ = per_replica_.size();
+}
+
+void IterationPlan::end_replicas(std::vector<Replica> replicas) {
+  require(!segments_.empty() && segments_.back().replicas == kOpenBlock, "no open block");
+  require(!replicas.empty() && replicas.front().cpu == open_first_.cpu &&
+              replicas.front().gpu == open_first_.gpu &&
+              replicas.front().loader == open_first_.loader,
+          "a block's replicas that do not start with its first");
+  for (std::size_t l = open_lists_; l < per_replica_.size(); ++l)
+    require(per_replica_[l].size() == replicas.size(), "a per_replica list of another length");
+  Segment& s = segments_.back();
+  const std::int64_t total =
+      std::int64_t{s.stored_count} * static_cast<std::int64_t>(replicas.size());
+  if (s.first + total > std::numeric_limits<std::int32_t>::max()) {
+    throw std::logic_error("an iteration plan with more than 2^31 ops or 2^32 dependencies");
+  }
+  size_ = static_cast<std::int32_t>(s.first + total);
+  kernels += open_kernels_ * static_cast<std::int64_t>(replicas.size() - 1);
+  s.replicas = static_cast<std::int32_t>(replica_sets_.size());
+  replica_sets_.push_back(std::move(replicas));
+}
+
+std::int32_t IterationPlan::replica_op(std::int32_t op, std::size_t replica) const {
+  require(op >= 0 && op < size_, "no such op");
+  const Segment& s = segment_of(op);
+  require(s.replicas >= 0 && static_cast<std::uint32_t>(op - s.first) < s.stored_count &&
+              replica < replica_sets_[static_cast<std::size_t>(s.replicas)].size(),
+          "replica_op of an op outside a closed block's first replica");
+  return op + static_cast<std::int32_t>(replica * s.stored_count);
+}
+
+std::int32_t IterationPlan::per_replica(std::vector<std::int32_t> ops) {
+  require(!segments_.empty() && segments_.back().replicas == kOpenBlock,
+          "a per_replica list outside a block");
+  for (std::int32_t d : ops)
+    require(d >= 0 && d < segments_.back().first, "a per_replica op inside or after its block");
+  per_replica_.push_back(std::move(ops));
+  return -static_cast<std::int32_t>(per_replica_.size());
+}
+
+const IterationPlan::Segment& IterationPlan::segment_of(std::int32_t index) const {
+  auto after = std::upper_bound(segments_.begin(), segments_.end(), index,
+                                [](std::int32_t i, const Segment& s) { return i < s.first; });
+  return *(after - 1);
+}
+
+std::size_t IterationPlan::stored_index(std::size_t index) const {
+  require(index < size(), "no such op");
+  const auto i = static_cast<std::int32_t>(index);
+  const Segment& s = segment_of(i);
+  return s.stored_first +
+         static_cast<std::uint32_t>(i - s.first) % std::max<std::uint32_t>(1, s.stored_count);
+}
+
+PlanEntry IterationPlan::replicated(const PlanEntry& entry, const Replica& replica) const {
+  PlanEntry out = entry;
+  out.lane = moved(entry.lane, replica);
+  if (entry.after_lane) out.after_lane = moved(*entry.after_lane, replica);
+  if (entry.consumes_loader >= 0) out.consumes_loader = replica.loader;
+  if (entry.launches_on_gpu >= 0) out.launches_on_gpu = replica.gpu;
+  return out;
+}
+
+PlanEntry IterationPlan::op(std::size_t index) const {
+  require(index < size(), "no such op");
+  const auto i = static_cast<std::int32_t>(index);
+  const Segment& s = segment_of(i);
+  const auto offset = static_cast<std::uint32_t>(i - s.first);
+  if (s.replicas < 0) return entries_[s.stored_first + offset];
+  const PlanEntry& entry = entries_[s.stored_first + offset % s.stored_count];
+  return replicated(entry,
+                    replica_sets_[static_cast<std::size_t>(s.replicas)][offset / s.stored_count]);
+}
+
+void IterationPlan::deps(std::size_t index, std::vector<std::int32_t>& out) const {
+  require(index < size(), "no such op");
+  out.clear();
+  const auto i = static_cast<std::int32_t>(index);
+  const Segment& s = segment_of(i);
+  const auto offset = static_cast<std::uint32_t>(i - s.first);
+  const PlanEntry& entry =
+      entries_[s.stored_first + (s.replicas < 0 ? offset : offset % s.stored_count)];
+  const std::int32_t* first = deps_.data() + entry.first_dep;
+  if (s.replicas < 0) {
+    out.assign(first, first + entry.dep_count);
+    return;
+  }
+  const std::uint32_t replica = offset / s.stored_count;
+  for (std::uint32_t k = 0; k < entry.dep_count; ++k) {
+    const std::int32_t d = first[k];
+    if (d < 0) {
+      out.push_back(per_replica_[static_cast<std::size_t>(-d - 1)][replica]);
+    } else {
+      // An op of the first replica's blocks: this replica's copy of it.
+      out.push_back(d + static_cast<std::int32_t>(replica * segment_of(d).stored_count));
+    }
+  }
+}
+
+std::vector<std::int32_t> IterationPlan::deps(std::size_t index) const {
+  std::vector<std::int32_t> out;
+  deps(index, out);
+  return out;
 }
 
 }  // namespace epochcast::sim

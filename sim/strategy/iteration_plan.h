@@ -101,23 +101,84 @@ struct PlanEntry {
   std::int8_t step_protocol = -1;
 };
 
+// One rank's part of a step, for a plan that repeats its ops for every rank (see
+// IterationPlan::begin_replicas): the CPU thread it runs on, its GPU and its loader.
+struct Replica {
+  int cpu = 0;
+  int gpu = 0;
+  int loader = -1;  // -1: its ops take no batch
+};
+
+// The ops of one iteration, indexed from 0 in the order they were added.
+//
+// With every rank of a large cluster, most ops are the ranks' own (their launches and kernels),
+// the same for every rank but for its lanes: a block of them is stored once and repeated for
+// each rank (begin_replicas, end_replicas), so that a plan of 16,384 ranks holds one rank's ops
+// and the collectives between them. Indices count every repetition, so a plan reads the same
+// whether its blocks were repeated or added rank by rank.
 class IterationPlan {
  public:
-  std::vector<PlanEntry> ops;
   std::int64_t samples = 0;  // samples this iteration takes from the loader
   std::int64_t kernels = 0;  // GPU operations it launches
 
   // Adds an op and returns its index.
-  std::int32_t add(PlanOp op);
+  std::int32_t add(const PlanOp& op);
   // The same, named `name` (op.name is ignored): a builder that names many ops alike need not
-  // make a string for each.
-  std::int32_t add(PlanOp op, std::string_view name);
+  // make a string for each, and may reuse one PlanOp for them.
+  std::int32_t add(const PlanOp& op, std::string_view name);
+  // Sets the loader whose batch an op takes (after it was added).
+  void set_consumes_loader(std::int32_t op, int loader);
+
+  // Ops added between these two calls are `first`'s part of a step, repeated for every replica
+  // (replicas[0] == first) with that replica's CPU thread, GPU and loader in place of first's:
+  // replica r's copy of op i is replica_op(i, r), and comes after replica r-1's. Every op of
+  // the block must be on first's CPU thread or one of its GPU's streams (no network or delay
+  // op), and depend only on ops of first's blocks (earlier ones included: replica r then
+  // depends on its own copies) or on per_replica() lists. Blocks do not nest.
+  void begin_replicas(Replica first);
+  void end_replicas(std::vector<Replica> replicas);
+  std::int32_t replica_op(std::int32_t op, std::size_t replica) const;
+  // A dependency, for an op of the open block, on ops[r] in replica r's copy: what each rank
+  // waits for outside its own ops (its end of a collective).
+  std::int32_t per_replica(std::vector<std::int32_t> ops);
+
+  // Ops, every repetition counted.
+  std::size_t size() const { return static_cast<std::size_t>(size_); }
+  // The op at `index` as it runs (a replica's copy with that replica's lanes).
+  PlanEntry op(std::size_t index) const;
+  // Its dependencies, as indices of this plan, into `out` (cleared first).
+  void deps(std::size_t index, std::vector<std::int32_t>& out) const;
+  std::vector<std::int32_t> deps(std::size_t index) const;
   std::string_view name(const PlanEntry& op) const { return names_[op.name]; }
-  std::span<const std::int32_t> deps(const PlanEntry& op) const {
-    return {deps_.data() + op.first_dep, op.dep_count};
-  }
+  // Ops as stored, one per block op however many replicas it has: stored_index(i) numbers them,
+  // the same for every copy of a block op and distinct for every other op (for per-op caches
+  // of what only ops outside blocks have, such as the network's routes).
+  std::size_t stored_size() const { return entries_.size(); }
+  std::size_t stored_index(std::size_t index) const;
 
  private:
+  // A run of ops: stored as they are (replicas < 0) or a block repeated for each of
+  // replica_sets_[replicas].
+  struct Segment {
+    std::int32_t first = 0;  // the index of its first op
+    std::uint32_t stored_first = 0;
+    std::uint32_t stored_count = 0;  // ops of one copy
+    std::int32_t replicas = -1;
+  };
+  static constexpr std::int32_t kOpenBlock = -2;
+  const Segment& segment_of(std::int32_t index) const;
+  Segment& tail(bool block);
+  PlanEntry replicated(const PlanEntry& entry, const Replica& replica) const;
+
+  std::vector<PlanEntry> entries_;
+  std::vector<Segment> segments_;
+  std::vector<std::vector<Replica>> replica_sets_;
+  std::vector<std::vector<std::int32_t>> per_replica_;  // per_replica's lists
+  std::int32_t size_ = 0;
+  Replica open_first_;             // the open block's first replica
+  std::int64_t open_kernels_ = 0;  // kernels its ops launch
+  std::size_t open_lists_ = 0;     // per_replica lists from before it opened
+
   // Names are looked up by string_view, without making a string.
   struct NameHash {
     using is_transparent = void;
@@ -126,7 +187,7 @@ class IterationPlan {
     }
   };
   // Names once each (a plan repeats its ops' names on every rank), and every op's
-  // dependencies one after another.
+  // dependencies one after another (a block op's as first's: see deps()).
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>> name_ids_;
   std::vector<std::int32_t> deps_;

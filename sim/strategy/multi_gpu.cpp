@@ -426,10 +426,30 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     complete_after[earliest].push_back(b);
   }
 
+  // Every rank makes the same calls: one builder makes rank 0's, and the plan repeats each
+  // block of them for every rank (with every rank of a large cluster, building and storing
+  // them rank by rank was most of a plan's cost). The collectives between blocks join them.
   const std::vector<int> ranks = c.ranks();
-  std::vector<StepBuilder> rank;
-  // ready[r][b]: the ops after which rank r may start all-reducing bucket b.
-  std::vector<std::vector<std::vector<std::int32_t>>> ready(ranks.size());
+  std::vector<Replica> replicas;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    replicas.push_back(Replica{ranks[i], ranks[i], static_cast<int>(i)});
+  StepBuilder b(c.step, plan, ranks.front(), ranks.front());
+  // Each rank's copies of rank 0's ops `ops`.
+  auto per_rank = [&](const std::vector<std::int32_t>& ops) {
+    std::vector<std::vector<std::int32_t>> out(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      for (std::int32_t op : ops)
+        out[i].push_back(plan.replica_op(op, i));
+    }
+    return out;
+  };
+  auto sites_after = [&](const std::vector<std::int32_t>& ops) {
+    std::vector<CollectiveSite> sites;
+    std::vector<std::vector<std::int32_t>> ready = per_rank(ops);
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, std::move(ready[i])});
+    return sites;
+  };
   const bool accumulate = training.framework == Framework::pytorch1 || !zero_grad;
   // DDP's buffer sync (broadcast_buffers): in the forward after a synchronised backward, the
   // first of a cycle, rank 0's buffers are flattened, broadcast on NCCL's stream and copied back
@@ -439,125 +459,112 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
       zero_grad && several && training.broadcast_buffers
           ? coalesced_module_buffers(analysis, kDdpBufferBroadcastBytes)
           : std::vector<CoalescedBuffer>{};
-  std::vector<std::vector<std::vector<std::int32_t>>> sync_ready(ranks.size());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    int gpu = ranks[i];
-    rank.emplace_back(c.step, plan, gpu, gpu);
-    StepBuilder& b = rank.back();
-    ready[i].resize(buckets.size());
-    b.take_batch(batch, static_cast<int>(i));
-    b.copy_batch(batch);
-    if (zero_grad) b.emit(zero_grad_calls(c.step));
-    b.host("DistributedDataParallel forward", Category::forward, costs.forward_op);
-    for (const CoalescedBuffer& sync : buffer_syncs) {
-      // c10d's flatten: one cat from C++, no Python around it.
-      std::int32_t flat = b.kernel("flatten buffers", Category::communication, costs.backward_op,
-                                   copy_time(c, sync.bytes));
-      std::int32_t launched = b.host("launch broadcast of buffers", Category::communication,
-                                     c.profile.links.collective_launch);
-      sync_ready[i].push_back({flat, launched});
-    }
+  std::vector<std::vector<std::int32_t>> sync_ready;  // rank 0's, per buffer
+  plan.begin_replicas(replicas.front());
+  b.take_batch(batch, 0);
+  b.copy_batch(batch);
+  if (zero_grad) b.emit(zero_grad_calls(c.step));
+  b.host("DistributedDataParallel forward", Category::forward, costs.forward_op);
+  for (const CoalescedBuffer& sync : buffer_syncs) {
+    // c10d's flatten: one cat from C++, no Python around it.
+    std::int32_t flat = b.kernel("flatten buffers", Category::communication, costs.backward_op,
+                                 copy_time(c, sync.bytes));
+    std::int32_t launched = b.host("launch broadcast of buffers", Category::communication,
+                                   c.profile.links.collective_launch);
+    sync_ready.push_back({flat, launched});
   }
+  plan.end_replicas(replicas);
   for (std::size_t k = 0; k < buffer_syncs.size(); ++k) {
-    std::vector<CollectiveSite> sites;
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, sync_ready[i][k]});
     const CoalescedBuffer& sync = buffer_syncs[k];
-    std::vector<std::int32_t> ends = add_collective(
-        plan, c.collective(Collective::broadcast, Bytes(sync.bytes), 0), c.analytic, sites,
-        fmt::format("broadcast buffers ({:.2f} MiB)", to_mib(Bytes(sync.bytes))));
+    std::vector<std::int32_t> ends =
+        add_collective(plan, c.collective(Collective::broadcast, Bytes(sync.bytes), 0), c.analytic,
+                       sites_after(sync_ready[k]),
+                       fmt::format("broadcast buffers ({:.2f} MiB)", to_mib(Bytes(sync.bytes))));
     // Then each buffer gets its part back with a copy_ of its own, from C++.
     const std::int64_t per_tensor = std::max<std::int64_t>(1, sync.bytes / sync.tensors);
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      for (std::int64_t t = 0; t < sync.tensors; ++t) {
-        rank[i].kernel("copy broadcast buffer back", Category::communication, costs.backward_op,
-                       copy_time(c, per_tensor),
-                       t == 0 ? std::vector<std::int32_t>{ends[i]} : std::vector<std::int32_t>{});
-      }
+    plan.begin_replicas(replicas.front());
+    for (std::int64_t t = 0; t < sync.tensors; ++t) {
+      b.kernel(
+          "copy broadcast buffer back", Category::communication, costs.backward_op,
+          copy_time(c, per_tensor),
+          t == 0 ? std::vector<std::int32_t>{plan.per_replica(ends)} : std::vector<std::int32_t>{});
     }
+    plan.end_replicas(replicas);
   }
-  // Every rank makes the same calls: listed once (with every rank of a large cluster, listing
-  // them per rank was a large part of building the plan).
   const std::vector<Call> forward = forward_calls(c.step, batch, true);
   const std::vector<Call> loss_forward = loss_forward_calls(c.step, batch);
   const std::vector<Call> loss_backward = loss_backward_calls(c.step, batch);
   const std::vector<Call> calls = backward_calls(c.step, batch, accumulate);
-  std::vector<std::string> copy_names, launch_names;
-  for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
-    copy_names.push_back(fmt::format("copy gradients into bucket {}", bucket));
-    launch_names.push_back(fmt::format("launch all-reduce of bucket {}", bucket));
-  }
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    StepBuilder& b = rank[i];
-    b.emit(forward);
-    b.emit(loss_forward);
-    b.emit(loss_backward);
-    for (std::size_t k = 0; k < calls.size(); ++k) {
-      b.emit(calls[k]);
-      bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
-      if (!communicate || !layer_done) continue;
-      auto finished = complete_after.find(calls[k].layer);
-      if (finished == complete_after.end()) continue;
-      // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
-      // bucket's all-reduce is launched from the autograd thread right away.
-      for (std::size_t bucket : finished->second) {
-        std::int32_t copied = b.kernel(copy_names[bucket], Category::backward, costs.backward_op,
-                                       copy_time(c, buckets[bucket].bytes.value()));
-        std::int32_t launched = b.host(launch_names[bucket], Category::communication,
-                                       c.profile.links.collective_launch);
-        ready[i][bucket] = {copied, launched};
-      }
+  // ready[b]: the ops of rank 0 after which it may start all-reducing bucket b.
+  std::vector<std::vector<std::int32_t>> ready(buckets.size());
+  plan.begin_replicas(replicas.front());
+  b.emit(forward);
+  b.emit(loss_forward);
+  b.emit(loss_backward);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    b.emit(calls[k]);
+    bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
+    if (!communicate || !layer_done) continue;
+    auto finished = complete_after.find(calls[k].layer);
+    if (finished == complete_after.end()) continue;
+    // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
+    // bucket's all-reduce is launched from the autograd thread right away.
+    for (std::size_t bucket : finished->second) {
+      std::int32_t copied =
+          b.kernel(fmt::format("copy gradients into bucket {}", bucket), Category::backward,
+                   costs.backward_op, copy_time(c, buckets[bucket].bytes.value()));
+      std::int32_t launched = b.host(fmt::format("launch all-reduce of bucket {}", bucket),
+                                     Category::communication, c.profile.links.collective_launch);
+      ready[bucket] = {copied, launched};
     }
   }
+  plan.end_replicas(replicas);
   if (communicate) {
     const double memory_bound = memory_bound_share(c, batch);
     std::vector<std::vector<std::int32_t>> ends(buckets.size());
     for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
-      std::vector<CollectiveSite> sites;
-      for (std::size_t i = 0; i < ranks.size(); ++i) {
-        sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, ready[i][bucket]});
-      }
       const CollectiveChoice& choice = c.collective(Collective::all_reduce, buckets[bucket].bytes);
       ends[bucket] =
-          add_collective(plan, choice, c.analytic, sites,
+          add_collective(plan, choice, c.analytic, sites_after(ready[bucket]),
                          fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
                                      static_cast<double>(buckets[bucket].bytes.value()) / kMiB),
                          true, compute_speed_beside(c, choice, memory_bound));
     }
-    std::vector<std::string> back_names;
-    for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket)
-      back_names.push_back(fmt::format("copy bucket {} back to gradients", bucket));
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      StepBuilder& b = rank[i];
-      // finalize_backward: the compute stream waits for each all-reduce, then the averaged
-      // bucket is copied back into the gradients.
-      for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
-        b.kernel(back_names[bucket], Category::backward, costs.backward_op,
-                 copy_time(c, buckets[bucket].bytes.value()), {ends[bucket][i]});
-      }
-      b.optimizer_step();
+    // finalize_backward: the compute stream waits for each all-reduce, then the averaged
+    // bucket is copied back into the gradients.
+    plan.begin_replicas(replicas.front());
+    for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
+      b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
+               costs.backward_op, copy_time(c, buckets[bucket].bytes.value()),
+               {plan.per_replica(ends[bucket])});
     }
+    b.optimizer_step();
+    plan.end_replicas(replicas);
   }
-  for (StepBuilder& b : rank) {
-    if (training.sync_every_step) b.sync("loss.item()");
-    b.await_prefetched_batch();
-  }
+  plan.begin_replicas(replicas.front());
+  if (training.sync_every_step) b.sync("loss.item()");
+  b.await_prefetched_batch();
+  plan.end_replicas(replicas);
   return plan;
 }
 
 IterationPlan ddp_validation_step(const MultiGpuContext& c, std::int64_t batch) {
   IterationPlan plan;
   plan.samples = batch;
-  for (std::size_t i = 0; i < c.ranks().size(); ++i) {
-    int gpu = c.ranks()[i];
-    StepBuilder b(c.step, plan, gpu, gpu);
-    b.take_batch(batch, static_cast<int>(i));
-    b.copy_batch(batch);
-    b.emit(forward_calls(c.step, batch, false));
-    b.emit(loss_forward_calls(c.step, batch));
-    b.sync("validation loss.item()");
-    b.await_prefetched_batch();
-  }
+  const std::vector<int> ranks = c.ranks();
+  std::vector<Replica> replicas;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    replicas.push_back(Replica{ranks[i], ranks[i], static_cast<int>(i)});
+  // Every rank's step is rank 0's (see ddp_training_step).
+  StepBuilder b(c.step, plan, ranks.front(), ranks.front());
+  plan.begin_replicas(replicas.front());
+  b.take_batch(batch, 0);
+  b.copy_batch(batch);
+  b.emit(forward_calls(c.step, batch, false));
+  b.emit(loss_forward_calls(c.step, batch));
+  b.sync("validation loss.item()");
+  b.await_prefetched_batch();
+  plan.end_replicas(replicas);
   return plan;
 }
 

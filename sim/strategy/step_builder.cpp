@@ -356,7 +356,7 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
     return;
   }
   std::int32_t fetch = host("fetch batch from loader worker", Category::data, costs.batch_fetch);
-  plan_.ops[static_cast<std::size_t>(fetch)].consumes_loader = loader;
+  plan_.set_consumes_loader(fetch, loader);
 }
 
 std::int32_t StepBuilder::copy_batch(std::int64_t batch) {

@@ -232,7 +232,6 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
   constexpr std::int64_t kOps = (std::int64_t{1} << 20) + 10;
   IterationPlan plan;
   plan.samples = 1;
-  plan.ops.reserve(static_cast<std::size_t>(kOps));
   for (std::int64_t i = 0; i < kOps; ++i) {
     PlanOp op;
     op.lane = Lane{LaneKind::cpu, 0};
@@ -250,4 +249,39 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
   EpochSimulator simulator(input, exact);
   const EpochStats stats = simulator.run();
   CHECK(stats.epoch.ns() == 2 * kOps);  // two iterations of back-to-back 1 ns ops
+}
+
+TEST_CASE("an iteration with a GPU op that waits for no CPU op is added at the boundary") {
+  // Iteration g+1 is added only once a CPU thread finishes g, unless some op of g+1 could start
+  // earlier: here a kernel with no dependency but its stream's order. Each iteration: the main
+  // thread 10 ns, the kernel 100 ns, then a 10 ns sync after the kernel.
+  for (bool led_by_cpu : {false, true}) {
+    IterationPlan plan;
+    plan.samples = 1;
+    PlanOp step;
+    step.lane = Lane{LaneKind::cpu, 0};
+    step.work_ns = 10;
+    const std::int32_t first = plan.add(step, "step");
+    PlanOp kernel;
+    kernel.lane = Lane{LaneKind::compute, 0};
+    kernel.work_ns = 100;
+    if (led_by_cpu) kernel.deps = {first};
+    const std::int32_t ran = plan.add(kernel, "kernel");
+    PlanOp sync = step;
+    sync.deps = {ran};
+    plan.add(sync, "sync");
+    EpochInput input;
+    input.train.plans = {plan};
+    input.train.cycle = {0};
+    input.train.last = plan;
+    input.train.iterations = 3;
+    input.train.full_batch = input.train.last_batch = 1;
+    EpochOptions exact;
+    exact.steady_state_shortcut = false;
+    EpochSimulator simulator(input, exact);
+    // Added at the boundary, the next kernel follows the last at once: 3 kernels, then a sync.
+    // Led by the CPU thread, every iteration is step, kernel, sync.
+    const std::int64_t expected = led_by_cpu ? 3 * (10 + 100 + 10) : 3 * 100 + 10;
+    CHECK(simulator.run().epoch.ns() == expected);
+  }
 }

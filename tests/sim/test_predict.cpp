@@ -19,6 +19,14 @@ using namespace epochcast::sim;
 
 namespace {
 
+// A plan's ops as they run, in order.
+std::vector<PlanEntry> ops_of(const IterationPlan& plan) {
+  std::vector<PlanEntry> ops;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    ops.push_back(plan.op(i));
+  return ops;
+}
+
 ScenarioSpec scenario(const std::string& body) {
   return load_scenario_from_string("kind: scenario\nname: test\n" + body, "test.yaml",
                                    test::source_dir());
@@ -34,7 +42,7 @@ double host_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
-  for (const PlanEntry& op : plan.ops) {
+  for (const PlanEntry& op : ops_of(plan)) {
     if (op.lane.kind == LaneKind::cpu && op.category != Category::data) ns += op.work_ns;
   }
   return static_cast<double>(ns) * 1e-9;
@@ -46,7 +54,7 @@ double gpu_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
-  for (const PlanEntry& op : plan.ops) {
+  for (const PlanEntry& op : ops_of(plan)) {
     if (op.lane.kind != LaneKind::cpu) ns += op.work_ns;
   }
   return static_cast<double>(ns) * 1e-9;
@@ -503,7 +511,8 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
     return single_device_training_step(StepContext{scenario, analysis, device}, 64);
   };
   auto count = [](const IterationPlan& plan, const std::string& prefix) {
-    return std::count_if(plan.ops.begin(), plan.ops.end(), [&](const PlanEntry& op) {
+    const std::vector<PlanEntry> ops = ops_of(plan);
+    return std::count_if(ops.begin(), ops.end(), [&](const PlanEntry& op) {
       return op.lane.kind != LaneKind::cpu && plan.name(op).rfind(prefix, 0) == 0;
     });
   };
@@ -512,7 +521,8 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   CHECK(count(fused, "_fused_adam_") == 5);
   CHECK(count(fused, "_foreach_") == 0);
   auto syncs = [](const IterationPlan& plan) {
-    return std::count_if(plan.ops.begin(), plan.ops.end(), [&](const PlanEntry& op) {
+    const std::vector<PlanEntry> ops = ops_of(plan);
+    return std::count_if(ops.begin(), ops.end(), [&](const PlanEntry& op) {
       return plan.name(op) == "GradScaler found_inf.item()";
     });
   };
@@ -528,7 +538,7 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   // The fused kernel moves 28 bytes per element against the foreach ops' 72: less GPU time.
   auto optimizer_ns = [](const IterationPlan& plan) {
     std::int64_t ns = 0;
-    for (const PlanEntry& op : plan.ops) {
+    for (const PlanEntry& op : ops_of(plan)) {
       if (op.lane.kind != LaneKind::cpu && op.category == Category::optimizer) ns += op.work_ns;
     }
     return ns;
@@ -555,7 +565,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     IterationPlan plan = single_device_training_step(StepContext{scenario, analysis, device}, 128);
     std::int64_t ns = 0;
     int kernels = 0;
-    for (const PlanEntry& op : plan.ops) {
+    for (const PlanEntry& op : ops_of(plan)) {
       if (op.category != Category::h2d || op.lane.kind != lane) continue;
       ns += op.work_ns;
       kernels += plan.name(op).rfind("normalize batch on GPU", 0) == 0;
@@ -591,20 +601,19 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   // The copy and the normalising kernels run on the side stream; no kernel of this step waits
   // for them, and the step ends with the compute stream waiting for the side stream's last op.
   std::vector<std::int32_t> side;
-  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-    if (plan.ops[i].lane.kind == LaneKind::copy) side.push_back(static_cast<std::int32_t>(i));
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    if (plan.op(i).lane.kind == LaneKind::copy) side.push_back(static_cast<std::int32_t>(i));
   }
   REQUIRE(side.size() == 4);  // the copy, to float, sub_, div_
-  CHECK(!plan.ops[static_cast<std::size_t>(side[0])].after_lane);
-  const PlanEntry& last = plan.ops.back();
+  CHECK(!plan.op(static_cast<std::size_t>(side[0])).after_lane);
+  const PlanEntry last = plan.op(plan.size() - 1);
   CHECK(last.lane.kind == LaneKind::compute);
   CHECK(last.work_ns == 0);
-  CHECK(std::vector<std::int32_t>(plan.deps(last).begin(), plan.deps(last).end()) ==
-        std::vector<std::int32_t>{side.back()});
-  for (std::size_t i = 0; i + 1 < plan.ops.size(); ++i) {
-    if (plan.ops[i].lane.kind != LaneKind::compute) continue;
-    for (std::int32_t d : plan.deps(plan.ops[i]))
-      CHECK(plan.ops[static_cast<std::size_t>(d)].lane.kind != LaneKind::copy);
+  CHECK(plan.deps(plan.size() - 1) == std::vector<std::int32_t>{side.back()});
+  for (std::size_t i = 0; i + 1 < plan.size(); ++i) {
+    if (plan.op(i).lane.kind != LaneKind::compute) continue;
+    for (std::int32_t d : plan.deps(i))
+      CHECK(plan.op(static_cast<std::size_t>(d)).lane.kind != LaneKind::copy);
   }
 
   // Over an epoch the step loses its copy: the saving is the copy's time, step after step.
@@ -612,7 +621,7 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   prefetch.loader.normalize_on_gpu = false;
   IterationPlan plain_plan = single_device_training_step(StepContext{plain, analysis, device}, 256);
   std::int64_t copy_ns = 0;
-  for (const PlanEntry& op : plain_plan.ops) {
+  for (const PlanEntry& op : ops_of(plain_plan)) {
     if (op.lane.kind == LaneKind::copy) copy_ns += op.work_ns;
   }
   const double steps = 10, copy_s = static_cast<double>(copy_ns) * 1e-9;
@@ -669,14 +678,14 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     gpu.loader.prefetch_to_gpu = prefetch;
     IterationPlan plan = single_device_training_step(StepContext{gpu, analysis, device}, 128);
     int decoders = 0;
-    for (const PlanEntry& op : plan.ops) {
+    for (const PlanEntry& op : ops_of(plan)) {
       if (op.lane.kind != LaneKind::compute || op.category != Category::data) continue;
       ++decoders;
       CHECK(op.work_ns == 128 * 50'000);
     }
     CHECK(decoders == 1);
     // Prefetched, the next batch is decoded at the end of the step.
-    const PlanEntry& last = plan.ops.back();
+    const PlanEntry last = plan.op(plan.size() - 1);
     CHECK((last.category == Category::data) == prefetch);
   }
   gpu.loader.prefetch_to_gpu = false;

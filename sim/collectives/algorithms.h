@@ -135,10 +135,11 @@ bool nvls_available(const Topology& topology, std::string_view architecture,
 // NCCL's NVLS channels on Hopper (NVLS_NCHANNELS_SM90, src/include/nvls.h).
 inline constexpr int kNvlsChannelsHopper = 16;
 
-// Appends `phase` to `plan`. A transfer of `phase` that starts a rank's part (no dependency of
-// its own) waits for that rank's `entry` transfers. Returns, per rank, the transfers of the
-// phase that touch it (what the rank's next phase must wait for).
-std::map<int, std::vector<int>> append_phase(TransferPlan& plan, const TransferPlan& phase,
+// Appends `phase` to `plan` (its transfers moved, not copied: with every rank of a large
+// cluster, the candidates' plans have millions). A transfer of `phase` that starts a rank's part
+// (no dependency of its own) waits for that rank's `entry` transfers. Returns, per rank, the
+// transfers of the phase that touch it (what the rank's next phase must wait for).
+std::map<int, std::vector<int>> append_phase(TransferPlan& plan, TransferPlan phase,
                                              const std::map<int, std::vector<int>>& entry);
 
 }  // namespace epochcast::sim

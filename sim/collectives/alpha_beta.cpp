@@ -48,31 +48,47 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
   return route;
 }
 
-Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
-                  const TransferPlan& plan) {
-  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
-  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
-  // A plan over many ranks crosses the same few kinds of hop many times: each route's figures
-  // once, by (src, dst, how).
-  struct RouteFigures {
+namespace {
+
+// What a plan's routes cost apart from the protocol, each distinct route once: a plan over many
+// ranks crosses the same few kinds of hop many times, and the tuner times each candidate under
+// every protocol.
+struct PlanRoutes {
+  struct Figures {
     bool moves = false;  // a route with hops (a copy onto itself moves nothing)
-    double latency = 0;
+    LinkKind slowest = LinkKind::pcie;
     double bandwidth = 0;
   };
-  std::unordered_map<std::uint64_t, RouteFigures> routes;
-  auto figures = [&](const Transfer& t) -> const RouteFigures& {
+  std::vector<Figures> figures;
+  std::vector<std::uint32_t> of_transfer;  // index into figures
+};
+
+PlanRoutes plan_routes(const Topology& topology, const HardwareProfile& profile,
+                       const TransferPlan& plan) {
+  PlanRoutes routes;
+  std::unordered_map<std::uint64_t, std::uint32_t> known;  // by (src, dst, how)
+  routes.of_transfer.reserve(plan.transfers.size());
+  for (const Transfer& t : plan.transfers) {
     const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.src)) << 32 |
                               static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.dst)) << 5 |
                               static_cast<std::uint64_t>(t.fabric) << 2 |
                               static_cast<std::uint64_t>(t.mirror) << 1 |
                               static_cast<std::uint64_t>(t.in_network);
-    auto [found, added] = routes.try_emplace(key);
+    auto [found, added] = known.try_emplace(key, static_cast<std::uint32_t>(routes.figures.size()));
     if (added) {
-      const TransferRoute route = transfer_route(topology, profile, t, step);
-      found->second = {!route.hops.empty(), route.latency.value(), route.bandwidth.value()};
+      const TransferRoute route = transfer_route(topology, profile, t);
+      routes.figures.push_back({!route.hops.empty(), route.slowest, route.bandwidth.value()});
     }
-    return found->second;
-  };
+    routes.of_transfer.push_back(found->second);
+  }
+  return routes;
+}
+
+// plan_time with the plan's routes found already.
+Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
+                  const TransferPlan& plan) {
+  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
+  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
   // Transfers are stored after their dependencies, so one pass finds the critical path.
   std::vector<double> finish(plan.transfers.size(), 0);
   double end = 0;
@@ -81,16 +97,32 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
     double start = 0;
     for (int d : t.deps)
       start = std::max(start, finish[static_cast<std::size_t>(d)]);
-    const RouteFigures& route = figures(t);
+    const PlanRoutes::Figures& route = routes.figures[routes.of_transfer[i]];
     double seconds = 0;
     if (route.moves) {
-      seconds = (t.pipelined ? 0 : route.latency * t.steps) +
+      // NCCL's per-step latencies are measured hop to hop, wire included (transfer_route).
+      const double latency = step[static_cast<std::size_t>(route.slowest)].value();
+      seconds = (t.pipelined ? 0 : latency * t.steps) +
                 static_cast<double>(t.bytes.value()) / (route.bandwidth * share / t.sharing);
     }
     finish[i] = start + seconds;
     end = std::max(end, finish[i]);
   }
   return Seconds(end);
+}
+
+Seconds collective_time(const PlanRoutes& routes, const HardwareProfile& profile,
+                        const TransferPlan& plan) {
+  // A collective of one rank moves nothing: no kernel worth a base latency.
+  if (plan.transfers.empty()) return Seconds(0);
+  return protocol_base_latency(plan.algorithm, plan.protocol) + plan_time(routes, profile, plan);
+}
+
+}  // namespace
+
+Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
+                  const TransferPlan& plan) {
+  return plan_time(plan_routes(topology, profile, plan), profile, plan);
 }
 
 Seconds collective_time(const Topology& topology, const HardwareProfile& profile,
@@ -297,10 +329,11 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       }
       continue;
     }
+    const PlanRoutes routes = plan_routes(topology, profile, plan);
     for (Protocol protocol : protocols) {
       if (simple_only(plan.algorithm) && protocol != Protocol::simple) continue;
       plan.protocol = protocol;
-      Seconds t = collective_time(topology, profile, plan);
+      Seconds t = collective_time(routes, profile, plan);
       if (t < best.time) {
         best.time = t;
         fastest = protocol;

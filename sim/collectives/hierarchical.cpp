@@ -1,32 +1,34 @@
 // Collectives across nodes: inside each node, then along each rail across nodes, then inside.
 #include <algorithm>
 #include <iterator>
-#include <set>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/collectives/algorithms.h"
 
 namespace epochcast::sim {
 
-std::map<int, std::vector<int>> append_phase(TransferPlan& plan, const TransferPlan& phase,
+std::map<int, std::vector<int>> append_phase(TransferPlan& plan, TransferPlan phase,
                                              const std::map<int, std::vector<int>>& entry) {
   const int offset = static_cast<int>(plan.transfers.size());
   std::map<int, std::vector<int>> touching;
-  for (const Transfer& t : phase.transfers) {
-    Transfer copy = t;
-    for (int& d : copy.deps)
-      d += offset;
+  for (Transfer& t : phase.transfers) {
+    const int src = t.src;
+    const int dst = t.dst;
     if (t.deps.empty()) {
-      for (int rank : {t.src, t.dst}) {
+      for (int rank : {src, dst}) {
         auto found = entry.find(rank);
         if (found != entry.end())
-          copy.deps.insert(copy.deps.end(), found->second.begin(), found->second.end());
+          t.deps.insert(t.deps.end(), found->second.begin(), found->second.end());
       }
+    } else {
+      for (int& d : t.deps)
+        d += offset;
     }
-    int index = plan.add(std::move(copy));
-    touching[t.src].push_back(index);
-    if (t.dst != t.src) touching[t.dst].push_back(index);
+    int index = plan.add(std::move(t));
+    touching[src].push_back(index);
+    if (dst != src) touching[dst].push_back(index);
   }
   return touching;
 }
@@ -110,27 +112,34 @@ using Touching = std::map<int, std::vector<int>>;
 class HopOrder {
  public:
   // Orders plan.transfers[from, end) behind the previous piece's transfers on their hops.
+  // Called once per piece, then next_piece().
   void order(TransferPlan& plan, std::size_t from) {
-    std::set<Key> seen;
     for (std::size_t i = from; i < plan.transfers.size(); ++i) {
       Transfer& t = plan.transfers[i];
-      const Key key{t.src, t.dst, t.mirror, t.fabric};  // in_network: a mirror's own hop
-      if (seen.insert(key).second) {
-        auto before = previous_.find(key);
+      auto [current, first_on_hop] = current_.try_emplace(key(t), static_cast<int>(i));
+      if (first_on_hop) {
+        auto before = previous_.find(current->first);
         if (before != previous_.end()) t.deps.push_back(before->second);
+      } else {
+        current->second = static_cast<int>(i);
       }
-      current_[key] = static_cast<int>(i);
     }
   }
   void next_piece() {
-    for (const auto& [key, index] : current_)
-      previous_[key] = index;
+    for (const auto& [hop, index] : current_)
+      previous_[hop] = index;
     current_.clear();
   }
 
  private:
-  using Key = std::tuple<int, int, bool, FabricWay>;
-  std::map<Key, int> previous_, current_;
+  // The hop (in_network: a mirror's own hop), packed: GPU numbers fit 28 bits with room to
+  // spare (a plan of 2^28 GPUs would not fit in memory).
+  static std::uint64_t key(const Transfer& t) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.src)) << 32 |
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.dst) & 0x0fffffffu) << 4 |
+           static_cast<std::uint64_t>(t.mirror) << 3 | static_cast<std::uint64_t>(t.fabric);
+  }
+  std::unordered_map<std::uint64_t, int> previous_, current_;
 };
 
 Algorithm algorithm_of(InsideNodes inside, AcrossNodes across) {
@@ -236,8 +245,9 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
             rail = lockstep_ring(Ring{members}, shard, collective);
           }
           const std::size_t rail_first = plan.transfers.size();
-          Touching touching = append_phase(plan, rail, entry);
-          if (!h.symmetric && across == AcrossNodes::ring && !rail.transfers.empty()) {
+          const bool rail_moves = !rail.transfers.empty();
+          Touching touching = append_phase(plan, std::move(rail), entry);
+          if (!h.symmetric && across == AcrossNodes::ring && rail_moves) {
             // Each member goes on from its own step after the ring's close (lockstep_ring).
             const int own = static_cast<int>(plan.transfers.size() - members.size());
             for (std::size_t m = 0; m < members.size(); ++m) {
@@ -249,7 +259,7 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
             }
           }
           for (auto& [rank, deps] : touching)
-            after[rank] = deps;
+            after[rank] = std::move(deps);
           // A mirrored tree's fill and drain hops (after its stream) are the pipeline's depth:
           // they keep their latency even behind earlier pieces.
           if (h.symmetric && across == AcrossNodes::tree) {
@@ -259,13 +269,13 @@ TransferPlan hierarchical_collective(const Hierarchy& h, Collective collective, 
         }
         // Ranks whose rail had nothing to do (one node) go on from the stage before.
         for (auto& [rank, deps] : entry)
-          after.emplace(rank, deps);
+          after.try_emplace(rank, std::move(deps));
       } else {
         const Collective inside =
             stage == Stage::scatter_inside ? Collective::reduce_scatter : Collective::all_gather;
         for (std::size_t k = 0; k < h.nodes.size(); ++k) {
           for (auto& [rank, deps] : append_phase(plan, inside_node(h, k, inside, piece), entry))
-            after[rank] = deps;
+            after[rank] = std::move(deps);
         }
       }
       orders[stage_first.size() - 1].order(plan, stage_first.back());

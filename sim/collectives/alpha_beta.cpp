@@ -2,8 +2,11 @@
 #include "sim/collectives/alpha_beta.h"
 
 #include <algorithm>
+#include <functional>
+#include <future>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 #include <unordered_map>
 
 #include "sim/network/network_map.h"
@@ -148,6 +151,29 @@ bool on_one_nvswitch(const Topology& topology, const std::vector<int>& node) {
                                     [&](int gpu) { return topology.nvswitch_of(gpu) == fabric; });
 }
 
+// Candidates 0 to count - 1, each built by `build` (a pure function of its index, which reads
+// no Topology: its caches are not shared safely). With every rank of a large cluster each is
+// millions of transfers, so all but the first are built on threads of their own meanwhile (the
+// same plans either way); small ones, or where no thread can be had, one after another.
+std::vector<TransferPlan> build_candidates(std::size_t count, int ranks,
+                                           const std::function<TransferPlan(std::size_t)>& build) {
+  constexpr int kRanksWorthAThread = 1024;
+  std::vector<TransferPlan> candidates(count);
+  std::vector<std::future<TransferPlan>> others(count);
+  if (ranks >= kRanksWorthAThread) {
+    for (std::size_t i = 1; i < count; ++i) {
+      try {
+        others[i] = std::async(std::launch::async, build, i);
+      } catch (const std::system_error&) {
+        break;  // no thread to be had: the rest are built below
+      }
+    }
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    candidates[i] = others[i].valid() ? others[i].get() : build(i);
+  return candidates;
+}
+
 // An all-reduce across nodes: every algorithm NCCL could run for it, as NCCL_ALGO allows.
 std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& request,
                                                   const Topology& topology) {
@@ -173,33 +199,34 @@ std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& reque
   const bool nvls_inside =
       nvls_available(topology, request.architecture, request.nodes.front(), 1, request.collective);
   const bool switches_reduce = topology.in_network_reduction();
-  std::vector<TransferPlan> candidates;
+  std::vector<std::pair<InsideNodes, AcrossNodes>> stages;
   if (automatic || a == CollectiveAlgorithm::ring)
-    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::ring));
+    stages.emplace_back(InsideNodes::rings, AcrossNodes::ring);
   if (automatic || a == CollectiveAlgorithm::tree)
-    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::tree));
+    stages.emplace_back(InsideNodes::rings, AcrossNodes::tree);
   // NVLSTree: NVLS inside each node, trees across (NCCL enables it across nodes wherever NVLS
   // runs inside them).
   if ((automatic || a == CollectiveAlgorithm::nvls_tree) && nvls_inside)
-    candidates.push_back(plan(InsideNodes::nvls, AcrossNodes::tree));
+    stages.emplace_back(InsideNodes::nvls, AcrossNodes::tree);
   // NCCL_ALGO=NVLS across nodes: NVLS inside, the switches reduce across, which NCCL runs only
   // with CollNet enabled (NCCL_COLLNET_ENABLE=1).
   if (a == CollectiveAlgorithm::nvls && nvls_inside && switches_reduce)
-    candidates.push_back(plan(InsideNodes::nvls, AcrossNodes::in_network));
+    stages.emplace_back(InsideNodes::nvls, AcrossNodes::in_network);
   // CollNet only when asked for (NCCL_COLLNET_ENABLE is off by default and needs the SHARP
   // plugin), and only over switches that reduce: Direct where the node's GPUs share an
   // NVSwitch (NCCL disables it elsewhere), Chain otherwise.
   if (a == CollectiveAlgorithm::collnet && switches_reduce) {
-    candidates.push_back(plan(
+    stages.emplace_back(
         on_one_nvswitch(topology, request.nodes.front()) ? InsideNodes::direct : InsideNodes::rings,
-        AcrossNodes::in_network));
+        AcrossNodes::in_network);
   }
-  if (candidates.empty()) {
+  if (stages.empty()) {
     // Asked for where NCCL cannot run it: NCCL's fallback, rings and trees.
-    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::ring));
-    candidates.push_back(plan(InsideNodes::rings, AcrossNodes::tree));
+    stages.emplace_back(InsideNodes::rings, AcrossNodes::ring);
+    stages.emplace_back(InsideNodes::rings, AcrossNodes::tree);
   }
-  return candidates;
+  return build_candidates(stages.size(), static_cast<int>(flatten(request.nodes).size()),
+                          [&](std::size_t i) { return plan(stages[i].first, stages[i].second); });
 }
 
 // Another collective across nodes: NCCL runs reduce-scatter, all-gather, broadcast and reduce on

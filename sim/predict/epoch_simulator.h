@@ -3,11 +3,11 @@
 //
 // Iterations are instantiated from their plans one step ahead — once the first CPU thread has
 // finished its part of the iteration before, where nothing of the next could start earlier —
-// and loader batches as slots free up, so the engine holds little more than one iteration. At every iteration boundary the
-// simulator can take a snapshot of the whole state relative to that instant; when a snapshot
-// repeats, the iterations in between form a period, and whole periods are skipped by shifting
-// time and counters. Because the engine is deterministic and the snapshot covers everything
-// that decides the future (resources, live tasks, pending events, flows, loader and
+// and loader batches as slots free up, so the engine holds little more than one iteration. At every
+// iteration boundary the simulator can take a snapshot of the whole state relative to that instant;
+// when a snapshot repeats, the iterations in between form a period, and whole periods are skipped
+// by shifting time and counters. Because the engine is deterministic and the snapshot covers
+// everything that decides the future (resources, live tasks, pending events, flows, loader and
 // attribution state), the result is exactly that of simulating every iteration; tests compare
 // the two.
 #pragma once

@@ -1,6 +1,10 @@
 // From a sweep point to a predicted epoch: build the step plans, simulate, explain.
 #include "sim/predict/predict.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -309,8 +313,13 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     input.validation.last = validation_step(input.validation.last_batch);
   }
   // The plans hold what they need of the collectives chosen: with every rank of a large
-  // cluster, the choices' transfer plans are as large as a plan.
+  // cluster, the choices' transfer plans are as large as a plan. Their memory goes back to the
+  // system before the simulation's peak (glibc keeps what threads freed, in their own arenas,
+  // for them alone: the candidates built meanwhile, see choose_collective).
   cache.clear();
+#ifdef __GLIBC__
+  if (!symmetric && nodes > 1) malloc_trim(0);
+#endif
   input.loaders = ddp ? static_cast<int>(multi_context.ranks().size()) : 1;
   input.topology = &topology;
   input.profile = &scenario.profile;

@@ -76,29 +76,31 @@ std::int32_t IterationPlan::add(const PlanOp& op, std::string_view name) {
     found = name_ids_.emplace(std::string(name), static_cast<std::uint32_t>(names_.size())).first;
     names_.emplace_back(name);
   }
-  PlanEntry entry;
-  entry.work_ns = op.work_ns;
-  entry.collective_bytes = op.collective_bytes;
-  entry.name = found->second;
-  entry.first_dep = static_cast<std::uint32_t>(deps_.size());
-  entry.dep_count = static_cast<std::uint32_t>(op.deps.size());
+  StoredOp stored;
+  stored.work_ns = op.work_ns;
+  stored.name = found->second;
+  stored.first_dep = static_cast<std::uint32_t>(deps_.size());
+  stored.dep_count = static_cast<std::uint32_t>(op.deps.size());
   deps_.insert(deps_.end(), op.deps.begin(), op.deps.end());
-  entry.lane = op.lane;
-  entry.after_lane = op.after_lane;
-  entry.consumes_loader = op.consumes_loader;
-  entry.launches_on_gpu = op.launches_on_gpu;
-  entry.src_gpu = op.src_gpu;
-  entry.dst_gpu = op.dst_gpu;
-  entry.steps = op.steps;
-  entry.compute_speed = op.compute_speed;
-  entry.category = op.category;
-  entry.marker = op.marker;
-  entry.fabric = op.fabric;
-  entry.mirror = op.mirror;
-  entry.in_network = op.in_network;
-  entry.step_protocol = op.step_protocol;
-  tail(block).stored_count++;
-  entries_.push_back(entry);
+  stored.lane_index = op.lane.index;
+  stored.lane_kind = op.lane.kind;
+  stored.src_gpu = op.src_gpu;
+  stored.dst_gpu = op.dst_gpu;
+  stored.steps = op.steps;
+  stored.category = op.category;
+  stored.marker = op.marker;
+  stored.fabric = op.fabric;
+  stored.mirror = op.mirror;
+  stored.in_network = op.in_network;
+  stored.step_protocol = op.step_protocol;
+  const RareFields rare{op.collective_bytes, op.after_lane, op.consumes_loader, op.launches_on_gpu,
+                        op.compute_speed};
+  if (!(rare == RareFields{})) {
+    stored.rare = static_cast<std::uint32_t>(rare_.size());
+    rare_.push_back(rare);
+  }
+  tail(block).stored_count++;  // before the op joins entries_: a new segment starts at it
+  entries_.push_back(stored);
   return size_++;
 }
 
@@ -116,7 +118,12 @@ void IterationPlan::set_consumes_loader(std::int32_t op, int loader) {
   require(s.replicas == -1 || s.replicas == kOpenBlock, "setting the loader of a repeated op");
   require(s.replicas == -1 || loader == open_first_.loader,
           "a replicated op taking another rank's batch");
-  entries_[s.stored_first + static_cast<std::uint32_t>(op - s.first)].consumes_loader = loader;
+  StoredOp& stored = entries_[s.stored_first + static_cast<std::uint32_t>(op - s.first)];
+  if (stored.rare == kNoRare) {
+    stored.rare = static_cast<std::uint32_t>(rare_.size());
+    rare_.emplace_back();
+  }
+  rare_[stored.rare].consumes_loader = loader;
 }
 
 void IterationPlan::begin_replicas(Replica first) {
@@ -179,6 +186,32 @@ std::size_t IterationPlan::stored_index(std::size_t index) const {
          static_cast<std::uint32_t>(i - s.first) % std::max<std::uint32_t>(1, s.stored_count);
 }
 
+PlanEntry IterationPlan::entry(const StoredOp& stored) const {
+  PlanEntry out;
+  out.work_ns = stored.work_ns;
+  out.name = stored.name;
+  out.dep_count = stored.dep_count;
+  out.lane = Lane{stored.lane_kind, stored.lane_index};
+  out.src_gpu = stored.src_gpu;
+  out.dst_gpu = stored.dst_gpu;
+  out.steps = stored.steps;
+  out.category = stored.category;
+  out.marker = stored.marker;
+  out.fabric = stored.fabric;
+  out.mirror = stored.mirror;
+  out.in_network = stored.in_network;
+  out.step_protocol = stored.step_protocol;
+  if (stored.rare != kNoRare) {
+    const RareFields& rare = rare_[stored.rare];
+    out.collective_bytes = rare.collective_bytes;
+    out.after_lane = rare.after_lane;
+    out.consumes_loader = rare.consumes_loader;
+    out.launches_on_gpu = rare.launches_on_gpu;
+    out.compute_speed = rare.compute_speed;
+  }
+  return out;
+}
+
 PlanEntry IterationPlan::replicated(const PlanEntry& entry, const Replica& replica) const {
   PlanEntry out = entry;
   out.lane = moved(entry.lane, replica);
@@ -193,9 +226,8 @@ PlanEntry IterationPlan::op(std::size_t index) const {
   const auto i = static_cast<std::int32_t>(index);
   const Segment& s = segment_of(i);
   const auto offset = static_cast<std::uint32_t>(i - s.first);
-  if (s.replicas < 0) return entries_[s.stored_first + offset];
-  const PlanEntry& entry = entries_[s.stored_first + offset % s.stored_count];
-  return replicated(entry,
+  if (s.replicas < 0) return entry(entries_[s.stored_first + offset]);
+  return replicated(entry(entries_[s.stored_first + offset % s.stored_count]),
                     replica_sets_[static_cast<std::size_t>(s.replicas)][offset / s.stored_count]);
 }
 
@@ -205,15 +237,15 @@ void IterationPlan::deps(std::size_t index, std::vector<std::int32_t>& out) cons
   const auto i = static_cast<std::int32_t>(index);
   const Segment& s = segment_of(i);
   const auto offset = static_cast<std::uint32_t>(i - s.first);
-  const PlanEntry& entry =
+  const StoredOp& stored =
       entries_[s.stored_first + (s.replicas < 0 ? offset : offset % s.stored_count)];
-  const std::int32_t* first = deps_.data() + entry.first_dep;
+  const std::int32_t* first = deps_.data() + stored.first_dep;
   if (s.replicas < 0) {
-    out.assign(first, first + entry.dep_count);
+    out.assign(first, first + stored.dep_count);
     return;
   }
   const std::uint32_t replica = offset / s.stored_count;
-  for (std::uint32_t k = 0; k < entry.dep_count; ++k) {
+  for (std::uint32_t k = 0; k < stored.dep_count; ++k) {
     const std::int32_t d = first[k];
     if (d < 0) {
       out.push_back(per_replica_[static_cast<std::size_t>(-d - 1)][replica]);

@@ -76,14 +76,12 @@ struct PlanOp {
   float compute_speed = 1.0f;
 };
 
-// An op as the plan keeps it, PlanOp's fields but its name and dependencies, which the plan
-// holds (IterationPlan::name, deps): with every rank of a large cluster a plan has tens of
-// millions of ops, and a string and a vector apiece were most of its memory.
+// An op as the plan gives it (IterationPlan::op): PlanOp's fields but its name, which the plan
+// holds (IterationPlan::name), and its dependencies (IterationPlan::deps).
 struct PlanEntry {
   std::int64_t work_ns = 0;
   std::int64_t collective_bytes = 0;
-  std::uint32_t name = 0;       // IterationPlan::name
-  std::uint32_t first_dep = 0;  // IterationPlan::deps
+  std::uint32_t name = 0;  // IterationPlan::name
   std::uint32_t dep_count = 0;
   Lane lane;
   std::optional<Lane> after_lane;
@@ -168,9 +166,41 @@ class IterationPlan {
   static constexpr std::int32_t kOpenBlock = -2;
   const Segment& segment_of(std::int32_t index) const;
   Segment& tail(bool block);
+  // An op as stored: what every op has, and the flows' fields (most stored ops, with every rank
+  // of a large cluster, are flows); the rest, which few ops have, in `rare_`. With tens of
+  // millions of flows a plan's memory is mostly these.
+  struct StoredOp {
+    std::int64_t work_ns = 0;
+    std::uint32_t name = 0;
+    std::uint32_t first_dep = 0;  // in deps_
+    std::uint32_t dep_count = 0;
+    std::uint32_t rare = kNoRare;  // in rare_
+    int lane_index = 0;
+    int src_gpu = -1;
+    int dst_gpu = -1;
+    int steps = 1;
+    LaneKind lane_kind = LaneKind::cpu;
+    Category category = Category::host;
+    Marker marker = Marker::none;
+    FabricWay fabric = FabricWay::none;
+    bool mirror = false;
+    bool in_network = false;
+    std::int8_t step_protocol = -1;
+  };
+  struct RareFields {
+    std::int64_t collective_bytes = 0;
+    std::optional<Lane> after_lane;
+    int consumes_loader = -1;
+    int launches_on_gpu = -1;
+    float compute_speed = 1.0f;
+    friend bool operator==(const RareFields&, const RareFields&) = default;
+  };
+  static constexpr std::uint32_t kNoRare = 0xffffffffu;
+  PlanEntry entry(const StoredOp& stored) const;
   PlanEntry replicated(const PlanEntry& entry, const Replica& replica) const;
 
-  std::vector<PlanEntry> entries_;
+  std::vector<StoredOp> entries_;
+  std::vector<RareFields> rare_;
   std::vector<Segment> segments_;
   std::vector<std::vector<Replica>> replica_sets_;
   std::vector<std::vector<std::int32_t>> per_replica_;  // per_replica's lists

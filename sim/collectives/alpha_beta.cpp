@@ -187,7 +187,9 @@ std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& reque
   // and channels (enqueue.cc), which the plan does not model.
   const Bytes across_tree_chunk =
       tree_chunk(request.bytes, 2 * local, request.total_nodes * local, request.total_nodes);
-  auto plan = [&](InsideNodes inside, AcrossNodes across) {
+  // Built on threads of their own (build_candidates): what it reads it names, and no Topology.
+  auto plan = [&rings, &request, &across_tree_chunk, &chunk, pieces](InsideNodes inside,
+                                                                     AcrossNodes across) {
     Hierarchy h = rings;
     h.inside = inside;
     const bool nccl_tree = across == AcrossNodes::tree && inside == InsideNodes::rings;
@@ -225,8 +227,9 @@ std::vector<TransferPlan> all_reduce_across_nodes(const CollectiveRequest& reque
     stages.emplace_back(InsideNodes::rings, AcrossNodes::ring);
     stages.emplace_back(InsideNodes::rings, AcrossNodes::tree);
   }
-  return build_candidates(stages.size(), static_cast<int>(flatten(request.nodes).size()),
-                          [&](std::size_t i) { return plan(stages[i].first, stages[i].second); });
+  return build_candidates(
+      stages.size(), static_cast<int>(flatten(request.nodes).size()),
+      [&plan, &stages](std::size_t i) { return plan(stages[i].first, stages[i].second); });
 }
 
 // Another collective across nodes: NCCL runs reduce-scatter, all-gather, broadcast and reduce on

@@ -152,32 +152,30 @@ PlanIndex index_plan(const IterationPlan& plan) {
   // By lane kind and number: whether the lane's latest op so far waits for a CPU thread.
   std::array<std::vector<char>, static_cast<std::size_t>(LaneKind::delay) + 1> lane_led;
   std::vector<char> led(plan.size(), 0);
-  std::vector<std::int32_t> deps;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    const PlanEntry op = plan.op(i);
-    index.edges += op.dep_count + 2;
-    if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
-      index.boundary_op = static_cast<std::int32_t>(i);
-    }
-    const auto lane = static_cast<std::size_t>(op.lane.index);
-    std::vector<char>& kind_led = lane_led[static_cast<std::size_t>(op.lane.kind)];
-    if (kind_led.size() <= lane) kind_led.resize(lane + 1, 0);
-    if (op.lane.kind == LaneKind::cpu) {
-      if (last_on_thread.size() <= lane) last_on_thread.resize(lane + 1, -1);
-      last_on_thread[lane] = static_cast<std::int64_t>(i);
-      led[i] = 1;
-    } else {
-      // A lane that runs in order waits for its op before; network and delay ops do not.
-      const bool ordered_lane =
-          op.lane.kind != LaneKind::network && op.lane.kind != LaneKind::delay;
-      led[i] = ordered_lane && kind_led[lane] != 0;
-      plan.deps(i, deps);
-      for (std::int32_t d : deps)
-        led[i] = led[i] || led[static_cast<std::size_t>(d)] != 0;
-    }
-    kind_led[lane] = led[i];
-    index.led_by_cpu = index.led_by_cpu && led[i] != 0;
-  }
+  plan.for_each_op(
+      [&](std::size_t i, std::size_t, const PlanEntry& op, std::span<const std::int32_t> deps) {
+        index.edges += op.dep_count + 2;
+        if (index.boundary_op < 0 && op.lane == Lane{LaneKind::cpu, 0}) {
+          index.boundary_op = static_cast<std::int32_t>(i);
+        }
+        const auto lane = static_cast<std::size_t>(op.lane.index);
+        std::vector<char>& kind_led = lane_led[static_cast<std::size_t>(op.lane.kind)];
+        if (kind_led.size() <= lane) kind_led.resize(lane + 1, 0);
+        if (op.lane.kind == LaneKind::cpu) {
+          if (last_on_thread.size() <= lane) last_on_thread.resize(lane + 1, -1);
+          last_on_thread[lane] = static_cast<std::int64_t>(i);
+          led[i] = 1;
+        } else {
+          // A lane that runs in order waits for its op before; network and delay ops do not.
+          const bool ordered_lane =
+              op.lane.kind != LaneKind::network && op.lane.kind != LaneKind::delay;
+          led[i] = ordered_lane && kind_led[lane] != 0;
+          for (std::int32_t d : deps)
+            led[i] = led[i] || led[static_cast<std::size_t>(d)] != 0;
+        }
+        kind_led[lane] = led[i];
+        index.led_by_cpu = index.led_by_cpu && led[i] != 0;
+      });
   if (index.boundary_op < 0) throw std::logic_error("an iteration plan without a main-thread op");
   for (std::size_t thread = 0; thread < last_on_thread.size(); ++thread) {
     if (last_on_thread[thread] < 0) continue;
@@ -304,7 +302,6 @@ struct EpochSimulator::Impl {
   bool has_delay = false;
   LaneMap<TaskHandle> lane_last;
   std::vector<TaskHandle> instance_handles, instance_deps;  // scratch of instantiate()
-  std::vector<std::int32_t> plan_deps;                      // scratch of instantiate()
   // Per GPU (by its compute lane): kernels launched, oldest first.
   LaneMap<std::deque<TaskHandle>> launch_queue;
   std::map<std::pair<int, std::int64_t>, TaskHandle> loader_tasks;  // (loader, batch)
@@ -325,6 +322,7 @@ struct EpochSimulator::Impl {
 
   std::int64_t boundary = -1;
   std::int64_t instantiated = -1;  // the last iteration added to the engine
+  std::int64_t thread_ended = -1;  // the last iteration a CPU thread has finished its part of
   std::map<std::pair<const PlanIndex*, const PlanIndex*>, bool> deferral;  // see defers()
   // Period detection after Brent: one remembered boundary, moved to the current one after 1,
   // 2, 4, ... further boundaries, so a period of any length is found once the checkpoint lies
@@ -521,10 +519,13 @@ struct EpochSimulator::Impl {
     }
   }
 
-  // Iteration g+1 is added to the engine when the first CPU thread finishes its part of
-  // iteration g, if it defers (below), else at g's boundary; from there on it is simulated as if
-  // it had been there all along. With every rank of a large cluster an instance is tens of
-  // millions of tasks: added at the boundary, two iterations' tasks would be held at once.
+  // Iteration g+1 is added to the engine at g's boundary or, if it defers (below), once the
+  // first CPU thread has finished its part of g, if that is later; from there on it is
+  // simulated as if it had been there all along. With every rank of a large cluster an
+  // instance is tens of millions of tasks: added at the boundary, two iterations' tasks would
+  // be held at once. Never before the boundary: a rank whose thread ran ahead of rank 0's (a
+  // validation pass, which no collective holds together) starts g+1 no sooner than rank 0
+  // starts g, as ever.
   void instantiate_after(std::int64_t g) {
     if (instantiated != g || g + 1 >= total_iterations) return;
     instantiate(g + 1);
@@ -559,10 +560,9 @@ struct EpochSimulator::Impl {
     const bool routed = !idx.routes.empty();
     if (!routed) idx.routes.assign(p.stored_size(), 0);
     engine.reserve(p.size(), idx.edges);
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      const PlanEntry op = p.op(j);
+    p.for_each_op([&](std::size_t j, std::size_t stored, const PlanEntry& op,
+                      std::span<const std::int32_t> plan_deps) {
       deps.clear();
-      p.deps(j, plan_deps);
       for (std::int32_t d : plan_deps)
         deps.push_back(handles[static_cast<std::size_t>(d)]);
       if (op.after_lane) {
@@ -587,7 +587,6 @@ struct EpochSimulator::Impl {
       std::int64_t work = op.work_ns;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
-        const std::size_t stored = p.stored_index(j);
         if (!routed) {
           idx.routes[stored] =
               op.fabric != FabricWay::none
@@ -622,7 +621,7 @@ struct EpochSimulator::Impl {
       }
       if (ordered(op.lane.kind)) lane_last[op.lane] = h;
       handles[j] = h;
-    }
+    });
     // The validation loaders start when the training loop is done.
     if (g == input.train.iterations - 1 && input.validation.iterations > 0 &&
         input.loader.workers > 0) {
@@ -684,7 +683,10 @@ struct EpochSimulator::Impl {
     std::int64_t g = tags.iteration(t.tag);
     // First, as the engine would have released the next iteration's first op of this thread
     // had it been added already (before the thread's core is given up, below).
-    if ((t.note & kThreadEndNote) != 0 && defers(g)) instantiate_after(g);
+    if ((t.note & kThreadEndNote) != 0 && defers(g) && thread_ended < g) {
+      thread_ended = g;
+      if (boundary >= g) instantiate_after(g);
+    }
     cpu_finished(t.resource);
     std::uint64_t op_index = tags.op(t.tag);
     const ResourceInfo& info = resources[t.resource];
@@ -725,7 +727,7 @@ struct EpochSimulator::Impl {
     if (static_cast<std::int32_t>(op_index) == idx.boundary_op) {
       boundary = g;
       ++stats.simulated_iterations;
-      if (!defers(g)) instantiate_after(g);
+      if (!defers(g) || thread_ended >= g) instantiate_after(g);
       engine.request_stop();
     }
   }
@@ -792,6 +794,9 @@ struct EpochSimulator::Impl {
     s.push_back(static_cast<std::int64_t>(cycle_position(boundary)));
     s.push_back(static_cast<std::int64_t>(speed_step(boundary)));
     s.push_back(instantiated - boundary);
+    // Whether a thread has finished the boundary's iteration matters only until the next is
+    // added; before the boundary, only that it has not.
+    s.push_back(thread_ended >= boundary ? thread_ended - boundary : -1);
     lane_last.for_each([&](const Lane&, TaskHandle h) { s.push_back(handle(h)); });
     // A dispatch waits for the kernel launched `depth` launches before it, so only unfinished
     // kernels matter, by how recent they are: finished ones, or a queue not yet full, impose
@@ -918,6 +923,7 @@ struct EpochSimulator::Impl {
     }
     boundary += iterations;
     instantiated += iterations;
+    thread_ended += iterations;
   }
 
   void at_boundary() {

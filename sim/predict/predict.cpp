@@ -6,8 +6,11 @@
 #endif
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -292,6 +295,27 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     return single_device_validation_step(context, batch);
   };
   const int cycle = ddp ? training.gradient_accumulation : 1;
+  // The epoch's last micro-batch always completes its step (and zeroes the gradients where it
+  // is also the first of its cycle).
+  const int last_micro = ddp ? static_cast<int>((input.train.iterations - 1) % cycle) : 0;
+  auto last_step = [&] {
+    if (ddp && last_micro == 0 && cycle > 1)
+      return ddp_training_step(multi_context, input.train.last_batch, true, true);
+    return train_step(input.train.last_batch, ddp ? cycle - 1 : 0);
+  };
+  // With every rank of a large cluster, building a plan takes seconds: the last one is built
+  // on a thread of its own meanwhile (the same plan; the collectives it shares with the others
+  // are chosen once, under the cache's lock). Where no thread can be had, after the others.
+  constexpr std::size_t kRanksWorthAThread = 1024;
+  std::mutex cache_mutex;
+  std::future<IterationPlan> last_plan;
+  if (ddp && !symmetric && multi_context.ranks().size() >= kRanksWorthAThread) {
+    multi_context.cache_mutex = &cache_mutex;
+    try {
+      last_plan = std::async(std::launch::async, last_step);
+    } catch (const std::system_error&) {
+    }
+  }
   // Micro-batches between the first and the last of a cycle have one plan: at most three are
   // built, whatever the cycle's length.
   for (int micro = 0; micro < cycle; ++micro) {
@@ -301,12 +325,7 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     }
     input.train.cycle.push_back(between ? 1 : input.train.plans.size() - 1);
   }
-  // The epoch's last micro-batch always completes its step.
-  int last_micro = ddp ? static_cast<int>((input.train.iterations - 1) % cycle) : 0;
-  input.train.last = train_step(input.train.last_batch, ddp ? cycle - 1 : 0);
-  if (ddp && last_micro == 0 && cycle > 1) {
-    input.train.last = ddp_training_step(multi_context, input.train.last_batch, true, true);
-  }
+  input.train.last = last_plan.valid() ? last_plan.get() : last_step();
   if (input.validation.iterations > 0) {
     input.validation.plans = {validation_step(input.validation.full_batch)};
     input.validation.cycle = {0};

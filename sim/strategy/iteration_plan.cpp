@@ -61,6 +61,8 @@ std::int32_t IterationPlan::add(const PlanOp& op, std::string_view name) {
       // Only the first replica's ops have a copy in every replica to depend on.
       require(s.replicas != -1 && static_cast<std::uint32_t>(d - s.first) < s.stored_count,
               "a replicated op depending on an op outside the first replica's blocks");
+      // ...and the same replicas must repeat both blocks (checked as this one closes).
+      if (s.replicas >= 0) open_sources_.push_back(s.replicas);
     }
   } else {
     for (std::int32_t d : op.deps)
@@ -132,6 +134,7 @@ void IterationPlan::begin_replicas(Replica first) {
   open_first_ = first;
   open_kernels_ = 0;
   open_lists_ = per_replica_.size();
+  open_sources_.clear();
 }
 
 void IterationPlan::end_replicas(std::vector<Replica> replicas) {
@@ -142,6 +145,14 @@ void IterationPlan::end_replicas(std::vector<Replica> replicas) {
           "a block's replicas that do not start with its first");
   for (std::size_t l = open_lists_; l < per_replica_.size(); ++l)
     require(per_replica_[l].size() == replicas.size(), "a per_replica list of another length");
+  for (std::int32_t source : open_sources_) {
+    require(replica_sets_[static_cast<std::size_t>(source)] == replicas,
+            "a block depending on a block of other replicas");
+  }
+  for (const Replica& r : replicas) {
+    require(r.cpu >= 0 && r.gpu >= 0 && (r.loader >= 0) == (open_first_.loader >= 0),
+            "a replica without a CPU thread or GPU, or taking batches where the first does not");
+  }
   Segment& s = segments_.back();
   const std::int64_t total =
       std::int64_t{s.stored_count} * static_cast<std::int64_t>(replicas.size());
@@ -242,6 +253,9 @@ void IterationPlan::deps(std::size_t index, std::vector<std::int32_t>& out) cons
   const std::int32_t* first = deps_.data() + stored.first_dep;
   if (s.replicas < 0) {
     out.assign(first, first + stored.dep_count);
+    require(s.replicas != kOpenBlock ||
+                std::none_of(out.begin(), out.end(), [](std::int32_t d) { return d < 0; }),
+            "a block left open");
     return;
   }
   const std::uint32_t replica = offset / s.stored_count;
@@ -252,6 +266,48 @@ void IterationPlan::deps(std::size_t index, std::vector<std::int32_t>& out) cons
     } else {
       // An op of the first replica's blocks: this replica's copy of it.
       out.push_back(d + static_cast<std::int32_t>(replica * segment_of(d).stored_count));
+    }
+  }
+}
+
+void IterationPlan::for_each_op(const OpVisitor& visit) const {
+  std::size_t index = 0;
+  std::vector<PlanEntry> first;            // a block's ops, as its first replica has them
+  std::vector<std::uint32_t> dep_strides;  // per dependency of theirs, what a replica adds
+  std::vector<std::int32_t> deps;          // one op's, for the visitor
+  for (const Segment& s : segments_) {
+    require(s.replicas != kOpenBlock, "a block left open");
+    if (s.replicas < 0) {
+      for (std::uint32_t k = 0; k < s.stored_count; ++k) {
+        const StoredOp& stored = entries_[s.stored_first + k];
+        visit(index++, s.stored_first + k, entry(stored),
+              {deps_.data() + stored.first_dep, stored.dep_count});
+      }
+      continue;
+    }
+    first.clear();
+    dep_strides.clear();
+    for (std::uint32_t k = 0; k < s.stored_count; ++k) {
+      const StoredOp& stored = entries_[s.stored_first + k];
+      first.push_back(entry(stored));
+      for (std::uint32_t m = 0; m < stored.dep_count; ++m) {
+        const std::int32_t d = deps_[stored.first_dep + m];
+        dep_strides.push_back(d < 0 ? 0 : segment_of(d).stored_count);
+      }
+    }
+    const std::vector<Replica>& replicas = replica_sets_[static_cast<std::size_t>(s.replicas)];
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      std::size_t stride = 0;
+      for (std::uint32_t k = 0; k < s.stored_count; ++k) {
+        const StoredOp& stored = entries_[s.stored_first + k];
+        deps.clear();
+        for (std::uint32_t m = 0; m < stored.dep_count; ++m, ++stride) {
+          const std::int32_t d = deps_[stored.first_dep + m];
+          deps.push_back(d < 0 ? per_replica_[static_cast<std::size_t>(-d - 1)][r]
+                               : d + static_cast<std::int32_t>(r * dep_strides[stride]));
+        }
+        visit(index++, s.stored_first + k, replicated(first[k], replicas[r]), deps);
+      }
     }
   }
 }

@@ -105,6 +105,7 @@ struct Replica {
   int cpu = 0;
   int gpu = 0;
   int loader = -1;  // -1: its ops take no batch
+  friend bool operator==(const Replica&, const Replica&) = default;
 };
 
 // The ops of one iteration, indexed from 0 in the order they were added.
@@ -147,6 +148,12 @@ class IterationPlan {
   // Its dependencies, as indices of this plan, into `out` (cleared first).
   void deps(std::size_t index, std::vector<std::int32_t>& out) const;
   std::vector<std::int32_t> deps(std::size_t index) const;
+  // Visits every op in order, as op(), deps() and stored_index() give it: what a driver that
+  // walks a whole plan uses (with every rank of a large cluster, tens of millions of ops, and
+  // finding each one's block was much of the walk).
+  using OpVisitor = std::function<void(std::size_t index, std::size_t stored, const PlanEntry& op,
+                                       std::span<const std::int32_t> deps)>;
+  void for_each_op(const OpVisitor& visit) const;
   std::string_view name(const PlanEntry& op) const { return names_[op.name]; }
   // Ops as stored, one per block op however many replicas it has: stored_index(i) numbers them,
   // the same for every copy of a block op and distinct for every other op (for per-op caches
@@ -205,9 +212,10 @@ class IterationPlan {
   std::vector<std::vector<Replica>> replica_sets_;
   std::vector<std::vector<std::int32_t>> per_replica_;  // per_replica's lists
   std::int32_t size_ = 0;
-  Replica open_first_;             // the open block's first replica
-  std::int64_t open_kernels_ = 0;  // kernels its ops launch
-  std::size_t open_lists_ = 0;     // per_replica lists from before it opened
+  Replica open_first_;                      // the open block's first replica
+  std::int64_t open_kernels_ = 0;           // kernels its ops launch
+  std::size_t open_lists_ = 0;              // per_replica lists from before it opened
+  std::vector<std::int32_t> open_sources_;  // replica sets of the blocks its ops depend on
 
   // Names are looked up by string_view, without making a string.
   struct NameHash {

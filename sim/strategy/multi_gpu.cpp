@@ -18,6 +18,8 @@ std::vector<int> MultiGpuContext::ranks() const {
 }
 
 const CollectiveChoice& MultiGpuContext::collective(Collective kind, Bytes bytes, int root) const {
+  std::unique_lock<std::mutex> lock;
+  if (cache_mutex != nullptr) lock = std::unique_lock<std::mutex>(*cache_mutex);
   auto key = std::make_tuple(static_cast<int>(kind), bytes.value(), root);
   auto found = cache->find(key);
   if (found != cache->end()) return found->second;
@@ -198,7 +200,7 @@ std::int32_t peer_copy(IterationPlan& plan, const std::string& name, int src, in
   op.src_gpu = src;
   op.dst_gpu = dst;
   op.deps = std::move(deps);
-  return plan.add(std::move(op));
+  return plan.add(op);
 }
 
 // The forward half of a DataParallel step, shared by training and evaluation: scatter the

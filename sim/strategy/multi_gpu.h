@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct MultiGpuContext {
   bool symmetric = false;
   // Chosen collectives, by (collective, bytes, root): a step asks for the same ones often.
   std::map<std::tuple<int, std::int64_t, int>, CollectiveChoice>* cache = nullptr;
+  // Held while the cache is read or filled, where several plans are built at once (choosing a
+  // collective also fills the Topology's caches of paths, which are not shared safely).
+  std::mutex* cache_mutex = nullptr;
 
   std::vector<int> ranks() const;
   const CollectiveChoice& collective(Collective kind, Bytes bytes, int root = 0) const;

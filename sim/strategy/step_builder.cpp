@@ -302,7 +302,7 @@ std::int32_t StepBuilder::host(std::string_view name, Category category, Seconds
   op.deps = std::move(deps);
   op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
   pending_.clear();
-  last_cpu_op_ = plan_.add(std::move(op), name);
+  last_cpu_op_ = plan_.add(op, name);
   return last_cpu_op_;
 }
 
@@ -318,7 +318,7 @@ std::int32_t StepBuilder::kernel(std::string_view name, Category category, Secon
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
-  std::int32_t issued = plan_.add(std::move(dispatch), launch_name_);
+  std::int32_t issued = plan_.add(dispatch, launch_name_);
   last_cpu_op_ = issued;
 
   PlanOp run;
@@ -332,7 +332,7 @@ std::int32_t StepBuilder::kernel(std::string_view name, Category category, Secon
     run.deps.push_back(pending_copy_);
     pending_copy_ = -1;
   }
-  last_gpu_op_ = plan_.add(std::move(run), name);
+  last_gpu_op_ = plan_.add(run, name);
   return last_gpu_op_;
 }
 
@@ -375,7 +375,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
-  std::int32_t issued = plan_.add(std::move(dispatch));
+  std::int32_t issued = plan_.add(dispatch);
   last_cpu_op_ = issued;
 
   PlanOp copy;
@@ -388,7 +388,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   // On the compute stream the copy waits for the kernels before it; on the prefetcher's side
   // stream it overlaps them.
   if (!prefetch) copy.after_lane = Lane{LaneKind::compute, gpu_};
-  std::int32_t copied = plan_.add(std::move(copy));
+  std::int32_t copied = plan_.add(copy);
   if (!pinned) {
     // A copy from pageable memory returns to Python only once the data has left it.
     host("wait for pageable copy", Category::h2d, Seconds(0), {copied});
@@ -422,7 +422,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
       run.lane = Lane{LaneKind::copy, gpu_};
       run.work_ns = gpu_time.ns();
       run.deps = {launch};
-      ready = plan_.add(std::move(run));
+      ready = plan_.add(run);
     }
   }
   if (prefetch) {
@@ -464,7 +464,7 @@ void StepBuilder::await_prefetched_batch() {
   wait.category = Category::h2d;
   wait.lane = Lane{LaneKind::compute, gpu_};
   wait.deps = {prefetched_};
-  plan_.add(std::move(wait));
+  plan_.add(wait);
   prefetched_ = -1;
 }
 

@@ -236,7 +236,7 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
     PlanOp op;
     op.lane = Lane{LaneKind::cpu, 0};
     op.work_ns = 1;
-    plan.add(std::move(op));
+    plan.add(op);
   }
   EpochInput input;
   input.train.plans = {plan};
@@ -283,5 +283,47 @@ TEST_CASE("an iteration with a GPU op that waits for no CPU op is added at the b
     // Led by the CPU thread, every iteration is step, kernel, sync.
     const std::int64_t expected = led_by_cpu ? 3 * (10 + 100 + 10) : 3 * 100 + 10;
     CHECK(simulator.run().epoch.ns() == expected);
+  }
+}
+
+TEST_CASE(
+    "a rank whose thread runs ahead starts the next iteration no sooner than rank 0 starts this "
+    "one") {
+  // Two ranks and no collective (a validation pass): rank 0's kernel takes 1000 ns, rank 1's
+  // 100. Rank 1 finishes each iteration long before rank 0; the next iteration is still added
+  // only at rank 0's boundary, so rank 1 stays at most one iteration ahead (its loader keeps
+  // 4 batches ahead, as it would have to) and rank 0's steps decide the epoch: 12 x 1020 ns.
+  IterationPlan plan;
+  plan.samples = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    PlanOp fetch;
+    fetch.lane = Lane{LaneKind::cpu, rank};
+    fetch.work_ns = 10;
+    fetch.consumes_loader = rank;
+    const std::int32_t fetched = plan.add(fetch, "fetch");
+    PlanOp kernel;
+    kernel.lane = Lane{LaneKind::compute, rank};
+    kernel.work_ns = rank == 0 ? 1000 : 100;
+    kernel.deps = {fetched};
+    const std::int32_t ran = plan.add(kernel, "kernel");
+    PlanOp sync = fetch;
+    sync.consumes_loader = -1;
+    sync.deps = {ran};
+    plan.add(sync, "sync");
+  }
+  EpochInput input;
+  input.train.plans = {plan};
+  input.train.cycle = {0};
+  input.train.last = plan;
+  input.train.iterations = 12;
+  input.train.full_batch = input.train.last_batch = 1;
+  input.loader.workers = 2;
+  input.loader.prefetch_factor = 2;
+  input.loaders = 2;
+  for (bool shortcut : {false, true}) {
+    EpochOptions options;
+    options.steady_state_shortcut = shortcut;
+    EpochSimulator simulator(input, options);
+    CHECK(simulator.run().epoch.ns() == 12 * (10 + 1000 + 10));
   }
 }

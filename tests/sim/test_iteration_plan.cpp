@@ -58,11 +58,11 @@ IterationPlan step(const std::vector<Rank>& ranks, bool repeat) {
     plan.set_consumes_loader(fetch, r.loader);
     PlanOp launch = cpu_op(r.gpu, 5);
     launch.launches_on_gpu = r.gpu;
-    std::int32_t launched = plan.add(std::move(launch), "launch");
+    std::int32_t launched = plan.add(launch, "launch");
     PlanOp copy = kernel_op(r.gpu, 7, {launched});
     copy.lane = Lane{LaneKind::copy, r.gpu};
     copy.after_lane = Lane{LaneKind::compute, r.gpu};
-    plan.add(std::move(copy), "copy");
+    plan.add(copy, "copy");
     std::int32_t kernel = plan.add(kernel_op(r.gpu, 100, {launched, fetch}), "kernel");
     plan.end_replicas(replicas);
     for (std::size_t i = 0; i < ranks.size(); ++i)
@@ -73,11 +73,11 @@ IterationPlan step(const std::vector<Rank>& ranks, bool repeat) {
       plan.set_consumes_loader(fetch, r.loader);
       PlanOp launch = cpu_op(r.gpu, 5);
       launch.launches_on_gpu = r.gpu;
-      std::int32_t launched = plan.add(std::move(launch), "launch");
+      std::int32_t launched = plan.add(launch, "launch");
       PlanOp copy = kernel_op(r.gpu, 7, {launched});
       copy.lane = Lane{LaneKind::copy, r.gpu};
       copy.after_lane = Lane{LaneKind::compute, r.gpu};
-      plan.add(std::move(copy), "copy");
+      plan.add(copy, "copy");
       kernels.push_back(plan.add(kernel_op(r.gpu, 100, {launched, fetch}), "kernel"));
     }
   }
@@ -123,6 +123,17 @@ TEST_CASE("a block repeated for every rank reads as the same ops added rank by r
   REQUIRE(repeated.size() == 3 * 4 + 3 + 3);
   for (std::size_t i = 0; i < by_rank.size(); ++i)
     check_same_op(by_rank, repeated, i);
+  // Walked in one pass, the same ops.
+  std::size_t visited = 0;
+  repeated.for_each_op([&](std::size_t i, std::size_t stored, const PlanEntry& op,
+                           std::span<const std::int32_t> deps) {
+    CHECK(i == visited++);
+    CHECK(stored == repeated.stored_index(i));
+    CHECK(op.lane == by_rank.op(i).lane);
+    CHECK(op.consumes_loader == by_rank.op(i).consumes_loader);
+    CHECK(std::vector<std::int32_t>(deps.begin(), deps.end()) == by_rank.deps(i));
+  });
+  CHECK(visited == by_rank.size());
   CHECK(repeated.kernels == by_rank.kernels);
   CHECK(repeated.kernels == 3 * 3);  // per rank a copy, a kernel and the copy back
   // Stored once per block: one rank's ops and the shared ones.
@@ -142,7 +153,7 @@ TEST_CASE("a repeated block refuses what another rank would not repeat") {
   CHECK_THROWS_AS(plan.add(cpu_op(0, 5, {shared}), "x"), std::logic_error);
   PlanOp launch = cpu_op(0, 5);
   launch.launches_on_gpu = 3;
-  CHECK_THROWS_AS(plan.add(std::move(launch), "x"), std::logic_error);
+  CHECK_THROWS_AS(plan.add(launch, "x"), std::logic_error);
   const std::int32_t fetch = plan.add(cpu_op(0, 5), "fetch");
   CHECK_THROWS_AS(plan.set_consumes_loader(fetch, 4), std::logic_error);
   plan.add(cpu_op(0, 5, {plan.per_replica({shared, shared})}), "wait");
@@ -155,4 +166,20 @@ TEST_CASE("a repeated block refuses what another rank would not repeat") {
   // Outside a block a per_replica list means nothing.
   CHECK_THROWS_AS(plan.per_replica({shared}), std::logic_error);
   CHECK_THROWS_AS(plan.replica_op(shared, 1), std::logic_error);
+}
+
+TEST_CASE("a block depends on another block only where the same replicas repeat both") {
+  IterationPlan plan;
+  plan.begin_replicas(Replica{0, 0, -1});
+  const std::int32_t first = plan.add(cpu_op(0, 5), "first");
+  plan.end_replicas({Replica{0, 0, -1}, Replica{1, 1, -1}});
+  plan.begin_replicas(Replica{0, 0, -1});
+  plan.add(cpu_op(0, 5, {first}), "second");
+  CHECK_THROWS_AS(plan.end_replicas({Replica{0, 0, -1}, Replica{2, 2, -1}}), std::logic_error);
+
+  IterationPlan loaders;
+  loaders.begin_replicas(Replica{0, 0, 0});
+  loaders.set_consumes_loader(loaders.add(cpu_op(0, 5), "fetch"), 0);
+  // Every replica takes a batch where the first does.
+  CHECK_THROWS_AS(loaders.end_replicas({Replica{0, 0, 0}, Replica{1, 1, -1}}), std::logic_error);
 }

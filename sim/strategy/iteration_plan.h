@@ -132,8 +132,10 @@ class IterationPlan {
   // (replicas[0] == first) with that replica's CPU thread, GPU and loader in place of first's:
   // replica r's copy of op i is replica_op(i, r), and comes after replica r-1's. Every op of
   // the block must be on first's CPU thread or one of its GPU's streams (no network or delay
-  // op), and depend only on ops of first's blocks (earlier ones included: replica r then
-  // depends on its own copies) or on per_replica() lists. Blocks do not nest.
+  // op), and depend only on ops of first's blocks (earlier ones included, repeated for the same
+  // replicas: replica r then depends on its own copies) or on per_replica() lists. Every
+  // replica has a loader where first has one. Blocks do not nest, and a plan is walked only
+  // once its block is closed.
   void begin_replicas(Replica first);
   void end_replicas(std::vector<Replica> replicas);
   std::int32_t replica_op(std::int32_t op, std::size_t replica) const;

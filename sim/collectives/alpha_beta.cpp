@@ -157,7 +157,6 @@ bool on_one_nvswitch(const Topology& topology, const std::vector<int>& node) {
 // same plans either way); small ones, or where no thread can be had, one after another.
 std::vector<TransferPlan> build_candidates(std::size_t count, int ranks,
                                            const std::function<TransferPlan(std::size_t)>& build) {
-  constexpr int kRanksWorthAThread = 1024;
   std::vector<TransferPlan> candidates(count);
   std::vector<std::future<TransferPlan>> others(count);
   if (ranks >= kRanksWorthAThread) {

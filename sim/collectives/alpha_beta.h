@@ -47,6 +47,10 @@ Seconds plan_time(const Topology& topology, const HardwareProfile& profile,
 Seconds collective_time(const Topology& topology, const HardwareProfile& profile,
                         const TransferPlan& plan);
 
+// From this many ranks, building a plan (a collective's candidates, an iteration's plans) takes
+// long enough to be worth a thread of its own: with every rank of a large cluster, seconds.
+inline constexpr int kRanksWorthAThread = 1024;
+
 // A collective to run on some GPUs: their GPUs per node (in a symmetric simulation, node 0's
 // only, with `total_nodes` saying how many there are).
 struct CollectiveRequest {

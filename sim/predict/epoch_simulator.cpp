@@ -132,7 +132,7 @@ struct PlanIndex {
   // Dependency edges an instance adds at most: the plan's own, and per op the lane's last op
   // and the loader's batch.
   std::size_t edges = 0;
-  // By stored op (IterationPlan::stored_index), each network op's route, found the first time
+  // By stored op (IterationPlan::for_each_op), each network op's route, found the first time
   // the plan is instantiated (in op order, as the routes are registered); every later instance
   // reads it here.
   std::vector<std::uint32_t> routes;

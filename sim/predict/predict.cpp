@@ -306,10 +306,10 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   // With every rank of a large cluster, building a plan takes seconds: the last one is built
   // on a thread of its own meanwhile (the same plan; the collectives it shares with the others
   // are chosen once, under the cache's lock). Where no thread can be had, after the others.
-  constexpr std::size_t kRanksWorthAThread = 1024;
   std::mutex cache_mutex;
   std::future<IterationPlan> last_plan;
-  if (ddp && !symmetric && multi_context.ranks().size() >= kRanksWorthAThread) {
+  if (ddp && !symmetric &&
+      multi_context.ranks().size() >= static_cast<std::size_t>(kRanksWorthAThread)) {
     multi_context.cache_mutex = &cache_mutex;
     try {
       last_plan = std::async(std::launch::async, last_step);

@@ -189,14 +189,6 @@ const IterationPlan::Segment& IterationPlan::segment_of(std::int32_t index) cons
   return *(after - 1);
 }
 
-std::size_t IterationPlan::stored_index(std::size_t index) const {
-  require(index < size(), "no such op");
-  const auto i = static_cast<std::int32_t>(index);
-  const Segment& s = segment_of(i);
-  return s.stored_first +
-         static_cast<std::uint32_t>(i - s.first) % std::max<std::uint32_t>(1, s.stored_count);
-}
-
 PlanEntry IterationPlan::entry(const StoredOp& stored) const {
   PlanEntry out;
   out.work_ns = stored.work_ns;
@@ -242,32 +234,30 @@ PlanEntry IterationPlan::op(std::size_t index) const {
                     replica_sets_[static_cast<std::size_t>(s.replicas)][offset / s.stored_count]);
 }
 
-void IterationPlan::deps(std::size_t index, std::vector<std::int32_t>& out) const {
+std::int32_t IterationPlan::replica_dep(std::int32_t d, std::size_t r, std::uint32_t stride) const {
+  if (d < 0) return per_replica_[static_cast<std::size_t>(-d - 1)][r];
+  return d + static_cast<std::int32_t>(r * stride);
+}
+
+std::vector<std::int32_t> IterationPlan::deps(std::size_t index) const {
   require(index < size(), "no such op");
-  out.clear();
   const auto i = static_cast<std::int32_t>(index);
   const Segment& s = segment_of(i);
   const auto offset = static_cast<std::uint32_t>(i - s.first);
   const StoredOp& stored =
       entries_[s.stored_first + (s.replicas < 0 ? offset : offset % s.stored_count)];
   const std::int32_t* first = deps_.data() + stored.first_dep;
+  std::vector<std::int32_t> out(first, first + stored.dep_count);
   if (s.replicas < 0) {
-    out.assign(first, first + stored.dep_count);
     require(s.replicas != kOpenBlock ||
                 std::none_of(out.begin(), out.end(), [](std::int32_t d) { return d < 0; }),
             "a block left open");
-    return;
+    return out;
   }
   const std::uint32_t replica = offset / s.stored_count;
-  for (std::uint32_t k = 0; k < stored.dep_count; ++k) {
-    const std::int32_t d = first[k];
-    if (d < 0) {
-      out.push_back(per_replica_[static_cast<std::size_t>(-d - 1)][replica]);
-    } else {
-      // An op of the first replica's blocks: this replica's copy of it.
-      out.push_back(d + static_cast<std::int32_t>(replica * segment_of(d).stored_count));
-    }
-  }
+  for (std::int32_t& d : out)
+    d = replica_dep(d, replica, d < 0 ? 0 : segment_of(d).stored_count);
+  return out;
 }
 
 void IterationPlan::for_each_op(const OpVisitor& visit) const {
@@ -302,20 +292,12 @@ void IterationPlan::for_each_op(const OpVisitor& visit) const {
         const StoredOp& stored = entries_[s.stored_first + k];
         deps.clear();
         for (std::uint32_t m = 0; m < stored.dep_count; ++m, ++stride) {
-          const std::int32_t d = deps_[stored.first_dep + m];
-          deps.push_back(d < 0 ? per_replica_[static_cast<std::size_t>(-d - 1)][r]
-                               : d + static_cast<std::int32_t>(r * dep_strides[stride]));
+          deps.push_back(replica_dep(deps_[stored.first_dep + m], r, dep_strides[stride]));
         }
         visit(index++, s.stored_first + k, replicated(first[k], replicas[r]), deps);
       }
     }
   }
-}
-
-std::vector<std::int32_t> IterationPlan::deps(std::size_t index) const {
-  std::vector<std::int32_t> out;
-  deps(index, out);
-  return out;
 }
 
 }  // namespace epochcast::sim

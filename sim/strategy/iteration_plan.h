@@ -147,21 +147,20 @@ class IterationPlan {
   std::size_t size() const { return static_cast<std::size_t>(size_); }
   // The op at `index` as it runs (a replica's copy with that replica's lanes).
   PlanEntry op(std::size_t index) const;
-  // Its dependencies, as indices of this plan, into `out` (cleared first).
-  void deps(std::size_t index, std::vector<std::int32_t>& out) const;
+  // Its dependencies, as indices of this plan.
   std::vector<std::int32_t> deps(std::size_t index) const;
-  // Visits every op in order, as op(), deps() and stored_index() give it: what a driver that
+  // Visits every op in order, as op() and deps() give it, with its stored op (below): what a
+  // driver that
   // walks a whole plan uses (with every rank of a large cluster, tens of millions of ops, and
   // finding each one's block was much of the walk).
   using OpVisitor = std::function<void(std::size_t index, std::size_t stored, const PlanEntry& op,
                                        std::span<const std::int32_t> deps)>;
   void for_each_op(const OpVisitor& visit) const;
   std::string_view name(const PlanEntry& op) const { return names_[op.name]; }
-  // Ops as stored, one per block op however many replicas it has: stored_index(i) numbers them,
-  // the same for every copy of a block op and distinct for every other op (for per-op caches
-  // of what only ops outside blocks have, such as the network's routes).
+  // Ops as stored, one per block op however many replicas it has, numbered below this (the same
+  // number for every copy of a block op, a distinct one for every other op): for per-op caches
+  // of what only ops outside blocks have, such as the network's routes.
   std::size_t stored_size() const { return entries_.size(); }
-  std::size_t stored_index(std::size_t index) const;
 
  private:
   // A run of ops: stored as they are (replicas < 0) or a block repeated for each of
@@ -207,6 +206,9 @@ class IterationPlan {
   static constexpr std::uint32_t kNoRare = 0xffffffffu;
   PlanEntry entry(const StoredOp& stored) const;
   PlanEntry replicated(const PlanEntry& entry, const Replica& replica) const;
+  // Dependency `d` of a block op, in replica r's copy: its per_replica list's entry, or the
+  // replica's copy of d, `stride` (the stored ops of d's block) further per replica.
+  std::int32_t replica_dep(std::int32_t d, std::size_t r, std::uint32_t stride) const;
 
   std::vector<StoredOp> entries_;
   std::vector<RareFields> rare_;

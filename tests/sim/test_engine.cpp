@@ -226,6 +226,21 @@ TEST_CASE("equal states give equal snapshots, and shifting reproduces the run ex
   CHECK(skipping.snapshots_equal());
 }
 
+namespace {
+
+// An epoch of `iterations` iterations, each one `plan` (the last included), a sample apiece.
+EpochInput every_iteration(const IterationPlan& plan, std::int64_t iterations) {
+  EpochInput input;
+  input.train.plans = {plan};
+  input.train.cycle = {0};
+  input.train.last = plan;
+  input.train.iterations = iterations;
+  input.train.full_batch = input.train.last_batch = 1;
+  return input;
+}
+
+}  // namespace
+
 TEST_CASE("an iteration plan of more than a million ops is simulated, not refused") {
   // Tags once held an op in 20 bits, so plans beyond ~1.04 M ops (every rank of a large
   // cluster) were refused; the field now widens with the plan.
@@ -238,12 +253,7 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
     op.work_ns = 1;
     plan.add(op);
   }
-  EpochInput input;
-  input.train.plans = {plan};
-  input.train.cycle = {0};
-  input.train.last = std::move(plan);
-  input.train.iterations = 2;
-  input.train.full_batch = input.train.last_batch = 1;
+  const EpochInput input = every_iteration(plan, 2);
   EpochOptions exact;
   exact.steady_state_shortcut = false;
   EpochSimulator simulator(input, exact);
@@ -270,12 +280,7 @@ TEST_CASE("an iteration with a GPU op that waits for no CPU op is added at the b
     PlanOp sync = step;
     sync.deps = {ran};
     plan.add(sync, "sync");
-    EpochInput input;
-    input.train.plans = {plan};
-    input.train.cycle = {0};
-    input.train.last = plan;
-    input.train.iterations = 3;
-    input.train.full_batch = input.train.last_batch = 1;
+    const EpochInput input = every_iteration(plan, 3);
     EpochOptions exact;
     exact.steady_state_shortcut = false;
     EpochSimulator simulator(input, exact);
@@ -311,12 +316,7 @@ TEST_CASE(
     sync.deps = {ran};
     plan.add(sync, "sync");
   }
-  EpochInput input;
-  input.train.plans = {plan};
-  input.train.cycle = {0};
-  input.train.last = plan;
-  input.train.iterations = 12;
-  input.train.full_batch = input.train.last_batch = 1;
+  EpochInput input = every_iteration(plan, 12);
   input.loader.workers = 2;
   input.loader.prefetch_factor = 2;
   input.loaders = 2;

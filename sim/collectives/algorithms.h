@@ -11,12 +11,36 @@
 
 namespace epochcast::sim {
 
-// Pipelining chunk of chain and tree algorithms (NCCL moves data in slices of this order).
+// Pipelining chunk of tree algorithms and of the stages across nodes (NCCL moves data in slices
+// of this order).
 inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
 // A chain cuts a channel's share into at most this many chunks (larger ones beyond 4 GiB a
 // channel), so that its plan stays small: the pipeline's fill then grows by its hops / 4096 of
 // the time, under 3% for 128 hops.
 inline constexpr std::int64_t kMaxChainChunks = 4096;
+
+// How a chain (ring broadcast and reduce) cuts each channel's share: chunks of `size`, at most
+// `most` of them (larger ones beyond). Each chunk crosses a hop whole before the next hop
+// starts it.
+struct ChainChunks {
+  Bytes size;
+  std::int64_t most = kMaxChainChunks;
+};
+// The unit NCCL's ring broadcast and reduce forward in, by protocol (src/device/broadcast.h,
+// reduce.h). Simple stores and forwards a whole step: its 4 MiB buffer (NCCL_BUFFSIZE) over
+// NCCL_STEPS = 8, one step a chunk (BROADCAST_CHUNKSTEPS = REDUCE_CHUNKSTEPS = 1). LL and LL128
+// forward each line as soon as its flag shows it arrived, so a chunk flows through the chain
+// in the block's passes over its lines: LL's 512 threads (NCCL_LL_MAX_NTHREADS) move 8 data
+// bytes each (a 16-byte line, prims_ll.h), 4 KiB a pass; LL128's 640 (NCCL_LL128_MAX_NTHREADS)
+// move 8 words of 128-byte lines holding 120 data bytes, 60 bytes each: 37.5 KiB
+// (minChunkSizeLL128). The plan cuts a channel's share in at most 4 such pieces (larger ones
+// beyond 16 and 150 KiB a channel), each hop of each piece a flow of every rank's plan: the
+// epoch of ResNet-50 on 1,024 H100s (0.2 MiB of buffers broadcast each step) comes out 0.17%
+// above 64 pieces' (2 pieces: 0.6%), and its every-rank plan has 4 flows a hop, not 7.
+ChainChunks chain_chunks(Protocol protocol);
+// The bytes of each chunk of a channel's `share`: chunks.size, or more to stay within
+// chunks.most.
+std::int64_t chain_step(std::int64_t share, ChainChunks chunks);
 
 // Ring algorithms (ring.cpp). Data is split across the channels. All-reduce is a reduce-scatter
 // then an all-gather: 2(n-1) steps each moving bytes/(channels x n) along every ring edge.
@@ -32,8 +56,10 @@ TransferPlan ring_all_gather(const std::vector<Ring>& channels, Bytes bytes);
 // slowest edge has made all its steps: the single steps' end, in 2n + 1 transfers instead of
 // k (n - 1) n. Across nodes with every node simulated.
 TransferPlan lockstep_ring(const Ring& ring, Bytes bytes, Collective collective);
-TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
-TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk);
+TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes,
+                            ChainChunks chunks);
+TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes,
+                         ChainChunks chunks);
 
 // Tree algorithms (tree.cpp): reduce up a binary tree and broadcast down it, pipelined in chunks.
 // The chunk of a tree all-reduce across `nodes` nodes of `ranks` ranks in all, whose `bytes`
@@ -107,7 +133,7 @@ TransferPlan hierarchical_collective(const Hierarchy& hierarchy, Collective coll
 // node 0) node 0's part stands for every node's, and the last chunk's hops through the other
 // nodes are added one after another, so the chain has NCCL's length.
 TransferPlan chain_across_nodes(const Hierarchy& hierarchy, Collective collective, int root,
-                                Bytes bytes, Bytes chunk);
+                                Bytes bytes, ChainChunks chunks);
 inline TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes bytes,
                                             AcrossNodes across, Bytes chunk, int pieces) {
   return hierarchical_collective(hierarchy, Collective::all_reduce, bytes, across, chunk, pieces);

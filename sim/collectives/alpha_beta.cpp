@@ -242,38 +242,47 @@ TransferPlan other_across_nodes(const CollectiveRequest& request, const Topology
                                    Bytes(kPipelineChunkBytes),
                                    hierarchy_pieces(request.bytes, request.nodes.front().size()));
   }
-  if (c == Collective::broadcast || c == Collective::reduce) {
-    const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
-                      request.total_nodes, request.symmetric};
-    // In a symmetric cluster node 0 stands for the root's node: the root's place in its node.
-    const std::vector<int>& node = request.nodes.front();
-    const int root =
-        request.symmetric
-            ? node[static_cast<std::size_t>(request.root % static_cast<int>(node.size()))]
-            : request.root;
-    return chain_across_nodes(h, c, root, request.bytes, Bytes(kPipelineChunkBytes));
-  }
   if (c == Collective::all_to_all) {
     return request.symmetric
                ? mirrored_all_to_all(request.nodes.front(), request.total_nodes, request.bytes)
                : direct_all_to_all(flatten(request.nodes), request.bytes);
   }
-  throw std::logic_error("across nodes: no scatter, gather or send/receive");
+  throw std::logic_error("across nodes: no scatter, gather or send/receive (chains: chain_plan)");
+}
+
+// Broadcast or reduce, as NCCL runs them: a pipelined chain along the rings from or to the root,
+// cut in `chunks` (chain_chunks: each protocol forwards its own unit). Inside one node on its
+// rings; across nodes one channel per rail (chain_across_nodes).
+TransferPlan chain_plan(const CollectiveRequest& request, const Topology& topology,
+                        ChainChunks chunks) {
+  const bool broadcast = request.collective == Collective::broadcast;
+  if (request.total_nodes == 1) {
+    const std::vector<Ring> rings = build_rings(topology, flatten(request.nodes));
+    return broadcast ? ring_broadcast(rings, request.root, request.bytes, chunks)
+                     : ring_reduce(rings, request.root, request.bytes, chunks);
+  }
+  const Hierarchy h{request.nodes, build_rings(topology, request.nodes.front()),
+                    request.total_nodes, request.symmetric};
+  // In a symmetric cluster node 0 stands for the root's node: the root's place in its node.
+  const std::vector<int>& node = request.nodes.front();
+  const int root =
+      request.symmetric
+          ? node[static_cast<std::size_t>(request.root % static_cast<int>(node.size()))]
+          : request.root;
+  return chain_across_nodes(h, request.collective, root, request.bytes, chunks);
 }
 
 // A collective inside one node. As in NCCL, trees only across nodes: inside a node NCCL's tree
-// is a chain, which a ring matches in latency and beats in bandwidth; broadcast and reduce run
-// on rings only, as a pipelined chain from or to the root.
+// is a chain, which a ring matches in latency and beats in bandwidth (broadcast and reduce:
+// chain_plan).
 TransferPlan in_one_node(const CollectiveRequest& request, const Topology& topology) {
-  const Bytes chunk(kPipelineChunkBytes);
   const std::vector<int> ranks = flatten(request.nodes);
   switch (request.collective) {
     case Collective::all_reduce:
       return ring_all_reduce(build_rings(topology, ranks), request.bytes);
     case Collective::broadcast:
-      return ring_broadcast(build_rings(topology, ranks), request.root, request.bytes, chunk);
     case Collective::reduce:
-      return ring_reduce(build_rings(topology, ranks), request.root, request.bytes, chunk);
+      throw std::logic_error("chains are built by chain_plan, one per protocol");
     case Collective::reduce_scatter:
       return ring_reduce_scatter(build_rings(topology, ranks), request.bytes);
     case Collective::all_gather:
@@ -317,24 +326,6 @@ bool simple_only(Algorithm algorithm) {
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile) {
   const std::vector<int> ranks = flatten(request.nodes);
-  std::vector<TransferPlan> candidates;
-  if (request.total_nodes == 1) {
-    candidates.push_back(in_one_node(request, topology));
-  } else if (request.collective == Collective::all_reduce) {
-    candidates = all_reduce_across_nodes(request, topology);
-  } else {
-    candidates.push_back(other_across_nodes(request, topology));
-  }
-  // NVLink SHARP where NCCL can run it: the tuner weighs it against the rings; NCCL_ALGO=NVLS
-  // takes it alone. Simple is its only protocol.
-  if ((request.algorithm == CollectiveAlgorithm::automatic ||
-       request.algorithm == CollectiveAlgorithm::nvls) &&
-      (!request.protocol || *request.protocol == Protocol::simple) &&
-      nvls_available(topology, request.architecture, ranks, request.total_nodes,
-                     request.collective)) {
-    if (request.algorithm == CollectiveAlgorithm::nvls) candidates.clear();
-    candidates.push_back(nvls_collective(request.collective, ranks, request.bytes));
-  }
   std::vector<Protocol> protocols;
   if (request.protocol) {
     protocols.push_back(*request.protocol);
@@ -345,9 +336,40 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
         protocols.push_back(protocol);
     }
   }
+  std::vector<TransferPlan> candidates;
+  // The protocol a candidate is cut for, timed under that one only (a chain per protocol).
+  std::vector<std::optional<Protocol>> cut_for;
+  if (request.collective == Collective::broadcast || request.collective == Collective::reduce) {
+    for (Protocol protocol : protocols) {
+      candidates.push_back(chain_plan(request, topology, chain_chunks(protocol)));
+      cut_for.emplace_back(protocol);
+    }
+  } else if (request.total_nodes == 1) {
+    candidates.push_back(in_one_node(request, topology));
+  } else if (request.collective == Collective::all_reduce) {
+    candidates = all_reduce_across_nodes(request, topology);
+  } else {
+    candidates.push_back(other_across_nodes(request, topology));
+  }
+  cut_for.resize(candidates.size());
+  // NVLink SHARP where NCCL can run it: the tuner weighs it against the rings; NCCL_ALGO=NVLS
+  // takes it alone. Simple is its only protocol.
+  if ((request.algorithm == CollectiveAlgorithm::automatic ||
+       request.algorithm == CollectiveAlgorithm::nvls) &&
+      (!request.protocol || *request.protocol == Protocol::simple) &&
+      nvls_available(topology, request.architecture, ranks, request.total_nodes,
+                     request.collective)) {
+    if (request.algorithm == CollectiveAlgorithm::nvls) {
+      candidates.clear();
+      cut_for.clear();
+    }
+    candidates.push_back(nvls_collective(request.collective, ranks, request.bytes));
+    cut_for.emplace_back();
+  }
   CollectiveChoice best;
   best.time = Seconds(std::numeric_limits<double>::infinity());
-  for (TransferPlan& plan : candidates) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    TransferPlan& plan = candidates[i];
     std::optional<Protocol> fastest;
     if (plan.algorithm == Algorithm::direct && !request.protocol) {
       plan.protocol = point_to_point_protocol(request, plan);
@@ -361,6 +383,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     const PlanRoutes routes = plan_routes(topology, profile, plan);
     for (Protocol protocol : protocols) {
       if (simple_only(plan.algorithm) && protocol != Protocol::simple) continue;
+      if (cut_for[i] && protocol != *cut_for[i]) continue;
       plan.protocol = protocol;
       Seconds t = collective_time(routes, profile, plan);
       if (t < best.time) {

@@ -71,8 +71,8 @@ TransferPlan ring_steps(const std::vector<Ring>& channels, Bytes bytes, int step
 // A chain along the ring from `root` (or, reversed, into it), pipelined in chunks: chunk k
 // moves over hop j once it has crossed hop j-1 and chunk k-1 has crossed hop j, its step
 // latency hidden behind chunk k-1's (Transfer::pipelined).
-TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk,
-                        bool into_root, Collective collective) {
+TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes,
+                        ChainChunks chunks, bool into_root, Collective collective) {
   const std::map<std::pair<int, int>, int> sharing = edge_sharing(channels);
   TransferPlan plan;
   plan.collective = collective;
@@ -87,10 +87,10 @@ TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes
     auto at = std::find(order.begin(), order.end(), root);
     std::rotate(order.begin(), into_root ? std::next(at) : at, order.end());
     Bytes share = channel_share(bytes, channels.size(), c);
-    const Bytes step(std::max(chunk.value(), ceil_div(share.value(), kMaxChainChunks)));
-    const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(share.value(), step.value()));
+    const Bytes step(chain_step(share.value(), chunks));
+    const std::int64_t count = std::max<std::int64_t>(1, ceil_div(share.value(), step.value()));
     std::vector<int> previous_chunk(static_cast<std::size_t>(n - 1), -1);
-    for (std::int64_t k = 0; k < chunks; ++k) {
+    for (std::int64_t k = 0; k < count; ++k) {
       Bytes size(std::min(step.value(), share.value() - k * step.value()));
       int previous_hop = -1;
       for (int j = 0; j + 1 < n; ++j) {
@@ -146,11 +146,30 @@ TransferPlan lockstep_ring(const Ring& ring, Bytes bytes, Collective collective)
     plan.add(Transfer{rank, rank, false, Bytes(0), {closed}});
   return plan;
 }
-TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {
-  return ring_chain(channels, root, bytes, chunk, false, Collective::broadcast);
+TransferPlan ring_broadcast(const std::vector<Ring>& channels, int root, Bytes bytes,
+                            ChainChunks chunks) {
+  return ring_chain(channels, root, bytes, chunks, false, Collective::broadcast);
 }
-TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes, Bytes chunk) {
-  return ring_chain(channels, root, bytes, chunk, true, Collective::reduce);
+TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes bytes,
+                         ChainChunks chunks) {
+  return ring_chain(channels, root, bytes, chunks, true, Collective::reduce);
+}
+
+std::int64_t chain_step(std::int64_t share, ChainChunks chunks) {
+  return std::max(chunks.size.value(), ceil_div(share, chunks.most));
+}
+
+ChainChunks chain_chunks(Protocol protocol) {
+  constexpr std::int64_t kMostPasses = 4;
+  switch (protocol) {
+    case Protocol::simple:
+      return {Bytes((std::int64_t{4} << 20) / 8), kMaxChainChunks};
+    case Protocol::ll:
+      return {Bytes(512 * 8), kMostPasses};
+    case Protocol::ll128:
+      return {Bytes(640 * 8 * 120 / 16), kMostPasses};
+  }
+  return {Bytes(kPipelineChunkBytes), kMaxChainChunks};
 }
 
 }  // namespace epochcast::sim

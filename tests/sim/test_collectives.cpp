@@ -165,15 +165,16 @@ TEST_CASE("a pipelined chain broadcast costs (n - 1) alpha + (K + n - 2) chunk/b
   REQUIRE(rings.size() == 1);
   AlphaBeta ab = alpha_beta(t, p, 0, 1);
   const double expected = (n - 1) * ab.alpha + (chunks + n - 2) * (chunk / ab.beta);
-  const TransferPlan plan = ring_broadcast(rings, 0, Bytes(chunks * chunk), Bytes(chunk));
+  const TransferPlan plan =
+      ring_broadcast(rings, 0, Bytes(chunks * chunk), ChainChunks{Bytes(chunk)});
   CHECK(plan_time(t, p, plan).value() == Approx(expected));
   CHECK(simulate_plan(plan, t, p).value() == Approx(expected).epsilon(1e-3));
   // A large broadcast over NVSwitch reaches the link's rate (busbw = algbw for broadcast).
   MachineSpec h100 = machine("dgx-h100");
   Topology fabric = Topology::build(h100, 1);
   const Bytes big(std::int64_t{1} << 32);
-  const TransferPlan chain =
-      ring_broadcast(build_rings(fabric, first(8)), 0, big, Bytes(kPipelineChunkBytes));
+  const TransferPlan chain = ring_broadcast(build_rings(fabric, first(8)), 0, big,
+                                            ChainChunks{Bytes(kPipelineChunkBytes)});
   const double link = h100.gpu.nvlink->per_link_per_direction.value() * h100.gpu.nvlink->links *
                       p.links.efficiency[static_cast<std::size_t>(LinkKind::nvswitch)];
   CHECK(algorithm_bandwidth(big, plan_time(fabric, p, chain)) == Approx(link).epsilon(0.01));
@@ -192,7 +193,8 @@ TEST_CASE("flows and alpha-beta agree where no two transfers share a link direct
     for (std::int64_t bytes : {std::int64_t{4096}, std::int64_t{64} << 20}) {
       INFO(c.machine << " " << bytes << " bytes, " << rings.size() << " channel(s)");
       TransferPlan all_reduce = ring_all_reduce(rings, Bytes(bytes));
-      TransferPlan broadcast = ring_broadcast(rings, 0, Bytes(bytes), Bytes(kPipelineChunkBytes));
+      TransferPlan broadcast =
+          ring_broadcast(rings, 0, Bytes(bytes), ChainChunks{Bytes(kPipelineChunkBytes)});
       // Flows round each step up to whole nanoseconds.
       for (const TransferPlan* plan : {&all_reduce, &broadcast}) {
         double analytic = plan_time(t, p, *plan).value();
@@ -1058,7 +1060,46 @@ TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains s
   CHECK(nccl_channels(choice.plan, one) == 2);
   // A 1 TiB broadcast: at most 4096 chunks on each ring's 7 hops.
   const std::vector<Ring> rings = build_rings(one, first(8));
-  const TransferPlan chain =
-      ring_broadcast(rings, 0, Bytes(std::int64_t{1} << 40), Bytes(kPipelineChunkBytes));
+  const TransferPlan chain = ring_broadcast(rings, 0, Bytes(std::int64_t{1} << 40),
+                                            ChainChunks{Bytes(kPipelineChunkBytes)});
   CHECK(chain.transfers.size() <= rings.size() * 7 * kMaxChainChunks);
+}
+
+TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and the mirror's agree") {
+  // NCCL's figures (chain_chunks): Simple a 512 KiB step, LL and LL128 a block's pass.
+  CHECK(chain_chunks(Protocol::simple).size.value() == 512 * 1024);
+  CHECK(chain_chunks(Protocol::ll).size.value() == 4096);
+  CHECK(chain_chunks(Protocol::ll128).size.value() == 38400);
+  // 26 KiB a channel is 7 LL passes, cut in 4 pieces.
+  CHECK(chain_step(26 * 1024, chain_chunks(Protocol::ll)) == 6656);
+  CHECK(chain_step(26 * 1024, chain_chunks(Protocol::simple)) == 512 * 1024);
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-h100-cluster");
+  Topology one = Topology::build(m, 1, true);
+  for (int nodes : {32, 128}) {
+    Topology full = Topology::build(m, nodes);
+    for (std::int64_t kib : {1, 208, 1024}) {
+      INFO(nodes << " nodes, " << kib << " KiB");
+      CollectiveRequest mirrored{
+          Collective::broadcast, Bytes(kib << 10), {first(8)}, nodes, true, 0};
+      CollectiveRequest every{
+          Collective::broadcast, Bytes(kib << 10), cluster(nodes), nodes, false, 0};
+      const CollectiveChoice a = choose_collective(mirrored, one, p);
+      const CollectiveChoice b = choose_collective(every, full, p);
+      REQUIRE(a.plan.protocol == b.plan.protocol);
+      // Each channel's share in the protocol's units, each crossing all 8N - 1 hops.
+      const std::int64_t share = (kib << 10) / 8;
+      const std::int64_t step = chain_step(share, chain_chunks(b.plan.protocol));
+      const std::int64_t chunks = (share + step - 1) / step;
+      CHECK(b.plan.transfers.size() == static_cast<std::size_t>(8 * chunks * (8 * nodes - 1)));
+      // Every node's channels all leave the root at once and meet on the NVSwitch ports, the
+      // mirror's each start on a GPU of its own: a whole chunk a hop (1 MiB, before), that
+      // was 13% at 208 KiB; pieces of a few KiB meet for a few ns, of 32 KiB (1 MiB: a
+      // channel's 128 KiB in 4) for longer.
+      const double mirror = simulate_plan(a.plan, one, p).value();
+      const double every_node = simulate_plan(b.plan, full, p).value();
+      CHECK(every_node == Approx(mirror).epsilon(kib < 1024 ? 0.03 : 0.07));
+      CHECK(b.time.value() == Approx(a.time.value()).epsilon(0.01));
+    }
+  }
 }

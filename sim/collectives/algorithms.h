@@ -2,6 +2,7 @@
 // Sizes are the collective's data size as nccl-tests counts it (the buffer each rank holds).
 #pragma once
 
+#include <limits>
 #include <map>
 #include <string_view>
 #include <vector>
@@ -14,33 +15,41 @@ namespace epochcast::sim {
 // Pipelining chunk of tree algorithms and of the stages across nodes (NCCL moves data in slices
 // of this order).
 inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
-// A chain cuts a channel's share into at most this many chunks (larger ones beyond 4 GiB a
-// channel), so that its plan stays small: the pipeline's fill then grows by its hops / 4096 of
-// the time, under 3% for 128 hops.
+// One step of NCCL's Simple protocol: its buffer, 4 MiB (NCCL_BUFFSIZE), over NCCL_STEPS = 8.
+inline constexpr std::int64_t kSimpleStepBytes = (4 << 20) / 8;
+// What one block of NCCL's LL and LL128 kernels moves in a pass over its lines: LL's 512
+// threads (NCCL_LL_MAX_NTHREADS) 8 data bytes each (a 16-byte line of data and flag,
+// prims_ll.h); LL128's 640 (NCCL_LL128_MAX_NTHREADS) 8 words each
+// (NCCL_LL128_SHMEM_ELEMS_PER_THREAD) of 128-byte lines holding 120 data bytes, 60 bytes
+// (minChunkSizeLL128 in src/device/broadcast.h). NCCL runs small messages on fewer threads and
+// channels (enqueue.cc's ramp, not modelled: tests/cli/test_collective_cli.cpp).
+inline constexpr std::int64_t kLlPassBytes = 512 * 8;
+inline constexpr std::int64_t kLl128PassBytes = 640 * 8 * 8 * 120 / 128;
+// A chain never cuts a channel's share into more than this many chunks (larger ones beyond,
+// 2 GiB a channel in Simple's steps), so that its plan stays small: the pipeline's fill then
+// grows by its hops / 4096 of the time, under 3% for 128 hops.
 inline constexpr std::int64_t kMaxChainChunks = 4096;
 
-// How a chain (ring broadcast and reduce) cuts each channel's share: chunks of `size`, at most
-// `most` of them (larger ones beyond). Each chunk crosses a hop whole before the next hop
-// starts it.
+// How a chain (ring broadcast and reduce) cuts each channel's share: chunks of `size`; where
+// that makes more than `most`, fewer and larger ones, but none larger than `largest` (save for
+// kMaxChainChunks). Each chunk crosses a hop whole before the next hop starts it.
 struct ChainChunks {
   Bytes size;
   std::int64_t most = kMaxChainChunks;
+  Bytes largest{std::numeric_limits<std::int64_t>::max()};
 };
 // The unit NCCL's ring broadcast and reduce forward in, by protocol (src/device/broadcast.h,
-// reduce.h). Simple stores and forwards a whole step: its 4 MiB buffer (NCCL_BUFFSIZE) over
-// NCCL_STEPS = 8, one step a chunk (BROADCAST_CHUNKSTEPS = REDUCE_CHUNKSTEPS = 1). LL and LL128
-// forward each line as soon as its flag shows it arrived, so a chunk flows through the chain
-// in the block's passes over its lines: LL's 512 threads (NCCL_LL_MAX_NTHREADS) move 8 data
-// bytes each (a 16-byte line, prims_ll.h), 4 KiB a pass; LL128's 640 (NCCL_LL128_MAX_NTHREADS)
-// move 8 words of 128-byte lines holding 120 data bytes, 60 bytes each: 37.5 KiB
-// (minChunkSizeLL128). The plan cuts a channel's share in at most 4 such pieces (larger ones
-// beyond 16 and 150 KiB a channel), each hop of each piece a flow of every rank's plan: the
-// epoch of ResNet-50 on 1,024 H100s (0.2 MiB of buffers broadcast each step) comes out 0.17%
-// above 64 pieces' (2 pieces: 0.6%), and its every-rank plan has 4 flows a hop, not 7.
+// reduce.h). Simple stores and forwards a whole step (kSimpleStepBytes, one step a chunk:
+// BROADCAST_CHUNKSTEPS = REDUCE_CHUNKSTEPS = 1). LL and LL128 pass each line on as soon as its
+// flag shows it arrived, so a chunk flows through the chain a block's pass at a time
+// (kLlPassBytes, kLl128PassBytes). Every rank's plan holds a flow per hop and chunk, so LL's and
+// LL128's shares are cut in at most 4 pieces, each at most kPipelineChunkBytes (the cut all
+// chains had before): ResNet-50's 0.2 MiB of buffers on 1,024 H100s then come out 0.17% above
+// its cut in whole passes on the epoch (2 pieces: 0.6%), and its every-rank plan has 4 flows a
+// hop, not 7; a share past 4 MiB is cut as before, in 1 MiB pieces.
 ChainChunks chain_chunks(Protocol protocol);
-// The bytes of each chunk of a channel's `share`: chunks.size, or more to stay within
-// chunks.most.
-std::int64_t chain_step(std::int64_t share, ChainChunks chunks);
+// The bytes of each chunk of a channel's `share` (ChainChunks' rule).
+Bytes chain_step(Bytes share, ChainChunks chunks);
 
 // Ring algorithms (ring.cpp). Data is split across the channels. All-reduce is a reduce-scatter
 // then an all-gather: 2(n-1) steps each moving bytes/(channels x n) along every ring edge.
@@ -70,7 +79,7 @@ TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes byte
 // floor(log2(nodes)) (src/graph/connect.cc, connectTrees). A large chunk would make the tree's
 // fill and drain, 2 x depth chunk hops, the size of the data itself.
 Bytes tree_chunk(Bytes bytes, int channels, int ranks, int nodes);
-inline constexpr std::int64_t kTreeFirstChunkBytes = 512 << 10;
+inline constexpr std::int64_t kTreeFirstChunkBytes = kSimpleStepBytes;
 TransferPlan tree_all_reduce(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_broadcast(const Tree& tree, Bytes bytes, Bytes chunk);
 TransferPlan tree_reduce(const Tree& tree, Bytes bytes, Bytes chunk);

@@ -1,6 +1,7 @@
 // Ring algorithms.
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <utility>
 
 #include "sim/collectives/algorithms.h"
@@ -87,7 +88,7 @@ TransferPlan ring_chain(const std::vector<Ring>& channels, int root, Bytes bytes
     auto at = std::find(order.begin(), order.end(), root);
     std::rotate(order.begin(), into_root ? std::next(at) : at, order.end());
     Bytes share = channel_share(bytes, channels.size(), c);
-    const Bytes step(chain_step(share.value(), chunks));
+    const Bytes step = chain_step(share, chunks);
     const std::int64_t count = std::max<std::int64_t>(1, ceil_div(share.value(), step.value()));
     std::vector<int> previous_chunk(static_cast<std::size_t>(n - 1), -1);
     for (std::int64_t k = 0; k < count; ++k) {
@@ -155,21 +156,26 @@ TransferPlan ring_reduce(const std::vector<Ring>& channels, int root, Bytes byte
   return ring_chain(channels, root, bytes, chunks, true, Collective::reduce);
 }
 
-std::int64_t chain_step(std::int64_t share, ChainChunks chunks) {
-  return std::max(chunks.size.value(), ceil_div(share, chunks.most));
+Bytes chain_step(Bytes share, ChainChunks chunks) {
+  if (chunks.size.value() <= 0 || chunks.most <= 0 || chunks.largest < chunks.size) {
+    throw std::logic_error("a chain cut in chunks of no bytes, in none, or larger than largest");
+  }
+  const std::int64_t step = std::max(
+      chunks.size.value(), std::min(ceil_div(share.value(), chunks.most), chunks.largest.value()));
+  return Bytes(std::max(step, ceil_div(share.value(), kMaxChainChunks)));
 }
 
 ChainChunks chain_chunks(Protocol protocol) {
-  constexpr std::int64_t kMostPasses = 4;
+  constexpr std::int64_t kMostPieces = 4;
   switch (protocol) {
     case Protocol::simple:
-      return {Bytes((std::int64_t{4} << 20) / 8), kMaxChainChunks};
+      return {Bytes(kSimpleStepBytes), kMaxChainChunks, Bytes(kSimpleStepBytes)};
     case Protocol::ll:
-      return {Bytes(512 * 8), kMostPasses};
+      return {Bytes(kLlPassBytes), kMostPieces, Bytes(kPipelineChunkBytes)};
     case Protocol::ll128:
-      return {Bytes(640 * 8 * 120 / 16), kMostPasses};
+      return {Bytes(kLl128PassBytes), kMostPieces, Bytes(kPipelineChunkBytes)};
   }
-  return {Bytes(kPipelineChunkBytes), kMaxChainChunks};
+  throw std::logic_error("a chain cut for an unknown protocol");
 }
 
 }  // namespace epochcast::sim

@@ -1011,7 +1011,7 @@ TEST_CASE("broadcast and reduce across nodes: a chain through every node, one ch
         CHECK(mirror > every_node * 0.83);
         // The analytic cost of both: the same hops at the same cost, each channel's alone (the
         // tuner chooses by it), but the mirror's one more (8N, every node's chain 8N - 1) and the
-        // last chunk's crossings after its stream: 4% apart on 2 nodes, 0.5% on 16. Costing
+        // last chunk's crossings after its stream: 4% apart on 2 nodes, 2% on 4. Costing
         // every node's NVLink hops as shared by the seven channels that use each pair put them
         // 61% apart at 1 MiB.
         CHECK(b.time.value() == Approx(a.time.value()).epsilon(0.05));
@@ -1066,13 +1066,23 @@ TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains s
 }
 
 TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and the mirror's agree") {
-  // NCCL's figures (chain_chunks): Simple a 512 KiB step, LL and LL128 a block's pass.
-  CHECK(chain_chunks(Protocol::simple).size.value() == 512 * 1024);
-  CHECK(chain_chunks(Protocol::ll).size.value() == 4096);
-  CHECK(chain_chunks(Protocol::ll128).size.value() == 38400);
-  // 26 KiB a channel is 7 LL passes, cut in 4 pieces.
-  CHECK(chain_step(26 * 1024, chain_chunks(Protocol::ll)) == 6656);
-  CHECK(chain_step(26 * 1024, chain_chunks(Protocol::simple)) == 512 * 1024);
+  // NCCL's figures (chain_chunks): Simple a step, 4 MiB over 8; LL 512 threads of 8 data bytes;
+  // LL128 640 threads of 8 words of 128-byte lines, 120 of them data.
+  CHECK(chain_chunks(Protocol::simple).size.value() == (4 << 20) / 8);
+  CHECK(chain_chunks(Protocol::ll).size.value() == 512 * 8);
+  CHECK(chain_chunks(Protocol::ll128).size.value() == 640 * 8 * 8 * 120 / 128);
+  // A channel's 26 KiB is 7 LL passes, cut in 4 pieces; 1 GiB in 1 MiB pieces, as all chains
+  // were before; Simple in steps, or 4,096 larger chunks.
+  const auto step = [](std::int64_t share, Protocol protocol) {
+    return chain_step(Bytes(share), chain_chunks(protocol)).value();
+  };
+  CHECK(step(26 * 1024, Protocol::ll) == 26 * 1024 / 4);
+  CHECK(step(std::int64_t{1} << 30, Protocol::ll) == 1 << 20);
+  CHECK(step(std::int64_t{1} << 30, Protocol::ll128) == 1 << 20);
+  CHECK(step(1, Protocol::ll128) == 640 * 8 * 8 * 120 / 128);
+  CHECK(step(26 * 1024, Protocol::simple) == (4 << 20) / 8);
+  CHECK(step(std::int64_t{4} << 30, Protocol::simple) == (std::int64_t{4} << 30) / 4096);
+  CHECK_THROWS_AS(chain_step(Bytes(1), ChainChunks{Bytes(0)}), std::logic_error);
   HardwareProfile p = profile();
   MachineSpec m = machine("dgx-h100-cluster");
   Topology one = Topology::build(m, 1, true);
@@ -1084,14 +1094,22 @@ TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and th
           Collective::broadcast, Bytes(kib << 10), {first(8)}, nodes, true, 0};
       CollectiveRequest every{
           Collective::broadcast, Bytes(kib << 10), cluster(nodes), nodes, false, 0};
+      mirrored.architecture = every.architecture = m.gpu.architecture;  // LL128 enabled
+      // Each protocol's own chain: each channel's share in its units, each crossing all
+      // 8N - 1 hops.
+      const std::int64_t share = (kib << 10) / 8;
+      for (Protocol protocol : {Protocol::simple, Protocol::ll, Protocol::ll128}) {
+        INFO(kProtocolNames[static_cast<int>(protocol)]);
+        CollectiveRequest forced = every;
+        forced.protocol = protocol;
+        const std::int64_t piece = step(share, protocol);
+        const std::int64_t chunks = (share + piece - 1) / piece;
+        CHECK(choose_collective(forced, full, p).plan.transfers.size() ==
+              static_cast<std::size_t>(8 * chunks * (8 * nodes - 1)));
+      }
       const CollectiveChoice a = choose_collective(mirrored, one, p);
       const CollectiveChoice b = choose_collective(every, full, p);
-      REQUIRE(a.plan.protocol == b.plan.protocol);
-      // Each channel's share in the protocol's units, each crossing all 8N - 1 hops.
-      const std::int64_t share = (kib << 10) / 8;
-      const std::int64_t step = chain_step(share, chain_chunks(b.plan.protocol));
-      const std::int64_t chunks = (share + step - 1) / step;
-      CHECK(b.plan.transfers.size() == static_cast<std::size_t>(8 * chunks * (8 * nodes - 1)));
+      CHECK(a.plan.protocol == b.plan.protocol);
       // Every node's channels all leave the root at once and meet on the NVSwitch ports, the
       // mirror's each start on a GPU of its own: a whole chunk a hop (1 MiB, before), that
       // was 13% at 208 KiB; pieces of a few KiB meet for a few ns, of 32 KiB (1 MiB: a

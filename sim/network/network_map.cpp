@@ -154,6 +154,16 @@ std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, Fabr
                             static_cast<std::uint64_t>(dst) << 16 |
                             static_cast<std::uint64_t>(step_table + 1) << 6 |
                             static_cast<std::uint64_t>(via) << 3 | static_cast<std::uint64_t>(way);
+  const auto source = static_cast<std::size_t>(src);
+  if (source >= recent_.size()) recent_.resize(source + 1);
+  Recent& recent = recent_[source];
+  if (recent.key == key && recent.steps == steps) return recent.id;
+  recent = Recent{key, steps, lookup(src, dst, via, step_table, way, steps, key)};
+  return recent.id;
+}
+
+std::uint32_t NetworkMap::lookup(int src, int dst, Via via, int step_table, FabricWay way,
+                                 int steps, std::uint64_t key) {
   if (steps == 1) {
     auto found = routes_.find(key);
     if (found != routes_.end()) return found->second;

@@ -11,6 +11,7 @@
 #include "core/spec/profile_spec.h"
 #include "sim/collectives/alpha_beta.h"
 #include "sim/collectives/flow_run.h"
+#include "sim/collectives/protocols.h"
 #include "sim/network/max_min_fair.h"
 #include "sim/network/network_map.h"
 #include "support/paths.h"
@@ -506,6 +507,49 @@ TEST_CASE("a non-blocking leaf's uplink is nobody's bottleneck, an oversubscribe
       CHECK(network.never_binding(link + 1) == (oversubscription == 1));
     }
     CHECK_FALSE(network.never_binding(static_cast<std::uint32_t>(2 * t.nic_link(0, 0))));
+  }
+}
+
+TEST_CASE("a route asked again is the route it was, whatever the same source asked between") {
+  // NetworkMap keeps each source's last route in front of its maps: every way of asking from one
+  // GPU, interleaved, must give what it gave the first time, and each a route of its own.
+  HardwareProfile p = profile();
+  Topology t = Topology::build(machine("dgx-h100-cluster"), 2, true);
+  MaxMinFairNetwork network("network");
+  NetworkMap map(t, p, network, protocol_step_tables(p));  // a table per NCCL protocol
+  auto ask = [&](int which) -> std::uint32_t {
+    switch (which) {
+      case 0:
+        return map.route(0, 1, 0);
+      case 1:
+        return map.route(0, 9, 0);  // the other node
+      case 2:
+        return map.route(0, 1, 1);  // another step table
+      case 3:
+        return map.route(0, 1, 0, 3);  // three steps
+      case 4:
+        return map.route(0, 1, -1);  // a plain copy
+      case 5:
+        return map.mirror_route(0, 0);  // through its NIC
+      case 6:
+        return map.mirror_route(0, 0, true);
+      default:
+        return map.route(1, 0, 0);  // another source
+    }
+  };
+  constexpr int kWays = 8;
+  std::vector<std::uint32_t> first(kWays);
+  for (int w = 0; w < kWays; ++w)
+    first[static_cast<std::size_t>(w)] = ask(w);
+  std::vector<std::uint32_t> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+  for (int round = 0; round < 3; ++round) {
+    for (int w = 0; w < kWays; ++w) {
+      const int which = (w * 5 + round) % kWays;  // a different order each round, with repeats
+      CHECK(ask(which) == first[static_cast<std::size_t>(which)]);
+      CHECK(ask(which) == first[static_cast<std::size_t>(which)]);
+    }
   }
 }
 

@@ -177,9 +177,13 @@ struct Trainer {
         torch::Tensor mean = sum / static_cast<double>(parts);
         noise->add(
             estimate_noise(small_norms, small, mean.square().sum().item<double>(), small * parts));
-        std::int64_t offset = 0;  // the whole batch's gradient, for the step
+        // The whole batch's gradient, for the step. A parameter the forward pass did not use
+        // keeps no gradient, as in a plain step: a zero one would still be decayed and moved by
+        // momentum.
+        std::int64_t offset = 0;
         for (torch::Tensor& p : parameters) {
-          p.mutable_grad() = mean.slice(0, offset, offset + p.numel()).view_as(p).clone();
+          if (p.grad().defined())
+            p.mutable_grad() = mean.slice(0, offset, offset + p.numel()).view_as(p).clone();
           offset += p.numel();
         }
       }

@@ -144,17 +144,28 @@ void Engine::reschedule(ResourceId resource) {
   std::optional<SimTime> next = resources_[resource]->next_completion();
   Schedule& schedule = schedules_[resource];
   if (!next) {
+    if (schedule.scheduled) --live_events_;
     schedule.scheduled = false;
     schedule.version++;
     return;
   }
   if (schedule.scheduled && schedule.time == *next) return;  // the pending event still holds
+  if (!schedule.scheduled) ++live_events_;
   schedule.version++;
   schedule.scheduled = true;
   schedule.time = *next;
   schedule.sequence = next_sequence_++;
-  events_.push(Event{*next, schedule.sequence, resource,
-                     resources_[resource]->next_finishing_slot(), schedule.version});
+  events_.push_back(Event{*next, schedule.sequence, resource,
+                          resources_[resource]->next_finishing_slot(), schedule.version});
+  std::push_heap(events_.begin(), events_.end(), std::greater<>{});
+  if (events_.size() > 2 * live_events_ + 1024) purge_stale_events();
+}
+
+void Engine::purge_stale_events() {
+  // Events are ordered by (time, sequence), unique, so the heap rebuilt pops the live ones in
+  // the order the old one would have.
+  std::erase_if(events_, [this](const Event& event) { return stale(event); });
+  std::make_heap(events_.begin(), events_.end(), std::greater<>{});
 }
 
 void Engine::finish(TaskHandle task) {
@@ -189,16 +200,18 @@ void Engine::finish(TaskHandle task) {
 bool Engine::run() {
   stop_requested_ = false;
   while (!events_.empty()) {
-    Event event = events_.top();
-    events_.pop();
+    std::pop_heap(events_.begin(), events_.end(), std::greater<>{});
+    const Event event = events_.back();
+    events_.pop_back();
+    if (stale(event)) continue;
     Schedule& schedule = schedules_[event.resource];
-    if (!schedule.scheduled || event.version != schedule.version) continue;  // stale
     // The next event's finishing task, fetched while this one is handled.
-    if (!events_.empty() && events_.top().slot_hint < slots_.size())
-      __builtin_prefetch(&slots_[events_.top().slot_hint]);
+    if (!events_.empty() && events_.front().slot_hint < slots_.size())
+      __builtin_prefetch(&slots_[events_.front().slot_hint]);
     require(event.time >= now_, "time went backwards");
     now_ = event.time;
     schedule.scheduled = false;
+    --live_events_;
     ++events_processed_;
     finished_buffer_.clear();
     resources_[event.resource]->advance(now_, finished_buffer_, *this);
@@ -292,20 +305,12 @@ void Engine::shift(SimTime delta, const std::function<std::uint64_t(std::uint64_
   }
   for (auto& resource : resources_)
     resource->shift(delta);
-  // Rebuild the event queue from the schedules, keeping their relative order.
-  std::vector<Event> kept;
-  while (!events_.empty()) {
-    Event event = events_.top();
-    events_.pop();
-    const Schedule& schedule = schedules_[event.resource];
-    if (schedule.scheduled && schedule.version == event.version) kept.push_back(event);
-  }
+  // The stale events go; a uniform shift keeps the live ones' order.
+  purge_stale_events();
+  for (Event& event : events_)
+    event.time += delta;
   for (Schedule& schedule : schedules_) {
     if (schedule.scheduled) schedule.time += delta;
-  }
-  for (Event& event : kept) {
-    event.time += delta;
-    events_.push(event);
   }
 }
 

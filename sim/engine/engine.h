@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <span>
 #include <vector>
 
@@ -76,6 +75,8 @@ class Engine final : private StartListener {
 
   SimTime now() const { return now_; }
   std::int64_t events_processed() const { return events_processed_; }
+  // Events held, stale ones included (what a pop's depth depends on).
+  std::size_t events_held() const { return events_.size(); }
   std::int64_t tasks_finished() const { return tasks_finished_; }
 
   // Steady-state support. `relative_tag` maps a live task's tag to its identity relative to
@@ -143,6 +144,11 @@ class Engine final : private StartListener {
   void task_started(TaskHandle task, SimTime when) override;
   void release(std::uint32_t index);
   void reschedule(ResourceId resource);
+  bool stale(const Event& event) const {
+    return !schedules_[event.resource].scheduled ||
+           event.version != schedules_[event.resource].version;
+  }
+  void purge_stale_events();
 
   void finish(TaskHandle task);
   std::uint32_t allocate_slot();
@@ -156,7 +162,12 @@ class Engine final : private StartListener {
   std::vector<std::uint32_t> free_slots_;
   std::vector<Edge, HugePageAllocator<Edge>> edges_;
   std::vector<std::uint32_t> free_edges_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  // A min-heap (std::greater) of events. A resource rescheduled leaves its old event behind,
+  // stale; once stale events outnumber the live ones they are dropped in one pass (purge), or a
+  // loader's far-future completions, rescheduled again and again, made the heap a hundred times
+  // larger than the resources (385,000 events over 4,122 resources, every pop 18 levels deep).
+  std::vector<Event> events_;
+  std::size_t live_events_ = 0;  // resources with a scheduled event
   std::uint64_t next_sequence_ = 0;
   std::vector<TaskHandle> finished_buffer_;
   std::vector<std::uint32_t> successor_buffer_;  // scratch of finish()

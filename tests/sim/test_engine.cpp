@@ -134,6 +134,27 @@ TEST_CASE("a delay server overlaps its tasks") {
   CHECK(rec.by_tag(2).end.ns() == 400);
 }
 
+TEST_CASE("events a resource left behind, rescheduled, do not pile up") {
+  // Each task finishes before the one added before it, so every addition moves the delay
+  // server's next completion earlier and leaves its previous event stale: 20,000 of them, where
+  // a loader of 511 workers made the heap 385,000 deep over 4,122 resources.
+  Engine engine;
+  Recorder rec;
+  rec.attach(engine);
+  ResourceId delays = engine.add_resource(std::make_unique<DelayServer>("delays"));
+  constexpr int kTasks = 20000;
+  for (int i = 0; i < kTasks; ++i)
+    engine.add_task(delays, kTasks - i, static_cast<std::uint64_t>(i));
+  CHECK(engine.events_held() <= 2 + 1024);
+  engine.run();
+  REQUIRE(rec.finished.size() == kTasks);
+  for (std::size_t i = 0; i < rec.finished.size(); ++i) {  // earliest end first
+    CHECK(rec.finished[i].end.ns() == static_cast<std::int64_t>(i) + 1);
+    CHECK(rec.finished[i].tag == kTasks - 1 - i);
+  }
+  CHECK(engine.events_processed() == kTasks);
+}
+
 TEST_CASE("an observer can stop the run and extend the graph") {
   Engine engine;
   ResourceId cpu = engine.add_resource(std::make_unique<FifoServer>("cpu"));

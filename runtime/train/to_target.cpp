@@ -163,12 +163,15 @@ struct Trainer {
         const std::int64_t parts = options.noise_micro_batches, small = batch / parts;
         torch::Tensor sum;
         double small_norms = 0;
+        std::vector<bool> used(parameters.size(), false);  // by any micro-batch
         for (std::int64_t i = 0; i < parts; ++i) {
           optimizer->zero_grad();
           torch::Tensor loss = torch::nn::functional::cross_entropy(
               model->forward(x.slice(0, i * small, (i + 1) * small)),
               y.slice(0, i * small, (i + 1) * small));
           loss.backward();
+          for (std::size_t k = 0; k < parameters.size(); ++k)
+            used[k] = used[k] || parameters[k].grad().defined();
           step_loss += loss.item<double>() / static_cast<double>(parts);
           torch::Tensor g = flat_gradient(parameters);
           small_norms += g.square().sum().item<double>() / static_cast<double>(parts);
@@ -177,12 +180,13 @@ struct Trainer {
         torch::Tensor mean = sum / static_cast<double>(parts);
         noise->add(
             estimate_noise(small_norms, small, mean.square().sum().item<double>(), small * parts));
-        // The whole batch's gradient, for the step. A parameter the forward pass did not use
-        // keeps no gradient, as in a plain step: a zero one would still be decayed and moved by
-        // momentum.
+        // The whole batch's gradient, for the step. A parameter no micro-batch used keeps no
+        // gradient, as in a plain step: a zero one would still be decayed (weight decay) and
+        // count as a step in Adam's moments.
         std::int64_t offset = 0;
-        for (torch::Tensor& p : parameters) {
-          if (p.grad().defined())
+        for (std::size_t k = 0; k < parameters.size(); ++k) {
+          torch::Tensor& p = parameters[k];
+          if (used[k])
             p.mutable_grad() = mean.slice(0, offset, offset + p.numel()).view_as(p).clone();
           offset += p.numel();
         }

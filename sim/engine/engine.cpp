@@ -165,6 +165,7 @@ void Engine::purge_stale_events() {
   // Events are ordered by (time, sequence), unique, so the heap rebuilt pops the live ones in
   // the order the old one would have.
   std::erase_if(events_, [this](const Event& event) { return stale(event); });
+  require(events_.size() == live_events_, "a resource's scheduled event went missing");
   std::make_heap(events_.begin(), events_.end(), std::greater<>{});
 }
 
@@ -222,6 +223,7 @@ bool Engine::run() {
     reschedule(event.resource);
     if (stop_requested_) return true;
   }
+  require(live_events_ == 0, "a resource left scheduled without an event");
   return false;
 }
 

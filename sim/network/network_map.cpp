@@ -156,10 +156,10 @@ std::uint32_t NetworkMap::cached(int src, int dst, Via via, int step_table, Fabr
                             static_cast<std::uint64_t>(via) << 3 | static_cast<std::uint64_t>(way);
   const auto source = static_cast<std::size_t>(src);
   if (source >= recent_.size()) recent_.resize(source + 1);
-  Recent& recent = recent_[source];
-  if (recent.key == key && recent.steps == steps) return recent.id;
-  recent = Recent{key, steps, lookup(src, dst, via, step_table, way, steps, key)};
-  return recent.id;
+  if (recent_[source].key == key && recent_[source].steps == steps) return recent_[source].id;
+  const std::uint32_t id = lookup(src, dst, via, step_table, way, steps, key);
+  recent_[source] = Recent{key, steps, id};
+  return id;
 }
 
 std::uint32_t NetworkMap::lookup(int src, int dst, Via via, int step_table, FabricWay way,

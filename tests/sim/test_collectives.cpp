@@ -512,7 +512,8 @@ TEST_CASE("a non-blocking leaf's uplink is nobody's bottleneck, an oversubscribe
 
 TEST_CASE("a route asked again is the route it was, whatever the same source asked between") {
   // NetworkMap keeps each source's last route in front of its maps: every way of asking from one
-  // GPU, interleaved, must give what it gave the first time, and each a route of its own.
+  // GPU (peer, step table, steps, plain copy, mirror, SHARP, NVLink SHARP either way),
+  // interleaved, must give what it gave the first time, and each a route of its own.
   HardwareProfile p = profile();
   Topology t = Topology::build(machine("dgx-h100-cluster"), 2, true);
   MaxMinFairNetwork network("network");
@@ -533,11 +534,15 @@ TEST_CASE("a route asked again is the route it was, whatever the same source ask
         return map.mirror_route(0, 0);  // through its NIC
       case 6:
         return map.mirror_route(0, 0, true);
+      case 7:
+        return map.fabric_route(0, 0, FabricWay::into_switch);  // NVLink SHARP
+      case 8:
+        return map.fabric_route(0, 0, FabricWay::out_of_switch);
       default:
         return map.route(1, 0, 0);  // another source
     }
   };
-  constexpr int kWays = 8;
+  constexpr int kWays = 10;
   std::vector<std::uint32_t> first(kWays);
   for (int w = 0; w < kWays; ++w)
     first[static_cast<std::size_t>(w)] = ask(w);
@@ -546,7 +551,7 @@ TEST_CASE("a route asked again is the route it was, whatever the same source ask
   CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
   for (int round = 0; round < 3; ++round) {
     for (int w = 0; w < kWays; ++w) {
-      const int which = (w * 5 + round) % kWays;  // a different order each round, with repeats
+      const int which = (w * 7 + round) % kWays;  // a different order each round
       CHECK(ask(which) == first[static_cast<std::size_t>(which)]);
       CHECK(ask(which) == first[static_cast<std::size_t>(which)]);
     }

@@ -17,10 +17,10 @@ namespace epochcast::sim {
 inline constexpr std::int64_t kPipelineChunkBytes = 1 << 20;
 // One step of NCCL's Simple protocol: its buffer, 4 MiB (NCCL_BUFFSIZE), over NCCL_STEPS = 8.
 inline constexpr std::int64_t kSimpleStepBytes = (4 << 20) / 8;
-// What one block of NCCL's LL and LL128 kernels moves in a pass over its lines: LL's 512
-// threads (NCCL_LL_MAX_NTHREADS) 8 data bytes each (a 16-byte line of data and flag,
-// prims_ll.h); LL128's 640 (NCCL_LL128_MAX_NTHREADS) 8 words each
-// (NCCL_LL128_SHMEM_ELEMS_PER_THREAD) of 128-byte lines holding 120 data bytes, 60 bytes
+// What one block of NCCL's LL and LL128 kernels moves in a pass over its lines, in data bytes:
+// LL's 512 threads (NCCL_LL_MAX_NTHREADS) 8 each (a 16-byte line of data and flag, prims_ll.h),
+// 4,096; LL128's 640 threads (NCCL_LL128_MAX_NTHREADS) 8 eight-byte words each
+// (NCCL_LL128_SHMEM_ELEMS_PER_THREAD), in 128-byte lines of which 120 bytes are data, 38,400
 // (minChunkSizeLL128 in src/device/broadcast.h). NCCL runs small messages on fewer threads and
 // channels (enqueue.cc's ramp, not modelled: tests/cli/test_collective_cli.cpp).
 inline constexpr std::int64_t kLlPassBytes = 512 * 8;

@@ -1116,7 +1116,7 @@ TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains s
 
 TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and the mirror's agree") {
   // NCCL's figures (chain_chunks): Simple a step, 4 MiB over 8; LL 512 threads of 8 data bytes;
-  // LL128 640 threads of 8 words of 128-byte lines, 120 of them data.
+  // LL128 640 threads of 8 eight-byte words, in 128-byte lines of which 120 bytes are data.
   CHECK(chain_chunks(Protocol::simple).size.value() == (4 << 20) / 8);
   CHECK(chain_chunks(Protocol::ll).size.value() == 512 * 8);
   CHECK(chain_chunks(Protocol::ll128).size.value() == 640 * 8 * 8 * 120 / 128);

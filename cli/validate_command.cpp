@@ -94,9 +94,10 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
   if (runs.noise_scale) {
     fmt::print(out,
                "Measured noise scale: B_simple {:.0f} samples at batch {} ({} micro-batches; "
-               "quartiles over {} windows of training: {:.0f}-{:.0f}).\n",
+               "quartiles over {} windows of training: {}-{}).\n",
                runs.noise_scale->b_simple, runs.noise_scale->batch, runs.noise_scale->micro_batches,
-               runs.noise_scale->windows, runs.noise_scale->low, runs.noise_scale->high);
+               runs.noise_scale->windows, quartile_text(runs.noise_scale->low),
+               quartile_text(runs.noise_scale->high));
   }
   fmt::print(out, "\n{:>6} {:>7} {:>22} {:>10} {:>7} {:>24} {:>14}  {}\n", "batch", "reached",
              "epochs measured", "predicted", "error", "time measured (s)", "predicted (s)",

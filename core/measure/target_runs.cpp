@@ -2,9 +2,11 @@
 #include "core/measure/target_runs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -83,8 +85,25 @@ TargetRunsFile read(const yaml::Document& document) {
     s.batch = n.required("batch").as_int_at_least(2);
     s.micro_batches = n.required("micro_batches").as_int_at_least(2);
     s.b_simple = n.required("b_simple").as_positive_number();
-    s.low = n.required("low").as_positive_number();
-    s.high = n.required("high").as_positive_number();
+    // A quartile is a number of samples, or "unbounded" (window_b_simple).
+    auto quartile = [](const Node& node) {
+      if (node.is_scalar() && node.raw().Scalar() == kUnboundedQuartile)
+        return std::numeric_limits<double>::infinity();
+      const double value = node.as_number();
+      if (value < 0) {
+        node.fail(fmt::format("expected a number of samples, at least 0, or \"{}\", got {:g}",
+                              kUnboundedQuartile, value));
+      }
+      return value;
+    };
+    const Node low = n.required("low");
+    const Node high = n.required("high");
+    s.low = quartile(low);
+    s.high = quartile(high);
+    if (s.low > s.high) {
+      high.fail(fmt::format("expected the upper quartile, at least the lower one ({}), got {}",
+                            quartile_text(s.low), quartile_text(s.high)));
+    }
     s.windows = n.required("windows").as_int_at_least(1);
     f.noise_scale = s;
   }
@@ -92,6 +111,23 @@ TargetRunsFile read(const yaml::Document& document) {
 }
 
 }  // namespace
+
+double window_b_simple(double trace, double gradient_squared) {
+  if (!(gradient_squared > 0)) return std::numeric_limits<double>::infinity();
+  return std::max(0.0, trace / gradient_squared);
+}
+
+void set_window_quartiles(NoiseScaleMeasurement& m, std::vector<double> windows) {
+  if (windows.empty()) throw std::logic_error("quartiles of no window");
+  std::sort(windows.begin(), windows.end());
+  m.low = windows[windows.size() / 4];
+  m.high = windows[(3 * windows.size()) / 4];
+  m.windows = static_cast<std::int64_t>(windows.size());
+}
+
+std::string quartile_text(double value) {
+  return std::isinf(value) ? std::string(kUnboundedQuartile) : fmt::format("{:.0f}", value);
+}
 
 std::string to_json(const TargetRunsFile& f) {
   Json points = Json::array();
@@ -124,9 +160,12 @@ std::string to_json(const TargetRunsFile& f) {
          {"points", points}};
   if (f.noise_scale) {
     const NoiseScaleMeasurement& s = *f.noise_scale;
-    j["noise_scale"] = {{"batch", s.batch},       {"micro_batches", s.micro_batches},
-                        {"b_simple", s.b_simple}, {"low", s.low},
-                        {"high", s.high},         {"windows", s.windows}};
+    auto quartile = [](double value) {
+      return std::isinf(value) ? Json(kUnboundedQuartile) : Json(value);
+    };
+    j["noise_scale"] = {{"batch", s.batch},         {"micro_batches", s.micro_batches},
+                        {"b_simple", s.b_simple},   {"low", quartile(s.low)},
+                        {"high", quartile(s.high)}, {"windows", s.windows}};
   }
   return j.dump(2) + "\n";
 }

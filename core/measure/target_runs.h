@@ -40,9 +40,23 @@ struct NoiseScaleMeasurement {
   std::int64_t batch = 0;          // the batch it was measured at
   std::int64_t micro_batches = 0;  // of batch / micro_batches samples each
   double b_simple = 0;             // over the whole training
-  double low = 0, high = 0;        // its spread: the quartiles over windows of training
+  // Its spread: the quartiles over windows of training (window_b_simple), either of them
+  // infinite (in JSON kUnboundedQuartile) where a quarter of the windows or more resolved no
+  // gradient.
+  double low = 0, high = 0;
   std::int64_t windows = 0;
 };
+
+// One window's B_simple from its summed estimates. Both are unbiased estimates, so either may
+// come out at or below zero: a window whose |G|^2 estimate does (the noise hides the gradient)
+// bounds B_simple nowhere, infinity, above every finite window; one whose tr(Sigma) estimate
+// does resolved no noise, 0.
+double window_b_simple(double trace, double gradient_squared);
+// Sets `windows`, `low` and `high` from the windows' B_simple (at least one).
+void set_window_quartiles(NoiseScaleMeasurement& m, std::vector<double> windows);
+inline constexpr std::string_view kUnboundedQuartile = "unbounded";
+// A quartile as files and reports write it: samples, or kUnboundedQuartile.
+std::string quartile_text(double value);
 
 struct TargetRunsFile {
   std::string scenario_name;

@@ -84,7 +84,7 @@ bool reached(const TargetSpec& target, double metric) {
 // Per-window sums of the two noise estimates, for the spread over training.
 struct NoiseRecord {
   double trace = 0, gradient_squared = 0;
-  std::vector<double> windows;  // B_simple of each window of kWindow steps
+  std::vector<double> windows;  // window_b_simple of each window of kWindow steps
   double window_trace = 0, window_gradient = 0;
   int window_steps = 0;
   static constexpr int kWindow = 10;
@@ -94,7 +94,7 @@ struct NoiseRecord {
     window_trace += e.trace;
     window_gradient += e.gradient_squared;
     if (++window_steps == kWindow) {
-      if (window_gradient > 0) windows.push_back(window_trace / window_gradient);
+      windows.push_back(window_b_simple(window_trace, window_gradient));
       window_trace = window_gradient = 0;
       window_steps = 0;
     }
@@ -349,22 +349,26 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
     const std::optional<TargetRun> run = trainer.run(batch, options.first_seed, rate, &record);
     if (!run) {
       say("stopped\n");
-    } else if (record.gradient_squared <= 0 || record.windows.empty()) {
-      say("not measured (too few steps)\n");
+    } else if (record.windows.empty()) {
+      say(fmt::format("not measured (too few steps: {}, a window is {})\n", run->steps,
+                      NoiseRecord::kWindow));
+    } else if (!(record.gradient_squared > 0) || !(record.trace > 0)) {
+      // Over the whole run either estimate at or below zero leaves B_simple without a value.
+      say(fmt::format("not measured (the whole run's {} estimate is {:g}: {})\n",
+                      record.gradient_squared > 0 ? "tr(Sigma)" : "|G|^2",
+                      record.gradient_squared > 0 ? record.trace : record.gradient_squared,
+                      record.gradient_squared > 0 ? "no gradient noise resolved"
+                                                  : "the noise hides the gradient"));
     } else {
       NoiseScaleMeasurement m;
       m.batch = batch;
       m.micro_batches = options.noise_micro_batches;
       m.b_simple = record.trace / record.gradient_squared;
-      std::vector<double> w = record.windows;
-      std::sort(w.begin(), w.end());
-      m.low = w[w.size() / 4];
-      m.high = w[(3 * w.size()) / 4];
-      m.windows = static_cast<std::int64_t>(w.size());
+      set_window_quartiles(m, record.windows);
       file.noise_scale = m;
-      say(fmt::format(
-          "B_simple {:.0f} samples (quartiles over {} windows {:.0f}-{:.0f}), {} steps\n",
-          m.b_simple, m.windows, m.low, m.high, run->steps));
+      say(fmt::format("B_simple {:.0f} samples (quartiles over {} windows {}-{}), {} steps\n",
+                      m.b_simple, m.windows, quartile_text(m.low), quartile_text(m.high),
+                      run->steps));
     }
     save(file);
   }

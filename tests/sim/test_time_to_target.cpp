@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -216,6 +217,58 @@ TEST_CASE("the statistical figures are recovered from time-to-target runs") {
     CHECK_FALSE(validate::fit_from_steps(runs, {64}));
     CHECK_FALSE(validate::fit_from_noise_scale(runs, 64));  // no noise scale measured
   }
+}
+
+TEST_CASE("a noise scale's quartiles rank windows that resolved no gradient above every other") {
+  // Each window's two estimates are unbiased, so either may come out at or below zero.
+  CHECK(window_b_simple(600, 2) == 300);
+  CHECK(std::isinf(window_b_simple(600, 0)));
+  CHECK(std::isinf(window_b_simple(600, -1)));  // the noise hides the gradient: no bound
+  CHECK(std::isinf(window_b_simple(-5, -1)));
+  CHECK(window_b_simple(-5, 2) == 0);  // no noise resolved
+  const double unbounded = std::numeric_limits<double>::infinity();
+  NoiseScaleMeasurement m;
+  // Dropping the two unbounded windows would have made the quartiles 100 and 300.
+  set_window_quartiles(m, {300, unbounded, 100, 200, unbounded, 0});
+  CHECK(m.windows == 6);
+  CHECK(m.low == 100);
+  CHECK(std::isinf(m.high));
+  CHECK(quartile_text(m.high) == "unbounded");
+  CHECK(quartile_text(m.low) == "100");
+  CHECK_THROWS_AS(set_window_quartiles(m, {}), std::logic_error);
+  // An unbounded quartile is written as such and read back.
+  TargetRunsFile runs = synthetic_runs(80, 500, {16, 64});
+  m.batch = 64;
+  m.micro_batches = 4;
+  m.b_simple = 512.5;
+  runs.noise_scale = m;
+  const std::string text = to_json(runs);
+  CHECK_THAT(text, Catch::Contains("\"high\": \"unbounded\""));
+  const TargetRunsFile back = load_target_runs_from_string(text, "runs.json");
+  REQUIRE(back.noise_scale);
+  CHECK(back.noise_scale->low == 100);
+  CHECK(std::isinf(back.noise_scale->high));
+  CHECK(to_json(back) == text);
+  // A quartile below zero, or an upper one below the lower, is refused by name.
+  auto problem_of = [&](const std::string& from, const std::string& to) {
+    std::string broken = text;
+    broken.replace(broken.find(from), from.size(), to);
+    try {
+      load_target_runs_from_string(broken, "runs.json");
+    } catch (const InputError& e) {
+      CHECK(e.mark().line > 0);
+      return e.key() + ": " + e.problem();
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": -1"),
+             Catch::Contains("low: expected a number of samples, at least 0, or \"unbounded\""));
+  CHECK_THAT(problem_of("\"high\": \"unbounded\"", "\"high\": 50"),
+             Catch::Contains("high: expected the upper quartile, at least the lower one (100), "
+                             "got 50"));
+  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": \"unbounded\""), Catch::Contains("accepted"));
+  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": \"unbound\""),
+             Catch::Contains("low: expected a number"));
 }
 
 TEST_CASE("time-to-target files round-trip, and bad ones name the key") {

@@ -2,6 +2,7 @@
 #include "core/measure/target_runs.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -85,24 +86,30 @@ TargetRunsFile read(const yaml::Document& document) {
     s.batch = n.required("batch").as_int_at_least(2);
     s.micro_batches = n.required("micro_batches").as_int_at_least(2);
     s.b_simple = n.required("b_simple").as_positive_number();
-    // A quartile is a number of samples, or "unbounded" (window_b_simple).
+    // A quartile is a number of samples, or "unbounded" (NoiseScaleRecord).
     auto quartile = [](const Node& node) {
-      if (node.is_scalar() && node.raw().Scalar() == kUnboundedQuartile)
-        return std::numeric_limits<double>::infinity();
-      const double value = node.as_number();
-      if (value < 0) {
-        node.fail(fmt::format("expected a number of samples, at least 0, or \"{}\", got {:g}",
-                              kUnboundedQuartile, value));
+      const std::string text = node.is_scalar() ? node.raw().Scalar() : std::string();
+      if (text == kUnboundedQuartile) return std::numeric_limits<double>::infinity();
+      double value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || error != std::errc() || stop != end || !std::isfinite(value) ||
+          value < 0) {
+        node.fail(fmt::format("expected a number of samples, at least 0, or \"{}\", got {}",
+                              kUnboundedQuartile, node.describe()));
       }
-      return value;
+      return value == 0 ? 0.0 : value;  // -0 reads as 0
     };
     const Node low = n.required("low");
     const Node high = n.required("high");
     s.low = quartile(low);
     s.high = quartile(high);
     if (s.low > s.high) {
+      auto exact = [](double v) {
+        return std::isinf(v) ? std::string(kUnboundedQuartile) : fmt::format("{:g}", v);
+      };
       high.fail(fmt::format("expected the upper quartile, at least the lower one ({}), got {}",
-                            quartile_text(s.low), quartile_text(s.high)));
+                            exact(s.low), exact(s.high)));
     }
     s.windows = n.required("windows").as_int_at_least(1);
     f.noise_scale = s;
@@ -113,16 +120,54 @@ TargetRunsFile read(const yaml::Document& document) {
 }  // namespace
 
 double window_b_simple(double trace, double gradient_squared) {
+  if (std::isnan(trace) || std::isnan(gradient_squared))
+    return std::numeric_limits<double>::quiet_NaN();
   if (!(gradient_squared > 0)) return std::numeric_limits<double>::infinity();
   return std::max(0.0, trace / gradient_squared);
 }
 
-void set_window_quartiles(NoiseScaleMeasurement& m, std::vector<double> windows) {
-  if (windows.empty()) throw std::logic_error("quartiles of no window");
-  std::sort(windows.begin(), windows.end());
-  m.low = windows[windows.size() / 4];
-  m.high = windows[(3 * windows.size()) / 4];
-  m.windows = static_cast<std::int64_t>(windows.size());
+void NoiseScaleRecord::add(double trace, double gradient_squared) {
+  trace_ += trace;
+  gradient_squared_ += gradient_squared;
+  window_trace_ += trace;
+  window_gradient_ += gradient_squared;
+  if (++window_steps_ == kWindow) {
+    windows_.push_back(window_b_simple(window_trace_, window_gradient_));
+    window_trace_ = window_gradient_ = 0;
+    window_steps_ = 0;
+  }
+}
+
+std::variant<NoiseScaleMeasurement, std::string> NoiseScaleRecord::measurement(
+    std::int64_t batch, std::int64_t micro_batches) const {
+  if (windows_.empty()) {
+    return fmt::format("too few steps: {}, a window is {}", window_steps_, kWindow);
+  }
+  const bool finite =
+      std::isfinite(trace_) && std::isfinite(gradient_squared_) &&
+      std::none_of(windows_.begin(), windows_.end(), [](double w) { return std::isnan(w); });
+  if (!finite) return std::string("an estimate is not finite: did training diverge?");
+  if (!(gradient_squared_ > 0)) {
+    return fmt::format("the whole run's |G|^2 estimate is {:g}: the noise hides the gradient",
+                       gradient_squared_);
+  }
+  if (!(trace_ > 0)) {
+    return fmt::format("the whole run's tr(Sigma) estimate is {:g}: no gradient noise resolved",
+                       trace_);
+  }
+  NoiseScaleMeasurement m;
+  m.batch = batch;
+  m.micro_batches = micro_batches;
+  m.b_simple = trace_ / gradient_squared_;
+  if (!std::isfinite(m.b_simple)) {
+    return fmt::format("B_simple {:g} / {:g} is not finite", trace_, gradient_squared_);
+  }
+  std::vector<double> sorted = windows_;
+  std::sort(sorted.begin(), sorted.end());
+  m.low = sorted[sorted.size() / 4];
+  m.high = sorted[(3 * sorted.size()) / 4];
+  m.windows = static_cast<std::int64_t>(sorted.size());
+  return m;
 }
 
 std::string quartile_text(double value) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace epochcast {
@@ -40,9 +41,8 @@ struct NoiseScaleMeasurement {
   std::int64_t batch = 0;          // the batch it was measured at
   std::int64_t micro_batches = 0;  // of batch / micro_batches samples each
   double b_simple = 0;             // over the whole training
-  // Its spread: the quartiles over windows of training (window_b_simple), either of them
-  // infinite (in JSON kUnboundedQuartile) where a quarter of the windows or more resolved no
-  // gradient.
+  // Its spread: the quartiles over windows of training (NoiseScaleRecord), either of them
+  // infinite (in JSON kUnboundedQuartile) where enough windows resolved no gradient.
   double low = 0, high = 0;
   std::int64_t windows = 0;
 };
@@ -50,10 +50,29 @@ struct NoiseScaleMeasurement {
 // One window's B_simple from its summed estimates. Both are unbiased estimates, so either may
 // come out at or below zero: a window whose |G|^2 estimate does (the noise hides the gradient)
 // bounds B_simple nowhere, infinity, above every finite window; one whose tr(Sigma) estimate
-// does resolved no noise, 0.
+// does resolved no noise, 0. NaN where either is NaN.
 double window_b_simple(double trace, double gradient_squared);
-// Sets `windows`, `low` and `high` from the windows' B_simple (at least one).
-void set_window_quartiles(NoiseScaleMeasurement& m, std::vector<double> windows);
+
+// The runtime's per-step estimates (tr(Sigma) and |G|^2), summed over the whole run and over
+// windows of kWindow steps, and what they measured.
+class NoiseScaleRecord {
+ public:
+  static constexpr int kWindow = 10;
+  void add(double trace, double gradient_squared);
+  // The measurement: B_simple over the whole run and its quartiles over the windows (either
+  // unbounded, infinite, once the windows that resolved no gradient are at least a quarter of
+  // them for the upper one, three quarters for the lower). Or why there is none: too few steps
+  // for a window, a whole-run estimate at or below zero, or one not finite (training diverged).
+  std::variant<NoiseScaleMeasurement, std::string> measurement(std::int64_t batch,
+                                                               std::int64_t micro_batches) const;
+
+ private:
+  double trace_ = 0, gradient_squared_ = 0;
+  std::vector<double> windows_;  // window_b_simple of each whole window
+  double window_trace_ = 0, window_gradient_ = 0;
+  int window_steps_ = 0;
+};
+
 inline constexpr std::string_view kUnboundedQuartile = "unbounded";
 // A quartile as files and reports write it: samples, or kUnboundedQuartile.
 std::string quartile_text(double value);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -81,26 +82,6 @@ bool reached(const TargetSpec& target, double metric) {
                                                             : metric <= target.value;
 }
 
-// Per-window sums of the two noise estimates, for the spread over training.
-struct NoiseRecord {
-  double trace = 0, gradient_squared = 0;
-  std::vector<double> windows;  // window_b_simple of each window of kWindow steps
-  double window_trace = 0, window_gradient = 0;
-  int window_steps = 0;
-  static constexpr int kWindow = 10;
-  void add(const NoiseEstimate& e) {
-    trace += e.trace;
-    gradient_squared += e.gradient_squared;
-    window_trace += e.trace;
-    window_gradient += e.gradient_squared;
-    if (++window_steps == kWindow) {
-      windows.push_back(window_b_simple(window_trace, window_gradient));
-      window_trace = window_gradient = 0;
-      window_steps = 0;
-    }
-  }
-};
-
 // Every parameter's gradient, flattened into one vector (zeros for a parameter without one).
 torch::Tensor flat_gradient(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> parts;
@@ -120,7 +101,7 @@ struct Trainer {
   // gradients (the same step as the whole batch's: the model has no batch statistics), and
   // their norms against the mean's feed the noise estimates.
   std::optional<TargetRun> run(std::int64_t batch, std::uint64_t seed, double rate,
-                               NoiseRecord* noise) {
+                               NoiseScaleRecord* noise) {
     torch::manual_seed(seed);
     TorchModel model = build_torch_model(scenario.model);
     model->to(options.device);
@@ -178,8 +159,9 @@ struct Trainer {
           sum = sum.defined() ? sum + g : g.clone();
         }
         torch::Tensor mean = sum / static_cast<double>(parts);
-        noise->add(
-            estimate_noise(small_norms, small, mean.square().sum().item<double>(), small * parts));
+        const NoiseEstimate e =
+            estimate_noise(small_norms, small, mean.square().sum().item<double>(), small * parts);
+        noise->add(e.trace, e.gradient_squared);
         // The whole batch's gradient, for the step. A parameter no micro-batch used keeps no
         // gradient, as in a plain step: a zero one would still be decayed (weight decay) and
         // count as a step in Adam's moments.
@@ -344,31 +326,21 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
     }
     say(fmt::format("noise scale at batch {} ({} micro-batches) ... ", batch,
                     options.noise_micro_batches));
-    NoiseRecord record;
+    NoiseScaleRecord record;
     const double rate = learning_rate_at(scenario.training.learning_rate, batch, fallback);
     const std::optional<TargetRun> run = trainer.run(batch, options.first_seed, rate, &record);
     if (!run) {
       say("stopped\n");
-    } else if (record.windows.empty()) {
-      say(fmt::format("not measured (too few steps: {}, a window is {})\n", run->steps,
-                      NoiseRecord::kWindow));
-    } else if (!(record.gradient_squared > 0) || !(record.trace > 0)) {
-      // Over the whole run either estimate at or below zero leaves B_simple without a value.
-      say(fmt::format("not measured (the whole run's {} estimate is {:g}: {})\n",
-                      record.gradient_squared > 0 ? "tr(Sigma)" : "|G|^2",
-                      record.gradient_squared > 0 ? record.trace : record.gradient_squared,
-                      record.gradient_squared > 0 ? "no gradient noise resolved"
-                                                  : "the noise hides the gradient"));
     } else {
-      NoiseScaleMeasurement m;
-      m.batch = batch;
-      m.micro_batches = options.noise_micro_batches;
-      m.b_simple = record.trace / record.gradient_squared;
-      set_window_quartiles(m, record.windows);
-      file.noise_scale = m;
-      say(fmt::format("B_simple {:.0f} samples (quartiles over {} windows {}-{}), {} steps\n",
-                      m.b_simple, m.windows, quartile_text(m.low), quartile_text(m.high),
-                      run->steps));
+      auto measured = record.measurement(batch, options.noise_micro_batches);
+      if (const auto* m = std::get_if<NoiseScaleMeasurement>(&measured)) {
+        file.noise_scale = *m;
+        say(fmt::format("B_simple {:.0f} samples (quartiles over {} windows {}-{}), {} steps\n",
+                        m->b_simple, m->windows, quartile_text(m->low), quartile_text(m->high),
+                        run->steps));
+      } else {
+        say(fmt::format("not measured ({})\n", std::get<std::string>(measured)));
+      }
     }
     save(file);
   }

@@ -6,8 +6,10 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <variant>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/measure/target_runs.h"
@@ -219,6 +221,26 @@ TEST_CASE("the statistical figures are recovered from time-to-target runs") {
   }
 }
 
+namespace {
+
+// A record of whole windows, each of its kWindow steps adding (trace, gradient_squared) / kWindow.
+NoiseScaleRecord record_of(const std::vector<std::pair<double, double>>& windows) {
+  NoiseScaleRecord record;
+  for (const auto& [trace, gradient] : windows) {
+    for (int step = 0; step < NoiseScaleRecord::kWindow; ++step)
+      record.add(trace / NoiseScaleRecord::kWindow, gradient / NoiseScaleRecord::kWindow);
+  }
+  return record;
+}
+
+std::string reason_of(const NoiseScaleRecord& record) {
+  auto measured = record.measurement(64, 4);
+  const std::string* reason = std::get_if<std::string>(&measured);
+  return reason != nullptr ? *reason : "measured";
+}
+
+}  // namespace
+
 TEST_CASE("a noise scale's quartiles rank windows that resolved no gradient above every other") {
   // Each window's two estimates are unbiased, so either may come out at or below zero.
   CHECK(window_b_simple(600, 2) == 300);
@@ -226,30 +248,52 @@ TEST_CASE("a noise scale's quartiles rank windows that resolved no gradient abov
   CHECK(std::isinf(window_b_simple(600, -1)));  // the noise hides the gradient: no bound
   CHECK(std::isinf(window_b_simple(-5, -1)));
   CHECK(window_b_simple(-5, 2) == 0);  // no noise resolved
-  const double unbounded = std::numeric_limits<double>::infinity();
-  NoiseScaleMeasurement m;
-  // Dropping the two unbounded windows would have made the quartiles 100 and 300.
-  set_window_quartiles(m, {300, unbounded, 100, 200, unbounded, 0});
+  CHECK(std::isnan(window_b_simple(std::nan(""), 2)));
+  // Windows of B_simple 300, unbounded, 100, 200, unbounded and 0 (a negative trace); dropping
+  // the two unbounded ones would have made the quartiles 100 and 300.
+  const NoiseScaleRecord record =
+      record_of({{600, 2}, {600, -1}, {100, 1}, {400, 2}, {50, 0}, {-30, 3}});
+  auto measured = record.measurement(64, 4);
+  REQUIRE(std::holds_alternative<NoiseScaleMeasurement>(measured));
+  const NoiseScaleMeasurement m = std::get<NoiseScaleMeasurement>(measured);
+  CHECK(m.batch == 64);
+  CHECK(m.micro_batches == 4);
+  CHECK(m.b_simple == Approx((600 + 600 + 100 + 400 + 50 - 30) / (2.0 - 1 + 1 + 2 + 0 + 3)));
   CHECK(m.windows == 6);
-  CHECK(m.low == 100);
+  CHECK(m.low == Approx(100));
   CHECK(std::isinf(m.high));
   CHECK(quartile_text(m.high) == "unbounded");
   CHECK(quartile_text(m.low) == "100");
-  CHECK_THROWS_AS(set_window_quartiles(m, {}), std::logic_error);
+  // Three quarters unbounded: both quartiles are.
+  auto mostly = record_of({{1, 0}, {1, 0}, {1, 0}, {400, 2}}).measurement(64, 4);
+  REQUIRE(std::holds_alternative<NoiseScaleMeasurement>(mostly));
+  CHECK(std::isinf(std::get<NoiseScaleMeasurement>(mostly).low));
+  // No measurement, and why: a step short of a window, whole-run estimates at or below zero,
+  // or not finite.
+  NoiseScaleRecord short_of_a_window;
+  for (int step = 0; step + 1 < NoiseScaleRecord::kWindow; ++step)
+    short_of_a_window.add(10, 1);
+  CHECK(reason_of(short_of_a_window) == "too few steps: 9, a window is 10");
+  CHECK_THAT(reason_of(record_of({{600, 2}, {600, -3}})),
+             Catch::Contains("|G|^2 estimate is -1: the noise hides the gradient"));
+  CHECK_THAT(reason_of(record_of({{600, 2}, {-700, 2}})),
+             Catch::Contains("tr(Sigma) estimate is -100: no gradient noise resolved"));
+  CHECK_THAT(reason_of(record_of({{std::nan(""), 2}})), Catch::Contains("did training diverge"));
+  CHECK_THAT(reason_of(record_of({{1e308, 2}, {1e308, 2}})),
+             Catch::Contains("did training diverge"));
+  CHECK_THAT(reason_of(record_of({{1e300, 1e-300}})), Catch::Contains("is not finite"));
+
   // An unbounded quartile is written as such and read back.
   TargetRunsFile runs = synthetic_runs(80, 500, {16, 64});
-  m.batch = 64;
-  m.micro_batches = 4;
-  m.b_simple = 512.5;
   runs.noise_scale = m;
   const std::string text = to_json(runs);
   CHECK_THAT(text, Catch::Contains("\"high\": \"unbounded\""));
   const TargetRunsFile back = load_target_runs_from_string(text, "runs.json");
   REQUIRE(back.noise_scale);
-  CHECK(back.noise_scale->low == 100);
+  CHECK(back.noise_scale->low == Approx(100));
   CHECK(std::isinf(back.noise_scale->high));
   CHECK(to_json(back) == text);
-  // A quartile below zero, or an upper one below the lower, is refused by name.
+  // A quartile below zero, misspelt, or an upper one below the lower, is refused by name.
   auto problem_of = [&](const std::string& from, const std::string& to) {
     std::string broken = text;
     broken.replace(broken.find(from), from.size(), to);
@@ -261,14 +305,16 @@ TEST_CASE("a noise scale's quartiles rank windows that resolved no gradient abov
     }
     return std::string("accepted");
   };
-  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": -1"),
-             Catch::Contains("low: expected a number of samples, at least 0, or \"unbounded\""));
-  CHECK_THAT(problem_of("\"high\": \"unbounded\"", "\"high\": 50"),
-             Catch::Contains("high: expected the upper quartile, at least the lower one (100), "
-                             "got 50"));
-  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": \"unbounded\""), Catch::Contains("accepted"));
-  CHECK_THAT(problem_of("\"low\": 100.0", "\"low\": \"unbound\""),
-             Catch::Contains("low: expected a number"));
+  const std::string low = fmt::format("\"low\": {}", nlohmann::json(m.low).dump());
+  const std::string expected = "expected a number of samples, at least 0, or \"unbounded\", got ";
+  CHECK_THAT(problem_of(low, "\"low\": -1"), Catch::Contains("noise_scale.low: " + expected));
+  CHECK_THAT(problem_of(low, "\"low\": \"unbound\""),
+             Catch::Contains("noise_scale.low: " + expected));
+  CHECK_THAT(problem_of(low, "\"low\": [1]"), Catch::Contains("noise_scale.low: " + expected));
+  CHECK_THAT(problem_of("\"high\": \"unbounded\"", "\"high\": 99.5"),
+             Catch::Contains("noise_scale.high: expected the upper quartile, at least the lower "
+                             "one (100), got 99.5"));
+  CHECK(problem_of(low, "\"low\": \"unbounded\"") == "accepted");
 }
 
 TEST_CASE("time-to-target files round-trip, and bad ones name the key") {

@@ -59,9 +59,9 @@ void FifoServer::snapshot(SimTime now, SnapshotWriter& out) const {
   out.write(static_cast<std::int64_t>(queue_.size()));
   out.write(static_cast<std::int64_t>(std::llround(speed_ * 1e9)));
   out.write(busy_ ? (finish_ - now).ns() : -1);
-  for (const Entry& entry : queue_) {
-    out.write_task(entry.task);
-    out.write(entry.work_ns);
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    out.write_task(queue_[i].task);
+    out.write(queue_[i].work_ns);
   }
 }
 

@@ -3,9 +3,8 @@
 // Models a CPU thread, a GPU stream, a copy engine, a data-loader worker.
 #pragma once
 
-#include <deque>
-
 #include "sim/engine/resource.h"
+#include "sim/engine/ring_queue.h"
 
 namespace epochcast::sim {
 
@@ -36,7 +35,7 @@ class FifoServer final : public Resource {
   void start_head(SimTime now, StartListener& starts);
 
   std::string name_;
-  std::deque<Entry> queue_;  // front is running when busy_
+  RingQueue<Entry> queue_;  // front is running when busy_
   bool busy_ = false;
   SimTime finish_;
   double speed_ = 1;

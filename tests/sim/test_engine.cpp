@@ -1,6 +1,7 @@
 // The engine's contract: dependency release, FIFO order, (time, sequence) ordering, exact
 // integer time, and a snapshot/shift that reproduces a run exactly.
 #include <algorithm>
+#include <deque>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include "sim/engine/delay_server.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fifo_server.h"
+#include "sim/engine/ring_queue.h"
 #include "sim/predict/epoch_simulator.h"
 
 using namespace epochcast::sim;
@@ -43,6 +45,35 @@ TEST_CASE("a FIFO server runs tasks back to back in arrival order") {
   CHECK(rec.by_tag(2).start.ns() == 300);
   CHECK(rec.by_tag(2).end.ns() == 500);
   CHECK(rec.by_tag(3).end.ns() == 500);
+}
+
+TEST_CASE("a FIFO server's queue keeps arrival order as it wraps and grows") {
+  // Against std::deque, through growth from empty, wrapping at every capacity, and emptying.
+  RingQueue<int> ring;
+  std::deque<int> reference;
+  CHECK(ring.empty());
+  int next = 0;
+  for (int round = 0; round < 200; ++round) {
+    const int pushes = round % 7 + 1, pops = round % 5 + (round % 11 == 0 ? 9 : 0);
+    for (int i = 0; i < pushes; ++i) {
+      ring.push_back(next);
+      reference.push_back(next++);
+    }
+    for (int i = 0; i < pops && !reference.empty(); ++i) {
+      REQUIRE(ring.front() == reference.front());
+      ring.pop_front();
+      reference.pop_front();
+    }
+    REQUIRE(ring.size() == reference.size());
+    for (std::size_t i = 0; i < reference.size(); ++i)
+      REQUIRE(ring[i] == reference[i]);
+  }
+  while (!reference.empty()) {
+    REQUIRE(ring.front() == reference.front());
+    ring.pop_front();
+    reference.pop_front();
+  }
+  CHECK(ring.empty());
 }
 
 TEST_CASE("a FIFO server slowed mid-task finishes the rest of its work at the new speed") {

@@ -1,0 +1,50 @@
+// A first-in first-out queue in one block that doubles as it fills. std::deque allocates its
+// first 512-byte block and its map as it is constructed: with every rank of a 16,384-GPU
+// cluster simulated, its 262,144 servers (most of them loader workers holding a batch or two)
+// held 150 MB of those before any task arrived. This one allocates nothing until its first
+// element, and keeps its block when emptied.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace epochcast::sim {
+
+template <typename T>
+class RingQueue {
+ public:
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  T& front() { return slots_[head_]; }
+  const T& front() const { return slots_[head_]; }
+  // The i-th element from the front.
+  const T& operator[](std::size_t i) const { return slots_[wrap(head_ + i)]; }
+
+  void push_back(T value) {
+    if (size_ == slots_.size()) grow();
+    slots_[wrap(head_ + size_)] = std::move(value);
+    ++size_;
+  }
+  void pop_front() {
+    head_ = wrap(head_ + 1);
+    --size_;
+  }
+
+ private:
+  // Capacities are powers of two, so wrapping is a mask.
+  std::size_t wrap(std::size_t i) const { return i & (slots_.size() - 1); }
+  void grow() {
+    std::vector<T> larger(slots_.empty() ? 2 : 2 * slots_.size());
+    for (std::size_t i = 0; i < size_; ++i)
+      larger[i] = std::move(slots_[wrap(head_ + i)]);
+    slots_ = std::move(larger);
+    head_ = 0;
+  }
+
+  std::vector<T> slots_;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace epochcast::sim

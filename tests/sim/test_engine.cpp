@@ -74,6 +74,8 @@ TEST_CASE("a FIFO server's queue keeps arrival order as it wraps and grows") {
     reference.pop_front();
   }
   CHECK(ring.empty());
+  CHECK_THROWS_AS(ring.front(), std::logic_error);
+  CHECK_THROWS_AS(RingQueue<int>().pop_front(), std::logic_error);
 }
 
 TEST_CASE("a FIFO server slowed mid-task finishes the rest of its work at the new speed") {

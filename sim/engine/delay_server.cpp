@@ -9,8 +9,8 @@ void DelayServer::enqueue(TaskHandle task, std::int64_t work, std::uint32_t, Sim
   starts.task_started(task, now);
 }
 
-std::optional<SimTime> DelayServer::next_completion() const {
-  if (pending_.empty()) return std::nullopt;
+SimTime DelayServer::next_completion() const {
+  if (pending_.empty()) return SimTime::never();
   return pending_.begin()->first.first;
 }
 

@@ -16,7 +16,7 @@ class DelayServer final : public Resource {
   const std::string& name() const override { return name_; }
   void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
                StartListener& starts) override;
-  std::optional<SimTime> next_completion() const override;
+  SimTime next_completion() const override;
   void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
   void shift(SimTime delta) override;
   void snapshot(SimTime now, SnapshotWriter& out) const override;

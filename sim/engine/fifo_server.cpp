@@ -36,8 +36,8 @@ void FifoServer::set_speed(SimTime now, double speed) {
   speed_ = speed;
 }
 
-std::optional<SimTime> FifoServer::next_completion() const {
-  if (!busy_) return std::nullopt;
+SimTime FifoServer::next_completion() const {
+  if (!busy_) return SimTime::never();
   return finish_;
 }
 

@@ -15,7 +15,7 @@ class FifoServer final : public Resource {
   const std::string& name() const override { return name_; }
   void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
                StartListener& starts) override;
-  std::optional<SimTime> next_completion() const override;
+  SimTime next_completion() const override;
   std::uint32_t next_finishing_slot() const override {
     return busy_ ? queue_.front().task.index : 0;
   }

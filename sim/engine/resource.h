@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,8 +54,10 @@ class Resource {
   // and the `detail` it was created with (a route for network flows; 0 for servers).
   virtual void enqueue(TaskHandle task, std::int64_t work, std::uint32_t detail, SimTime now,
                        StartListener& starts) = 0;
-  // The earliest instant at which an activity in progress finishes; none when idle.
-  virtual std::optional<SimTime> next_completion() const = 0;
+  // The earliest instant at which an activity in progress finishes; SimTime::never() when idle.
+  // (Not an optional: GCC builds a returned std::optional<SimTime> on the stack and reads it
+  // back whole, a stalled store forward on every release, 7% of a 1,024-rank ring's run.)
+  virtual SimTime next_completion() const = 0;
   // The slot index (TaskHandle::index) of a task that finishes at next_completion(), if the
   // model knows one cheaply; the engine fetches that task's slot into the cache before the
   // event (a miss there was most of finishing a task). Only a hint: any value is safe.

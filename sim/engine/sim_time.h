@@ -60,6 +60,9 @@ class SimTime {
     return SimTime(static_cast<std::int64_t>(whole));
   }
   static constexpr SimTime max() { return SimTime(std::numeric_limits<std::int64_t>::max()); }
+  // An activity that never completes (a resource that is idle): later than any instant a
+  // simulation reaches, since sums that would pass max() throw.
+  static constexpr SimTime never() { return max(); }
 
   constexpr std::int64_t ns() const { return ns_; }
   constexpr double seconds() const { return static_cast<double>(ns_) * 1e-9; }

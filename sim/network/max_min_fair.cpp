@@ -44,8 +44,7 @@ std::uint32_t MaxMinFairNetwork::add_route(std::vector<std::uint32_t> links, Sim
 void MaxMinFairNetwork::schedule(std::uint32_t flow, SimTime when) {
   Flow& f = flows_[flow];
   ++f.version;  // the flow's earlier events are stale
-  events_.push_back({when, flow, f.version});
-  std::push_heap(events_.begin(), events_.end(), Later{});
+  events_.push({when, flow, f.version});
 }
 
 void MaxMinFairNetwork::drop_stale_events() {
@@ -54,14 +53,8 @@ void MaxMinFairNetwork::drop_stale_events() {
   };
   // Rescheduled flows leave their old events behind; once they outnumber the live ones, a
   // rebuild is cheaper than popping them one by one later.
-  if (events_.size() > 2 * active_ + 64) {
-    std::erase_if(events_, stale);
-    std::make_heap(events_.begin(), events_.end(), Later{});
-  }
-  while (!events_.empty() && stale(events_.front())) {
-    std::pop_heap(events_.begin(), events_.end(), Later{});
-    events_.pop_back();
-  }
+  if (events_.size() > 2 * active_ + 64) events_.erase_if(stale);
+  events_.drop_stale_front(stale);
 }
 
 void MaxMinFairNetwork::enqueue(TaskHandle task, std::int64_t bytes, std::uint32_t route,
@@ -91,9 +84,9 @@ void MaxMinFairNetwork::enqueue(TaskHandle task, std::int64_t bytes, std::uint32
   starts.task_started(task, now);
 }
 
-std::optional<SimTime> MaxMinFairNetwork::next_completion() const {
-  if (events_.empty()) return std::nullopt;
-  return events_.front().time;
+SimTime MaxMinFairNetwork::next_completion() const {
+  if (events_.empty()) return SimTime::never();
+  return events_.min_time();
 }
 
 void MaxMinFairNetwork::attach(std::uint32_t flow) {
@@ -134,12 +127,9 @@ void MaxMinFairNetwork::detach(std::uint32_t flow) {
 
 void MaxMinFairNetwork::advance(SimTime now, std::vector<TaskHandle>& finished, StartListener&) {
   due_.clear();
-  while (!events_.empty() && events_.front().time <= now) {
-    const Event e = events_.front();
-    std::pop_heap(events_.begin(), events_.end(), Later{});
-    events_.pop_back();
+  events_.pop_until(now, [&](const Event& e) {
     if (flows_[e.flow].live && flows_[e.flow].version == e.version) due_.push_back(e.flow);
-  }
+  });
   std::sort(due_.begin(), due_.end(), [&](std::uint32_t a, std::uint32_t b) {
     return flows_[a].arrival < flows_[b].arrival;
   });
@@ -367,8 +357,7 @@ void MaxMinFairNetwork::shift(SimTime delta) {
   }
   for (Link& l : links_)
     l.since += delta;
-  for (Event& e : events_)  // a uniform shift keeps the heap's order
-    e.time += delta;
+  events_.shift(delta);
 }
 
 void MaxMinFairNetwork::snapshot(SimTime now, SnapshotWriter& out) const {

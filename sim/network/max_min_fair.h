@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "sim/engine/monotone_queue.h"
 #include "sim/engine/resource.h"
 
 namespace epochcast::sim {
@@ -45,7 +46,7 @@ class MaxMinFairNetwork final : public Resource {
   const std::string& name() const override { return name_; }
   void enqueue(TaskHandle task, std::int64_t bytes, std::uint32_t route, SimTime now,
                StartListener& starts) override;
-  std::optional<SimTime> next_completion() const override;
+  SimTime next_completion() const override;
   void advance(SimTime now, std::vector<TaskHandle>& finished, StartListener& starts) override;
   void shift(SimTime delta) override;
   void snapshot(SimTime now, SnapshotWriter& out) const override;
@@ -104,14 +105,11 @@ class MaxMinFairNetwork final : public Resource {
     double new_rate = 0;
   };
   // A flow's latency ending or its transfer ending. Events due at the same instant are put in
-  // arrival order when they are taken, so the heap orders by time alone.
+  // arrival order when they are taken, so the queue orders by time alone.
   struct Event {
     SimTime time;
     std::uint32_t flow = 0;
     std::uint32_t version = 0;
-  };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const { return a.time > b.time; }
   };
 
   void schedule(std::uint32_t flow, SimTime when);
@@ -138,7 +136,7 @@ class MaxMinFairNetwork final : public Resource {
   std::vector<Flow> flows_;  // slots, reused
   std::vector<std::uint32_t> free_slots_;
   std::size_t active_ = 0;
-  std::vector<Event> events_;  // a heap under Later; entries of changed flows are stale
+  MonotoneQueue<Event> events_;  // entries of changed flows are stale
   std::uint64_t next_arrival_ = 0;
   std::uint64_t visit_ = 0;
   std::function<void(SimTime, std::uint32_t, double)> rate_listener_;

@@ -2,6 +2,8 @@
 // integer time, and a snapshot/shift that reproduces a run exactly.
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <random>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -9,6 +11,7 @@
 #include "sim/engine/delay_server.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fifo_server.h"
+#include "sim/engine/monotone_queue.h"
 #include "sim/engine/ring_queue.h"
 #include "sim/predict/epoch_simulator.h"
 
@@ -76,6 +79,104 @@ TEST_CASE("a FIFO server's queue keeps arrival order as it wraps and grows") {
   CHECK(ring.empty());
   CHECK_THROWS_AS(ring.front(), std::logic_error);
   CHECK_THROWS_AS(RingQueue<int>().pop_front(), std::logic_error);
+}
+
+TEST_CASE("a monotone queue pops what a sorted reference holds, stale items dropped, shifted") {
+  // Against a multiset of (time, id): random pushes at or after the last instant popped
+  // (bursts at one instant, near ones and far ones, negative times included), pops up to random
+  // instants, stale items (odd ids, once marked) dropped from the front or all at once, and
+  // shifts both ways.
+  struct Item {
+    SimTime time;
+    int id = 0;
+  };
+  MonotoneQueue<Item> queue;
+  std::multimap<std::int64_t, int> reference;
+  std::vector<bool> stale_ids;
+  std::mt19937_64 random(7);
+  std::int64_t now = -5'000;
+  auto stale = [&](const Item& item) { return stale_ids[static_cast<std::size_t>(item.id)]; };
+  auto drop_stale_front = [&] {
+    while (!reference.empty() && stale_ids[static_cast<std::size_t>(reference.begin()->second)])
+      reference.erase(reference.begin());
+  };
+  for (int round = 0; round < 3'000; ++round) {
+    const int pushes = static_cast<int>(random() % 6);
+    for (int p = 0; p < pushes; ++p) {
+      const std::int64_t ahead = std::array<std::int64_t, 4>{
+          0, static_cast<std::int64_t>(random() % 8), static_cast<std::int64_t>(random() % 5'000),
+          static_cast<std::int64_t>(random() % 4'000'000'000)}[random() % 4];
+      const int id = static_cast<int>(stale_ids.size());
+      stale_ids.push_back(false);
+      queue.push({SimTime::from_ns(now + ahead), id});
+      reference.emplace(now + ahead, id);
+    }
+    switch (random() % 5) {
+      case 0: {  // mark a few odd ids stale, then drop them from the front
+        for (int k = 0; k < 3 && !stale_ids.empty(); ++k) {
+          const auto id = random() % stale_ids.size();
+          if (id % 2 == 1) stale_ids[id] = true;
+        }
+        queue.drop_stale_front(stale);
+        drop_stale_front();
+        break;
+      }
+      case 1: {  // drop every stale item
+        queue.erase_if(stale);
+        std::erase_if(reference, [&](const auto& entry) {
+          return stale_ids[static_cast<std::size_t>(entry.second)];
+        });
+        break;
+      }
+      case 2: {  // a shift, forward or back, of everything not yet popped
+        if (random() % 8 == 0) {
+          const std::int64_t delta = static_cast<std::int64_t>(random() % 10'000) - 3'000;
+          queue.shift(SimTime::from_ns(delta));
+          std::multimap<std::int64_t, int> moved;
+          for (const auto& [time, id] : reference)
+            moved.emplace(time + delta, id);
+          reference = std::move(moved);
+          now += delta;
+        }
+        break;
+      }
+      default: {  // pop up to the earliest item, or a little past it
+        if (reference.empty()) break;
+        REQUIRE(!queue.empty());
+        now = queue.min_time().ns() + static_cast<std::int64_t>(random() % 3) * 1'000;
+        std::vector<std::pair<std::int64_t, int>> popped;
+        // Stale items popped are ignored, as the network ignores them.
+        queue.pop_until(SimTime::from_ns(now), [&](const Item& item) {
+          if (!stale(item)) popped.emplace_back(item.time.ns(), item.id);
+        });
+        std::vector<std::pair<std::int64_t, int>> expected;
+        while (!reference.empty() && reference.begin()->first <= now) {
+          if (!stale_ids[static_cast<std::size_t>(reference.begin()->second)])
+            expected.emplace_back(*reference.begin());
+          reference.erase(reference.begin());
+        }
+        std::sort(popped.begin(), popped.end());
+        std::sort(expected.begin(), expected.end());
+        REQUIRE(popped == expected);
+        break;
+      }
+    }
+    if (!reference.empty()) {
+      // Stale items may linger behind the front, but never change the earliest time of those
+      // that count once the front is cleared.
+      queue.drop_stale_front(stale);
+      drop_stale_front();
+      if (!reference.empty()) {
+        REQUIRE(queue.min_time().ns() == reference.begin()->first);
+      }
+    }
+  }
+  // Pushing before the last instant popped is a programming error.
+  if (!queue.empty()) {
+    queue.pop_until(queue.min_time(), [](const Item&) {});
+  }
+  CHECK_THROWS_AS(queue.push({SimTime::from_ns(now - 1'000'000), 0}), std::logic_error);
+  CHECK_THROWS_AS(MonotoneQueue<Item>().min_time(), std::logic_error);
 }
 
 TEST_CASE("a FIFO server slowed mid-task finishes the rest of its work at the new speed") {

@@ -248,7 +248,11 @@ void MaxMinFairNetwork::fill_component() {
     if (link.unfrozen > 0) heap_.emplace_back(link.left / link.unfrozen, l);
   }
   std::make_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
-  while (!heap_.empty()) {
+  // Once every flow has its rate, what the heap still holds is stale (links whose flows are all
+  // frozen): most of it, since every link of the component entered it, and popping it all was
+  // a third of the filling.
+  std::size_t unfrozen_flows = component_flows_.size();
+  while (!heap_.empty() && unfrozen_flows > 0) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
     const auto [share, bottleneck] = heap_.back();
     heap_.pop_back();
@@ -261,6 +265,7 @@ void MaxMinFairNetwork::fill_component() {
       if (f.frozen) continue;
       f.frozen = true;
       f.new_rate = share;
+      --unfrozen_flows;
       for (std::uint32_t l : routes_[f.route].links) {
         Link& link = links_[l];
         if (link.never_binding) continue;

@@ -146,17 +146,15 @@ void Engine::reschedule(ResourceId resource) {
   if (next == SimTime::never()) {
     if (schedule.scheduled) --live_events_;
     schedule.scheduled = false;
-    schedule.version++;
     return;
   }
   if (schedule.scheduled && schedule.time == next) return;  // the pending event still holds
   if (!schedule.scheduled) ++live_events_;
-  schedule.version++;
   schedule.scheduled = true;
   schedule.time = next;
   schedule.sequence = next_sequence_++;
-  events_.push_back(Event{next, schedule.sequence, resource,
-                          resources_[resource]->next_finishing_slot(), schedule.version});
+  events_.push_back(
+      Event{next, schedule.sequence, resource, resources_[resource]->next_finishing_slot()});
   std::push_heap(events_.begin(), events_.end(), std::greater<>{});
   if (events_.size() > 2 * live_events_ + 1024) purge_stale_events();
 }

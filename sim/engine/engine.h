@@ -124,18 +124,20 @@ class Engine final : private StartListener {
     std::uint32_t to = 0;
     std::uint32_t next = kNone;
   };
+  // 24 bytes: with every rank of 16,384 GPUs the heap holds a hundred thousand events and
+  // its sift-down was half of the event loop. An event is stale once its resource has been
+  // rescheduled, which gives the resource a new sequence number.
   struct Event {
     SimTime time;
     std::uint64_t sequence = 0;
     ResourceId resource = 0;
     std::uint32_t slot_hint = 0;  // Resource::next_finishing_slot() when scheduled
-    std::uint64_t version = 0;
     friend bool operator>(const Event& a, const Event& b) {
       return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
     }
   };
+  static_assert(sizeof(Event) == 24);
   struct Schedule {
-    std::uint64_t version = 0;
     bool scheduled = false;
     SimTime time;
     std::uint64_t sequence = 0;
@@ -146,7 +148,7 @@ class Engine final : private StartListener {
   void reschedule(ResourceId resource);
   bool stale(const Event& event) const {
     return !schedules_[event.resource].scheduled ||
-           event.version != schedules_[event.resource].version;
+           event.sequence != schedules_[event.resource].sequence;
   }
   void purge_stale_events();
 

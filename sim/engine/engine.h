@@ -125,8 +125,8 @@ class Engine final : private StartListener {
     std::uint32_t next = kNone;
   };
   // 24 bytes: with every rank of 16,384 GPUs the heap holds a hundred thousand events and
-  // its sift-down was half of the event loop. An event is stale once its resource has been
-  // rescheduled, which gives the resource a new sequence number.
+  // its sift-down was half of the event loop. An event is stale once its resource has gone
+  // idle (not scheduled) or been rescheduled, which gives the resource a new sequence number.
   struct Event {
     SimTime time;
     std::uint64_t sequence = 0;

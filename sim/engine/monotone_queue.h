@@ -1,10 +1,11 @@
 // A priority queue of timed items for a clock that never goes back: a radix heap. Every item
 // pushed is due no earlier than the last instant popped, which holds for a simulation's events
 // (nothing is scheduled in the past). Items sit in 65 buckets by the highest bit in which their
-// time differs from that instant, so a push is an append and a pop moves the items of one
-// bucket into lower ones; an item moves down at most 64 times in its life, and in practice
-// once or twice. A binary heap of the 2,000 flows of a 1,024-rank ring moved each one through
-// 11 levels twice a flow (its latency's end and its transfer's), a third of the network's work.
+// time (as an unsigned key, sign bit flipped) differs from that instant's, so a push is an
+// append and a pop moves the items of one bucket into lower ones; between shifts an item moves
+// down at most 64 times, in practice once or twice. A binary heap of the 2,000 flows of a
+// 1,024-rank ring moved each one through 11 levels twice a flow (its latency's end and its
+// transfer's), a third of the network's work.
 //
 // Items due at the same instant come out together, in no particular order: the caller orders
 // them (the network by arrival). Item must have a `SimTime time` member.
@@ -42,7 +43,7 @@ class MonotoneQueue {
     ++size_;
   }
 
-  // Removes every item due at or before `now`, passing each to `out`.
+  // Removes every item due at or before `now`, passing each to `out`, which must not push.
   template <typename Out>
   void pop_until(SimTime now, Out&& out) {
     const std::uint64_t until = key_of(now);
@@ -66,8 +67,9 @@ class MonotoneQueue {
     }
   }
 
-  // Drops items for which `stale` holds from the front, until the earliest one is not stale
-  // (or the queue is empty): min_time() is then the earliest time of an item that counts.
+  // Drops the items for which `stale` holds in the lowest buckets, until the lowest bucket left
+  // holds one that is not stale (or the queue is empty): min_time() is then the earliest time
+  // of an item that counts. Stale items in higher buckets stay.
   template <typename Stale>
   void drop_stale_front(Stale&& stale) {
     if (size_ > 0) find_min(stale);
@@ -84,7 +86,8 @@ class MonotoneQueue {
     if (size_ > 0) find_min([](const Item&) { return false; });
   }
 
-  // Moves every item, and the last instant popped, `delta` later (or earlier).
+  // Moves every item, and the last instant popped, `delta` later (or earlier). Throws
+  // TimeOverflow where an instant would leave SimTime's range.
   void shift(SimTime delta) {
     std::vector<Item> all;
     all.reserve(size_);

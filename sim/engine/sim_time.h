@@ -59,9 +59,9 @@ class SimTime {
     if (!(std::abs(whole) < 0x1p63)) throw TimeOverflow();
     return SimTime(static_cast<std::int64_t>(whole));
   }
-  static constexpr SimTime max() { return SimTime(std::numeric_limits<std::int64_t>::max()); }
+  static constexpr SimTime max() { return SimTime(kMaxNs); }
   // An activity that never completes (a resource that is idle): later than any instant a
-  // simulation reaches, since sums that would pass max() throw.
+  // simulation reaches, since a sum that would reach max() throws.
   static constexpr SimTime never() { return max(); }
 
   constexpr std::int64_t ns() const { return ns_; }
@@ -71,7 +71,8 @@ class SimTime {
   constexpr SimTime& operator-=(SimTime other) { return *this = *this - other; }
   friend constexpr SimTime operator+(SimTime a, SimTime b) {
     std::int64_t sum = 0;
-    if (__builtin_add_overflow(a.ns_, b.ns_, &sum)) throw TimeOverflow();
+    // Reaching max() is an overflow too: it stands for never().
+    if (__builtin_add_overflow(a.ns_, b.ns_, &sum) || sum == kMaxNs) throw TimeOverflow();
     return SimTime(sum);
   }
   friend constexpr SimTime operator-(SimTime a, SimTime b) {
@@ -87,6 +88,7 @@ class SimTime {
   friend constexpr auto operator<=>(SimTime a, SimTime b) = default;
 
  private:
+  static constexpr std::int64_t kMaxNs = std::numeric_limits<std::int64_t>::max();
   constexpr explicit SimTime(std::int64_t ns) : ns_(ns) {}
   std::int64_t ns_ = 0;
 };

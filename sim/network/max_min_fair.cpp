@@ -51,8 +51,8 @@ void MaxMinFairNetwork::drop_stale_events() {
   auto stale = [&](const Event& e) {
     return !flows_[e.flow].live || flows_[e.flow].version != e.version;
   };
-  // Rescheduled flows leave their old events behind; once they outnumber the live ones, a
-  // rebuild is cheaper than popping them one by one later.
+  // Rescheduled flows leave their old events behind; once they outnumber the live ones, one
+  // pass over the queue drops them, which is cheaper than meeting them one by one later.
   if (events_.size() > 2 * active_ + 64) events_.erase_if(stale);
   events_.drop_stale_front(stale);
 }

@@ -80,7 +80,7 @@ class MaxMinFairNetwork final : public Resource {
     std::uint64_t visit = 0;  // refill (or filling round) that reached it
     std::uint32_t unfrozen = 0;
     bool never_binding = false;  // set_never_binding
-    // Statistics and names, not read by a refill.
+    // Statistics and the name: a refill updates these only for the links whose rate changed.
     double carried = 0;  // bytes, up to `since`
     SimTime since;       // when `rate` took effect
     std::string name;

@@ -1,10 +1,13 @@
 // The engine's contract: dependency release, FIFO order, (time, sequence) ordering, exact
 // integer time, and a snapshot/shift that reproduces a run exactly.
 #include <algorithm>
+#include <array>
 #include <deque>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +16,7 @@
 #include "sim/engine/fifo_server.h"
 #include "sim/engine/monotone_queue.h"
 #include "sim/engine/ring_queue.h"
+#include "sim/network/max_min_fair.h"
 #include "sim/predict/epoch_simulator.h"
 
 using namespace epochcast::sim;
@@ -81,11 +85,23 @@ TEST_CASE("a FIFO server's queue keeps arrival order as it wraps and grows") {
   CHECK_THROWS_AS(RingQueue<int>().pop_front(), std::logic_error);
 }
 
+TEST_CASE("an idle resource completes never, and no sum of instants reaches never") {
+  // The engine reads SimTime::never() as "nothing to schedule", so a real instant must never
+  // equal it.
+  CHECK(FifoServer("cpu").next_completion() == SimTime::never());
+  CHECK(DelayServer("wire").next_completion() == SimTime::never());
+  CHECK(MaxMinFairNetwork("network").next_completion() == SimTime::never());
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK((SimTime::from_ns(kMax - 6) + SimTime::from_ns(5)).ns() == kMax - 1);
+  CHECK_THROWS_AS(SimTime::from_ns(kMax - 5) + SimTime::from_ns(5), TimeOverflow);
+  CHECK_THROWS_AS(SimTime::from_ns(kMax - 5) + SimTime::from_ns(6), TimeOverflow);
+}
+
 TEST_CASE("a monotone queue pops what a sorted reference holds, stale items dropped, shifted") {
   // Against a multiset of (time, id): random pushes at or after the last instant popped
   // (bursts at one instant, near ones and far ones, negative times included), pops up to random
-  // instants, stale items (odd ids, once marked) dropped from the front or all at once, and
-  // shifts both ways.
+  // instants, items held marked stale (the earliest among them, often) and dropped from the
+  // front or all at once, and shifts both ways, the first before anything was popped.
   struct Item {
     SimTime time;
     int id = 0;
@@ -96,53 +112,74 @@ TEST_CASE("a monotone queue pops what a sorted reference holds, stale items drop
   std::mt19937_64 random(7);
   std::int64_t now = -5'000;
   auto stale = [&](const Item& item) { return stale_ids[static_cast<std::size_t>(item.id)]; };
+  auto stale_entry = [&](const auto& entry) {
+    return stale_ids[static_cast<std::size_t>(entry.second)];
+  };
   auto drop_stale_front = [&] {
-    while (!reference.empty() && stale_ids[static_cast<std::size_t>(reference.begin()->second)])
+    while (!reference.empty() && stale_entry(*reference.begin()))
       reference.erase(reference.begin());
   };
+  auto check_front = [&] {
+    if (reference.empty()) return;
+    REQUIRE(!queue.empty());
+    REQUIRE(queue.min_time().ns() == reference.begin()->first);
+  };
+  auto shift = [&](std::int64_t delta) {
+    queue.shift(SimTime::from_ns(delta));
+    std::multimap<std::int64_t, int> moved;
+    for (const auto& [time, id] : reference)
+      moved.emplace(time + delta, id);
+    reference = std::move(moved);
+    now += delta;
+  };
+  auto push = [&](std::int64_t time) {
+    const int id = static_cast<int>(stale_ids.size());
+    stale_ids.push_back(false);
+    queue.push({SimTime::from_ns(time), id});
+    reference.emplace(time, id);
+  };
+  for (std::int64_t ahead : {0, 3, 70, 4'000})
+    push(now + ahead);
+  shift(-2'500);  // before the first pop
+  check_front();
   for (int round = 0; round < 3'000; ++round) {
     const int pushes = static_cast<int>(random() % 6);
     for (int p = 0; p < pushes; ++p) {
-      const std::int64_t ahead = std::array<std::int64_t, 4>{
-          0, static_cast<std::int64_t>(random() % 8), static_cast<std::int64_t>(random() % 5'000),
-          static_cast<std::int64_t>(random() % 4'000'000'000)}[random() % 4];
-      const int id = static_cast<int>(stale_ids.size());
-      stale_ids.push_back(false);
-      queue.push({SimTime::from_ns(now + ahead), id});
-      reference.emplace(now + ahead, id);
+      push(now + std::array<std::int64_t, 4>{
+                     0, static_cast<std::int64_t>(random() % 8),
+                     static_cast<std::int64_t>(random() % 5'000),
+                     static_cast<std::int64_t>(random() % 4'000'000'000)}[random() % 4]);
     }
     switch (random() % 5) {
-      case 0: {  // mark a few odd ids stale, then drop them from the front
-        for (int k = 0; k < 3 && !stale_ids.empty(); ++k) {
-          const auto id = random() % stale_ids.size();
-          if (id % 2 == 1) stale_ids[id] = true;
+      case 0: {  // mark items held stale, the earliest one half the time; drop from the front
+        for (int k = 0; k < 3 && !reference.empty(); ++k) {
+          auto entry = reference.begin();
+          if (random() % 2 == 0) {
+            std::advance(entry, static_cast<std::ptrdiff_t>(random() % reference.size()));
+          }
+          stale_ids[static_cast<std::size_t>(entry->second)] = true;
         }
         queue.drop_stale_front(stale);
         drop_stale_front();
+        check_front();
         break;
       }
-      case 1: {  // drop every stale item
+      case 1: {  // drop every stale item; the earliest time is then right without more
         queue.erase_if(stale);
-        std::erase_if(reference, [&](const auto& entry) {
-          return stale_ids[static_cast<std::size_t>(entry.second)];
-        });
+        std::erase_if(reference, stale_entry);
+        REQUIRE(queue.size() == reference.size());
+        check_front();
         break;
       }
       case 2: {  // a shift, forward or back, of everything not yet popped
-        if (random() % 8 == 0) {
-          const std::int64_t delta = static_cast<std::int64_t>(random() % 10'000) - 3'000;
-          queue.shift(SimTime::from_ns(delta));
-          std::multimap<std::int64_t, int> moved;
-          for (const auto& [time, id] : reference)
-            moved.emplace(time + delta, id);
-          reference = std::move(moved);
-          now += delta;
-        }
+        if (random() % 8 == 0) shift(static_cast<std::int64_t>(random() % 10'000) - 3'000);
         break;
       }
       default: {  // pop up to the earliest item, or a little past it
+        queue.drop_stale_front(stale);
+        drop_stale_front();
+        check_front();
         if (reference.empty()) break;
-        REQUIRE(!queue.empty());
         now = queue.min_time().ns() + static_cast<std::int64_t>(random() % 3) * 1'000;
         std::vector<std::pair<std::int64_t, int>> popped;
         // Stale items popped are ignored, as the network ignores them.
@@ -151,23 +188,13 @@ TEST_CASE("a monotone queue pops what a sorted reference holds, stale items drop
         });
         std::vector<std::pair<std::int64_t, int>> expected;
         while (!reference.empty() && reference.begin()->first <= now) {
-          if (!stale_ids[static_cast<std::size_t>(reference.begin()->second)])
-            expected.emplace_back(*reference.begin());
+          if (!stale_entry(*reference.begin())) expected.emplace_back(*reference.begin());
           reference.erase(reference.begin());
         }
         std::sort(popped.begin(), popped.end());
         std::sort(expected.begin(), expected.end());
         REQUIRE(popped == expected);
         break;
-      }
-    }
-    if (!reference.empty()) {
-      // Stale items may linger behind the front, but never change the earliest time of those
-      // that count once the front is cleared.
-      queue.drop_stale_front(stale);
-      drop_stale_front();
-      if (!reference.empty()) {
-        REQUIRE(queue.min_time().ns() == reference.begin()->first);
       }
     }
   }
@@ -177,6 +204,19 @@ TEST_CASE("a monotone queue pops what a sorted reference holds, stale items drop
   }
   CHECK_THROWS_AS(queue.push({SimTime::from_ns(now - 1'000'000), 0}), std::logic_error);
   CHECK_THROWS_AS(MonotoneQueue<Item>().min_time(), std::logic_error);
+
+  // Instants at both ends of SimTime's range keep their order.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  MonotoneQueue<Item> extremes;
+  for (std::int64_t time : {kMax - 1, kMin, -1L, kMin + 1, 0L, kMax - 2})
+    extremes.push({SimTime::from_ns(time), 0});
+  std::vector<std::int64_t> order;
+  while (!extremes.empty()) {
+    extremes.pop_until(extremes.min_time(),
+                       [&](const Item& item) { order.push_back(item.time.ns()); });
+  }
+  CHECK(order == std::vector<std::int64_t>{kMin, kMin + 1, -1, 0, kMax - 2, kMax - 1});
 }
 
 TEST_CASE("a FIFO server slowed mid-task finishes the rest of its work at the new speed") {

@@ -5,7 +5,7 @@
 // append and a pop moves the items of one bucket into lower ones; between shifts an item moves
 // down at most 64 times, in practice once or twice. A binary heap of the 2,000 flows of a
 // 1,024-rank ring moved each one through 11 levels twice a flow (its latency's end and its
-// transfer's), a third of the network's work.
+// transfer's): a quarter of the network's instructions went to it.
 //
 // Items due at the same instant come out together, in no particular order: the caller orders
 // them (the network by arrival). Item must have a `SimTime time` member.

@@ -124,8 +124,8 @@ class Engine final : private StartListener {
     std::uint32_t to = 0;
     std::uint32_t next = kNone;
   };
-  // 24 bytes: with every rank of 16,384 GPUs the heap holds a hundred thousand events and
-  // its sift-down was half of the event loop. An event is stale once its resource has gone
+  // 24 bytes: with every rank of 16,384 GPUs the heap's sift-down was half of the event loop's
+  // samples (perf), most of them misses. An event is stale once its resource has gone
   // idle (not scheduled) or been rescheduled, which gives the resource a new sequence number.
   struct Event {
     SimTime time;

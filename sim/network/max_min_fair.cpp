@@ -250,7 +250,8 @@ void MaxMinFairNetwork::fill_component() {
   std::make_heap(heap_.begin(), heap_.end(), std::greater<Key>{});
   // Once every flow has its rate, what the heap still holds is stale (links whose flows are all
   // frozen): most of it, since every link of the component entered it, and popping it all was
-  // a third of the filling.
+  // a sixth of the filling's instructions over a 256-GPU epoch with every rank (cachegrind,
+  // BM_ImagenetEpochEveryRank/256: 6.64 -> 5.50 G).
   std::size_t unfrozen_flows = component_flows_.size();
   while (!heap_.empty() && unfrozen_flows > 0) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<Key>{});

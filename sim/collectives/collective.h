@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "sim/collectives/transfer_deps.h"
 #include "sim/network/fabric_way.h"
 
 namespace epochcast::sim {
@@ -63,7 +64,7 @@ struct Transfer {
   int dst = 0;
   bool mirror = false;
   Bytes bytes;
-  std::vector<int> deps;  // transfers (indices in the plan) that must finish first
+  TransferDeps deps;  // transfers (indices in the plan) that must finish first
   // Transfers of this plan that cross the same link at the same time (ring channels sharing an
   // NVLink pair): the analytic cost divides the bandwidth among them, as the flows do.
   int sharing = 1;

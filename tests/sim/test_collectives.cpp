@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <catch2/catch.hpp>
 
@@ -77,6 +78,59 @@ AlphaBeta alpha_beta(const Topology& t, const HardwareProfile& p, int a, int b) 
 }
 
 }  // namespace
+
+TEST_CASE(
+    "a transfer's dependencies: two held in place, more on the heap, copied and moved whole") {
+  std::vector<int> reference;
+  TransferDeps deps;
+  CHECK(deps.empty());
+  // Grow one at a time past the two held in place (2 -> 4 -> 8 -> 16), checking each step.
+  for (int i = 0; i < 11; ++i) {
+    deps.push_back(3 * i + 1);
+    reference.push_back(3 * i + 1);
+    REQUIRE(deps.size() == reference.size());
+    CHECK(deps == reference);
+    CHECK(deps.back() == 3 * i + 1);
+  }
+  for (std::size_t held : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+    INFO(held << " held");
+    const std::vector<int> some(reference.begin(), reference.begin() + held);
+    TransferDeps source(some);
+    TransferDeps copy(source);
+    CHECK(copy == some);
+    CHECK(source == some);
+    TransferDeps moved(std::move(source));
+    CHECK(moved == some);
+    CHECK(source.empty());  // moved from: empty, and usable again
+    source.push_back(7);
+    CHECK(source == std::vector<int>{7});
+    // Assignments between every pair of sizes, in place and on the heap.
+    for (std::size_t other : {std::size_t{0}, std::size_t{2}, std::size_t{5}}) {
+      const std::vector<int> rest(reference.begin(), reference.begin() + other);
+      TransferDeps target(rest);
+      target = copy;
+      CHECK(target == some);
+      TransferDeps into(rest);
+      into = TransferDeps(some);
+      CHECK(into == some);
+      into.insert(into.end(), rest.begin(), rest.end());
+      std::vector<int> joined = some;
+      joined.insert(joined.end(), rest.begin(), rest.end());
+      CHECK(into == joined);
+      for (int& d : into)
+        d += 1;
+      for (int& d : joined)
+        d += 1;
+      CHECK(into == joined);
+    }
+  }
+  TransferDeps listed = {4, 5, 6};
+  CHECK(listed == std::vector<int>{4, 5, 6});
+  listed = {9};
+  CHECK(listed == std::vector<int>{9});
+  CHECK_THROWS_AS(listed.insert(listed.begin(), reference.begin(), reference.end()),
+                  std::logic_error);
+}
 
 TEST_CASE("ring all-reduce costs 2(n-1)(alpha + S/(n beta)) on a switch fabric") {
   MachineSpec m = machine("dgx-a100");

@@ -124,6 +124,27 @@ TEST_CASE(
       CHECK(into == joined);
     }
   }
+  // Self-assignment keeps the list; a list may append itself, in place or growing.
+  for (std::size_t held : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{6}}) {
+    INFO(held << " held, appended to itself");
+    const std::vector<int> some(reference.begin(), reference.begin() + held);
+    TransferDeps self(some);
+    const TransferDeps& alias = self;
+    self = alias;
+    CHECK(self == some);
+    self = std::move(self);  // a self-move, on purpose
+    CHECK(self == some);
+    self.insert(self.end(), self.begin(), self.end());
+    std::vector<int> twice = some;
+    twice.insert(twice.end(), some.begin(), some.end());
+    CHECK(self == twice);
+    self.insert(self.end(), some.end(), some.end());  // nothing to append
+    CHECK(self == twice);
+    TransferDeps other;
+    other = std::move(self);
+    CHECK(other == twice);
+    CHECK(self.empty());  // moved from by assignment: empty too
+  }
   TransferDeps listed = {4, 5, 6};
   CHECK(listed == std::vector<int>{4, 5, 6});
   listed = {9};

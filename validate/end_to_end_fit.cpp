@@ -208,6 +208,14 @@ class IterationReport : public ceres::IterationCallback {
 
 Solution solve(const PointModel& model, std::vector<double> x,
                const std::function<void(int)>& on_iteration) {
+  if (x.empty()) {
+    // The points see no figure (too noisy, or too few): nothing to fit, and Ceres aborts the
+    // process on a residual block without parameters. The cost at the prior, as Ceres counts it.
+    double cost = 0;
+    for (double r : model.residuals(x.data()))
+      cost += 0.5 * r * r;
+    return {std::move(x), std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity()};
+  }
   EndToEndCost cost(model);
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;

@@ -145,6 +145,30 @@ TEST_CASE("a design that cannot see a figure reports it unseen and leaves it at 
   CHECK(estimate(c, "gpu.efficiency.conv").constraint == Constraint::fixed);
 }
 
+TEST_CASE("points so noisy that they see no figure leave the prior, with every figure unseen") {
+  // Iterations scattered over a factor of a hundred: no figure moves a point by a tenth of its
+  // noise, so nothing is fitted. Ceres refuses an empty set of parameters (it aborted the
+  // process: a CPU campaign's calibration under load once did this).
+  std::vector<MeasuredScenario> inputs = measure({{"linear", 1, 20}, {"linear", 2, 200}});
+  for (MeasuredScenario& m : inputs) {
+    for (MeasuredPoint& p : m.measurements.points) {
+      p.iteration_s.count = 20;
+      p.iteration_s.median = 0.01;
+      p.iteration_s.p10 = 0.0001;
+      p.iteration_s.p90 = 1.0;
+    }
+  }
+  Calibration c = calibrate(inputs, {}, {"noisy.csv"});
+  REQUIRE(c.end_to_end);
+  REQUIRE_FALSE(c.end_to_end->figures.empty());
+  for (const FigureEstimate& e : c.end_to_end->figures) {
+    INFO(e.key);
+    CHECK(e.constraint == Constraint::unseen);
+  }
+  CHECK(c.end_to_end->fitted_mape_pct == Approx(c.end_to_end->prior_mape_pct));
+  CHECK_FALSE(c.end_to_end->next_point);
+}
+
 TEST_CASE("a fit that predicts left-out points no better than the prior is not kept") {
   // Epochs the prior predicts within +-10%, the error alternating from point to point: no figure
   // explains it, and a fit that chases it predicts each left-out point worse.

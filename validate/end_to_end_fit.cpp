@@ -208,14 +208,10 @@ class IterationReport : public ceres::IterationCallback {
 
 Solution solve(const PointModel& model, std::vector<double> x,
                const std::function<void(int)>& on_iteration) {
-  if (x.empty()) {
-    // The points see no figure (too noisy, or too few): nothing to fit, and Ceres aborts the
-    // process on a residual block without parameters. The cost at the prior, as Ceres counts it.
-    double cost = 0;
-    for (double r : model.residuals(x.data()))
-      cost += 0.5 * r * r;
-    return {std::move(x), std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity()};
-  }
+  // The points see no figure (too noisy, or too few): nothing to fit, and Ceres aborts the
+  // process on a residual block without parameters. The cost only ranks the starts, and with no
+  // figure there is one start (starts(0)), so it is not simulated.
+  if (x.empty()) return {std::move(x), 0.0};
   EndToEndCost cost(model);
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;

@@ -146,9 +146,10 @@ TEST_CASE("a design that cannot see a figure reports it unseen and leaves it at 
 }
 
 TEST_CASE("points so noisy that they see no figure leave the prior, with every figure unseen") {
-  // Iterations scattered over a factor of a hundred: no figure moves a point by a tenth of its
-  // noise, so nothing is fitted. Ceres refuses an empty set of parameters (it aborted the
-  // process: a CPU campaign's calibration under load once did this).
+  // Iterations scattered over a factor of a hundred: each point's noise is (p90 - p10) / median
+  // = 100 times kSpreadToSd, far beyond the few tenths a figure at twice or half its prior moves
+  // an epoch, so no figure is seen and nothing is fitted. Ceres refuses an empty set of parameters
+  // (it aborted the process: a CPU campaign's calibration under load once did this).
   std::vector<MeasuredScenario> inputs = measure({{"linear", 1, 20}, {"linear", 2, 200}});
   for (MeasuredScenario& m : inputs) {
     for (MeasuredPoint& p : m.measurements.points) {

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "core/format/gnuplot_text.h"
 #include "core/input_error.h"
+#include "core/io/child_process.h"
 #include "core/io/output_file.h"
 
 namespace epochcast::cli {
@@ -20,11 +21,11 @@ std::string checked_image_name(const std::string& image, const std::string& opti
     throw InputError(SourceMark{"<command line>", 0, 0}, option,
                      "expected a file name ending in .png or .svg, got '" + image + "'");
   }
-  // The names go into gnuplot's single-quoted strings and a shell command line.
-  if (image.find_first_of("'\"\\$`\n") != std::string::npos) {
-    throw InputError(
-        SourceMark{"<command line>", 0, 0}, option,
-        "expected a file name without quotes, backslashes, '$' or '`', got '" + image + "'");
+  // The names go into the script as quoted strings (gnuplot_quoted); a line break would still
+  // end a command there.
+  if (image.find_first_of("\n\r") != std::string::npos) {
+    throw InputError(SourceMark{"<command line>", 0, 0}, option,
+                     "expected a file name without line breaks");
   }
   return extension;
 }
@@ -38,15 +39,6 @@ std::vector<std::string> figure_files(const std::string& image) {
   std::filesystem::path path(image);
   std::filesystem::path stem = path.parent_path() / path.stem();
   return {image, stem.string() + ".dat", stem.string() + ".gp"};
-}
-
-std::string gnuplot_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c == '\n' ? ' ' : c;
-  }
-  return quoted + "\"";
 }
 
 std::vector<double> readable_ticks(double low, double high) {
@@ -131,7 +123,7 @@ std::string epoch_against_batch_commands(const std::string& title, const std::st
       "set logscale xy\nset grid\nset key outside right\n"
       "{}"
       "plot {}\n",
-      gnuplot_string(title), axes, plots);
+      gnuplot_quoted(title), axes, plots);
 }
 
 std::string plotted_message(const std::string& image) {
@@ -151,28 +143,27 @@ void draw_with_gnuplot(const std::string& image, const std::string& option, cons
   std::string script = fmt::format(
       "# Written by epochcast; edit and run `gnuplot {0}.gp` in this directory to restyle.\n"
       "set terminal {1} size 960,600{2}\n"
-      "if (!exists(\"output\")) {{ output = '{3}' }}\n"
+      "if (!exists(\"output\")) {{ output = {3} }}\n"
       "set output output\n"
-      "data = '{0}.dat'\n"
-      "{4}",
+      "data = {4}\n"
+      "{5}",
       stem, extension == ".png" ? "pngcairo noenhanced" : "svg noenhanced",
-      extension == ".png" ? "" : " dynamic", name, commands);
+      extension == ".png" ? "" : " dynamic", gnuplot_quoted(name), gnuplot_quoted(stem + ".dat"),
+      commands);
   write_output((directory / (stem + ".dat")).string(), data, option);
   write_output((directory / (stem + ".gp")).string(), script, option);
   // gnuplot draws to its standard output, which becomes the image only once it has finished,
   // so a failed run leaves no half-drawn image behind. Its messages go to our standard error.
-  std::string command = fmt::format("cd '{}' && gnuplot -e \"output='/dev/stdout'\" '{}.gp'",
-                                    directory.string(), stem);
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run gnuplot (is it installed?)");
-  std::string drawn;
-  char buffer[65536];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
-    drawn.append(buffer, n);
-  if (::pclose(pipe) != 0 || drawn.empty()) {
-    throw std::runtime_error("gnuplot failed on " + stem + ".gp (is gnuplot installed?)");
+  // It runs without a shell, in the script's directory.
+  ChildOptions in_directory;
+  in_directory.directory = directory.string();
+  const ChildResult gnuplot =
+      run_program({"gnuplot", "-e", "output='/dev/stdout'", stem + ".gp"}, in_directory);
+  if (!gnuplot.started) throw std::runtime_error("cannot run gnuplot (is it installed?)");
+  if (!gnuplot.succeeded() || gnuplot.output.empty()) {
+    throw std::runtime_error("gnuplot failed on " + stem + ".gp");
   }
-  write_output(image, drawn, option);
+  write_output(image, gnuplot.output, option);
 }
 
 }  // namespace epochcast::cli

@@ -7,7 +7,7 @@
 
 namespace epochcast::cli {
 
-// The image's extension, ".png" or ".svg"; any other name (or one gnuplot could not quote) is an
+// The image's extension, ".png" or ".svg"; any other name (or one with a line break) is an
 // InputError naming `option`.
 std::string checked_image_name(const std::string& image, const std::string& option);
 
@@ -18,9 +18,6 @@ std::string sibling_image(const std::string& image, const std::string& suffix);
 // The files a figure writes: the image, <stem>.dat and <stem>.gp beside it (for registering
 // outputs before any work).
 std::vector<std::string> figure_files(const std::string& image);
-
-// `text` as a gnuplot double-quoted string.
-std::string gnuplot_string(const std::string& text);
 
 // Values a person reads off an axis from `low` to `high` (both > 0): 1-2-5 steps per decade
 // over wide ranges, finer ones (and plain steps) where the data span less than a decade, so that

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/gnuplot_figure.h"
+#include "core/format/gnuplot_text.h"
 #include "core/input_error.h"
 #include "sim/predict/time_to_target.h"
 
@@ -142,7 +143,7 @@ void plot_breakdown(const ScenarioSpec& s, const Points& fitting, const std::str
                   "set xtics rotate by -90 font ',8'\nset grid ytics\nset key outside right\n"
                   "set yrange [0:*]\nset bmargin 5\n"
                   "plot {}\n",
-                  gnuplot_string(fmt::format(
+                  gnuplot_quoted(fmt::format(
                       "{}: where the epoch goes (GPU 0), by global batch and GPU count", s.name)),
                   plots));
 }
@@ -197,7 +198,7 @@ void plot_scaling(const ScenarioSpec& s, const Points& fitting, const std::strin
                   "set logscale x 2\nset xtics ({})\nset grid\nset key outside right\n"
                   "set xrange [{:.6g}:{:.6g}]\nset yrange [{:.6g}:{:.6g}]\n"
                   "plot {}\n",
-                  gnuplot_string(fmt::format("{}: scaling efficiency against one GPU ({} batch)",
+                  gnuplot_quoted(fmt::format("{}: scaling efficiency against one GPU ({} batch)",
                                              s.name, per_gpu ? "per-GPU" : "global")),
                   tics, (*fewest)->point.gpus / 1.2, (*most)->point.gpus * 1.2, bottom, top,
                   plots));

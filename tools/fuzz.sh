@@ -20,7 +20,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
 timeout=${FUZZ_TIMEOUT:-10}
-targets=${FUZZ_TARGETS:-fuzz_loaders fuzz_predict fuzz_measurements_profiles}
+targets=${FUZZ_TARGETS:-fuzz_loaders fuzz_predict fuzz_measurements_profiles fuzz_plot_text}
 cxx=$(command -v clang++-14 || command -v clang++)
 
 mkdir -p "$build"
@@ -66,6 +66,7 @@ done
 max_len() {
   case $1 in
     fuzz_predict) echo 512 ;;
+    fuzz_plot_text) echo 256 ;;  # a name; each input starts gnuplot
     fuzz_measurements_profiles) echo 40000 ;;  # the bundled measurement files are 25-33 kB
     *) echo 8192 ;;
   esac

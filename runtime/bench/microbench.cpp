@@ -9,21 +9,16 @@
 #include <optional>
 #include <string>
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <torch/version.h>
-#include <unistd.h>
 
+#include "core/io/child_process.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/profiler.h"
-
-extern char** environ;
 
 namespace epochcast::runtime {
 
@@ -236,35 +231,15 @@ struct PythonDispatch {
 std::optional<PythonDispatch> python_dispatch(bool cuda, std::string& why) {
   const char* configured = std::getenv("EPOCHCAST_PYTHON");
   std::string python = configured != nullptr && *configured ? configured : "python3";
-  std::string script = kPythonDispatchLoop;
-  std::string device = cuda ? "cuda" : "cpu";
-  std::string parameters = std::to_string(kBenchOptimizerParameters);
-  std::string timeout = "timeout", limit = "120", flag = "-c";
-  std::vector<char*> argv = {timeout.data(), limit.data(),  python.data(),     flag.data(),
-                             script.data(),  device.data(), parameters.data(), nullptr};
   why = fmt::format("{} with torch was not found (or its loop failed)", python);
-  int pipe_ends[2];
-  if (pipe(pipe_ends) != 0) return std::nullopt;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_ends[0]);
-  posix_spawn_file_actions_addclose(&actions, pipe_ends[1]);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t child = 0;
-  const int spawned = posix_spawnp(&child, "timeout", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_ends[1]);
-  std::string output;
-  if (spawned == 0) {
-    char buffer[256];
-    for (ssize_t n; (n = read(pipe_ends[0], buffer, sizeof buffer)) > 0;)
-      output.append(buffer, static_cast<std::size_t>(n));
-  }
-  close(pipe_ends[0]);
-  int status = -1;
-  if (spawned == 0) waitpid(child, &status, 0);
-  if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  ChildOptions quiet;
+  quiet.discard_errors = true;
+  const ChildResult child =
+      run_program({"timeout", "120", python, "-c", kPythonDispatchLoop, cuda ? "cuda" : "cpu",
+                   std::to_string(kBenchOptimizerParameters)},
+                  quiet);
+  if (!child.succeeded()) return std::nullopt;
+  const std::string& output = child.output;
   nlohmann::json answer = nlohmann::json::parse(output, nullptr, /*allow_exceptions=*/false);
   auto seconds = [&](const char* key) -> std::optional<double> {
     if (!answer.is_object() || !answer.contains(key) || !answer[key].is_number())

@@ -190,3 +190,40 @@ TEST_CASE("compare marks a machine that lacks a straggler's rank or a faulty lin
                                        "(expected an integer from 0 to 7, got 11)"));
   CHECK_THAT(r.output, Catch::Contains("its faults.links[0].node does not exist there"));
 }
+
+TEST_CASE("a name with a shell command in it is drawn as text, never run, also when rerun") {
+  std::filesystem::path dir = out_path("plots-hostile-name");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "work");
+  // Seed 003's scenario under a name that gnuplot would run inside double quotes.
+  std::string text = read_file(scenario("seed-003/desktop.yaml"));
+  const std::string hostile = "x `touch pwned` $(touch pwned2) @title it's";
+  text.replace(text.find("name: seed-003-desktop"), 22, "name: \"" + hostile + "\"");
+  const std::string yaml = (dir / "hostile.yaml").string();
+  std::ofstream(yaml) << text;
+  const std::string work = (dir / "work").string();
+  CommandResult predicted = run_command("cd '" + work + "' && " + epochcast_binary() + " predict " +
+                                        yaml + " --batch 16,256 --plot p.png");
+  INFO(predicted.output);
+  REQUIRE(predicted.exit_code == 0);
+  // A results table of that scenario, validated with a plot.
+  std::ofstream(dir / "work" / "measured.csv") << "gpus,global_batch,epoch_s\n1,16,30\n1,256,3\n";
+  CommandResult validated = run_command("cd '" + work + "' && " + epochcast_binary() +
+                                        " validate " + yaml + " measured.csv --plot v.png");
+  INFO(validated.output);
+  REQUIRE(validated.exit_code == 0);
+  // The scripts hold the name as gnuplot's literal text; rerunning them runs nothing either.
+  CHECK_THAT(
+      read_file(dir / "work" / "p.gp"),
+      Catch::Contains("'x `touch pwned` $(touch pwned2) @title it''s: predicted epoch time"));
+  for (const char* script : {"p.gp", "p-breakdown.gp", "v.gp"}) {
+    CommandResult rerun = run_command("cd '" + work + "' && gnuplot " + script);
+    INFO(script << ": " << rerun.output);
+    CHECK(rerun.exit_code == 0);
+  }
+  CHECK(std::filesystem::exists(dir / "work" / "v.png"));
+  for (const char* planted : {"pwned", "pwned2"}) {
+    CHECK_FALSE(std::filesystem::exists(dir / "work" / planted));
+    CHECK_FALSE(std::filesystem::exists(dir / planted));
+  }
+}

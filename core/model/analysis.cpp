@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/model/kernel_launches.h"
 #include "core/model/layer_costs.h"
 
 namespace epochcast {
@@ -192,7 +193,7 @@ class Analyzer {
         sum.op_class = OpClass::elementwise;
         sum.flops = {Flops(summed), Flops(0)};
         sum.bytes = {Bytes(3 * a * summed), Bytes(0)};
-        sum.parallelism = {summed, 0};
+        sum.launch = launch::elementwise({summed, 0});
         c.backward_input.push_back(sum);
       }
     }
@@ -337,27 +338,44 @@ OutputClasses output_classes(const TensorShape& output) {
 
 LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& options) {
   std::int64_t a = element_bytes(options.activation_dtype);
-  std::int64_t e = logits.elements(), rows = output_classes(logits).labels_per_sample;
+  const OutputClasses classes = output_classes(logits);
+  std::int64_t e = logits.elements(), rows = classes.labels_per_sample;
   LayerCosts c;
   c.layer.type = LayerType::softmax;
   c.layer.name = "loss";
   c.input_shape = logits;
   c.output_shape.dims = {};
   auto work = [](std::string_view name, OpClass op, std::int64_t f, std::int64_t b,
-                 std::int64_t parallel) {
+                 KernelLaunch launch) {
     KernelWork k;
     k.name = name;
     k.op_class = op;
     k.flops = {Flops(f), Flops(0)};
     k.bytes = {Bytes(b), Bytes(0)};
-    k.parallelism = {parallel, 0};
+    k.launch = launch;
     return k;
   };
-  c.forward.push_back(work("log_softmax", OpClass::normalization, 5 * e, 2 * a * e, rows));
-  c.forward.push_back(work("nll_loss", OpClass::reduction, rows, a * rows + 8 * rows, rows));
-  c.backward_input.push_back(work("nll_loss_backward", OpClass::elementwise, rows, a * e, e));
+  // How the loss launches (SoftMax.cu, Loss.cu, NLLLoss2d.cu): scores of [classes] or [tokens,
+  // classes] are log-softmaxed along rows and the mean NLL is one block of 32 threads; scores
+  // of [classes, height, width] run the spatial log-softmax over the classes of each pixel and
+  // NLLLoss2d's blocks of 1,024 threads, max(1, ceil(pixels / 1,024) / 128) per sample. The
+  // backward zeroes the input gradient, then writes each label's entry. autocast computes the
+  // loss in float32 (its list of float32 ops), whatever the scores' type.
+  const bool per_pixel = classes.label_shape.size() >= 2;
+  const KernelLaunch softmax = per_pixel ? launch::spatial_softmax(rows, classes.classes)
+                                         : launch::softmax({rows, 0}, classes.classes, 4);
+  const KernelLaunch nll =
+      per_pixel
+          ? launch::blocks_of({std::max<std::int64_t>(1, (rows + 1023) / 1024 / 128), 0}, 1, 1024)
+          : launch::single_block(32);
+  c.forward.push_back(work("log_softmax", OpClass::normalization, 5 * e, 2 * a * e, softmax));
+  c.forward.push_back(work("nll_loss", OpClass::reduction, rows, a * rows + 8 * rows, nll));
   c.backward_input.push_back(
-      work("log_softmax_backward", OpClass::normalization, 4 * e, 3 * a * e, rows));
+      work("zero_", OpClass::elementwise, 0, a * e, launch::elementwise({e, 0})));
+  c.backward_input.push_back(
+      work("nll_loss_backward", OpClass::elementwise, rows, a * rows + 8 * rows, nll));
+  c.backward_input.push_back(
+      work("log_softmax_backward", OpClass::normalization, 4 * e, 3 * a * e, softmax));
   c.saved = {Bytes(a * e + 8 * rows), Bytes(0)};  // log-probabilities and targets
   return c;
 }

@@ -85,14 +85,61 @@ struct ConvGeometry {
   std::int64_t in_size[2] = {1, 1}, out_size[2] = {1, 1};  // the layer's input and output
 };
 
+// How the library that runs a kernel cuts it into CUDA thread blocks, in the terms of its launch
+// code; sim/compute/kernel_launch.h turns it into a grid for a GPU and a memory format (GEMMs
+// and convolutions are cut into tiles instead: sim/compute/gemm_tiles.h).
+enum class LaunchKind {
+  // ceil(units / per_block) blocks of `threads`: element-wise kernels (TensorIterator: 512
+  // elements a block), a block per row (LayerNorm) or per chunk (multi-tensor kernels), one
+  // block in all (units {0, 1}).
+  blocks,
+  // Softmax and log-softmax over `units` rows of `length` elements of `element_bytes`: a warp
+  // per row when rows are short, else a block per row.
+  softmax,
+  // Softmax over the channels of each position (`length` channels, `units` positions per
+  // sample, the samples outermost): the loss of a label per pixel.
+  spatial_softmax,
+  // A reduction (ATen's Reduce.cuh) to `units` outputs of `length` inputs each, laid out as
+  // `layout` says.
+  reduction,
+  // BatchNorm over `units` channels of `length` positions each (spatial size x batch): the
+  // statistics pass (and the fused backward), and the normalisation pass.
+  channel_statistics,
+  channel_transform,
+  // LayerNorm's gamma and beta gradients: `units` columns (features), each summed over `length`
+  // rows.
+  column_sums,
+};
+inline constexpr std::string_view kLaunchKindNames[] = {"blocks",
+                                                        "softmax",
+                                                        "spatial_softmax",
+                                                        "reduction",
+                                                        "channel_statistics",
+                                                        "channel_transform",
+                                                        "column_sums"};
+
+// Where a reduction's inputs lie: along rows (adjacent: a row sum), across rows (a column sum,
+// such as a bias gradient over [rows, features]), or over the batch and positions of a channel
+// (adjacent in channels-first memory, across rows in channels-last).
+enum class ReductionLayout { rows, columns, channels };
+
+struct KernelLaunch {
+  LaunchKind kind = LaunchKind::blocks;
+  PerBatch<std::int64_t> units;   // elements, rows, chunks, outputs, channels or columns
+  PerBatch<std::int64_t> length;  // row length, inputs per output, positions per channel, rows
+  std::int64_t per_block = 512;   // `blocks`: units per block
+  int threads = 128;              // `blocks`: threads per block
+  int element_bytes = 4;          // `softmax`: the path depends on a row's bytes
+  ReductionLayout layout = ReductionLayout::columns;  // `reduction`
+};
+
 struct KernelWork {
   std::string_view name;  // e.g. "addmm", "conv_dgrad", "threshold_backward"
   OpClass op_class = OpClass::elementwise;
   PerBatch<Flops> flops;
   PerBatch<Bytes> bytes;  // device-memory traffic, read + written
-  // How much parallelism the kernel exposes: its output elements, or for a reduction the
-  // elements it reduces (libraries split a reduction across blocks).
-  PerBatch<std::int64_t> parallelism;
+  // How its library launches it (kernels without a GEMM shape; see KernelLaunch).
+  KernelLaunch launch;
   bool has_gemm_shape = false;
   GemmShape gemm;
   bool has_conv_geometry = false;  // convolutions (not depthwise): the device model picks an

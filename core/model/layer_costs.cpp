@@ -7,7 +7,11 @@
 // written once. Kernel lists follow what PyTorch eager mode launches on CUDA.
 #include "core/model/layer_costs.h"
 
+#include <optional>
+
 #include <fmt/format.h>
+
+#include "core/model/kernel_launches.h"
 
 namespace epochcast::detail {
 
@@ -44,27 +48,32 @@ PerBatch<Count> count(I64 per_sample, I64 fixed = 0) {
 }
 
 KernelWork kernel(std::string_view name, OpClass op_class, PerBatch<Flops> f, PerBatch<Bytes> b,
-                  PerBatch<Count> parallelism) {
+                  KernelLaunch launch) {
   KernelWork k;
   k.name = name;
   k.op_class = op_class;
   k.flops = f;
   k.bytes = b;
-  k.parallelism = parallelism;
+  k.launch = launch;
   return k;
+}
+
+// An element-wise kernel over per_sample x batch + fixed elements (TensorIterator's launch).
+KernelLaunch each(I64 per_sample, I64 fixed = 0) {
+  return launch::elementwise(count(per_sample, fixed));
 }
 
 // A (batches × m × k) by (k × n) product; every dimension may scale with the batch.
 KernelWork gemm(std::string_view name, OpClass op_class, PerBatch<Count> batches, PerBatch<Count> m,
                 PerBatch<Count> n, PerBatch<Count> k, PerBatch<Bytes> b) {
-  // FLOPs = 2·batches·m·n·k, where exactly one factor scales with the batch. The parallel
-  // work is the output (batches·m·n), which stays fixed when the batch is the reduction (k).
+  // FLOPs = 2·batches·m·n·k, where exactly one factor scales with the batch. Its blocks are
+  // its tiles (the device model's tile choice); the launch here only stands for the output.
   auto size = [](PerBatch<Count> x) -> I64 { return x.per_sample != 0 ? x.per_sample : x.fixed; };
   I64 outputs = size(batches) * size(m) * size(n);
   I64 total = 2 * outputs * size(k);
   bool output_scales = batches.per_sample || m.per_sample || n.per_sample;
   KernelWork w =
-      kernel(name, op_class, flops(total), b, output_scales ? count(outputs) : count(0, outputs));
+      kernel(name, op_class, flops(total), b, output_scales ? each(outputs) : each(0, outputs));
   w.has_gemm_shape = true;
   w.gemm = GemmShape{batches, m, n, k};
   return w;
@@ -101,16 +110,18 @@ void add_param(LayerCosts& c, std::string_view what, I64 elements) {
   c.param_tensors.push_back({fmt::format("{}.{}", c.layer.name, what), narrow(elements)});
 }
 
-// Elementwise activation: `f_fwd`/`f_bwd` FLOPs per element.
+// Elementwise activation: `f_fwd`/`f_bwd` FLOPs per element; launched element-wise unless
+// `launch` says otherwise (softmax, along its rows).
 PrimitiveCosts activation(PrimitiveCosts p, I64 e, I64 a, std::string_view fwd_name,
                           std::string_view bwd_name, I64 f_fwd, I64 f_bwd, bool needs_grad,
-                          OpClass op_class = OpClass::elementwise) {
+                          OpClass op_class = OpClass::elementwise,
+                          std::optional<KernelLaunch> launch = std::nullopt) {
   p.costs.output_shape = p.costs.input_shape;
-  p.costs.forward.push_back(
-      kernel(fwd_name, op_class, flops(f_fwd * e), bytes(2 * a * e), count(e)));
+  const KernelLaunch how = launch.value_or(each(e));
+  p.costs.forward.push_back(kernel(fwd_name, op_class, flops(f_fwd * e), bytes(2 * a * e), how));
   if (needs_grad) {
     p.costs.backward_input.push_back(
-        kernel(bwd_name, op_class, flops(f_bwd * e), bytes(3 * a * e), count(e)));
+        kernel(bwd_name, op_class, flops(f_bwd * e), bytes(3 * a * e), how));
   }
   return p;
 }
@@ -164,13 +175,14 @@ PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
                                          per_sample(rows),
                                          bytes(a * rows * (f_in + f_out), weight_bytes)));
   if (p.costs.layer.bias) {
-    p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(rows * f_out),
-                                             bytes(a * rows * f_out, w * f_out),
-                                             count(rows * f_out)));
+    // dy.sum(0) over [rows, f_out]: a column sum (Reduce.cuh).
+    p.costs.backward_weight.push_back(
+        kernel("sum", OpClass::reduction, flops(rows * f_out), bytes(a * rows * f_out, w * f_out),
+               launch::reduction(count(0, f_out), count(rows), ReductionLayout::columns)));
   }
   if (tied) {  // autograd adds this use's gradient into the shared weight's
     p.costs.backward_weight.push_back(kernel("add", OpClass::elementwise, flops(0, f_in * f_out),
-                                             bytes(0, 3 * weight_bytes), count(0, f_in * f_out)));
+                                             bytes(0, 3 * weight_bytes), each(0, f_in * f_out)));
   }
   p.saves_input = true;
   return p;
@@ -239,7 +251,7 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
                     ConvPass::forward));
   if (l.bias) {  // PyTorch adds the bias in a separate kernel after cuDNN's convolution
     p.costs.forward.push_back(
-        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), count(e_out)));
+        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), each(e_out)));
   }
   if (needs_grad) {
     p.costs.backward_input.push_back(
@@ -251,9 +263,10 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
       with_geometry(gemm("conv_backward_weight", op_class, fixed(g), fixed(c_out / g),
                          fixed((c_in / g) * window), per_sample(out_positions), traffic),
                     ConvPass::backward_weight));
-  if (l.bias) {
-    p.costs.backward_weight.push_back(
-        kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out), count(e_out)));
+  if (l.bias) {  // dy.sum over batch and positions, per channel (Reduce.cuh)
+    p.costs.backward_weight.push_back(kernel(
+        "sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out),
+        launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels)));
   }
   p.saves_input = true;
   return p;
@@ -274,15 +287,36 @@ PrimitiveCosts batchnorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   add_param(p.costs, "bias", c);
   p.costs.buffers = narrow(2 * c + 1);  // running mean, running variance, num_batches_tracked
   // Training mode: statistics (one read), normalise (one read, one write); running stats
-  // updated in place; then the module's num_batches_tracked += 1.
-  p.costs.forward.push_back(kernel("batch_norm_forward", OpClass::normalization, flops(8 * e),
-                                   bytes(3 * a * e, 6 * w * c), count(e)));
-  KernelWork counter = kernel("add", OpClass::elementwise, flops(0, 1), bytes(0, 16), count(0, 1));
+  // updated in place; then the module's num_batches_tracked += 1. PyTorch hands 3-D and 4-D
+  // inputs to cuDNN unless they are bfloat16 (Normalization.cpp, _select_batch_norm_backend):
+  // one kernel, whose launch is not published; we take it to cut the work as ATen's own
+  // kernels do, a block per channel (cuDNN's bn_fw_tr_1C11 kernels reduce per channel, 512
+  // threads). bfloat16 and [batch, features] inputs run ATen's kernels: statistics, the
+  // running statistics' update, then the normalisation pass.
+  const I64 positions = e / c;
+  const bool cudnn = o.activation_dtype != DType::bfloat16 && in.rank() >= 2;
+  if (cudnn) {
+    p.costs.forward.push_back(kernel("batch_norm_forward", OpClass::normalization, flops(8 * e),
+                                     bytes(3 * a * e, 6 * w * c),
+                                     launch::channel_statistics(narrow(c), narrow(positions))));
+  } else {
+    p.costs.forward.push_back(kernel("batch_norm_collect_statistics", OpClass::normalization,
+                                     flops(3 * e), bytes(a * e, 2 * w * c),
+                                     launch::channel_statistics(narrow(c), narrow(positions))));
+    p.costs.forward.push_back(kernel("batch_norm_update_stats_and_invert", OpClass::elementwise,
+                                     flops(0, 6 * c), bytes(0, 4 * w * c), each(0, c)));
+    p.costs.forward.push_back(kernel("batch_norm_transform_input", OpClass::normalization,
+                                     flops(5 * e), bytes(2 * a * e, 2 * w * c),
+                                     launch::channel_transform(narrow(c), narrow(positions))));
+  }
+  KernelWork counter = kernel("add", OpClass::elementwise, flops(0, 1), bytes(0, 16), each(0, 1));
   counter.training_only = true;
   p.costs.forward.push_back(counter);
-  // One kernel gives dx, dgamma and dbeta (reads x and dy twice for the reductions).
-  KernelWork backward = kernel("batch_norm_backward", OpClass::normalization, flops(10 * e),
-                               bytes(5 * a * e, 6 * w * c), count(e));
+  // One kernel gives dx, dgamma and dbeta (reads x and dy twice for the reductions), a block
+  // per channel (ATen's batch_norm_backward_kernel; cuDNN's bn_bw_1C11 kernel).
+  KernelWork backward =
+      kernel("batch_norm_backward", OpClass::normalization, flops(10 * e),
+             bytes(5 * a * e, 6 * w * c), launch::channel_statistics(narrow(c), narrow(positions)));
   (needs_grad ? p.costs.backward_input : p.costs.backward_weight).push_back(backward);
   p.saves_input = true;
   p.saved_extra = bytes(0, 2 * 4 * c);  // saved mean and inverse std, float32
@@ -297,14 +331,18 @@ PrimitiveCosts layernorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   p.costs.output_shape = in;
   add_param(p.costs, "weight", d);
   add_param(p.costs, "bias", d);
+  // A block of 128 threads per row forward and for the input gradient; the gamma and beta
+  // gradients sum columns over every row (layer_norm_kernel.cu).
   p.costs.forward.push_back(kernel("layer_norm", OpClass::normalization, flops(8 * e),
-                                   bytes(2 * a * e, 2 * w * d), count(rows)));
+                                   bytes(2 * a * e, 2 * w * d), launch::per_row(count(rows), 128)));
   if (needs_grad) {
     p.costs.backward_input.push_back(kernel("layer_norm_backward", OpClass::normalization,
-                                            flops(8 * e), bytes(3 * a * e, w * d), count(rows)));
+                                            flops(8 * e), bytes(3 * a * e, w * d),
+                                            launch::per_row(count(rows), 128)));
   }
   p.costs.backward_weight.push_back(kernel("layer_norm_backward_gamma_beta", OpClass::reduction,
-                                           flops(4 * e), bytes(2 * a * e, 2 * w * d), count(e)));
+                                           flops(4 * e), bytes(2 * a * e, 2 * w * d),
+                                           launch::column_sums(narrow(d), count(rows))));
   p.saves_input = true;
   p.saved_extra = bytes(2 * 4 * rows);  // mean and rstd per row, float32
   return p;
@@ -328,22 +366,30 @@ PrimitiveCosts pooling(PrimitiveCosts p, const CostOptions& o, bool needs_grad, 
   I64 window = product(l.kernel);
   if (is_max) {
     // Max pooling writes int64 indices of the maxima, which backward scatters through.
+    // DilatedMaxPool2d.cu: forward a thread per output in blocks of 256; backward a row of
+    // blocks of 256 input positions per plane (grid: positions / 256 x batch x channels).
     p.costs.forward.push_back(kernel("max_pool_forward", OpClass::pooling, flops(e_out * window),
-                                     bytes(a * (e_in + e_out) + 8 * e_out), count(e_out)));
+                                     bytes(a * (e_in + e_out) + 8 * e_out),
+                                     launch::blocks_of(count(e_out), 256, 256)));
     if (needs_grad) {
+      const I64 planes = in.dims[0], positions = e_in / planes;
       p.costs.backward_input.push_back(
-          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), count(e_in)));
-      p.costs.backward_input.push_back(kernel("max_pool_backward", OpClass::pooling, flops(e_out),
-                                              bytes(2 * a * e_out + 8 * e_out), count(e_out)));
+          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), each(e_in)));
+      p.costs.backward_input.push_back(kernel(
+          "max_pool_backward", OpClass::pooling, flops(e_out), bytes(2 * a * e_out + 8 * e_out),
+          launch::blocks_of(count(planes * ((positions + 255) / 256)), 1, 256)));
     }
     p.saves_input = true;
     p.saved_extra = bytes(8 * e_out);
   } else {
+    // AveragePool2d.cu: a thread per output (forward) or input (backward), blocks of 1,024.
     p.costs.forward.push_back(kernel("avg_pool_forward", OpClass::pooling, flops(e_out * window),
-                                     bytes(a * (e_in + e_out)), count(e_out)));
+                                     bytes(a * (e_in + e_out)),
+                                     launch::blocks_of(count(e_out), 1024, 1024)));
     if (needs_grad) {
       p.costs.backward_input.push_back(kernel("avg_pool_backward", OpClass::pooling, flops(e_in),
-                                              bytes(a * (e_in + e_out)), count(e_in)));
+                                              bytes(a * (e_in + e_out)),
+                                              launch::blocks_of(count(e_in), 1024, 1024)));
     }
   }
   return p;
@@ -356,11 +402,27 @@ PrimitiveCosts adaptive_avgpool(PrimitiveCosts p, const CostOptions& o, bool nee
   p.costs.output_shape.dims = {in.dims[0], p.costs.layer.output_size[0],
                                p.costs.layer.output_size[1]};
   I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
+  const I64 planes = in.dims[0], positions = e_in / planes;
+  if (e_out == planes) {
+    // To 1x1, PyTorch takes the mean over height and width (AdaptiveAveragePooling.cpp): a
+    // reduction per plane, whose backward spreads each gradient over its plane.
+    p.costs.forward.push_back(
+        kernel("mean", OpClass::pooling, flops(e_in), bytes(a * (e_in + e_out)),
+               launch::reduction(count(planes), count(0, positions), ReductionLayout::channels)));
+    if (needs_grad) {
+      p.costs.backward_input.push_back(kernel("mean_backward", OpClass::pooling, flops(e_in),
+                                              bytes(a * (e_in + e_out)), each(e_in)));
+    }
+    return p;
+  }
+  // AdaptiveAveragePooling.cu: a block of 32 x 8 threads per plane, forward and backward.
   p.costs.forward.push_back(kernel("adaptive_avg_pool_forward", OpClass::pooling, flops(e_in),
-                                   bytes(a * (e_in + e_out)), count(e_out)));
+                                   bytes(a * (e_in + e_out)),
+                                   launch::blocks_of(count(planes), 1, 256)));
   if (needs_grad) {
     p.costs.backward_input.push_back(kernel("adaptive_avg_pool_backward", OpClass::pooling,
-                                            flops(e_in), bytes(a * (e_in + e_out)), count(e_in)));
+                                            flops(e_in), bytes(a * (e_in + e_out)),
+                                            launch::blocks_of(count(planes), 1, 256)));
   }
   return p;
 }
@@ -374,12 +436,13 @@ PrimitiveCosts dropout(PrimitiveCosts p, const CostOptions& o, bool needs_grad) 
   }
   // Fused kernel: draws the mask (one byte per element), scales the survivors by 1/(1-p).
   KernelWork forward =
-      kernel("fused_dropout", OpClass::elementwise, flops(2 * e), bytes(2 * a * e + e), count(e));
+      kernel("fused_dropout", OpClass::elementwise, flops(2 * e), bytes(2 * a * e + e),
+             launch::blocks_of(count(e), 256, 256));  // Dropout.cu: 256 threads, one element each
   forward.training_only = true;
   p.costs.forward.push_back(forward);
   if (needs_grad) {
     p.costs.backward_input.push_back(
-        kernel("masked_scale", OpClass::elementwise, flops(e), bytes(2 * a * e + e), count(e)));
+        kernel("masked_scale", OpClass::elementwise, flops(e), bytes(2 * a * e + e), each(e)));
   }
   p.saved_extra = bytes(e);
   return p;
@@ -396,15 +459,15 @@ PrimitiveCosts embedding(PrimitiveCosts p, const CostOptions& o, DType input_dty
   p.costs.output_shape.dims = {narrow(tokens), narrow(dim)};
   add_param(p.costs, "weight", rows * dim);
   p.costs.forward.push_back(kernel("embedding", OpClass::embedding, flops(0),
-                                   bytes(8 * tokens + 2 * a * tokens * dim), count(tokens * dim)));
+                                   bytes(8 * tokens + 2 * a * tokens * dim), each(tokens * dim)));
   // Dense gradient: zero the whole table, sort the ids, accumulate rows.
   p.costs.backward_weight.push_back(kernel("zero_", OpClass::elementwise, flops(0),
-                                           bytes(0, w * rows * dim), count(0, rows * dim)));
+                                           bytes(0, w * rows * dim), each(0, rows * dim)));
   p.costs.backward_weight.push_back(
-      kernel("sort", OpClass::reduction, flops(0), bytes(4 * 8 * tokens), count(tokens)));
+      kernel("sort", OpClass::reduction, flops(0), bytes(4 * 8 * tokens), each(tokens)));
   p.costs.backward_weight.push_back(kernel("embedding_dense_backward", OpClass::embedding,
                                            flops(tokens * dim), bytes(2 * a * tokens * dim),
-                                           count(tokens * dim)));
+                                           each(tokens * dim)));
   p.saves_input = true;  // the ids
   return p;
 }
@@ -424,13 +487,13 @@ PrimitiveCosts added_embedding(PrimitiveCosts p, const CostOptions& o, bool by_p
   add_param(p.costs, "weight", rows * dim);
   I64 e = tokens * dim;
   p.costs.forward.push_back(
-      kernel("embedding", OpClass::embedding, flops(0), bytes(8 * tokens + 2 * a * e), count(e)));
+      kernel("embedding", OpClass::embedding, flops(0), bytes(8 * tokens + 2 * a * e), each(e)));
   p.costs.forward.push_back(
-      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), each(e)));
   p.costs.backward_weight.push_back(kernel("zero_", OpClass::elementwise, flops(0),
-                                           bytes(0, w * rows * dim), count(0, rows * dim)));
+                                           bytes(0, w * rows * dim), each(0, rows * dim)));
   p.costs.backward_weight.push_back(
-      kernel("embedding_dense_backward", OpClass::embedding, flops(e), bytes(2 * a * e), count(e)));
+      kernel("embedding_dense_backward", OpClass::embedding, flops(e), bytes(2 * a * e), each(e)));
   p.saved_extra = bytes(8 * tokens);  // the position / type ids
   return p;
 }
@@ -454,13 +517,14 @@ void attention_backward_tail(PrimitiveCosts& p, const CostOptions& o, bool needs
   bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
                     bytes(a * 2 * ld, w * d * d)));
   if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d), count(ld)));
+    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d),
+                        launch::reduction(count(0, d), count(len), ReductionLayout::columns)));
   }
   bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
                     bytes(a * 4 * ld, w * 3 * d * d)));
   if (l.bias) {
     bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
-                        count(3 * ld)));
+                        launch::reduction(count(0, 3 * d), count(len), ReductionLayout::columns)));
   }
 }
 
@@ -492,14 +556,14 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
                    bytes(a * 4 * ld, w * 3 * d * d)));
   f.push_back(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
                    fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse)));
-  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                    bytes(a * 2 * ld, w * d * d)));
 
   std::vector<KernelWork> chain;
   chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                        bytes(a * 2 * ld, w * d * d)));
-  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
   chain.push_back(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
                        fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse)));
@@ -536,24 +600,25 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   auto& f = p.costs.forward;
   f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
                    bytes(a * 4 * ld, w * 3 * d * d)));
-  f.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), count(ld)));
+  f.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), each(ld)));
   f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
                    bytes(a * (2 * ld + scores))));
   if (l.causal) {
     f.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores), bytes(2 * a * scores),
-                       count(scores)));
+                       each(scores)));
   }
   f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores), bytes(2 * a * scores),
-                     count(h * len)));
+                     launch::softmax(count(h * len), narrow(len), static_cast<int>(a))));
   if (l.dropout > 0) {
-    KernelWork drop = kernel("fused_dropout", OpClass::elementwise, flops(2 * scores),
-                             bytes(2 * a * scores + scores), count(scores));
+    KernelWork drop =
+        kernel("fused_dropout", OpClass::elementwise, flops(2 * scores),
+               bytes(2 * a * scores + scores), launch::blocks_of(count(scores), 256, 256));
     drop.training_only = true;
     f.push_back(drop);
   }
   f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                    bytes(a * (scores + 2 * ld))));
-  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                    bytes(a * 2 * ld, w * d * d)));
 
@@ -562,26 +627,27 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   std::vector<KernelWork> chain;
   chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                        bytes(a * 2 * ld, w * d * d)));
-  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), count(ld)));
+  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
                        bytes(a * (2 * ld + scores))));
   chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                        bytes(a * (scores + 2 * ld))));
   if (l.dropout > 0) {
     chain.push_back(kernel("masked_scale", OpClass::elementwise, flops(scores),
-                           bytes(2 * a * scores + scores), count(scores)));
+                           bytes(2 * a * scores + scores), each(scores)));
   }
   chain.push_back(kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
-                         bytes(3 * a * scores), count(h * len)));
+                         bytes(3 * a * scores),
+                         launch::softmax(count(h * len), narrow(len), static_cast<int>(a))));
   if (l.causal) {
     chain.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores),
-                           bytes(2 * a * scores), count(scores)));
+                           bytes(2 * a * scores), each(scores)));
   }
   chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                        bytes(a * (scores + 2 * ld))));
   chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                        bytes(a * (scores + 2 * ld))));
-  chain.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), count(ld)));
+  chain.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), each(ld)));
   attention_backward_tail(p, o, needs_grad, chain);
   // Held for backward: the input (for the input projection's weight gradient), q, k, v, the
   // attention probabilities, the dropout mask and dropped probabilities, and the merged
@@ -647,7 +713,7 @@ PrimitiveCosts conv_transpose(PrimitiveCosts p, const CostOptions& o, bool needs
                                  fixed(c_in / g), traffic));
   if (l.bias) {
     p.costs.forward.push_back(
-        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), count(e_out)));
+        kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), each(e_out)));
   }
   if (needs_grad) {
     p.costs.backward_input.push_back(gemm("conv_transpose_backward_data", OpClass::conv, fixed(g),
@@ -657,9 +723,10 @@ PrimitiveCosts conv_transpose(PrimitiveCosts p, const CostOptions& o, bool needs
   p.costs.backward_weight.push_back(gemm("conv_transpose_backward_weight", OpClass::conv, fixed(g),
                                          fixed(c_in / g), fixed((c_out / g) * window),
                                          per_sample(in_positions), traffic));
-  if (l.bias) {
-    p.costs.backward_weight.push_back(
-        kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out), count(e_out)));
+  if (l.bias) {  // dy.sum over batch and positions, per channel (Reduce.cuh)
+    p.costs.backward_weight.push_back(kernel(
+        "sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out),
+        launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels)));
   }
   p.saves_input = true;
   return p;
@@ -682,21 +749,20 @@ PrimitiveCosts upsample(PrimitiveCosts p, const CostOptions& o, bool needs_grad)
   I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
   if (l.bilinear) {
     p.costs.forward.push_back(kernel("upsample_bilinear2d", OpClass::pooling, flops(8 * e_out),
-                                     bytes(a * (e_in + e_out)), count(e_out)));
+                                     bytes(a * (e_in + e_out)), each(e_out)));
     if (needs_grad) {
       p.costs.backward_input.push_back(
-          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), count(e_in)));
+          kernel("zero_", OpClass::elementwise, flops(0), bytes(a * e_in), each(e_in)));
       p.costs.backward_input.push_back(kernel("upsample_bilinear2d_backward", OpClass::pooling,
                                               flops(8 * e_out), bytes(a * (e_out + 4 * e_out)),
-                                              count(e_out)));
+                                              each(e_out)));
     }
   } else {
     p.costs.forward.push_back(kernel("upsample_nearest2d", OpClass::pooling, flops(0),
-                                     bytes(a * (e_in + e_out)), count(e_out)));
+                                     bytes(a * (e_in + e_out)), each(e_out)));
     if (needs_grad) {
       p.costs.backward_input.push_back(kernel("upsample_nearest2d_backward", OpClass::pooling,
-                                              flops(e_out), bytes(a * (e_in + e_out)),
-                                              count(e_in)));
+                                              flops(e_out), bytes(a * (e_in + e_out)), each(e_in)));
     }
   }
   return p;
@@ -735,10 +801,10 @@ PrimitiveCosts permute(PrimitiveCosts p, const CostOptions& o, bool needs_grad) 
   }
   I64 a = element_bytes(o.activation_dtype), e = in.elements();
   p.costs.forward.push_back(
-      kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+      kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), each(e)));
   if (needs_grad) {
     p.costs.backward_input.push_back(
-        kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+        kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * e), each(e)));
   }
   return p;
 }
@@ -755,10 +821,11 @@ PrimitiveCosts class_token(PrimitiveCosts p, const CostOptions& o) {
   add_param(p.costs, "token", tokens * d);
   I64 e_in = in.elements(), e_out = elements(p.costs.output_shape);
   p.costs.forward.push_back(kernel("cat", OpClass::elementwise, flops(0),
-                                   bytes(a * (e_in + e_out), w * tokens * d), count(e_out)));
-  p.costs.backward_weight.push_back(kernel("sum", OpClass::reduction, flops(tokens * d),
-                                           bytes(a * tokens * d, w * tokens * d),
-                                           count(tokens * d)));
+                                   bytes(a * (e_in + e_out), w * tokens * d), each(e_out)));
+  // The batch's sum of each token's gradient: a column sum over the samples.
+  p.costs.backward_weight.push_back(
+      kernel("sum", OpClass::reduction, flops(tokens * d), bytes(a * tokens * d, w * tokens * d),
+             launch::reduction(count(0, tokens * d), count(1), ReductionLayout::columns)));
   return p;
 }
 
@@ -773,9 +840,10 @@ PrimitiveCosts learned_positions(PrimitiveCosts p, const CostOptions& o) {
   p.costs.in_features = in.dims[1];
   add_param(p.costs, "weight", e);
   p.costs.forward.push_back(
-      kernel("add", OpClass::elementwise, flops(e), bytes(2 * a * e, w * e), count(e)));
+      kernel("add", OpClass::elementwise, flops(e), bytes(2 * a * e, w * e), each(e)));
   p.costs.backward_weight.push_back(
-      kernel("sum", OpClass::reduction, flops(e), bytes(a * e, w * e), count(e)));
+      kernel("sum", OpClass::reduction, flops(e), bytes(a * e, w * e),
+             launch::reduction(count(0, e), count(1), ReductionLayout::columns)));
   return p;
 }
 
@@ -808,7 +876,7 @@ PrimitiveCosts cost_concat(const Layer& layer, const std::vector<TensorShape>& i
   p.costs.output_shape = out;
   I64 a = element_bytes(options.activation_dtype), e = elements(out);
   p.costs.forward.push_back(
-      kernel("cat", OpClass::elementwise, flops(0), bytes(2 * a * e), count(e)));
+      kernel("cat", OpClass::elementwise, flops(0), bytes(2 * a * e), each(e)));
   return p;
 }
 
@@ -862,8 +930,10 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       return activation(std::move(p), e, a, "gelu", "gelu_backward", 8, 12, grad);
     case LayerType::softmax:
       p.saves_output = true;
-      return activation(std::move(p), e, a, "softmax", "softmax_backward", 5, 4, grad,
-                        OpClass::normalization);
+      // Over the last dimension: rows of its length (SoftMax.cu).
+      return activation(
+          std::move(p), e, a, "softmax", "softmax_backward", 5, 4, grad, OpClass::normalization,
+          launch::softmax(count(e / input.last()), input.last(), static_cast<int>(a)));
     case LayerType::maxpool1d:
       return pooling(std::move(p), options, grad, 1, true);
     case LayerType::maxpool2d:
@@ -917,7 +987,7 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       p.output_aliases_input = true;
       if (grad) {  // the gradient of a slice: zeros everywhere else
         p.costs.backward_input.push_back(
-            kernel("select_backward", OpClass::elementwise, flops(0), bytes(a * e), count(e)));
+            kernel("select_backward", OpClass::elementwise, flops(0), bytes(a * e), each(e)));
       }
       return p;
     }
@@ -948,11 +1018,11 @@ PrimitiveCosts cost_residual_add(const Layer& layer, const TensorShape& shape, b
   p.costs.needs_input_grad = fork_needs_grad;
   I64 a = element_bytes(options.activation_dtype), e = shape.elements();
   p.costs.forward.push_back(
-      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+      kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), each(e)));
   if (fork_needs_grad) {
     // Gradients arriving at the fork from both branches are summed.
     p.costs.backward_input.push_back(
-        kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), count(e)));
+        kernel("add", OpClass::elementwise, flops(e), bytes(3 * a * e), each(e)));
   }
   return p;
 }

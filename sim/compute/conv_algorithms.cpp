@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/model/kernel_launches.h"
+
 namespace epochcast::sim {
 
 namespace {
@@ -24,15 +26,17 @@ PerBatch<std::int64_t> count(double per_sample, double fixed = 0) {
   return {narrow(per_sample), narrow(fixed)};
 }
 
+// cuDNN's transform kernels (layout changes, Winograd and FFT transforms) over `elements`:
+// their launches are not published; cut as TensorIterator cuts element-wise kernels.
 KernelPart elementwise(std::string what, PerBatch<Flops> f, PerBatch<Bytes> b,
-                       PerBatch<std::int64_t> parallelism) {
+                       PerBatch<std::int64_t> elements) {
   KernelPart part;
   part.what = std::move(what);
   part.work.name = "transform";
   part.work.op_class = OpClass::elementwise;
   part.work.flops = f;
   part.work.bytes = b;
-  part.work.parallelism = parallelism;
+  part.work.launch = launch::elementwise(elements);
   return part;
 }
 
@@ -46,7 +50,6 @@ KernelPart gemm_part(std::string what, OpClass op_class, GemmShape shape, PerBat
   part.work.bytes = b;
   part.work.has_gemm_shape = true;
   part.work.gemm = shape;
-  part.work.parallelism = {0, 0};
   part.tensor_cores = tensor_cores;
   return part;
 }

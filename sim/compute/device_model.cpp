@@ -6,12 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "core/model/kernel_launches.h"
+#include "core/yaml/strict_yaml.h"
+
 namespace epochcast::sim {
 
 namespace {
 
-constexpr std::int64_t kElementsPerBlock = 1024;  // 256 threads x 4 elements
-constexpr std::int64_t kBlocksPerSm = 8;          // 2048 resident threads / 256
 // A cap that keeps simulated time inside 64-bit nanoseconds for absurd inputs (a year).
 constexpr double kLongestKernel = 3.15e7;
 // Tensor-core kernels read their operands in 16-byte vectors: feature dimensions are padded
@@ -19,10 +20,6 @@ constexpr double kLongestKernel = 3.15e7;
 // fp16 NHWC tensor-core convolution fails unless output channels are a multiple of 8) and so
 // to 4 elements of tf32.
 constexpr std::int64_t kTensorCoreBytes = 16;
-
-double ceil_div(double a, double b) {
-  return std::ceil(a / b);
-}
 
 bool is_matrix_op(OpClass op) {
   return op == OpClass::gemm || op == OpClass::conv || op == OpClass::depthwise_conv;
@@ -55,7 +52,9 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       profile_(profile),
       precision_(precision),
       convolution_(convolution),
-      tile_family_(tile_family(gpu.architecture)) {
+      tile_family_(tile_family(gpu.architecture)),
+      launch_target_{gpu.sm_count, max_threads_per_sm(gpu.architecture),
+                     convolution.channels_last} {
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.
   resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
@@ -148,10 +147,13 @@ double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t b
   return memory_utilisation(kernel, batch);
 }
 
+LaunchGrid DeviceModel::launch(const KernelWork& kernel, std::int64_t batch) const {
+  return launch_grid(kernel.launch, batch, launch_target_);
+}
+
 double DeviceModel::memory_utilisation(const KernelWork& kernel, std::int64_t batch) const {
-  double blocks = ceil_div(std::max(scaled(kernel.parallelism, batch), 1.0),
-                           static_cast<double>(kElementsPerBlock));
-  if (kernel.has_gemm_shape) blocks = tiles(kernel, batch, false).units;
+  const double blocks =
+      kernel.has_gemm_shape ? tiles(kernel, batch, false).units : launch(kernel, batch).blocks;
   return std::min(1.0, blocks / gpu_.sm_count);
 }
 
@@ -195,7 +197,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   } else {
     e.compute_utilisation = e.memory_utilisation;
     e.compute_s = e.flops / (e.peak.value() * e.efficiency) / e.compute_utilisation;
-    e.algorithm = part.what.empty() ? std::string("blocks of 1024 elements") : part.what;
+    e.algorithm = part.what.empty() ? launch(kernel, batch).rule : part.what;
   }
   e.memory_s = e.bytes / e.bandwidth.value() / e.memory_utilisation;
   e.seconds = std::max(e.compute_s, e.memory_s);
@@ -215,14 +217,19 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
     if (kernel.op_class == OpClass::depthwise_conv) {
       // A direct kernel over the output (PyTorch's depthwise convolution), not a tiled GEMM:
       // one filter per channel leaves no product to tile.
+      // DepthwiseConv2d.cu: forward and input gradient a thread per output in blocks of 1,024
+      // (GET_BLOCKS); the weight gradient a block of up to 256 threads per filter weight, each
+      // summing over every sample's positions.
       part.work.has_gemm_shape = false;
-      part.what = "direct depthwise, blocks of 1024 outputs";
-      // The weight gradient reduces over every sample's positions, split across blocks like
-      // any reduction.
       const GemmShape& g = kernel.gemm;
       if (g.k.per_sample > 0) {
-        part.work.parallelism = {g.batches.fixed * g.k.per_sample, 0};
-        part.what = "direct depthwise, blocks of 1024 reduced positions";
+        const std::int64_t weights = g.batches.fixed * g.m.fixed * g.n.fixed;
+        part.work.launch = launch::blocks_of({0, weights}, 1, 256);
+        part.what = fmt::format("direct depthwise weight gradient, a block per weight ({})",
+                                yaml::readable_integer(weights));
+      } else {
+        part.work.launch = launch::blocks_of(kernel.launch.units, 1024, 1024);
+        part.what = "direct depthwise, blocks of 1,024 outputs";
       }
     }
     return explain_part(part, batch);

@@ -10,10 +10,12 @@
 // compute utilisation. Under tensor-core precisions their feature dimensions are padded to the
 // tensor cores' multiple. Convolutions run the algorithm cuDNN would pick for their geometry
 // (sim/compute/conv_algorithms.h): with cudnn.benchmark the fastest of implicit GEMM, Winograd
-// and FFT; without it the heuristic's implicit GEMM; each algorithm's kernels add up. Memory
-// traffic, and all other kernels (cut into 1024-element blocks), reach full bandwidth once
-// every SM has a block: below that, utilisation is blocks / SMs. Small per-GPU batches thus
-// under-use a large GPU.
+// and FFT; without it the heuristic's implicit GEMM; each algorithm's kernels add up. Every
+// other kernel is cut into blocks as its library launches it (sim/compute/kernel_launch.h: a
+// block per row for LayerNorm, per channel for BatchNorm's statistics, 512 elements for
+// element-wise kernels, ...). Memory traffic reaches full bandwidth once every SM has a block
+// (or a tile): below that, utilisation is blocks / SMs. Small per-GPU batches, and kernels whose
+// launch gives few blocks, thus under-use a large GPU.
 #pragma once
 
 #include <string>
@@ -24,6 +26,7 @@
 #include "core/spec/scenario_spec.h"
 #include "sim/compute/conv_algorithms.h"
 #include "sim/compute/gemm_tiles.h"
+#include "sim/compute/kernel_launch.h"
 #include "sim/engine/sim_time.h"
 
 namespace epochcast::sim {
@@ -56,8 +59,10 @@ class DeviceModel {
   // Fraction of the GPU's compute a kernel keeps busy, averaged over its waves (0, 1]. For a
   // GEMM: its useful multiply-adds over what its tiles cost (padding and idle slots included).
   double compute_utilisation(const KernelWork& kernel, std::int64_t batch) const;
-  // Fraction of the memory bandwidth it can draw on (0, 1].
+  // Fraction of the memory bandwidth it can draw on (0, 1]: its blocks (or tiles) over the SMs.
   double memory_utilisation(const KernelWork& kernel, std::int64_t batch) const;
+  // The blocks a kernel without a GEMM shape launches (kernel.launch on this GPU).
+  LaunchGrid launch(const KernelWork& kernel, std::int64_t batch) const;
   // The peak FLOP/s an op class runs against at this precision.
   FlopsPerSecond peak(OpClass op_class) const;
   // The bandwidth a kernel of this op class streams at (the optimizer's has its own efficiency).
@@ -85,6 +90,7 @@ class DeviceModel {
   ConvolutionSettings convolution_;
   ConvContext conv_context_;
   TileFamily tile_family_;
+  LaunchTarget launch_target_;
   FlopsPerSecond matrix_peak_;  // the GEMM unit at this precision
   FlopsPerSecond conv_peak_;    // the convolution unit at this precision
   FlopsPerSecond vector_peak_;  // FP32 CUDA cores

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/model/kernel_launches.h"
 #include "sim/collectives/protocols.h"
 #include "sim/strategy/collective_ops.h"
 
@@ -43,7 +44,7 @@ SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
   k.name = "copy";
   k.op_class = OpClass::elementwise;
   k.bytes = {Bytes(0), Bytes(2 * bytes)};
-  k.parallelism = {0, std::max<std::int64_t>(1, bytes / 4)};
+  k.launch = launch::elementwise({0, std::max<std::int64_t>(1, bytes / 4)});
   return c.step.device.kernel_time(k, 1);
 }
 

@@ -2,28 +2,39 @@
 #include "sim/strategy/step_builder.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
+
+#include "core/model/kernel_launches.h"
 
 namespace epochcast::sim {
 
 namespace {
 
-// A memory-bound kernel with a fixed size (optimizer and bookkeeping kernels).
+// A memory-bound kernel with a fixed size (optimizer and bookkeeping kernels), launched
+// element-wise (TensorIterator) unless `launch` says otherwise.
 KernelWork fixed_kernel(std::string_view name, OpClass op_class, std::int64_t bytes,
-                        std::int64_t elements) {
+                        std::int64_t elements, std::optional<KernelLaunch> launch = std::nullopt) {
   KernelWork k;
   k.name = name;
   k.op_class = op_class;
   k.flops = {Flops(0), Flops(elements)};
   k.bytes = {Bytes(0), Bytes(bytes)};
-  k.parallelism = {0, elements};
+  k.launch = launch.value_or(launch::elementwise({0, elements}));
   return k;
 }
 
-// PyTorch's multi_tensor_apply launches one kernel per group of tensors: at most this many
-// tensors per launch for an op over `lists` tensor lists, and at most 320 blocks of 65,536
-// elements (aten/src/ATen/native/cuda/MultiTensorApply.cuh).
+// multi_tensor_apply launches a block of 512 threads per chunk of up to 65,536 elements of
+// one tensor (MultiTensorApply.cuh, kChunkSize and kBlockSize): a small model's whole optimizer
+// step is a few dozen blocks. Each keeps 4 x 512 elements of every list in flight, enough to
+// draw far more than one SM's share of the memory bandwidth, which the occupancy model (an SM's
+// share per block) does not know yet; so these kernels are cut like element-wise ones, which
+// keeps them at the bandwidth a few such blocks reach. An assumption, stated in the guide.
+KernelLaunch multi_tensor_launch(std::int64_t elements) {
+  return launch::elementwise({0, elements});
+}
+
 std::int64_t foreach_launches(std::int64_t tensors, std::int64_t elements, int lists) {
   static constexpr std::int64_t kMaxTensors[] = {110, 64, 48, 36, 30};
   std::int64_t per_launch = kMaxTensors[std::clamp(lists, 1, 5) - 1];
@@ -245,7 +256,8 @@ std::vector<Call> optimizer_calls(const StepContext& context) {
   auto foreach = [&](const std::string& name, std::int64_t bytes_per_element, int lists) {
     std::int64_t launches = foreach_launches(tensors, a.params, lists);
     std::int64_t elements = (a.params + launches - 1) / launches;
-    KernelWork k = fixed_kernel(name, OpClass::optimizer, bytes_per_element * elements, elements);
+    KernelWork k = fixed_kernel(name, OpClass::optimizer, bytes_per_element * elements, elements,
+                                multi_tensor_launch(elements));
     for (std::int64_t i = 0; i < launches; ++i) {
       // The Python call once, then C++ launches.
       Seconds cost = i == 0 ? costs.optimizer_op : costs.backward_op;
@@ -404,7 +416,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
       k.op_class = OpClass::elementwise;
       k.flops = {Flops(0), Flops(elements)};
       k.bytes = {Bytes(0), Bytes(checked_product(elements, bytes_per_element))};
-      k.parallelism = {0, elements};
+      k.launch = launch::elementwise({0, elements});
       const std::string what = fmt::format("normalize batch on GPU: {}", name);
       const SimTime gpu_time = context_.device.kernel_time(k, 1);
       if (!prefetch) {

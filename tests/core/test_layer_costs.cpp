@@ -58,8 +58,8 @@ TEST_CASE("gemm shapes put the batch where the matrices grow with it") {
   CHECK(forward.gemm.k.fixed == 32);
   const KernelWork& weight_grad = a.layers[1].backward_weight[0];
   CHECK(weight_grad.gemm.k.per_sample == 1);  // dW reduces over the batch
-  CHECK(weight_grad.parallelism.per_sample == 0);
-  CHECK(weight_grad.parallelism.fixed == 8 * 32);
+  CHECK(weight_grad.launch.units.per_sample == 0);
+  CHECK(weight_grad.launch.units.fixed == 8 * 32);
   for (std::int64_t batch : {1, 7, 256}) {
     CHECK(forward.flops.at(batch).value() ==
           2 * forward.gemm.m.at(batch) * forward.gemm.n.at(batch) * forward.gemm.k.at(batch) +
@@ -241,8 +241,10 @@ TEST_CASE("flops at a batch are per-sample times batch plus the fixed part") {
 TEST_CASE("cross-entropy on 10 classes costs a log-softmax and its gradient") {
   TensorShape logits{{10}};
   LayerCosts loss = cross_entropy_costs(logits, CostOptions{});
-  CHECK(loss.forward_kernels() == 2);
-  CHECK(loss.backward_kernels() == 2);
+  CHECK(loss.forward_kernels() == 2);  // log_softmax, nll_loss
+  // nll_loss_backward zeroes the input gradient before writing each label's entry (Loss.cu).
+  CHECK(loss.backward_kernels() == 3);
+  CHECK(loss.backward_input[0].name == "zero_");
   CHECK(loss.saved.per_sample.value() == 10 * 4 + 8);
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/input_error.h"
+#include "core/model/kernel_launches.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "sim/compute/device_model.h"
@@ -27,7 +28,7 @@ KernelWork elementwise(std::int64_t elements_per_sample) {
   k.op_class = OpClass::elementwise;
   k.flops = {Flops(elements_per_sample), Flops(0)};
   k.bytes = {Bytes(8 * elements_per_sample), Bytes(0)};
-  k.parallelism = {elements_per_sample, 0};
+  k.launch = launch::elementwise({elements_per_sample, 0});
   return k;
 }
 
@@ -41,7 +42,6 @@ KernelWork square_gemm(std::int64_t n) {
   k.gemm.k = {0, n};
   k.flops = {Flops(2 * n * n * n), Flops(0)};
   k.bytes = {Bytes(3 * 4 * n * n), Bytes(0)};
-  k.parallelism = {n * n, 0};
   return k;
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("a tiny kernel takes the minimum kernel time") {
 
 TEST_CASE("a batch too small to give every SM work under-uses the GPU") {
   DeviceModel device(gpu("h100-sxm"), default_profile(), TrainingPrecision::fp32);
-  KernelWork k = elementwise(1024);  // one block per sample
+  KernelWork k = elementwise(512);  // one block of 512 elements per sample
   CHECK(device.memory_utilisation(k, 13) == Approx(13.0 / 132.0));
   CHECK(device.memory_utilisation(k, 1000) == 1.0);
 }
@@ -222,7 +222,6 @@ KernelWork gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   w.gemm.k = {0, k};
   w.flops = {Flops(0), Flops(2 * m * n * k)};
   w.bytes = {Bytes(0), Bytes(2 * (m * k + k * n + m * n))};
-  w.parallelism = {0, m * n};
   return w;
 }
 
@@ -380,6 +379,6 @@ TEST_CASE("each kind's memory-bound kernels stream at its own bandwidth, per arc
   KernelWork norm;
   norm.op_class = OpClass::normalization;
   norm.bytes = {Bytes(0), Bytes(std::int64_t{1} << 30)};
-  norm.parallelism = {0, std::int64_t{1} << 28};
+  norm.launch = launch::elementwise({0, std::int64_t{1} << 28});
   CHECK(device.explain(norm, 1).seconds == Approx(double(std::int64_t{1} << 30) / (0.66 * copy)));
 }

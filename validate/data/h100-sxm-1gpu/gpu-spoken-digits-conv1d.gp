@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = 'gpu-spoken-digits-conv1d.png' }
 set output output
 data = 'gpu-spoken-digits-conv1d.dat'
-set title "gpu-spoken-digits-conv1d: measured vs predicted (calibrated-h100-sxm)"
+set title 'gpu-spoken-digits-conv1d: measured vs predicted (calibrated-h100-sxm)'
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

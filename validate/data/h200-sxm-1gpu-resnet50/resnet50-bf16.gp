@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = 'resnet50-bf16.png' }
 set output output
 data = 'resnet50-bf16.dat'
-set title "resnet50-bf16: measured vs predicted (calibrated-h200-sxm)"
+set title 'resnet50-bf16: measured vs predicted (calibrated-h200-sxm)'
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

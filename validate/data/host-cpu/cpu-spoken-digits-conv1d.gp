@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = 'cpu-spoken-digits-conv1d.png' }
 set output output
 data = 'cpu-spoken-digits-conv1d.dat'
-set title "cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-2core)"
+set title 'cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-2core)'
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

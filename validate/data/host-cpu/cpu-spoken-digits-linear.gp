@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = 'cpu-spoken-digits-linear.png' }
 set output output
 data = 'cpu-spoken-digits-linear.dat'
-set title "cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-2core)"
+set title 'cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-2core)'
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy
@@ -12,7 +12,7 @@ set key outside right
 set xrange [1.542210825:165.995463]
 set xtics ("2" 2, "4" 4, "8" 8, "16" 16, "32" 32, "64" 64, "128" 128)
 set mxtics 1
-set yrange [0.1890786159:7.800090196]
+set yrange [0.1890704731:7.805803034]
 set ytics ("0.2" 0.2, "0.5" 0.5, "1" 1, "2" 2, "5" 5)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

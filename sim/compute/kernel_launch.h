@@ -1,0 +1,36 @@
+// How many thread blocks a kernel launches on a GPU, by the launch rules of the library that
+// runs it (ATen, PyTorch 2.1; the records come from core/model/kernel_launches.h). The device
+// model's occupancy counts these blocks against the GPU's SMs: a kernel with fewer blocks than
+// SMs leaves the rest idle (sim/compute/device_model.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/model/analysis.h"
+
+namespace epochcast::sim {
+
+// What the rules need of the GPU and the run.
+struct LaunchTarget {
+  int sm_count = 1;
+  int max_threads_per_sm = 2048;
+  bool channels_last = false;  // 4-D activations in NHWC (BatchNorm's and reductions' rules)
+};
+
+struct LaunchGrid {
+  double blocks = 1;  // in all (a double: sizes from user input may be huge)
+  int threads = 1;    // per block
+  std::string rule;   // in words, for `inspect`: "a block per row (8,192 rows)"
+};
+
+// The grid `launch` makes at `batch` samples on `target`. At least one block.
+LaunchGrid launch_grid(const KernelLaunch& launch, std::int64_t batch, const LaunchTarget& target);
+
+// Resident threads per SM by architecture (CUDA C++ Programming Guide, "Technical Specifications
+// per Compute Capability"): 1,024 on Turing, 1,536 on Ada, 2,048 on the others. Ampere is taken
+// as the A100's 2,048 (GA10x boards have 1,536; it only sets how far reductions split).
+int max_threads_per_sm(std::string_view architecture);
+
+}  // namespace epochcast::sim

@@ -17,6 +17,10 @@
 
 namespace epochcast {
 
+bool is_cpu_architecture(std::string_view architecture) {
+  return architecture == "x86-64" || architecture == "aarch64";
+}
+
 std::optional<FlopsPerSecond> GpuSpec::peak_for(Precision precision) const {
   auto found = peak.find(precision);
   if (found == peak.end()) return std::nullopt;
@@ -74,7 +78,8 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = fal
   }
   gpu.mark = node.mark();
   gpu.name = map.required("name").as_string();
-  gpu.architecture = map.required("architecture").as_string();
+  gpu.architecture =
+      std::string(kArchitectureNames[map.required("architecture").as_choice(kArchitectureNames)]);
   gpu.sm_count = map.required("sm_count").as_int32_in(1, 100'000);
   gpu.memory = Bytes(static_cast<std::int64_t>(map.required("memory_gib").as_number_in(1e-3, 1e6) *
                                                static_cast<double>(kGiB)));

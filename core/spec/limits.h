@@ -26,6 +26,9 @@ inline constexpr std::int64_t kMaxEncodedSampleBytes = std::int64_t{1} << 30;
 inline constexpr int kMaxGpus = 1'000'000;
 inline constexpr int kMaxGpusPerNode = 64;
 inline constexpr int kMaxNodes = 65'536;
+// Points of one sweep (GPU counts x batches): each is simulated and its result kept until the
+// report (about a kilobyte each).
+inline constexpr std::int64_t kMaxSweepPoints = 1'000'000;
 // A job's share of a shared GPU or CPU (contention): down to a thousandth.
 inline constexpr double kMinShare = 1e-3;
 

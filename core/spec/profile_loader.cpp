@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -105,6 +106,30 @@ ProfileUncertainty read_uncertainty(const yaml::Node& node) {
       }
     }
   }
+  // Each pair may pass and the whole still be no covariance: three figures cannot each be
+  // strongly anti-correlated with the other two. A covariance has no negative eigenvalue; the
+  // eigenvector of one that is names the figures whose correlations contradict each other.
+  Eigen::MatrixXd matrix(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  double largest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    largest = std::max(largest, u.log_covariance[i][i]);
+    for (std::size_t j = 0; j < n; ++j)
+      matrix(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = u.log_covariance[i][j];
+  }
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(matrix);
+  const double lowest = eigen.eigenvalues()(0);
+  if (eigen.info() != Eigen::Success || lowest < -1e-9 * std::max(largest, 1e-300)) {
+    std::vector<std::string> involved;
+    const Eigen::VectorXd direction = eigen.eigenvectors().col(0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::abs(direction(static_cast<Eigen::Index>(i))) > 0.1) involved.push_back(u.figures[i]);
+    }
+    rows_node.fail(fmt::format(
+        "expected a covariance (positive semi-definite): the correlations of {} contradict each "
+        "other (an eigenvalue of {:.3g}, below zero); write the uncertainty calibrate computed, "
+        "or remove it",
+        fmt::join(involved, ", "), lowest));
+  }
   return u;
 }
 
@@ -136,13 +161,11 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
       arch_node.fail(fmt::format("'{}' is given twice; give each architecture once", architecture));
     // Any architecture name a catalogue may use is accepted; one a letter or two from a known
     // family is a misspelling that would silently never apply.
-    constexpr std::string_view kFamilies[] = {"pascal", "volta",  "turing",    "ampere",
-                                              "ada",    "hopper", "blackwell", "x86-64"};
-    if (std::find(std::begin(kFamilies), std::end(kFamilies), architecture) ==
-            std::end(kFamilies) &&
-        !closest_match(architecture, kFamilies).empty()) {
+    if (std::find(std::begin(kArchitectureNames), std::end(kArchitectureNames), architecture) ==
+            std::end(kArchitectureNames) &&
+        !closest_match(architecture, kArchitectureNames).empty()) {
       arch_node.fail(fmt::format("'{}' is not a GPU architecture{}", architecture,
-                                 did_you_mean(architecture, kFamilies)));
+                                 did_you_mean(architecture, kArchitectureNames)));
     }
     std::vector<std::string_view> keys(std::begin(kEfficiencyPrecisions),
                                        std::end(kEfficiencyPrecisions));

@@ -417,6 +417,18 @@ SweepSpec read_sweep(const yaml::Node& node) {
   for (std::int64_t g : gpus.as_int_list_in(1, limits::kMaxGpus))
     sweep.gpus.push_back(static_cast<int>(g));
   sweep.batch = map.required("batch").as_int_list_in(1, limits::kMaxSamples);
+  // Every point is checked, simulated and reported: their count is bounded before any of that.
+  const std::uint64_t points = static_cast<std::uint64_t>(sweep.gpus.size()) *
+                               static_cast<std::uint64_t>(sweep.batch.size());
+  if (points > static_cast<std::uint64_t>(limits::kMaxSweepPoints)) {
+    node.fail(
+        fmt::format("the sweep has {} points ({} GPU counts x {} batches), more than {}: "
+                    "split it into several scenarios or runs",
+                    yaml::readable_integer(static_cast<std::int64_t>(points)),
+                    yaml::readable_integer(static_cast<std::int64_t>(sweep.gpus.size())),
+                    yaml::readable_integer(static_cast<std::int64_t>(sweep.batch.size())),
+                    yaml::readable_integer(limits::kMaxSweepPoints)));
+  }
   // Mandatory: the two readings differ by a factor of the GPU count.
   sweep.batch_is = read_enum<BatchMeaning>(map.required("batch_is"), kBatchMeaningNames);
   return sweep;

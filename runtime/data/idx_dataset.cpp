@@ -2,6 +2,7 @@
 // dimension) followed by unsigned bytes. zlib reads gzip-compressed and plain files alike.
 #include "runtime/data/idx_dataset.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -44,6 +45,11 @@ std::vector<std::uint8_t> read_idx(const std::filesystem::path& path, int rank,
     if (gzread(in, into, size) != static_cast<int>(size))
       bad(path, "is shorter than its header says");
   };
+  // A plain file's size tells at once whether it holds what its header claims; a compressed
+  // one's only shows as it is read, so its bytes are read a chunk at a time and the buffer
+  // grows with what arrived: a lying header never makes us allocate what the file lacks.
+  std::error_code size_error;
+  const std::uintmax_t file_bytes = std::filesystem::file_size(path, size_error);
   auto big_endian = [](const std::array<unsigned char, 4>& b) {
     return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
            std::uint32_t{b[3]};
@@ -66,10 +72,24 @@ std::vector<std::uint8_t> read_idx(const std::filesystem::path& path, int rank,
     }
     total *= dims.back();
   }
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(total));
-  constexpr std::int64_t kChunk = 1 << 26;
+  const std::int64_t header = 4 * (1 + rank);
+  if (gzdirect(in) == 1 && !size_error &&
+      file_bytes < static_cast<std::uintmax_t>(header + total)) {
+    bad(path, fmt::format("is shorter than its header says: the header promises {} bytes of "
+                          "data, the file holds {}",
+                          total, file_bytes - std::min<std::uintmax_t>(file_bytes, header)));
+  }
+  std::vector<std::uint8_t> bytes;
+  constexpr std::int64_t kChunk = 1 << 24;
   for (std::int64_t at = 0; at < total; at += kChunk) {
-    read_exactly(bytes.data() + at, static_cast<unsigned>(std::min(kChunk, total - at)));
+    const std::int64_t piece = std::min(kChunk, total - at);
+    bytes.resize(static_cast<std::size_t>(at + piece));
+    const int got = gzread(in, bytes.data() + at, static_cast<unsigned>(piece));
+    if (got != static_cast<int>(piece)) {
+      bad(path, fmt::format("is shorter than its header says: the header promises {} bytes of "
+                            "data, the file holds {}",
+                            total, at + std::max(got, 0)));
+    }
   }
   return bytes;
 }
@@ -98,9 +118,24 @@ IdxDataset load_idx_dataset(const std::filesystem::path& folder) {
   IdxDataset data;
   data.train = read_split(folder, "train");
   data.test = read_split(folder, "t10k");
+  // One model sees both splits: their images must have one geometry.
+  const auto train_shape = data.train.images.sizes().slice(1).vec();
+  const auto test_shape = data.test.images.sizes().slice(1).vec();
+  if (train_shape != test_shape) {
+    bad(find(folder, "t10k-images-idx3-ubyte"),
+        fmt::format("holds images of {}x{} but the training images are {}x{}: both splits must "
+                    "have the model's input size",
+                    test_shape[1], test_shape[2], train_shape[1], train_shape[2]));
+  }
   // Normalised as torchvision's transforms.Normalize would be, with the training set's figures.
   const double mean = data.train.images.mean().item<double>();
   const double std = data.train.images.std().item<double>();
+  if (!(std > 0)) {
+    bad(find(folder, "train-images-idx3-ubyte"),
+        fmt::format("every training image has the same pixel values (mean {:.4g}, standard "
+                    "deviation 0): they cannot be normalised, and there is nothing to learn",
+                    mean));
+  }
   data.train.images.sub_(mean).div_(std);
   data.test.images.sub_(mean).div_(std);
   return data;

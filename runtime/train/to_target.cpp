@@ -173,6 +173,15 @@ struct Trainer {
           offset += p.numel();
         }
       }
+      if (!std::isfinite(step_loss)) {
+        // A diverged run would train on to --max-epochs without ever reaching the target.
+        throw InputError(
+            SourceMark{scenario.source_file, 0, 0}, "training.learning_rate",
+            fmt::format("the loss became {} at step {} of batch {} (seed {}, learning rate {:g}): "
+                        "the training diverged and would never reach the target; lower the "
+                        "learning rate (training.learning_rate.base) or its scaling",
+                        std::isnan(step_loss) ? "NaN" : "infinite", steps + 1, batch, seed, rate));
+      }
       optimizer->step();
       if (options.device.is_cuda()) torch::cuda::synchronize();  // the step's own time
       training += seconds_since(started);

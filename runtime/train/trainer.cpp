@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/version.h>
 
+#include "core/spec/rank_share.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/collective_watchdog.h"
@@ -194,9 +195,9 @@ struct Rig {
   std::unique_ptr<DdpReducer> reducer;
   std::unique_ptr<SyntheticLoader> loader;
   LossScaler scaler;
-  std::int64_t rank_samples = 0;  // this rank's share of the training set
-  std::int64_t rank_batch = 0;    // samples per rank per micro-batch
-  torch::Tensor last_loss;        // of the last micro-batch, on the device
+  RankShare share;              // this rank's share of the training set, in batches
+  std::int64_t rank_batch = 0;  // samples per rank per micro-batch
+  torch::Tensor last_loss;      // of the last micro-batch, on the device
 
   Rig(const ScenarioSpec& s, const SweepPoint& p, const RunOptions& o, const Group& g,
       torch::Device d)
@@ -398,11 +399,11 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     rig.model->train();
     rig.parameters = rig.model->parameters();
     rig.rank_batch = ddp ? point.per_gpu_batch : point.global_batch;
-    std::int64_t share =
-        ddp ? scenario.dataset.train_samples / point.gpus : scenario.dataset.train_samples;
-    rig.rank_samples = std::max<std::int64_t>(share, 1);
+    // The simulator's rule (core/spec/rank_share.h): DistributedSampler's padded share.
+    rig.share = rank_share(scenario.dataset.train_samples, ddp ? point.gpus : 1, rig.rank_batch,
+                           training.drop_last);
     LoaderOptions loader_options;
-    loader_options.samples = rig.rank_samples;
+    loader_options.samples = rig.share.samples;
     loader_options.batch = rig.rank_batch;
     loader_options.drop_last = training.drop_last;
     loader_options.workers = scenario.loader.workers;
@@ -411,7 +412,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     loader_options.normalize_on_device = scenario.loader.normalize_on_gpu;
     loader_options.prefetch_to_device = scenario.loader.prefetch_to_gpu;
     loader_options.seed = options.seed;
-    loader_options.sample_offset = group.rank() * share;
+    loader_options.sample_offset = group.rank() * rig.share.samples;
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
                                                    loader_options, device);
     if (training.strategy == Strategy::dp && point.gpus > 1) {
@@ -578,11 +579,10 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     }
 
     // Iterations per epoch, counted in optimizer steps of full batches, and the partial batch.
-    const std::int64_t full_batches = rig.rank_samples / rig.rank_batch;
-    const std::int64_t remainder = rig.rank_samples % rig.rank_batch;
+    const std::int64_t full_batches = rig.share.full_batches;
     const int accumulation = rig.accumulation();
     result.iterations_per_epoch = full_batches / accumulation;
-    result.partial_batch = training.drop_last ? 0 : remainder * (ddp ? point.gpus : 1);
+    result.partial_batch = rig.share.partial() ? rig.share.last_batch * (ddp ? point.gpus : 1) : 0;
     // The median, not the mean: on a shared machine a few preempted iterations should not move
     // the estimate of a typical epoch (the mean is in iteration_s beside it).
     double epoch = static_cast<double>(result.iterations_per_epoch) * result.iteration_s.median;
@@ -602,8 +602,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
     // Validation: forward passes over the validation set, as seed 000's loop runs after each
     // epoch.
-    const std::int64_t validation_share = ddp ? scenario.dataset.validation_samples / point.gpus
-                                              : scenario.dataset.validation_samples;
+    const std::int64_t validation_share =
+        rank_share(scenario.dataset.validation_samples, ddp ? point.gpus : 1, rig.rank_batch, false)
+            .samples;
     if (validation_share > 0 && options.validation_iterations > 0) {
       LoaderOptions v;
       v.samples = validation_share;

@@ -3,6 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/input_error.h"
+#include "core/spec/hardware_spec.h"
 
 namespace epochcast::sim {
 
@@ -27,12 +33,15 @@ constexpr double kLargerTileTolerance = 0.05;
 
 TileFamily tile_family(std::string_view architecture) {
   if (architecture == "pascal" || architecture == "maxwell") return TileFamily::rows_of_128;
-  constexpr std::string_view kGpuFamilies[] = {"volta", "turing", "ampere",
-                                               "ada",   "hopper", "blackwell"};
-  for (std::string_view family : kGpuFamilies) {
-    if (architecture == family) return TileFamily::mixed;
+  if (is_cpu_architecture(architecture)) return TileFamily::unpadded;
+  if (std::find(std::begin(kArchitectureNames), std::end(kArchitectureNames), architecture) ==
+      std::end(kArchitectureNames)) {
+    // The catalogue loader refuses other names; a GPU spec made in code must use these too.
+    throw std::invalid_argument(
+        fmt::format("no GEMM tiles for the architecture '{}' (expected one of {})", architecture,
+                    join_alternatives(kArchitectureNames)));
   }
-  return TileFamily::unpadded;
+  return TileFamily::mixed;  // Volta and later: cuBLAS/CUTLASS's tensor-core tile shapes
 }
 
 namespace {

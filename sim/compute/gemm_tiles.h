@@ -24,6 +24,8 @@ enum class TileFamily {
   // padding worth modelling; only whole rounds of the cores count.
   unpadded,
 };
+// The family of an architecture of kArchitectureNames (core/spec/hardware_spec.h); any other
+// name is std::invalid_argument (the catalogue loader refuses such names first).
 TileFamily tile_family(std::string_view architecture);
 
 struct TileChoice {

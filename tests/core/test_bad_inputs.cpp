@@ -269,6 +269,34 @@ TEST_CASE("bad input: a GPU that is not in the catalogue") {
        "mean 'test-gpu'?)"});
 }
 
+TEST_CASE("bad input: an architecture the models do not know is refused, never defaulted") {
+  // A new generation would otherwise get some other generation's tiles and protocols silently.
+  std::string text = kCatalogue;
+  text.replace(text.find("architecture: ampere"), 20, "architecture: rubin");
+  expect_error([&] { load_gpu_catalogue_from_string(text, "gpus.yaml"); },
+               {"gpus.yaml:5:19", "gpus.test-gpu.architecture",
+                "expected one of maxwell, pascal, volta, turing, ampere, ada, hopper, blackwell, "
+                "x86-64 or aarch64, got 'rubin'"});
+  text = kCatalogue;
+  text.replace(text.find("architecture: ampere"), 20, "architecture: hoper");
+  expect_error([&] { load_gpu_catalogue_from_string(text, "gpus.yaml"); },
+               {"gpus.yaml:5:19", "gpus.test-gpu.architecture", "(did you mean 'hopper'?)"});
+}
+
+TEST_CASE("bad input: a sweep of more points than are simulated is refused before any") {
+  // 1,001 GPU counts x 1,000 batches: 1,001,000 points.
+  std::string gpus, batches;
+  for (int g = 1; g <= 1001; ++g)
+    gpus += (g > 1 ? ", " : "") + std::to_string(g);
+  for (int b = 1; b <= 1000; ++b)
+    batches += (b > 1 ? ", " : "") + std::to_string(b);
+  scenario_error(scenario("gpus: [1, 2, 4]\n  batch: [10, 600]",
+                          "gpus: [" + gpus + "]\n  batch: [" + batches + "]"),
+                 {"bad.yaml:8:3", "sweep",
+                  "the sweep has 1,001,000 points (1,001 GPU counts x 1,000 batches), more than "
+                  "1,000,000"});
+}
+
 TEST_CASE("bad input: a catalogue figure without its source") {
   std::string text = kCatalogue;
   text.replace(text.find(" pcie: e"), 8, "");

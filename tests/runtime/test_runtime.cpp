@@ -19,6 +19,7 @@
 #include "runtime/train/trainer.h"
 #include "runtime/train/to_target.h"
 #include "runtime/data/idx_dataset.h"
+#include "core/spec/rank_share.h"
 #include "core/spec/scenario_spec.h"
 
 #include <catch2/catch.hpp>
@@ -764,6 +765,33 @@ TEST_CASE("ddp's buffer sync gives every rank rank 0's batch-norm statistics", "
   CHECK(hashes[1] == rank0);
 }
 
+TEST_CASE("ddp ranks train DistributedSampler's padded share, the simulator's rule", "[.][mpi]") {
+  REQUIRE(world().size() == 2);
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
+  scenario.training.strategy = Strategy::ddp;
+  scenario.dataset.train_samples = 201;  // 101 a rank, padded: 3 batches of 32 and one of 5
+  scenario.dataset.validation_samples = 41;
+  RunOptions options;
+  options.warmup_iterations = 1;
+  options.timed_iterations = 2;
+  options.validation_iterations = 1;
+  std::atomic<bool> interrupted{false};
+  DevicePlan cpu = plan_devices(DeviceChoice::cpu);
+  MeasuredPoint m =
+      measure_point(scenario, SweepPoint{2, 64, 32}, options, cpu, world(), interrupted);
+  REQUIRE(m.status == PointStatus::ok);
+  // DistributedSampler (drop_last=False): ceil(201 / 2) = 101 samples a rank.
+  const std::int64_t per_rank = (201 + 2 - 1) / 2;
+  CHECK(m.iterations_per_epoch == per_rank / 32);
+  CHECK(m.partial_batch == 2 * (per_rank % 32));
+  // ceil(41 / 2) = 21 validation samples a rank: one batch.
+  CHECK(m.validation_iterations == 1);
+  // The same figures as core's rule, which the simulator's phases are made of.
+  const RankShare share = rank_share(201, 2, 32, false);
+  CHECK(share.full_batches == m.iterations_per_epoch);
+  CHECK(share.last_batch * 2 == m.partial_batch);
+}
+
 // --- attention: sdpa, the fused kernel (LibTorch 2.0 or later) -----------------------------------
 
 namespace {
@@ -881,24 +909,40 @@ TEST_CASE("the noise estimates recover |G|^2 and tr(Sigma) from micro-batch grad
   CHECK(trace == Approx(d * sigma * sigma).epsilon(0.05));
 }
 
-TEST_CASE("IDX files are read gzip-compressed or not, normalised with the training set's figures") {
-  const std::filesystem::path folder = std::filesystem::temp_directory_path() / "epochcast-idx";
+namespace {
+
+// An IDX file: big-endian header 0, 0, 0x08 (unsigned bytes), rank; then one 32-bit size per
+// dimension; then the bytes (which may be fewer than the header promises).
+void write_idx(const std::filesystem::path& folder, const std::string& name,
+               std::vector<std::uint32_t> dims, const std::vector<std::uint8_t>& bytes,
+               bool compressed) {
+  std::vector<std::uint8_t> file = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
+  for (std::uint32_t d : dims) {
+    for (int shift : {24, 16, 8, 0})
+      file.push_back(static_cast<std::uint8_t>(d >> shift));
+  }
+  file.insert(file.end(), bytes.begin(), bytes.end());
+  const std::string path = (folder / (compressed ? name + ".gz" : name)).string();
+  gzFile out = gzopen(path.c_str(), compressed ? "wb" : "wbT");
+  REQUIRE(out != nullptr);
+  gzwrite(out, file.data(), static_cast<unsigned>(file.size()));
+  gzclose(out);
+}
+
+std::filesystem::path fresh_folder(const std::string& name) {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() / name;
   std::filesystem::remove_all(folder);
   std::filesystem::create_directories(folder);
-  // Big-endian header: 0, 0, 0x08 (unsigned bytes), rank; then one 32-bit size per dimension.
+  return folder;
+}
+
+}  // namespace
+
+TEST_CASE("IDX files are read gzip-compressed or not, normalised with the training set's figures") {
+  const std::filesystem::path folder = fresh_folder("epochcast-idx");
   auto write = [&](const std::string& name, std::vector<std::uint32_t> dims,
                    const std::vector<std::uint8_t>& bytes, bool compressed) {
-    std::vector<std::uint8_t> file = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
-    for (std::uint32_t d : dims) {
-      for (int shift : {24, 16, 8, 0})
-        file.push_back(static_cast<std::uint8_t>(d >> shift));
-    }
-    file.insert(file.end(), bytes.begin(), bytes.end());
-    const std::string path = (folder / (compressed ? name + ".gz" : name)).string();
-    gzFile out = gzopen(path.c_str(), compressed ? "wb" : "wbT");
-    REQUIRE(out != nullptr);
-    gzwrite(out, file.data(), static_cast<unsigned>(file.size()));
-    gzclose(out);
+    write_idx(folder, name, std::move(dims), bytes, compressed);
   };
   write("train-images-idx3-ubyte", {3, 2, 2}, {0, 255, 0, 255, 0, 0, 0, 0, 255, 255, 255, 255},
         true);
@@ -914,6 +958,84 @@ TEST_CASE("IDX files are read gzip-compressed or not, normalised with the traini
   // A missing file is named.
   std::filesystem::remove(folder / "t10k-labels-idx1-ubyte.gz");
   CHECK_THROWS_WITH(load_idx_dataset(folder), Catch::Contains("t10k-labels-idx1-ubyte"));
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("IDX headers that promise more than their file holds are refused before allocating") {
+  const std::filesystem::path folder = fresh_folder("epochcast-idx-lying");
+  // 100 bytes of data under a header of 60,000 images of 512 x 512 (15.7 GB): refused at once,
+  // with what was promised and what is there, plain or compressed.
+  const std::vector<std::uint8_t> hundred(100, 7);
+  for (bool compressed : {false, true}) {
+    INFO("compressed " << compressed);
+    std::filesystem::remove_all(folder);
+    std::filesystem::create_directories(folder);
+    write_idx(folder, "train-images-idx3-ubyte", {60000, 512, 512}, hundred, compressed);
+    write_idx(folder, "train-labels-idx1-ubyte", {60000}, {}, false);
+    write_idx(folder, "t10k-images-idx3-ubyte", {1, 2, 2}, {0, 1, 2, 3}, false);
+    write_idx(folder, "t10k-labels-idx1-ubyte", {1}, {0}, false);
+    CHECK_THROWS_WITH(
+        load_idx_dataset(folder),
+        Catch::Contains("train-images-idx3-ubyte") &&
+            Catch::Contains("promises 15728640000 bytes of data, the file holds 100"));
+  }
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("IDX splits of another geometry, and images of one value, are refused by name") {
+  const std::filesystem::path folder = fresh_folder("epochcast-idx-geometry");
+  write_idx(folder, "train-images-idx3-ubyte", {2, 2, 2}, {0, 9, 0, 9, 9, 0, 9, 0}, false);
+  write_idx(folder, "train-labels-idx1-ubyte", {2}, {0, 1}, false);
+  write_idx(folder, "t10k-images-idx3-ubyte", {1, 3, 3}, std::vector<std::uint8_t>(9, 5), false);
+  write_idx(folder, "t10k-labels-idx1-ubyte", {1}, {0}, false);
+  CHECK_THROWS_WITH(load_idx_dataset(folder),
+                    Catch::Contains("t10k-images-idx3-ubyte") &&
+                        Catch::Contains("images of 3x3 but the training images are 2x2"));
+  // All-zero training images: no spread to normalise by, nothing to learn.
+  write_idx(folder, "train-images-idx3-ubyte", {2, 3, 3}, std::vector<std::uint8_t>(18, 0), false);
+  CHECK_THROWS_WITH(load_idx_dataset(folder), Catch::Contains("train-images-idx3-ubyte") &&
+                                                  Catch::Contains("standard deviation 0"));
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("a loss that turns NaN stops training to a target with the reason") {
+  const std::filesystem::path folder = fresh_folder("epochcast-idx-diverge");
+  std::vector<std::uint8_t> pixels;
+  for (int i = 0; i < 8 * 4; ++i)
+    pixels.push_back(static_cast<std::uint8_t>((i * 37) % 256));
+  write_idx(folder, "train-images-idx3-ubyte", {8, 2, 2}, pixels, false);
+  write_idx(folder, "train-labels-idx1-ubyte", {8}, {0, 1, 2, 3, 0, 1, 2, 3}, false);
+  write_idx(folder, "t10k-images-idx3-ubyte", {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}, false);
+  write_idx(folder, "t10k-labels-idx1-ubyte", {2}, {0, 1}, false);
+  std::ofstream(folder / "tiny.yaml") << "kind: model\nname: tiny\ninput: {shape: [1, 2, 2]}\n"
+                                         "layers: [flatten, {type: linear, out_features: 16}, "
+                                         "{type: linear, out_features: 16}, "
+                                         "{type: linear, out_features: 4}]\n";
+  // SGD at the highest rate a scenario takes (100) through three linear layers: each layer's
+  // step scales with the others' weights, so they grow geometrically until the logits overflow.
+  ScenarioSpec scenario = load_scenario_from_string(
+      fmt::format("kind: scenario\nname: diverging\nmodel: {}\nhardware: seed001-box\n"
+                  "dataset: {{name: tiny, train_samples: 8, validation_samples: 2, classes: 4, "
+                  "files: {}}}\n"
+                  "training: {{strategy: single, optimizer: sgd, precision: fp32, "
+                  "learning_rate: {{base: 100}}}}\n"
+                  "target: {{metric: training_loss, value: 0.01}}\n"
+                  "statistical_efficiency: {{noise_scale: {{value: 100, source: assumed}}, "
+                  "min_steps: {{value: 10, source: assumed}}}}\n"
+                  "sweep: {{gpus: [1], batch: [4], batch_is: global}}\n",
+                  (folder / "tiny.yaml").string(), folder.string()),
+      "diverging.yaml", source(""));
+  ToTargetOptions options;
+  options.seeds = 1;
+  options.max_epochs = 50;
+  options.evaluate_every_samples = 8;
+  options.quiet = true;
+  std::atomic<bool> stop{false};
+  CHECK_THROWS_WITH(run_to_target(
+                        scenario, options, [](const TargetRunsFile&) {}, stop),
+                    Catch::Contains("diverging.yaml") &&
+                        Catch::Contains("training.learning_rate") &&
+                        Catch::Contains("the training diverged"));
   std::filesystem::remove_all(folder);
 }
 

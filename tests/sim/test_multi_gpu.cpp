@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/spec/rank_share.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/protocols.h"
@@ -543,4 +544,23 @@ TEST_CASE("an asymmetric fabric is simulated with every rank, and its spine slow
   CHECK_THAT(render_table(asked, {all}),
              Catch::Contains("Simulated: every rank at 32 GPUs (as asked: --every-rank or "
                              "training.every_rank)."));
+}
+
+TEST_CASE("a ddp rank's iterations are DistributedSampler's padded share, as the runtime trains") {
+  // 1,000 samples over 3 ranks at a global batch of 333 (111 a rank): ceil(1000 / 3) = 334
+  // samples a rank, three full batches and one of 334 - 3 x 111 = 1.
+  ScenarioSpec s = scenario(R"(model: mnist-cnn
+hardware: dgx-a100
+dataset: {name: mnist, train_samples: 1000, validation_samples: 100, classes: 10}
+training: {strategy: ddp, optimizer: sgd, precision: fp32}
+sweep: {gpus: [3], batch: [333], batch_is: global}
+)");
+  const std::int64_t per_rank = (1000 + 3 - 1) / 3;
+  const PointResult r = predict_point(s, SweepPoint{3, 333, 111});
+  CHECK(r.train_iterations == (per_rank + 111 - 1) / 111);
+  CHECK(r.train_iterations == rank_share(1000, 3, 111, false).iterations);
+  // ceil(100 / 3) = 34 validation samples a rank: one batch.
+  CHECK(r.validation_iterations == 1);
+  s.training.drop_last = true;
+  CHECK(predict_point(s, SweepPoint{3, 333, 111}).train_iterations == per_rank / 111);
 }

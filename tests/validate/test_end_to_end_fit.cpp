@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "core/input_error.h"
 #include "core/spec/profile_figures.h"
@@ -269,4 +270,36 @@ TEST_CASE("bad uncertainty blocks in a profile are refused with the key") {
   CHECK_THAT(with("uncertainty:\n  figures: [gpu.efficiency.conv]\n"
                   "  log_covariance: [[-0.01]]\n"),
              Catch::Contains("uncertainty.log_covariance[0][0]"));
+  // Four figures each pair of which is at -0.99: every pair passes, the whole is no
+  // covariance (its eigenvalues are 1.99, 1.99, 1.99 and 1 - 3 x 0.99 = -1.97, times 0.01).
+  std::string rows;
+  for (int i = 0; i < 4; ++i) {
+    rows += i ? ", [" : "[";
+    for (int j = 0; j < 4; ++j)
+      rows += fmt::format("{}{}", j ? ", " : "", i == j ? "0.01" : "-0.0099");
+    rows += "]";
+  }
+  const std::string indefinite = with(
+      "uncertainty:\n  figures: [gpu.efficiency.gemm, gpu.efficiency.conv, "
+      "gpu.efficiency.elementwise, gpu.efficiency.normalization]\n  log_covariance: [" +
+      rows + "]\n");
+  CHECK_THAT(indefinite, Catch::Contains("p.yaml:") &&
+                             Catch::Contains("uncertainty.log_covariance") &&
+                             Catch::Contains("positive semi-definite") &&
+                             Catch::Contains("gpu.efficiency.gemm, gpu.efficiency.conv, "
+                                             "gpu.efficiency.elementwise, "
+                                             "gpu.efficiency.normalization") &&
+                             Catch::Contains("-0.0197"));
+  // The same at -0.3 is a covariance, and loads.
+  std::string fine_rows;
+  for (int i = 0; i < 4; ++i) {
+    fine_rows += i ? ", [" : "[";
+    for (int j = 0; j < 4; ++j)
+      fine_rows += fmt::format("{}{}", j ? ", " : "", i == j ? "0.01" : "-0.003");
+    fine_rows += "]";
+  }
+  CHECK(with("uncertainty:\n  figures: [gpu.efficiency.gemm, gpu.efficiency.conv, "
+             "gpu.efficiency.elementwise, gpu.efficiency.normalization]\n  log_covariance: [" +
+             fine_rows + "]\n")
+            .empty());
 }

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/holdout.h"
 #include "cli/progress.h"
+#include "cli/terminal.h"
 #include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
@@ -49,7 +50,7 @@ void calibrate_statistical_efficiency(const std::string& file, const OutputFile&
                      "no noise scale measured at a batch that reached the target, and fewer than "
                      "two batch sizes reached it: nothing to fit");
   }
-  fmt::print(out, "Fit: {}.\n", fit->how);
+  print_prose(out, fmt::format("Fit: {}.\n", fit->how));
   const std::string block = fmt::format(
       "# From {} ({} to {} {:g}; epochcast calibrate)\n"
       "statistical_efficiency:\n"
@@ -66,23 +67,25 @@ void calibrate_statistical_efficiency(const std::string& file, const OutputFile&
 // Every figure the end-to-end fit considered: prior, fitted value, spread before and after (as
 // a factor: x1.05 is about +-5%), and what the points say about it.
 void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
-  fmt::print(out,
-             "\nEnd-to-end fit of {} measured figures ({} start{}, {} simulations): MAPE {:.1f}% "
-             "with the prior, {:.1f}% fitted, {:.1f}% leave-one-out{}\n",
-             fit.points, fit.starts, fit.starts == 1 ? "" : "s", fit.simulations,
-             fit.prior_mape_pct, fit.fitted_mape_pct, fit.leave_one_out_mape_pct,
-             fit.noise_scale > 1
-                 ? fmt::format(" (residuals {:.1f}x the assumed {:g}% noise: "
-                               "the points weigh that much less)",
-                               fit.noise_scale, validate::kAssumedRelativeNoise * 100)
-                 : "");
+  print_prose(out,
+              fmt::format("\nEnd-to-end fit of {} measured figures ({} start{}, {} simulations): "
+                          "MAPE {:.1f}% with the prior, {:.1f}% fitted, {:.1f}% leave-one-out{}\n",
+                          fit.points, fit.starts, fit.starts == 1 ? "" : "s", fit.simulations,
+                          fit.prior_mape_pct, fit.fitted_mape_pct, fit.leave_one_out_mape_pct,
+                          fit.noise_scale > 1
+                              ? fmt::format(" (residuals {:.1f}x the assumed {:g}% noise: "
+                                            "the points weigh that much less)",
+                                            fit.noise_scale, validate::kAssumedRelativeNoise * 100)
+                              : ""));
+  // On a narrow terminal "the points" is cut short first, then the prior's spread and the
+  // prior go, then the figures' names are cut short, and last the fitted spread goes.
   TextTable table;
-  table.add_column("figure", TextTable::Align::left);
-  table.add_column("prior");
+  table.add_column("figure", TextTable::Align::left, {3, 0});
+  table.add_column("prior", TextTable::Align::right, {0, 4});
   table.add_column("fitted");
-  table.add_column("x spread 1 sd");
-  table.add_column("prior x spread");
-  table.add_column("the points", TextTable::Align::left);
+  table.add_column("x spread 1 sd", TextTable::Align::right, {0, 2});
+  table.add_column("prior x spread", TextTable::Align::right, {0, 5});
+  table.add_column("the points", TextTable::Align::left, {6, 0});
   std::vector<std::string> fixed, unseen;
   for (const validate::FigureEstimate& e : fit.figures) {
     if (e.constraint == validate::Constraint::unseen) {
@@ -95,38 +98,52 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
                    fmt::format("x{:.2f}", std::exp(e.prior_log_sd)),
                    validate::constraint_name(e.constraint)});
   }
-  if (fit.figures.size() > unseen.size()) fmt::print(out, "{}", table.render());
-  fmt::print(out, "  your {} points fix {}\n", fit.points,
-             fixed.empty() ? std::string("no figure to within half its prior spread")
-                           : fmt::format("{}", fmt::join(fixed, ", ")));
+  if (fit.figures.size() > unseen.size()) fmt::print(out, "{}", table.render(output_width(out)));
+  print_prose(out,
+              fmt::format("  your {} points fix {}\n", fit.points,
+                          fixed.empty() ? std::string("no figure to within half its prior spread")
+                                        : fmt::format("{}", fmt::join(fixed, ", "))),
+              4);
   if (!unseen.empty()) {
-    fmt::print(out, "  not seen by these points, kept at their priors: {}\n",
-               fmt::join(unseen, ", "));
+    print_prose(out,
+                fmt::format("  not seen by these points, kept at their priors: {}\n",
+                            fmt::join(unseen, ", ")),
+                4);
   }
   if (fit.kept_prior) {
-    fmt::print(out,
-               "  the fit is not kept: it predicts left-out points worse ({:.1f}%) than the "
-               "prior ({:.1f}%)\n",
-               fit.leave_one_out_mape_pct, fit.prior_mape_pct);
+    print_prose(out,
+                fmt::format("  the fit is not kept: it predicts left-out points worse ({:.1f}%) "
+                            "than the prior ({:.1f}%)\n",
+                            fit.leave_one_out_mape_pct, fit.prior_mape_pct),
+                4);
   }
   if (fit.next_point) {
-    fmt::print(out,
-               "  measure next: {} at {} GPU{}, batch {} (predicted +-{:.1f}% now, the most "
-               "uncertain point of the sweep)\n",
-               fit.next_point->scenario, fit.next_point->gpus, fit.next_point->gpus == 1 ? "" : "s",
-               fit.next_point->global_batch, fit.next_point->relative_sd * 100);
+    print_prose(out,
+                fmt::format("  measure next: {} at {} GPU{}, batch {} (predicted +-{:.1f}% now, "
+                            "the most uncertain point of the sweep)\n",
+                            fit.next_point->scenario, fit.next_point->gpus,
+                            fit.next_point->gpus == 1 ? "" : "s", fit.next_point->global_batch,
+                            fit.next_point->relative_sd * 100),
+                4);
   }
 }
 
 void print_calibration(std::FILE* out, const validate::Calibration& c) {
-  fmt::print(out, "{:<52} {:>12} {:>6} {:>10}  {}\n", "parameter", "value", "points", "rms resid",
-             "fitted to");
+  // On a narrow terminal "fitted to" is cut short first (the profile written keeps it whole in
+  // its sources), then the point and residual columns go.
+  TextTable table;
+  table.add_column("parameter", TextTable::Align::left, {1, 0});
+  table.add_column("value");
+  table.add_column("points", TextTable::Align::right, {0, 2});
+  table.add_column("rms resid", TextTable::Align::right, {0, 3});
+  table.add_column("fitted to", TextTable::Align::left, {4, 0});
   for (const validate::FittedParameter& f : c.fitted) {
-    fmt::print(out, "{:<52} {:>12.4g} {:>6} {:>9.1f}%  {}\n", f.key, f.value, f.observations,
-               f.rms_relative_residual * 100, f.from);
+    table.add_row({f.key, fmt::format("{:.4g}", f.value), std::to_string(f.observations),
+                   fmt::format("{:.1f}%", f.rms_relative_residual * 100), f.from});
   }
+  fmt::print(out, "{}", table.render(output_width(out)));
   for (const std::string& note : c.notes)
-    fmt::print(out, "  {}\n", note);
+    print_prose(out, fmt::format("  {}\n", note), 4);
   if (c.end_to_end && c.end_to_end->points > 0) print_identifiability(out, *c.end_to_end);
 }
 
@@ -162,13 +179,11 @@ Command add_calibrate_command(CLI::App& app) {
       calibrate_statistical_efficiency(args->measurements.front(), output, out);
       return 0;
     }
-    std::vector<validate::MeasuredScenario> inputs;
-    for (const std::string& file : args->measurements) {
-      for (validate::MeasuredScenario& m : validate::load_measurement_input(file, args->scenario)) {
-        std::string note = validate::measured_device_note(m.scenario, m.measurements.environment);
-        if (!note.empty()) fmt::print(stderr, "warning: {}: {}\n", file, note);
-        inputs.push_back(std::move(m));
-      }
+    std::vector<validate::MeasuredScenario> inputs =
+        validate::load_measurement_inputs(args->measurements, args->scenario);
+    for (const validate::MeasuredScenario& m : inputs) {
+      std::string note = validate::measured_device_note(m.scenario, m.measurements.environment);
+      if (!note.empty()) fmt::print(stderr, "warning: {}: {}\n", m.file, note);
     }
     validate::PointFilter held_out = holdout_filter(args->holdout, inputs);
     validate::PointFilter use;

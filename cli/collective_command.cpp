@@ -403,17 +403,19 @@ Command add_collective_command(CLI::App& app) {
                          sweep.collective == sim::Collective::reduce ||
                          sweep.collective == sim::Collective::reduce_scatter;
     const std::string_view redop = reduces ? "sum" : "none";
-    // The comment lines stay whole, as nccl-tests prints them (scripts skip lines starting
-    // with '#'); the table fits the terminal.
-    fmt::print(out, "# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n", op, machine.name,
-               ranks, ranks > 1 ? "s" : "", sweep.nodes, sweep.nodes > 1 ? "s" : "",
-               sweep.gpus_per_node, machine.gpu.name, profile.name,
-               flows ? "flows on the network" : "analytic (alpha-beta)");
+    // Comment lines as nccl-tests prints them (scripts skip lines starting with '#'), each
+    // piece of a long one a comment too; the table fits the terminal.
+    print_prose(
+        out, fmt::format("# {} on {}: {} GPU{} ({} node{} x {}), {}, profile {}, {}\n", op,
+                         machine.name, ranks, ranks > 1 ? "s" : "", sweep.nodes,
+                         sweep.nodes > 1 ? "s" : "", sweep.gpus_per_node, machine.gpu.name,
+                         profile.name, flows ? "flows on the network" : "analytic (alpha-beta)"));
     fmt::print(out, "{}", render_table(rows, type, redop, output_width(out)));
-    fmt::print(out,
-               "# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); GB/s = 1e9 "
-               "B/s. Protocols, NVLS and CollNet as NCCL's tuning model costs them.\n",
-               sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks);
+    print_prose(out,
+                fmt::format("# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} ranks); "
+                            "GB/s = 1e9 B/s. Protocols, NVLS and CollNet as NCCL's tuning model "
+                            "costs them.\n",
+                            sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks));
     std::fflush(out);
     if (csv) csv->write(render_csv(rows, type, redop));
     if (json) {

@@ -2,6 +2,7 @@
 // per machine its fastest point, the time and (with a price) the cost of an epoch and of the
 // whole training, and a recommendation in one sentence.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -87,8 +88,14 @@ std::string point_words(const sim::PointResult& r) {
                      r.point.per_gpu_batch);
 }
 
+// Dollars with at least two significant digits: cents for large sums, more places for the
+// fractions of a cent a small job costs ($0.00042).
 std::string money(double value) {
-  return value < 10 ? fmt::format("${:.3f}", value) : fmt::format("${:.2f}", value);
+  if (!(value > 0)) return "$0";
+  if (value >= 10) return fmt::format("${:.2f}", value);
+  if (value >= 0.01) return fmt::format("${:.3f}", value);
+  const int places = static_cast<int>(std::ceil(-std::log10(value))) + 1;
+  return fmt::format("${:.{}f}", value, places);
 }
 
 std::string recommendation(const std::vector<MachineResult>& machines) {
@@ -115,31 +122,49 @@ std::string recommendation(const std::vector<MachineResult>& machines) {
   std::string faster_words =
       faster < 1.005 ? fmt::format("as fast as {}", second.machine.name)
                      : fmt::format("{:.2f}x faster than {}", faster, second.machine.name);
-  bool all_priced = std::all_of(
-      ran.begin(), ran.end(), [](const MachineResult* m) { return m->machine.price.has_value(); });
-  if (!all_priced) {
+  // Cost is weighed among the machines that have a price; those without one are named.
+  std::vector<const MachineResult*> priced;
+  std::vector<std::string> unpriced;
+  for (const MachineResult* m : ran) {
+    if (m->machine.price) {
+      priced.push_back(m);
+    } else {
+      unpriced.push_back(m->machine.name);
+    }
+  }
+  if (priced.empty()) {
     return fmt::format(
         "Recommendation: {}, {}; give the machine files a price (price: {{per_gpu_hour, "
         "source}}) to weigh cost as well.",
         fast_words, faster_words);
   }
-  const MachineResult* cheap = ran.front();
-  for (const MachineResult* m : ran) {
+  const std::string unpriced_words =
+      unpriced.empty() ? ""
+                       : fmt::format(
+                             " {} {} no price (price: {{per_gpu_hour, source}}), so cost "
+                             "is weighed among the others.",
+                             fmt::join(unpriced, " and "), unpriced.size() == 1 ? "has" : "have");
+  const MachineResult* cheap = priced.front();
+  for (const MachineResult* m : priced) {
     if (m->cost_per_epoch(*m->cheapest()) < cheap->cost_per_epoch(*cheap->cheapest())) cheap = m;
   }
   if (cheap == &fast) {
     return fmt::format(
-        "Recommendation: {}; it is both the fastest ({}) and the cheapest ({} per epoch at {}).",
+        "Recommendation: {}; it is both the fastest ({}) and the cheapest ({} per epoch at {}).{}",
         fast_words, faster_words, money(fast.cost_per_epoch(*fast.cheapest())),
-        point_words(*fast.cheapest()));
+        point_words(*fast.cheapest()), unpriced_words);
   }
-  double fast_cost = fast.cost_per_epoch(*fast.fastest());
-  double cheap_cost = cheap->cost_per_epoch(*cheap->cheapest());
+  const double cheap_cost = cheap->cost_per_epoch(*cheap->cheapest());
+  const std::string against =
+      fast.machine.price
+          ? fmt::format(", against {} for {}'s fastest",
+                        money(fast.cost_per_epoch(*fast.fastest())), fast.machine.name)
+          : "";
   return fmt::format(
       "Recommendation: {} when time matters most ({}, {}); {} when cost does ({} per epoch at "
-      "{}, against {} for {}'s fastest).",
+      "{}{}).{}",
       fast.machine.name, epoch_words, faster_words, cheap->machine.name, money(cheap_cost),
-      point_words(*cheap->cheapest()), money(fast_cost), fast.machine.name);
+      point_words(*cheap->cheapest()), against, unpriced_words);
 }
 
 // With a target: each machine's point that reaches it first, its time and (with a price) its
@@ -395,6 +420,7 @@ Command add_compare_command(CLI::App& app) {
       SweepProgress progress("compare: " + m.machine.name, processes.share(points.size()));
       if (args->simulation.every_rank) scenario.training.every_rank = true;
       sim::PredictOptions options;
+      options.memory_limit_bytes = args->simulation.cap_memory();
       m.points = processes.simulate(
           points.size(), args->simulation.jobs_for(processes.share(points.size())),
           [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },

@@ -109,6 +109,7 @@ Command add_predict_command(CLI::App& app) {
     }
     sim::PredictOptions options;
     options.steady_state_shortcut = !args->exact;
+    options.memory_limit_bytes = args->simulation.cap_memory();
     if (args->simulation.every_rank) scenario.training.every_rank = true;
     SweepProgress progress("predict", processes.share(points.size()));
     const int jobs = args->simulation.jobs_for(processes.share(points.size()));
@@ -175,7 +176,10 @@ Command add_predict_command(CLI::App& app) {
         throw InputError(SourceMark{"<command line>", 0, 0}, "--trace-point",
                          "that point does not fit in memory, so there is nothing to trace");
       }
-      trace->write(sim::render_chrome_trace(scenario, traced));
+      OutputWriter writer(*trace);
+      sim::write_chrome_trace(scenario, traced,
+                              [&writer](std::string_view piece) { writer.append(piece); });
+      writer.commit();
     }
     if (!args->plot.empty()) {
       for (const std::string& image : plot_predictions(scenario, results, args->plot))

@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "cli/gnuplot_figure.h"
 #include "cli/holdout.h"
+#include "cli/terminal.h"
+#include "core/format/text_table.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "core/measure/results_csv.h"
@@ -27,7 +29,8 @@ namespace epochcast::cli {
 namespace {
 
 struct ValidateArgs {
-  std::string scenario;
+  std::vector<std::string> files;  // [scenario] measurements, as given
+  std::string scenario;            // "" when the measurements name it
   std::string measurements;
   options::ScenarioOptions options;
   std::string holdout;
@@ -41,6 +44,12 @@ struct ValidateArgs {
 // time to the target, measured against predicted.
 void validate_target_runs(const ValidateArgs& args, std::FILE* out,
                           const std::optional<OutputFile>& json) {
+  if (args.scenario.empty()) {
+    throw InputError(SourceMark{"<command line>", 0, 0}, "scenario",
+                     fmt::format("time-to-target runs record their scenario's name only: give "
+                                 "the scenario file first (validate SCENARIO {})",
+                                 args.measurements));
+  }
   ScenarioSpec scenario = load_scenario(args.scenario, args.options.overrides());
   args.options.apply_profile_option(scenario);
   const TargetRunsFile runs = load_target_runs(args.measurements);
@@ -85,23 +94,32 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
                      "with the batch: nothing to fit");
   }
   const validate::TargetValidation v = validate::validate_to_target(scenario, runs, *fit);
-  fmt::print(out, "Scenario {}: {} to {} {:g}, {} seeds a batch, measured on {} (LibTorch {})\n",
-             scenario.name, runs.model, runs.metric, runs.value,
-             runs.points.empty() ? 0 : runs.points.front().runs.size(), runs.device_name,
-             runs.torch_version);
-  fmt::print(out, "Fit: {}: S_min {:.1f} steps, B_noise {:.0f} samples.\n", fit->how,
-             fit->min_steps, fit->noise_scale);
+  print_prose(
+      out, fmt::format("Scenario {}: {} to {} {:g}, {} seeds a batch, measured on {} (LibTorch "
+                       "{})\n",
+                       scenario.name, runs.model, runs.metric, runs.value,
+                       runs.points.empty() ? 0 : runs.points.front().runs.size(), runs.device_name,
+                       runs.torch_version));
+  print_prose(out, fmt::format("Fit: {}: S_min {:.1f} steps, B_noise {:.0f} samples.\n", fit->how,
+                               fit->min_steps, fit->noise_scale));
   if (runs.noise_scale) {
-    fmt::print(out,
-               "Measured noise scale: B_simple {:.0f} samples at batch {} ({} micro-batches; "
-               "quartiles over {} windows of training: {}-{}).\n",
-               runs.noise_scale->b_simple, runs.noise_scale->batch, runs.noise_scale->micro_batches,
-               runs.noise_scale->windows, quartile_text(runs.noise_scale->low),
-               quartile_text(runs.noise_scale->high));
+    print_prose(out, fmt::format("Measured noise scale: B_simple {:.0f} samples at batch {} ({} "
+                                 "micro-batches; quartiles over {} windows of training: {}-{}).\n",
+                                 runs.noise_scale->b_simple, runs.noise_scale->batch,
+                                 runs.noise_scale->micro_batches, runs.noise_scale->windows,
+                                 quartile_text(runs.noise_scale->low),
+                                 quartile_text(runs.noise_scale->high)));
   }
-  fmt::print(out, "\n{:>6} {:>7} {:>22} {:>10} {:>7} {:>24} {:>14}  {}\n", "batch", "reached",
-             "epochs measured", "predicted", "error", "time measured (s)", "predicted (s)",
-             "fitted on");
+  // On a narrow terminal the measured spreads and the "fitted on" column go first.
+  TextTable table;
+  table.add_column("batch");
+  table.add_column("reached");
+  table.add_column("epochs measured", TextTable::Align::right, {1, 0});
+  table.add_column("predicted");
+  table.add_column("error");
+  table.add_column("time measured (s)", TextTable::Align::right, {2, 3});
+  table.add_column("predicted (s)", TextTable::Align::right, {0, 4});
+  table.add_column("fitted on", TextTable::Align::left, {0, 5});
   for (const validate::TargetRow& r : v.rows) {
     const std::string measured = r.reached > 0
                                      ? fmt::format("{:.3f} [{:.3f}-{:.3f}]", r.measured_epochs,
@@ -111,28 +129,32 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
                                     ? fmt::format("{:.1f} [{:.1f}-{:.1f}]", r.measured_seconds,
                                                   r.measured_seconds_low, r.measured_seconds_high)
                                     : std::string("-");
-    fmt::print(out, "{:>6} {:>7} {:>22} {:>10.3f} {:>6}% {:>24} {:>14.1f}  {}\n", r.batch,
-               fmt::format("{}/{}", r.reached, r.runs), measured, r.predicted_epochs,
-               r.reached > 0 ? fmt::format("{:+.1f}", r.epochs_error_pct) : std::string("-"),
-               seconds, r.predicted_seconds, r.calibration ? "yes" : "no");
+    table.add_row({std::to_string(r.batch), fmt::format("{}/{}", r.reached, r.runs), measured,
+                   fmt::format("{:.3f}", r.predicted_epochs),
+                   r.reached > 0 ? fmt::format("{:+.1f}%", r.epochs_error_pct) : std::string("-"),
+                   seconds, fmt::format("{:.1f}", r.predicted_seconds),
+                   r.calibration ? "yes" : "no"});
   }
+  fmt::print(out, "\n{}", table.render(output_width(out)));
   const bool all_fitted =
       std::all_of(v.rows.begin(), v.rows.end(), [](const auto& r) { return r.calibration; });
-  fmt::print(out, "\nEpochs to target: {}.\n",
-             all_fitted
-                 ? fmt::format("MAPE {:.1f}% (in sample: every batch was fitted on)",
-                               v.epochs_mape_all_pct)
-                 : fmt::format("MAPE {:.1f}% over the batches not fitted on ({:.1f}% over all)",
-                               v.epochs_mape_pct, v.epochs_mape_all_pct));
-  fmt::print(out, "Fastest to target: measured batch {}, predicted batch {}{}.\n",
-             v.measured_fastest, v.predicted_fastest,
-             v.measured_fastest == v.predicted_fastest ? ""
-             : v.fastest_within_spread ? " (within the seeds' spread of the measured)"
-                                       : " (outside the seeds' spread)");
-  fmt::print(out,
-             "Predicted time = predicted epochs x the simulated training epoch on profile '{}'; "
-             "measured time leaves the evaluations out.\n",
-             scenario.profile.name);
+  print_prose(
+      out,
+      fmt::format(
+          "\nEpochs to target: {}.\n",
+          all_fitted ? fmt::format("MAPE {:.1f}% (in sample: every batch was fitted on)",
+                                   v.epochs_mape_all_pct)
+                     : fmt::format("MAPE {:.1f}% over the batches not fitted on ({:.1f}% over all)",
+                                   v.epochs_mape_pct, v.epochs_mape_all_pct)));
+  print_prose(out,
+              fmt::format("Fastest to target: measured batch {}, predicted batch {}{}.\n",
+                          v.measured_fastest, v.predicted_fastest,
+                          v.measured_fastest == v.predicted_fastest ? ""
+                          : v.fastest_within_spread ? " (within the seeds' spread of the measured)"
+                                                    : " (outside the seeds' spread)"));
+  print_prose(out, fmt::format("Predicted time = predicted epochs x the simulated training epoch "
+                               "on profile '{}'; measured time leaves the evaluations out.\n",
+                               scenario.profile.name));
   if (json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const validate::TargetRow& r : v.rows) {
@@ -168,12 +190,12 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
 }
 
 void print_summary(std::FILE* out, const std::string& title, const validate::ValidationSummary& s) {
-  fmt::print(out,
-             "{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best configuration: "
-             "{} (measured {}, predicted {}{})\n",
-             title, s.points, s.mape_pct, s.worst_pct, s.spearman,
-             s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best,
-             s.best_within_spread ? ": within the measured spread" : "");
+  print_prose(out,
+              fmt::format("{}: {} points, MAPE {:.1f}%, worst {:+.1f}%, Spearman {:.2f}; best "
+                          "configuration: {} (measured {}, predicted {}{})\n",
+                          title, s.points, s.mape_pct, s.worst_pct, s.spearman,
+                          s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best,
+                          s.best_within_spread ? ": within the measured spread" : ""));
 }
 
 nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
@@ -241,10 +263,12 @@ Command add_validate_command(CLI::App& app) {
       "validate",
       "Compare measured epoch times with predictions, point by point: error, MAPE, rank "
       "correlation, and whether the predicted best configuration is the measured one");
-  command->add_option("scenario", args->scenario, "Scenario the measurements ran")->required();
   command
-      ->add_option("measurements", args->measurements,
-                   "Measurement file (epochcast run) or results table (.csv)")
+      ->add_option("files", args->files,
+                   "[SCENARIO] MEASUREMENTS: the measurement file (epochcast run) or results "
+                   "table (.csv), after the scenario it ran; without one, the scenario the file "
+                   "records (a table: its scenario column)")
+      ->expected(1, 2)
       ->required();
   options::add_scenario_options(*command, args->options);
   add_holdout_option(*command, args->holdout);
@@ -256,6 +280,8 @@ Command add_validate_command(CLI::App& app) {
                       "measured noise scale (default: the batch it was measured at), or 'all' to "
                       "fit both figures on every batch");
   return [args] {
+    args->measurements = args->files.back();
+    if (args->files.size() == 2) args->scenario = args->files.front();
     // Each kind of measurement has options of its own: refused on the other, not ignored.
     const bool target_runs = is_target_runs_file(args->measurements);
     if (target_runs && !args->holdout.empty()) {
@@ -363,31 +389,39 @@ Command add_validate_command(CLI::App& app) {
         environment.device_name.empty()
             ? "figures of a results table"
             : fmt::format("{} ({})", environment.device_name, environment.device_kind);
-    fmt::print(out, "Scenario {} on {} — measured on {}, profile {}\n", scenario.name,
-               scenario.machine.gpu.name, measured_on, scenario.profile.name);
-    if (!report.cross_device.empty()) fmt::print(out, "{}\n", report.cross_device);
-    fmt::print(out, "\n{:>4} {:>7} {:>9} {:>13} {:>14} {:>8}{}\n", "gpus", "batch", "of",
-               "measured (s)", "predicted (s)", "error", held_out ? "  held out" : "");
+    print_prose(out, fmt::format("Scenario {} on {} — measured on {}, profile {}\n", scenario.name,
+                                 scenario.machine.gpu.name, measured_on, scenario.profile.name));
+    if (!report.cross_device.empty()) print_prose(out, report.cross_device + "\n");
+    TextTable table;
+    for (const char* column : {"gpus", "batch", "of", "measured (s)", "predicted (s)", "error"})
+      table.add_column(column);
+    if (held_out) table.add_column("held out", TextTable::Align::left);
     for (const auto& p : report.points) {
-      fmt::print(out, "{:>4} {:>7} {:>9} {:>13.4g} {:>14.4g} {:>7.1f}%{}\n", p.gpus, p.global_batch,
-                 figure_name(p.figure), p.measured_s, p.predicted_s, p.error_pct,
-                 held_out ? (p.held_out ? "  yes" : "  no") : "");
+      std::vector<std::string> row = {std::to_string(p.gpus),
+                                      std::to_string(p.global_batch),
+                                      std::string(figure_name(p.figure)),
+                                      fmt::format("{:.4g}", p.measured_s),
+                                      fmt::format("{:.4g}", p.predicted_s),
+                                      fmt::format("{:.1f}%", p.error_pct)};
+      if (held_out) row.push_back(p.held_out ? "yes" : "no");
+      table.add_row(std::move(row));
     }
-    fmt::print(out, "\n");
+    fmt::print(out, "\n{}\n", table.render(output_width(out)));
     print_summary(out, "all points", report.all);
     if (held_out) {
       print_summary(out, "calibration points", *report.calibration_points);
       print_summary(out, "held-out points", *report.held_out);
-      fmt::print(out, "uncalibrated (profile '{}'): held-out MAPE {:.1f}%, all points {:.1f}%\n",
-                 input.scenario.profile.name, uncalibrated->held_out->mape_pct,
-                 uncalibrated->all.mape_pct);
+      print_prose(out, fmt::format("uncalibrated (profile '{}'): held-out MAPE {:.1f}%, all "
+                                   "points {:.1f}%\n",
+                                   input.scenario.profile.name, uncalibrated->held_out->mape_pct,
+                                   uncalibrated->all.mape_pct));
       if (uncalibrated_measured_loader) {
-        fmt::print(out,
-                   "uncalibrated, loader measured (profile '{}', the loader's own clock: {:.4g} "
-                   "us a sample): held-out MAPE {:.1f}%, all points {:.1f}%\n",
-                   input.scenario.profile.name, *measured_sample_cpu * 1e6,
-                   uncalibrated_measured_loader->held_out->mape_pct,
-                   uncalibrated_measured_loader->all.mape_pct);
+        print_prose(out, fmt::format("uncalibrated, loader measured (profile '{}', the loader's "
+                                     "own clock: {:.4g} us a sample): held-out MAPE {:.1f}%, all "
+                                     "points {:.1f}%\n",
+                                     input.scenario.profile.name, *measured_sample_cpu * 1e6,
+                                     uncalibrated_measured_loader->held_out->mape_pct,
+                                     uncalibrated_measured_loader->all.mape_pct));
       }
     }
     if (!args->json.empty()) {

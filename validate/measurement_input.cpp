@@ -268,7 +268,7 @@ std::string measured_device_note(const ScenarioSpec& scenario,
                                  const MeasuredEnvironment& environment) {
   const GpuSpec& gpu = scenario.machine.gpu;
   if (environment.device_kind.empty() || environment.device_name.empty()) return "";
-  const bool scenario_is_cpu = gpu.architecture == "x86-64" || gpu.architecture == "aarch64";
+  const bool scenario_is_cpu = is_cpu_architecture(gpu.architecture);
   const bool measured_on_cpu = environment.device_kind == "cpu";
   std::string mismatch;
   if (scenario_is_cpu != measured_on_cpu) {
@@ -291,6 +291,38 @@ std::vector<MeasuredScenario> load_measurement_input(const std::string& file,
                                                      const std::vector<yaml::Override>& extra) {
   if (is_results_table(file)) return load_results_table(file, scenario_override, extra);
   return {load_measured_scenario(file, scenario_override)};
+}
+
+std::vector<MeasuredScenario> load_measurement_inputs(const std::vector<std::string>& files,
+                                                      const std::string& scenario_override) {
+  std::vector<MeasuredScenario> out;
+  std::vector<std::string> unnamed;  // measurement files that record no scenario
+  for (const std::string& file : files) {
+    if (scenario_override.empty() && !is_results_table(file) &&
+        load_measurements(file).scenario_file.empty()) {
+      unnamed.push_back(file);
+      continue;
+    }
+    for (MeasuredScenario& m : load_measurement_input(file, scenario_override))
+      out.push_back(std::move(m));
+  }
+  if (unnamed.empty()) return out;
+  std::set<std::string> ran;
+  for (const MeasuredScenario& m : out)
+    ran.insert(m.measurements.scenario_file);
+  if (ran.size() != 1) {
+    throw InputError(
+        SourceMark{unnamed.front(), 0, 0}, "scenario_file",
+        ran.empty()
+            ? std::string("the file records no scenario (benchmarks alone): give a measurement "
+                          "file of the scenario with it, or --scenario")
+            : fmt::format("the file records no scenario, and the other files ran {}: say which "
+                          "with --scenario",
+                          fmt::join(ran, ", ")));
+  }
+  for (const std::string& file : unnamed)
+    out.push_back(load_measured_scenario(file, *ran.begin()));
+  return out;
 }
 
 }  // namespace epochcast::validate

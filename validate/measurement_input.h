@@ -20,6 +20,12 @@ std::vector<MeasuredScenario> load_measurement_input(const std::string& file,
                                                      const std::string& scenario_override = "",
                                                      const std::vector<yaml::Override>& extra = {});
 
+// Every file of a command: load_measurement_input of each, where a measurement file that records
+// no scenario (`epochcast bench` alone) takes the one the other files ran (refused when they ran
+// none or several: then --scenario says which).
+std::vector<MeasuredScenario> load_measurement_inputs(const std::vector<std::string>& files,
+                                                      const std::string& scenario_override = "");
+
 // Raises InputError naming the file and the point when a point that ended ok could not have
 // run in the scenario (more GPUs than its machine, a batch larger than its data set, ...):
 // predicting it would compare against something else.

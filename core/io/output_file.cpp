@@ -133,10 +133,39 @@ std::filesystem::path follow_dangling_links(const std::string& given, std::strin
   fail(given, option, "cannot write the file: more than 40 symlinks in a row (a loop?)");
 }
 
-void write_replacing(const OutputFile& out, std::string_view content) {
-  const std::filesystem::path& target = out.target();
-  const std::string& given = out.given();
-  std::string pattern =
+[[noreturn]] void throw_broken_pipe(const OutputFile& out) {
+  throw BrokenPipe(fmt::format(
+      "{}: the reader of {} closed it before everything was written (a broken pipe); nothing "
+      "else was wrong",
+      out.option(),
+      out.kind() == OutputFile::Kind::standard_output ? "standard output"
+                                                      : fmt::format("'{}'", out.given())));
+}
+
+}  // namespace
+
+// ---- OutputWriter -----------------------------------------------------------------------------
+
+OutputWriter::OutputWriter(const OutputFile& file) : file_(file) {
+  switch (file_.kind()) {
+    case OutputFile::Kind::standard_output:
+      std::cout.flush();
+      std::fflush(stdout);
+      fd_ = STDOUT_FILENO;
+      return;
+    case OutputFile::Kind::stream:
+      // A FIFO opens here, when its content is ready: without a reader this waits for one.
+      fd_ = ::open(file_.target().c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+      if (fd_ < 0) {
+        fail(file_.given(), file_.option(),
+             fmt::format("cannot write the file: {}", std::strerror(errno)));
+      }
+      return;
+    case OutputFile::Kind::replace:
+      break;
+  }
+  const std::filesystem::path& target = file_.target();
+  temporary_ =
       (folder_of(target) / ("." + target.filename().string() + ".epochcast-XXXXXX")).string();
   // The temporary is created and entered in the handler's table with SIGINT and SIGTERM held
   // back: a signal between the two would end the process with a temporary the handler does not
@@ -146,33 +175,78 @@ void write_replacing(const OutputFile& out, std::string_view content) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
-  int fd = ::mkstemp(pattern.data());
+  fd_ = ::mkstemp(temporary_.data());
   const int create_error = errno;
-  int slot = fd >= 0 ? remember_temporary(pattern) : -1;
+  slot_ = fd_ >= 0 ? remember_temporary(temporary_) : -1;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (fd < 0) {
-    fail(given, out.option(),
+  if (fd_ < 0) {
+    temporary_.clear();
+    fail(file_.given(), file_.option(),
          fmt::format("cannot write the file: {}", std::strerror(create_error)));
   }
-  auto abandon = [&](int error_number) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(pattern.c_str());
-    forget_temporary(slot);
-    fail(given, out.option(),
-         fmt::format("cannot write the file: {}", std::strerror(error_number)));
-  };
   // The replacement keeps the mode of the file it replaces; a new file gets the usual 0666
   // less the umask (mkstemp makes 0600).
   struct stat st {};
   mode_t mode = ::stat(target.c_str(), &st) == 0 ? (st.st_mode & 07777) : (0666 & ~current_umask());
-  if (::fchmod(fd, mode) != 0) abandon(errno);
-  if (!write_all(fd, content)) abandon(errno);
-  if (::fsync(fd) != 0) abandon(errno);
-  int closed = ::close(fd);
-  fd = -1;
+  if (::fchmod(fd_, mode) != 0) abandon(errno);
+}
+
+OutputWriter::~OutputWriter() {
+  if (!committed_) discard();
+}
+
+void OutputWriter::discard() noexcept {
+  if (file_.kind() == OutputFile::Kind::standard_output) return;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temporary_.empty()) {
+    ::unlink(temporary_.c_str());
+    forget_temporary(slot_);
+    temporary_.clear();
+  }
+}
+
+void OutputWriter::abandon(int error_number) {
+  discard();
+  committed_ = true;  // nothing left to discard
+  if (error_number == EPIPE) throw_broken_pipe(file_);
+  fail(file_.given(), file_.option(),
+       fmt::format(
+           "cannot write {}: {}",
+           file_.kind() == OutputFile::Kind::standard_output ? "to standard output" : "the file",
+           std::strerror(error_number)));
+}
+
+void OutputWriter::append(std::string_view piece) {
+  if (committed_) throw std::logic_error("OutputWriter::append after commit");
+  if (!write_all(fd_, piece)) abandon(errno);
+}
+
+void OutputWriter::commit() {
+  if (committed_) throw std::logic_error("OutputWriter::commit twice");
+  switch (file_.kind()) {
+    case OutputFile::Kind::standard_output:
+      committed_ = true;
+      return;
+    case OutputFile::Kind::stream: {
+      const int closed = ::close(fd_);
+      fd_ = -1;
+      if (closed != 0) abandon(errno);
+      committed_ = true;
+      return;
+    }
+    case OutputFile::Kind::replace:
+      break;
+  }
+  if (::fsync(fd_) != 0) abandon(errno);
+  const int closed = ::close(fd_);
+  fd_ = -1;
   if (closed != 0) abandon(errno);
-  if (::rename(pattern.c_str(), target.c_str()) != 0) abandon(errno);
-  forget_temporary(slot);
+  const std::filesystem::path& target = file_.target();
+  if (::rename(temporary_.c_str(), target.c_str()) != 0) abandon(errno);
+  forget_temporary(slot_);
+  temporary_.clear();
+  committed_ = true;
   // The rename itself is durable once the folder is synced.
   int folder = ::open(folder_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (folder >= 0) {
@@ -180,34 +254,6 @@ void write_replacing(const OutputFile& out, std::string_view content) {
     ::close(folder);
   }
 }
-
-void write_streaming(const OutputFile& out, std::string_view content) {
-  int fd = ::open(out.target().c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    fail(out.given(), out.option(), fmt::format("cannot write the file: {}", std::strerror(errno)));
-  }
-  bool written = write_all(fd, content);
-  int error_number = errno;
-  if (::close(fd) != 0 && written) {
-    written = false;
-    error_number = errno;
-  }
-  if (!written) {
-    fail(out.given(), out.option(),
-         fmt::format("cannot write the file: {}", std::strerror(error_number)));
-  }
-}
-
-void write_standard_output(const OutputFile& out, std::string_view content) {
-  std::cout.flush();
-  std::fflush(stdout);
-  if (!write_all(STDOUT_FILENO, content)) {
-    fail(out.given(), out.option(),
-         fmt::format("cannot write to standard output: {}", std::strerror(errno)));
-  }
-}
-
-}  // namespace
 
 OutputFile OutputFile::resolve(const std::string& path, std::string_view option) {
   OutputFile out;
@@ -252,17 +298,9 @@ OutputFile OutputFile::resolve(const std::string& path, std::string_view option)
 }
 
 void OutputFile::write(std::string_view content) const {
-  switch (kind_) {
-    case Kind::standard_output:
-      write_standard_output(*this, content);
-      return;
-    case Kind::stream:
-      write_streaming(*this, content);
-      return;
-    case Kind::replace:
-      write_replacing(*this, content);
-      return;
-  }
+  OutputWriter writer(*this);
+  writer.append(content);
+  writer.commit();
 }
 
 bool OutputFile::same_as(const OutputFile& other) const {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +63,40 @@ class OutputFiles {
 
  private:
   std::vector<OutputFile> files_;
+};
+
+// Raised when the reader of a pipe (a FIFO, or standard output piped to `head`) closed it
+// before everything was written. Commands end with exit status 141 (128 + SIGPIPE, as a shell
+// reports a process that SIGPIPE ended) and say which output it was.
+class BrokenPipe : public std::runtime_error {
+ public:
+  explicit BrokenPipe(const std::string& what) : std::runtime_error(what) {}
+};
+inline constexpr int kBrokenPipeExit = 141;
+
+// An output written in pieces as it is made (a long trace), with write()'s guarantees: a
+// replaced file appears whole at commit() or not at all (the destructor of an uncommitted writer
+// removes its temporary); a FIFO or standard output receives the pieces as they come. Failures
+// raise InputError naming the path and option, or BrokenPipe.
+class OutputWriter {
+ public:
+  explicit OutputWriter(const OutputFile& file);
+  ~OutputWriter();
+  OutputWriter(const OutputWriter&) = delete;
+  OutputWriter& operator=(const OutputWriter&) = delete;
+
+  void append(std::string_view piece);
+  void commit();
+
+ private:
+  [[noreturn]] void abandon(int error_number);
+  void discard() noexcept;
+
+  OutputFile file_;
+  int fd_ = -1;
+  std::string temporary_;  // replace: the file being written beside the target
+  int slot_ = -1;          // its entry in the signal handler's table
+  bool committed_ = false;
 };
 
 // One output written at once: `OutputFile::resolve(path, option).write(content)`.

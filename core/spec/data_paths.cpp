@@ -34,6 +34,17 @@ std::vector<std::string> bundled_names(std::string_view subdir) {
       // The GPU catalogue lives beside the machines but is not one.
       if (subdir == "topologies" && it->path().stem() == "gpus") continue;
       if (it->path().extension() == ".yaml") names.insert(it->path().stem().string());
+      // Scenarios sit in folders of their own (seed-001/linear); the model zoo beside them
+      // (scenarios/models) is not a scenario.
+      std::error_code inner;
+      if (subdir == "scenarios" && it->is_directory(inner) && it->path().filename() != "models") {
+        for (fs::directory_iterator file(it->path(), inner); !inner && file != end;
+             file.increment(inner)) {
+          if (file->path().extension() == ".yaml") {
+            names.insert((it->path().filename() / file->path().stem()).string());
+          }
+        }
+      }
     }
   }
   return {names.begin(), names.end()};
@@ -48,12 +59,19 @@ fs::path resolve_data_file(std::string_view reference, const fs::path& relative_
   std::vector<fs::path> candidates;
   if (is_path) {
     fs::path given(ref);
-    if (given.is_absolute()) {
-      candidates.push_back(given);
-    } else {
-      candidates.push_back(relative_to / given);
-      for (const fs::path& dir : data_directories())
-        candidates.push_back(dir / given);
+    // A bundled name with its folder (seed-001/linear) may leave out ".yaml".
+    std::vector<fs::path> spellings = {given};
+    if (given.extension().empty()) spellings.push_back(fs::path(ref + ".yaml"));
+    for (const fs::path& spelling : spellings) {
+      if (spelling.is_absolute()) {
+        candidates.push_back(spelling);
+        continue;
+      }
+      candidates.push_back(relative_to / spelling);
+      for (const fs::path& dir : data_directories()) {
+        candidates.push_back(dir / spelling);
+        candidates.push_back(dir / subdir / spelling);
+      }
     }
   } else {
     for (const fs::path& dir : data_directories()) {
@@ -65,7 +83,8 @@ fs::path resolve_data_file(std::string_view reference, const fs::path& relative_
   }
   std::vector<std::string> names = bundled_names(subdir);
   std::vector<std::string_view> views(names.begin(), names.end());
-  std::string stem = fs::path(ref).stem().string();
+  const bool named_with_folder = is_path && fs::path(ref).extension().empty();
+  std::string stem = named_with_folder ? ref : fs::path(ref).stem().string();
   std::string suggestion = did_you_mean(stem, views);
   throw InputError(where, key,
                    is_path ? fmt::format("file '{}' not found{}", ref, suggestion)

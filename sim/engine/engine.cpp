@@ -16,6 +16,10 @@ void require(bool condition, const char* what) {
 
 }  // namespace
 
+std::size_t Engine::task_bytes() {
+  return sizeof(Slot);
+}
+
 ResourceId Engine::add_resource(std::unique_ptr<Resource> resource) {
   resources_.push_back(std::move(resource));
   schedules_.emplace_back();

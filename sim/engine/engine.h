@@ -56,6 +56,8 @@ class Engine final : private StartListener {
   // A handle that always reads as finished (no slot has its index): what a driver keeps for
   // work it knows is done without a task of its own (a batch loaded during a skipped span).
   static constexpr TaskHandle done_handle() { return TaskHandle{kNone, 0}; }
+  // The memory a live task takes (its slot), for estimates made before building a plan.
+  static std::size_t task_bytes();
   std::uint64_t tag(TaskHandle task) const;
 
   // Called for every task as it finishes, in event order. The observer may add tasks and may

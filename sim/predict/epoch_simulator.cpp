@@ -22,6 +22,24 @@
 
 namespace epochcast::sim {
 
+void Trace::add(std::string_view track, std::string_view name, Category category, SimTime start,
+                SimTime end) {
+  events.push_back({intern(tracks, track_index_, track), intern(names, name_index_, name), category,
+                    start, end});
+}
+
+void Trace::add_counter(std::string_view link, SimTime time, double utilisation) {
+  counters.push_back({intern(tracks, track_index_, link), time, utilisation});
+}
+
+std::uint32_t Trace::intern(std::vector<std::string>& held,
+                            std::unordered_map<std::string, std::uint32_t>& index,
+                            std::string_view text) {
+  auto [at, added] = index.try_emplace(std::string(text), static_cast<std::uint32_t>(held.size()));
+  if (added) held.emplace_back(text);
+  return at->second;
+}
+
 SimTime EpochStats::gpu_busy_total() const {
   SimTime total;
   for (SimTime t : gpu_busy)
@@ -252,9 +270,8 @@ std::string lane_name(const Lane& lane) {
 }  // namespace
 
 struct EpochSimulator::Impl {
-  Impl(const EpochInput& in, const EpochOptions& options, std::vector<TraceEvent>& events,
-       std::vector<TraceCounter>& link_counters)
-      : input(in), opt(options), trace(events), counters(link_counters), tags(largest_plan(in)) {
+  Impl(const EpochInput& in, const EpochOptions& options, Trace& events)
+      : input(in), opt(options), trace(events), tags(largest_plan(in)) {
     total_iterations = in.train.iterations + in.validation.iterations;
     plan_ops = static_cast<std::int64_t>(largest_plan(in));
     budget = std::max(opt.simulation_budget, checked_product(kBudgetIterations, plan_ops));
@@ -274,8 +291,7 @@ struct EpochSimulator::Impl {
 
   const EpochInput& input;
   EpochOptions opt;
-  std::vector<TraceEvent>& trace;
-  std::vector<TraceCounter>& counters;
+  Trace& trace;
   const TagLayout tags;
   Engine engine;
   std::int64_t total_iterations = 0;
@@ -473,7 +489,7 @@ struct EpochSimulator::Impl {
       network->set_rate_listener([this](SimTime when, std::uint32_t link, double rate) {
         if (boundary >= opt.trace_iterations) return;
         double capacity = network->link_capacity(link).value();
-        counters.push_back({network->link_name(link), when, rate / capacity});
+        trace.add_counter(network->link_name(link), when, rate / capacity);
       });
     }
     return network_id;
@@ -717,7 +733,7 @@ struct EpochSimulator::Impl {
     // Flows show as link counters, analytic collectives as the ranks' communication spans.
     if (traced && op.marker == Marker::none && op.lane.kind != LaneKind::network &&
         op.lane.kind != LaneKind::delay) {
-      record(engine.resource(t.resource).name(), std::string(p.name(op)), op.category, t);
+      record(engine.resource(t.resource).name(), p.name(op), op.category, t);
     }
 
     if (op.consumes_loader >= 0) {
@@ -754,7 +770,7 @@ struct EpochSimulator::Impl {
         FinishedTask span = t;
         span.start = open.front();
         open.pop_front();
-        record(fmt::format("GPU {} communication", op.lane.index), std::string(p.name(op)),
+        record(fmt::format("GPU {} communication", op.lane.index), p.name(op),
                Category::communication, span);
       }
     }
@@ -775,9 +791,9 @@ struct EpochSimulator::Impl {
     comm_covered_until = std::max(comm_covered_until, t.end);
   }
 
-  void record(const std::string& track, const std::string& name, Category category,
+  void record(std::string_view track, std::string_view name, Category category,
               const FinishedTask& t) {
-    trace.push_back({track, name, category, t.start, t.end});
+    trace.add(track, name, category, t.start, t.end);
   }
 
   // The driver's part of the state, relative to the boundary, appended to the engine's.
@@ -1007,7 +1023,7 @@ EpochSimulator::EpochSimulator(const EpochInput& input, const EpochOptions& opti
     : input_(input), options_(options) {}
 
 EpochStats EpochSimulator::run() {
-  Impl impl(input_, options_, trace_, counters_);
+  Impl impl(input_, options_, trace_);
   return impl.run();
 }
 

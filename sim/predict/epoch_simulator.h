@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/spec/profile_spec.h"
@@ -94,20 +96,38 @@ class SimulationTooLong : public std::runtime_error {
   std::int64_t iterations_;
 };
 
-// One executed operation, for traces.
-struct TraceEvent {
-  std::string track;  // resource name
-  std::string name;
-  Category category = Category::host;
-  SimTime start;
-  SimTime end;
-};
+// The first iterations of a point, for a Chrome trace. Traces of thousands of iterations run to
+// millions of events, so names are held once each and events and counters refer to them by
+// index (32 bytes an event).
+struct Trace {
+  struct Event {              // one executed operation
+    std::uint32_t track = 0;  // into `tracks`: the resource (CPU thread, GPU stream, ...)
+    std::uint32_t name = 0;   // into `names`
+    Category category = Category::host;
+    SimTime start;
+    SimTime end;
+  };
+  struct Counter {           // a link's utilisation from `time` on (0 to 1)
+    std::uint32_t link = 0;  // into `tracks`
+    SimTime time;
+    double utilisation = 0;
+  };
+  std::vector<std::string> tracks;
+  std::vector<std::string> names;
+  std::vector<Event> events;
+  std::vector<Counter> counters;
 
-// A link's utilisation from `time` on (0 to 1), for counter tracks.
-struct TraceCounter {
-  std::string link;
-  SimTime time;
-  double utilisation = 0;
+  // Recording (names are looked up among those held; a decoded trace is read, not added to).
+  void add(std::string_view track, std::string_view name, Category category, SimTime start,
+           SimTime end);
+  void add_counter(std::string_view link, SimTime time, double utilisation);
+  bool empty() const { return events.empty() && counters.empty(); }
+
+ private:
+  std::uint32_t intern(std::vector<std::string>& held,
+                       std::unordered_map<std::string, std::uint32_t>& index,
+                       std::string_view text);
+  std::unordered_map<std::string, std::uint32_t> track_index_, name_index_;
 };
 
 // Where GPU 0's time went over the epoch: busy time by what it ran, and idle time by what kept
@@ -135,15 +155,13 @@ class EpochSimulator {
  public:
   EpochSimulator(const EpochInput& input, const EpochOptions& options);
   EpochStats run();
-  const std::vector<TraceEvent>& trace() const { return trace_; }
-  const std::vector<TraceCounter>& counters() const { return counters_; }
+  const Trace& trace() const { return trace_; }
 
  private:
   struct Impl;
   const EpochInput& input_;
   EpochOptions options_;
-  std::vector<TraceEvent> trace_;
-  std::vector<TraceCounter> counters_;
+  Trace trace_;
 };
 
 }  // namespace epochcast::sim

@@ -10,7 +10,7 @@ namespace epochcast::sim {
 namespace {
 
 // The layout's version: bump it with any change below, so mismatched binaries fail loudly.
-constexpr std::int64_t kLayout = 1;
+constexpr std::int64_t kLayout = 2;
 
 void write_stats(ByteWriter& w, const EpochStats& s) {
   w.time(s.epoch);
@@ -126,17 +126,22 @@ std::string encode_point(const PointResult& p) {
     w.f64(p.epoch_interval->second);
   }
   w.f64(p.epoch_relative_sd);
-  w.i64(static_cast<std::int64_t>(p.trace.size()));
-  for (const TraceEvent& e : p.trace) {
-    w.text(e.track);
-    w.text(e.name);
+  for (const std::vector<std::string>* held : {&p.trace.tracks, &p.trace.names}) {
+    w.i64(static_cast<std::int64_t>(held->size()));
+    for (const std::string& text : *held)
+      w.text(text);
+  }
+  w.i64(static_cast<std::int64_t>(p.trace.events.size()));
+  for (const Trace::Event& e : p.trace.events) {
+    w.i64(e.track);
+    w.i64(e.name);
     w.i64(static_cast<std::int64_t>(e.category));
     w.time(e.start);
     w.time(e.end);
   }
-  w.i64(static_cast<std::int64_t>(p.counters.size()));
-  for (const TraceCounter& c : p.counters) {
-    w.text(c.link);
+  w.i64(static_cast<std::int64_t>(p.trace.counters.size()));
+  for (const Trace::Counter& c : p.trace.counters) {
+    w.i64(c.link);
     w.time(c.time);
     w.f64(c.utilisation);
   }
@@ -182,17 +187,29 @@ PointResult decode_point(std::string_view bytes) {
     p.epoch_interval = std::make_pair(low, r.f64());
   }
   p.epoch_relative_sd = r.f64();
-  p.trace.resize(r.count());
-  for (TraceEvent& e : p.trace) {
-    e.track = r.text();
-    e.name = r.text();
+  for (std::vector<std::string>* held : {&p.trace.tracks, &p.trace.names}) {
+    held->resize(r.count());
+    for (std::string& text : *held)
+      text = r.text();
+  }
+  // Indices into the names just read: a message that points elsewhere is corrupt.
+  auto index = [&](std::size_t size) {
+    const std::int64_t i = r.i64();
+    if (i < 0 || static_cast<std::size_t>(i) >= size)
+      throw std::runtime_error("point codec: a trace event names nothing");
+    return static_cast<std::uint32_t>(i);
+  };
+  p.trace.events.resize(r.count());
+  for (Trace::Event& e : p.trace.events) {
+    e.track = index(p.trace.tracks.size());
+    e.name = index(p.trace.names.size());
     e.category = static_cast<Category>(r.i64());
     e.start = r.time();
     e.end = r.time();
   }
-  p.counters.resize(r.count());
-  for (TraceCounter& c : p.counters) {
-    c.link = r.text();
+  p.trace.counters.resize(r.count());
+  for (Trace::Counter& c : p.trace.counters) {
+    c.link = index(p.trace.tracks.size());
     c.time = r.time();
     c.utilisation = r.f64();
   }

@@ -9,14 +9,17 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
 
 #include "core/input_error.h"
+#include "core/spec/rank_share.h"
 #include "core/yaml/strict_yaml.h"
 #include "sim/compute/device_model.h"
+#include "sim/engine/engine.h"
 #include "sim/network/topology.h"
 #include "sim/predict/cluster_conditions.h"
 #include "sim/predict/point_pool.h"
@@ -28,18 +31,29 @@ namespace epochcast::sim {
 
 namespace {
 
-// Iterations and batch sizes of one pass over `samples` with batches of `batch`.
-Phase make_phase(std::int64_t samples, std::int64_t batch, bool drop_last) {
+// A point whose every-rank simulation would take more memory than allowed, found before
+// building it.
+class EveryRankTooLarge : public std::runtime_error {
+ public:
+  EveryRankTooLarge(double bytes, double operations_per_rank)
+      : std::runtime_error("a point too large to simulate every rank"),
+        bytes_(bytes),
+        operations_per_rank_(operations_per_rank) {}
+  double bytes() const { return bytes_; }
+  double operations_per_rank() const { return operations_per_rank_; }
+
+ private:
+  double bytes_;
+  double operations_per_rank_;
+};
+
+// Iterations and batch sizes of one pass over a rank's share of `samples` (core/spec/rank_share.h).
+Phase make_phase(std::int64_t samples, int ranks, std::int64_t batch, bool drop_last) {
+  const RankShare share = rank_share(samples, ranks, batch, drop_last);
   Phase phase;
   phase.full_batch = batch;
-  if (samples == 0) return phase;
-  if (drop_last) {
-    phase.iterations = samples / batch;
-    phase.last_batch = batch;
-  } else {
-    phase.iterations = (samples + batch - 1) / batch;
-    phase.last_batch = samples - (phase.iterations - 1) * batch;
-  }
+  phase.iterations = share.iterations;
+  phase.last_batch = share.last_batch;
   return phase;
 }
 
@@ -236,17 +250,13 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   input.loader = scenario.loader;
   input.cpu_cores_per_node = training.share_cpu_cores ? machine.host.cores : 0;
   input.gpus_per_node = machine.gpus_per_node;
-  if (ddp) {
-    // DistributedSampler: each rank takes its share of the data set.
-    std::int64_t train_share = ceil_div(scenario.dataset.train_samples, point.gpus);
-    std::int64_t validation_share = ceil_div(scenario.dataset.validation_samples, point.gpus);
-    input.train = make_phase(train_share, point.per_gpu_batch, training.drop_last);
-    input.validation = make_phase(validation_share, point.per_gpu_batch, false);
-  } else {
-    input.train =
-        make_phase(scenario.dataset.train_samples, point.global_batch, training.drop_last);
-    input.validation = make_phase(scenario.dataset.validation_samples, point.global_batch, false);
-  }
+  // Each DDP rank loads its share of the data set; one process loads global batches of all of it.
+  const int loading_ranks = ddp ? point.gpus : 1;
+  const std::int64_t loader_batch = ddp ? point.per_gpu_batch : point.global_batch;
+  input.train =
+      make_phase(scenario.dataset.train_samples, loading_ranks, loader_batch, training.drop_last);
+  input.validation =
+      make_phase(scenario.dataset.validation_samples, loading_ranks, loader_batch, false);
   r.train_iterations = input.train.iterations;
   r.validation_iterations = input.validation.iterations;
   if (!r.memory.fits) {
@@ -265,6 +275,18 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   PointConditions conditions = point_conditions(scenario, point.gpus);
   const bool symmetric = nodes > 1 && options.symmetric_clusters && !training.every_rank &&
                          every_rank_reason(scenario, point.gpus).empty();
+  if (!symmetric && nodes > 1 && options.memory_limit_bytes > 0) {
+    // Every rank's operations are live engine tasks for at least the two iterations the
+    // steady-state search compares: a lower bound of the memory simulating every rank takes,
+    // known before any of it is built.
+    const auto per_rank =
+        static_cast<double>(single_device_training_step(context, point.per_gpu_batch).size());
+    const double at_least =
+        2 * static_cast<double>(point.gpus) * per_rank * static_cast<double>(Engine::task_bytes());
+    if (at_least > static_cast<double>(options.memory_limit_bytes)) {
+      throw EveryRankTooLarge(at_least, per_rank);
+    }
+  }
   Topology topology = Topology::build(machine, symmetric ? 1 : nodes, symmetric);
   if (!symmetric) apply_link_faults(scenario, topology);
   if (nodes > 1) r.ranks_simulated = symmetric ? "node 0 mirrored" : "every rank";
@@ -350,7 +372,6 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   EpochSimulator simulator(input, epoch_options);
   r.stats = simulator.run();
   r.trace = simulator.trace();
-  r.counters = simulator.counters();
   r.simulated = true;
 
   const EpochStats& st = r.stats;
@@ -438,6 +459,33 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                     yaml::readable_integer(slow.simulated_iterations()),
                     yaml::readable_integer(slow.iterations()), scenario.loader.workers,
                     scenario.training.gradient_accumulation));
+  } catch (const EveryRankTooLarge& estimate) {
+    throw InputError(
+        SourceMark{scenario.source_file, 0, 0}, "sweep",
+        fmt::format("the point {} GPUs, global batch {} needs at least {:.1f} GiB to simulate "
+                    "every rank ({} ranks x {:.0f} operations an iteration, two iterations held "
+                    "at once), more than --max-memory allows ({:.1f} GiB): let node 0 stand for "
+                    "identical nodes (drop --every-rank), or simulate fewer GPUs",
+                    point.gpus, point.global_batch, estimate.bytes() / 1073741824.0,
+                    yaml::readable_integer(point.gpus), estimate.operations_per_rank(),
+                    static_cast<double>(options.memory_limit_bytes) / 1073741824.0));
+  } catch (const std::bad_alloc&) {
+    // Its structures (every rank's plans, a long trace) outgrew what the process may take.
+    const double gib = static_cast<double>(options.memory_limit_bytes) / 1073741824.0;
+    throw InputError(
+        SourceMark{scenario.source_file, 0, 0}, "sweep",
+        fmt::format("the point {} GPU{}, global batch {} needs more memory to simulate than {}; "
+                    "{}",
+                    point.gpus, point.gpus == 1 ? "" : "s", point.global_batch,
+                    options.memory_limit_bytes > 0
+                        ? fmt::format("--max-memory allows ({:.1f} GiB)", gib)
+                        : std::string("this machine has"),
+                    scenario.training.every_rank
+                        ? "simulating every rank takes memory in proportion to the ranks: let "
+                          "node 0 stand for identical nodes (drop --every-rank), or simulate "
+                          "fewer GPUs"
+                        : "simulate fewer GPUs, fewer traced iterations, or give it more with "
+                          "--max-memory"));
   } catch (const SimulationOverflow&) {
     // Nothing is wrapped: the point is refused with what to look at.
     throw InputError(

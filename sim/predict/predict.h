@@ -22,6 +22,9 @@ struct PredictOptions {
   // The work one epoch's simulation may take with the shortcut on (EpochOptions); beyond it the
   // point is refused as an InputError that says why.
   std::int64_t simulation_budget = kDefaultSimulationBudget;
+  // The memory this process may take (bytes; 0: not capped): a point that runs out of it is
+  // refused as an InputError that says so.
+  std::uint64_t memory_limit_bytes = 0;
 };
 
 // The time breakdown of an epoch from GPU 0's point of view; the parts add up to the epoch.
@@ -62,8 +65,7 @@ struct PointResult {
   // interval and the standard deviation of its logarithm.
   std::optional<std::pair<double, double>> epoch_interval;
   double epoch_relative_sd = 0;
-  std::vector<TraceEvent> trace;
-  std::vector<TraceCounter> counters;
+  Trace trace;  // with PredictOptions::trace_iterations: the first iterations' events
   // Across nodes: how the nodes were simulated — "node 0 mirrored" (it stands for identical
   // nodes) or "every rank"; empty on one node.
   std::string ranks_simulated;

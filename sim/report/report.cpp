@@ -2,6 +2,7 @@
 #include "sim/report/report.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -213,7 +214,7 @@ const PointResult* fastest_point(const std::vector<PointResult>& results) {
   return best;
 }
 
-std::string short_bottleneck(const PointResult& r) {
+std::string short_bottleneck(const PointResult& r, BatchMeaning batch_is) {
   if (!r.simulated) return r.bottleneck;
   const Breakdown& b = r.breakdown;
   const double epoch = r.epoch_seconds > 0 ? r.epoch_seconds : 1;
@@ -225,18 +226,23 @@ std::string short_bottleneck(const PointResult& r) {
   if (r.bottleneck == "communication") share = b.communication;
   // "comm": the table's note spells it out; the column stays narrow.
   const std::string word = r.bottleneck == "communication" ? "comm" : r.bottleneck;
-  return fmt::format("{} {:.0f}%{}", word, 100 * share / epoch,
-                     r.one_gpu_faster ? ", 1 GPU faster" : "");
+  // One GPU at the same global batch; in a sweep of per-GPU batches the speedup beside it is
+  // against one GPU at the same per-GPU batch, so the row says which.
+  const char* faster = !r.one_gpu_faster                   ? ""
+                       : batch_is == BatchMeaning::per_gpu ? ", 1 GPU faster at this global batch"
+                                                           : ", 1 GPU faster";
+  return fmt::format("{} {:.0f}%{}", word, 100 * share / epoch, faster);
 }
 
 namespace {
 
 // Which columns a predict table has.
 struct TableShape {
-  bool multi = false;                    // several GPU counts: speedup and efficiency
-  bool intervals = false;                // a calibrated profile's 95% intervals
-  bool wide = false;                     // --wide: every column
-  const ScenarioSpec* target = nullptr;  // the scenario, when it has a target: time to it
+  bool multi = false;                            // several GPU counts: speedup and efficiency
+  bool intervals = false;                        // a calibrated profile's 95% intervals
+  bool wide = false;                             // --wide: every column
+  const ScenarioSpec* target = nullptr;          // the scenario, when it has a target: time to it
+  BatchMeaning batch_is = BatchMeaning::global;  // what the sweep's batches are
 };
 
 // The scenario's lines above the table (what it is, and what is assumed).
@@ -341,7 +347,7 @@ std::vector<std::string> row_cells(const PointResult& r, const TableShape& shape
     row.push_back(r.speedup > 0 ? fmt::format("{:.0f}%", 100 * r.scaling_efficiency) : "-");
   }
   row.push_back(wide            ? r.diagnosis
-                : r.memory.fits ? short_bottleneck(r)
+                : r.memory.fits ? short_bottleneck(r, shape.batch_is)
                                 : fmt::format("memory: fits {} per GPU", r.memory.largest_batch));
   return row;
 }
@@ -400,6 +406,13 @@ std::string closing_lines(const ScenarioSpec& s, const std::vector<PointResult>&
                      "a collective in flight, hidden behind compute or not. "
                    : "",
         s.sweep.batch_is == BatchMeaning::per_gpu ? "per-GPU" : "global");
+    const bool flagged = std::any_of(results.begin(), results.end(),
+                                     [](const PointResult& r) { return r.one_gpu_faster; });
+    if (flagged) {
+      notes +=
+          "\"1 GPU faster\": one GPU trains the same global batch in less time than the row's "
+          "GPUs do.\n";
+    }
   }
   constexpr std::size_t kProse = 100;
   return wrap_lines(notes, width == 0 ? kProse : std::min(width, kProse), 0);
@@ -411,6 +424,7 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
                          const TableLayout& layout) {
   TableShape shape;
   shape.wide = layout.wide;
+  shape.batch_is = s.sweep.batch_is;
   if (s.target) shape.target = &s;
   for (const PointResult& r : results) {
     shape.multi = shape.multi || r.point.gpus > 1;
@@ -443,6 +457,7 @@ StreamedTable::StreamedTable(const ScenarioSpec& scenario, const std::vector<Swe
   m.scenario = scenario;
   m.layout = layout;
   m.shape.wide = layout.wide;
+  m.shape.batch_is = scenario.sweep.batch_is;
   m.shape.intervals = !scenario.profile.uncertainty.empty();
   if (m.scenario.target) m.shape.target = &m.scenario;
   // The widest cells the rows can be expected to have decide the columns' widths.
@@ -678,86 +693,114 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
   return out.dump(2) + "\n";
 }
 
-std::string render_chrome_trace(const ScenarioSpec& s, const PointResult& r) {
-  // One process per machine part, one thread (track) per resource, named by metadata events.
-  std::map<std::string, std::pair<int, int>> tracks;  // name -> (pid, tid)
-  auto track = [&](const std::string& name) {
-    auto found = tracks.find(name);
-    if (found != tracks.end()) return found->second;
-    int pid = name.rfind("GPU ", 0) == 0 ? 1 + std::stoi(name.substr(4)) : 0;
-    int tid = static_cast<int>(tracks.size());
-    return tracks.emplace(name, std::make_pair(pid, tid)).first->second;
+void write_chrome_trace(const ScenarioSpec& s, const PointResult& r,
+                        const std::function<void(std::string_view)>& write) {
+  const Trace& trace = r.trace;
+  // Pieces of about a megabyte: the trace is written as it is rendered, never held whole.
+  std::string buffer;
+  auto flush = [&] {
+    write(buffer);
+    buffer.clear();
   };
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  for (const TraceEvent& e : r.trace) {
-    auto [pid, tid] = track(e.track);
-    events.push_back({{"name", e.name},
-                      {"cat", kCategoryNames[static_cast<int>(e.category)]},
-                      {"ph", "X"},
-                      {"ts", static_cast<double>(e.start.ns()) / 1e3},
-                      {"dur", static_cast<double>((e.end - e.start).ns()) / 1e3},
-                      {"pid", pid},
-                      {"tid", tid}});
+  bool first = true;  // of the events array: the others follow a comma
+  auto emit = [&](const std::string& piece) {
+    if (!first) buffer += ',';
+    first = false;
+    buffer += piece;
+    if (buffer.size() > (std::size_t{1} << 20)) flush();
+  };
+  // One process per machine part, one thread (track) per resource, named by metadata events;
+  // every name JSON-escaped once.
+  auto quoted = [](const std::string& text) { return nlohmann::json(text).dump(); };
+  std::vector<std::string> names;
+  names.reserve(trace.names.size());
+  for (const std::string& name : trace.names)
+    names.push_back(quoted(name));
+  std::vector<int> pid(trace.tracks.size(), 0);
+  for (std::size_t t = 0; t < trace.tracks.size(); ++t) {
+    const std::string& track = trace.tracks[t];
+    if (track.rfind("GPU ", 0) == 0) pid[t] = 1 + std::stoi(track.substr(4));
   }
-  nlohmann::ordered_json meta = nlohmann::ordered_json::array();
+  buffer = "{\"traceEvents\":[";
+  // Metadata for the tracks the events use (link tracks are named by their counters).
+  std::vector<bool> used(trace.tracks.size(), false);
+  for (const Trace::Event& e : trace.events)
+    used[e.track] = true;
   std::map<int, bool> named;
-  for (const auto& [name, ids] : tracks) {
-    if (!named[ids.first]) {
-      named[ids.first] = true;
-      meta.push_back({{"name", "process_name"},
-                      {"ph", "M"},
-                      {"pid", ids.first},
-                      {"args",
-                       {{"name", ids.first == 0 ? std::string("host")
-                                                : fmt::format("GPU {}", ids.first - 1)}}}});
+  for (std::size_t t = 0; t < trace.tracks.size(); ++t) {
+    if (!used[t]) continue;
+    if (!named[pid[t]]) {
+      named[pid[t]] = true;
+      emit(fmt::format(
+          "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":{}}}}}", pid[t],
+          quoted(pid[t] == 0 ? std::string("host") : fmt::format("GPU {}", pid[t] - 1))));
     }
-    meta.push_back({{"name", "thread_name"},
-                    {"ph", "M"},
-                    {"pid", ids.first},
-                    {"tid", ids.second},
-                    {"args", {{"name", name}}}});
+    emit(fmt::format(
+        "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
+        pid[t], t, quoted(trace.tracks[t])));
   }
-  for (auto& e : events)
-    meta.push_back(std::move(e));
-  // Link utilisation as counter tracks, in a process of their own after the GPUs'.
-  if (!r.counters.empty()) {
-    int links_pid = r.point.gpus + 1;
-    meta.push_back({{"name", "process_name"},
-                    {"ph", "M"},
-                    {"pid", links_pid},
-                    {"args", {{"name", "links (utilisation %)"}}}});
-    // Rates change at every flow event; keep a link's last value at each instant, and only
-    // the values that differ from its previous one.
-    std::map<std::string, std::size_t> last;  // link -> index of its latest event in meta
-    for (const TraceCounter& c : r.counters) {
-      const double percent = 100 * c.utilisation;
+  for (const Trace::Event& e : trace.events) {
+    emit(
+        fmt::format("{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},"
+                    "\"tid\":{}}}",
+                    names[e.name], kCategoryNames[static_cast<int>(e.category)],
+                    static_cast<double>(e.start.ns()) / 1e3,
+                    static_cast<double>((e.end - e.start).ns()) / 1e3, pid[e.track], e.track));
+  }
+  // Link utilisation as counter tracks, in a process of their own after the GPUs'. Rates change
+  // at every flow event: a link keeps its last value at each instant, and only values that
+  // differ from the one before it are written.
+  if (!trace.counters.empty()) {
+    const int links_pid = r.point.gpus + 1;
+    emit(fmt::format(
+        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":\"links "
+        "(utilisation %)\"}}}}",
+        links_pid));
+    struct Pending {
+      bool waiting = false;  // a value at `ts` not written yet
+      double ts = 0, percent = 0;
+      bool written = false;
+      double last_written = 0;
+    };
+    std::vector<Pending> links(trace.tracks.size());
+    auto settle = [&](std::uint32_t link) {
+      Pending& p = links[link];
+      if (!p.waiting) return;
+      p.waiting = false;
+      if (p.written && p.last_written == p.percent) return;
+      p.written = true;
+      p.last_written = p.percent;
+      emit(fmt::format(
+          "{{\"name\":{},\"ph\":\"C\",\"ts\":{},\"pid\":{},\"args\":{{\"utilisation\":{}}}}}",
+          quoted(trace.tracks[link]), p.ts, links_pid, p.percent));
+    };
+    for (const Trace::Counter& c : trace.counters) {
+      Pending& p = links[c.link];
       const double ts = static_cast<double>(c.time.ns()) / 1e3;
-      auto previous = last.find(c.link);
-      if (previous != last.end()) {
-        nlohmann::ordered_json& p = meta[previous->second];
-        if (p["ts"].get<double>() == ts) {
-          p["args"]["utilisation"] = percent;
-          continue;
-        }
-        if (p["args"]["utilisation"].get<double>() == percent) continue;
+      if (p.waiting && p.ts == ts) {
+        p.percent = 100 * c.utilisation;
+        continue;
       }
-      last[c.link] = meta.size();
-      meta.push_back({{"name", c.link},
-                      {"ph", "C"},
-                      {"ts", ts},
-                      {"pid", links_pid},
-                      {"args", {{"utilisation", percent}}}});
+      settle(c.link);
+      p.waiting = true;
+      p.ts = ts;
+      p.percent = 100 * c.utilisation;
     }
+    for (std::uint32_t link = 0; link < links.size(); ++link)
+      settle(link);
   }
-  nlohmann::ordered_json out = {
-      {"traceEvents", meta},
-      {"displayTimeUnit", "ms"},
-      {"otherData",
-       {{"scenario", s.name},
-        {"gpus", r.point.gpus},
-        {"global_batch", r.point.global_batch},
-        {"note", "simulated by epochcast; times in microseconds from the start of the epoch"}}}};
-  return out.dump() + "\n";
+  buffer += fmt::format(
+      "],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"scenario\":{},\"gpus\":{},"
+      "\"global_batch\":{},\"note\":\"simulated by epochcast; times in microseconds from the "
+      "start of the epoch\"}}}}\n",
+      quoted(s.name), r.point.gpus, r.point.global_batch);
+  flush();
+}
+
+std::string render_chrome_trace(const ScenarioSpec& s, const PointResult& r) {
+  std::string out;
+  write_chrome_trace(s, r, [&out](std::string_view piece) { out += piece; });
+  return out;
 }
 
 }  // namespace epochcast::sim

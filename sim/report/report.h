@@ -2,8 +2,10 @@
 // Chrome trace-event file (opens in Perfetto or chrome://tracing).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/spec/scenario_spec.h"
@@ -26,7 +28,7 @@ struct TableLayout {
   bool wide = false;
 };
 // The bottleneck in a few words: "compute 94%", "comm 31%", "input 62%, 1 GPU faster".
-std::string short_bottleneck(const PointResult& result);
+std::string short_bottleneck(const PointResult& result, BatchMeaning batch_is);
 std::string render_table(const ScenarioSpec& scenario, const std::vector<PointResult>& results,
                          const TableLayout& layout = {});
 
@@ -53,8 +55,11 @@ class StreamedTable {
 // the point does not run or a figure has no spread), as the JSON has it.
 std::string render_csv(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
 std::string render_json(const ScenarioSpec& scenario, const std::vector<PointResult>& results);
-// The trace of one point's first iterations: a track per CPU thread, loader worker, GPU stream
-// and copy engine.
+// The trace of one point's first iterations (Chrome's JSON trace format): a track per CPU
+// thread, loader worker, GPU stream and copy engine, link utilisations as counters. Written to
+// `write` in pieces of about a megabyte as it is rendered; render_chrome_trace returns it whole.
+void write_chrome_trace(const ScenarioSpec& scenario, const PointResult& result,
+                        const std::function<void(std::string_view)>& write);
 std::string render_chrome_trace(const ScenarioSpec& scenario, const PointResult& result);
 
 }  // namespace epochcast::sim

@@ -227,3 +227,19 @@ TEST_CASE("a name with a shell command in it is drawn as text, never run, also w
     CHECK_FALSE(std::filesystem::exists(dir / planted));
   }
 }
+
+TEST_CASE("compare prices small jobs to two significant digits, and weighs cost among the priced") {
+  // ResNet-50 on 2,000 images: an epoch costs a fraction of a cent; the A100 box has no price.
+  CommandResult r =
+      run_command("env -u COLUMNS " + epochcast_binary() + " compare " +
+                  scenario("what-if/resnet50-rtx4090-or-h100.yaml") +
+                  " --hardware rtx4090-8x-pcie hgx-h100-4gpu dgx-a100 --batch 128 --set "
+                  "dataset.train_samples=2000");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, !Catch::Contains("$0.000 "));
+  CHECK_THAT(r.output, Catch::Matches("[\\s\\S]*\\$0\\.00[1-9][0-9][\\s\\S]*"));
+  CHECK_THAT(r.output, Catch::Contains("rtx4090-8x-pcie when cost does"));
+  CHECK_THAT(r.output, Catch::Contains("dgx-a100 has no price (price: {per_gpu_hour, source}), "
+                                       "so cost is weighed among the others"));
+}

@@ -8,8 +8,14 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
 
 #include "support/paths.h"
 #include "support/run_command.h"
@@ -447,4 +453,132 @@ TEST_CASE("long work shows no progress line in a pipe, only the table") {
   CHECK_THAT(r.output, !Catch::Contains("elapsed"));
   CHECK_THAT(r.output, !Catch::Contains("\r"));
   CHECK(table_rows(r.output).size() == 2);
+}
+
+namespace {
+
+// Runs the CLI with `arguments`, its standard output a pipe whose reader has already gone:
+// every write there fails with EPIPE, whatever the timing. Returns the exit status and what it
+// wrote to standard error.
+std::pair<int, std::string> run_with_closed_stdout(const std::vector<std::string>& arguments) {
+  const std::string errors = out_path("closed-stdout.err");
+  int ends[2];
+  REQUIRE(::pipe(ends) == 0);
+  ::close(ends[0]);
+  std::vector<std::string> words = {epochcast_binary()};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (std::string& word : words)
+    argv.push_back(word.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, ends[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errors.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t child = 0;
+  const int spawned = posix_spawn(&child, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  ::close(ends[1]);
+  REQUIRE(spawned == 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(errors)};
+}
+
+}  // namespace
+
+TEST_CASE("a reader that closes its pipe early: a message naming the output, exit status 141") {
+  // Standard output: the table, or JSON given as '-'.
+  auto [table_status, table_errors] =
+      run_with_closed_stdout({"predict", seed("linear"), "--gpus", "1", "--batch", "50"});
+  CHECK(table_status == 141);
+  CHECK_THAT(table_errors, Catch::Contains("the reader of standard output closed it"));
+  auto [json_status, json_errors] = run_with_closed_stdout(
+      {"predict", seed("linear"), "--gpus", "1", "--batch", "50", "--json", "-"});
+  CHECK(json_status == 141);
+  CHECK_THAT(json_errors, Catch::Contains("--json: the reader of standard output closed it"));
+  // A FIFO whose reader takes 100 bytes of a trace of megabytes, then goes.
+  const std::string folder = out_path("fifo-closed-early");
+  std::filesystem::remove_all(folder);
+  std::filesystem::create_directories(folder);
+  const std::string fifo = folder + "/trace.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CommandResult r =
+      run_command("sh -c '(head -c 100 " + fifo + " > /dev/null) & " + epochcast_binary() +
+                  " predict " + seed("conv1d") + " --gpus 4 --batch 20 --trace " + fifo +
+                  " --trace-iterations 100 > /dev/null; echo status=$?'");
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("status=141"));
+  CHECK_THAT(r.output, Catch::Contains("--trace: the reader of '" + fifo + "' closed it"));
+}
+
+TEST_CASE("a trace of a thousand iterations is written as it is rendered, valid and whole") {
+  // Issue 42's reproducer at the option's maximum, on an epoch of 100 iterations: 8 GPUs of DDP
+  // ResNet-50, a trace of about 200 MB. The events are held as indices into their names (32
+  // bytes each) and the JSON is never held whole.
+  const std::string trace = out_path("long.trace.json"), peak = out_path("long.trace.peak");
+  std::filesystem::remove(trace);
+  CommandResult r = run_command(
+      "/usr/bin/time -o " + peak + " -f 'peak %M KB' " + epochcast_binary() + " predict " +
+      (source_dir() / "scenarios/what-if/ddp-resnet50-8gpu-boxes.yaml").string() +
+      " --gpus 8 --batch 256 --set dataset.train_samples=204800 --trace " + trace +
+      " --trace-iterations 1000 > /dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::uintmax_t bytes = std::filesystem::file_size(trace);
+  CHECK(bytes > std::uintmax_t{150} << 20);
+  // The process stayed well below the file it wrote.
+  const std::string measured = read_file(peak);
+  const std::size_t at = measured.find("peak ");
+  REQUIRE(at != std::string::npos);
+  const double peak_kb = std::stod(measured.substr(at + 5));
+  CHECK(peak_kb * 1024 < static_cast<double>(bytes));
+  // Valid JSON to its end: the last events and the closing block are there.
+  const std::string whole = read_file(trace);
+  CHECK(whole.find("\"otherData\"") != std::string::npos);
+  CHECK(nlohmann::json::accept(whole));
+  std::filesystem::remove(trace);
+}
+
+TEST_CASE("every rank of 524,288 GPUs is refused at once by name, with the memory it needs") {
+  CommandResult r = run_command(
+      epochcast_binary() + " predict " +
+      (source_dir() / "scenarios/what-if/ddp-resnet50-h100-cluster.yaml").string() +
+      " --set 'hardware={base: dgx-h100-cluster, nodes: 65536}' --gpus 524288 --batch 1 "
+      "--every-rank --jobs 1 --max-memory 20");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("the point 524288 GPUs, global batch 524288 needs at "
+                                       "least"));
+  CHECK_THAT(r.output, Catch::Contains("to simulate every rank (524,288 ranks x"));
+  CHECK_THAT(r.output, Catch::Contains("more than --max-memory allows (20.0 GiB)"));
+  CHECK_THAT(r.output, Catch::Contains("drop --every-rank"));
+  CHECK_THAT(r.output, !Catch::Contains("internal error"));
+}
+
+TEST_CASE("a point that outgrows --max-memory while simulating is refused by name") {
+  // Every rank of 4,096 GPUs takes about 2 GB: under a cap of 0.8 GiB it runs out while
+  // simulating (the estimate made before building it is a lower bound, below the cap).
+  CommandResult r =
+      run_command(epochcast_binary() + " predict " +
+                  (source_dir() / "scenarios/what-if/ddp-resnet50-h100-cluster.yaml").string() +
+                  " --set 'hardware={base: dgx-h100-cluster, nodes: 512}' --gpus 4096 --batch 4 "
+                  "--every-rank --jobs 1 --max-memory 0.8");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("the point 4096 GPUs, global batch 16384 needs more "
+                                       "memory to simulate than --max-memory allows (0.8 GiB)"));
+  CHECK_THAT(r.output, !Catch::Contains("internal error"));
+}
+
+TEST_CASE("in a sweep of per-GPU batches, '1 GPU faster' says it compares the same global batch") {
+  CommandResult r =
+      run_command("env -u COLUMNS " + epochcast_binary() + " predict " + seed("linear") +
+                  " --set sweep.batch_is=per_gpu --gpus 1,2 --batch 50,100");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("1 GPU faster at this global batch"));
+  CHECK_THAT(r.output, Catch::Contains("at the same per-GPU batch"));
+  CHECK_THAT(r.output, Catch::Contains("\"1 GPU faster\": one GPU trains the same global batch"));
 }

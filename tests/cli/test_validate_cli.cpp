@@ -11,6 +11,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/text.h"
 
 using namespace epochcast::test;
 
@@ -133,7 +134,7 @@ TEST_CASE("validate and calibrate read a results table of published epochs") {
   INFO(validate.output);
   REQUIRE(validate.exit_code == 0);
   CHECK_THAT(validate.output, Catch::Contains("measured on figures of a results table"));
-  CHECK_THAT(validate.output, Catch::Contains("   1      50     epoch"));
+  CHECK_THAT(validate.output, Catch::Contains("   1     50  epoch"));
   CHECK_THAT(validate.output, Catch::Contains("held-out points: 2 points"));
 
   std::string with_scenario = out_path("published-with-scenario.csv");
@@ -178,7 +179,7 @@ TEST_CASE("the guide's worked example: six epochs fix four figures, and predict 
   REQUIRE(p.exit_code == 0);
   CHECK_THAT(p.output, Catch::Contains("95% interval"));
   // The row docs/guide.md section 1.11 prints: the guide's example must stay true.
-  CHECK_THAT(p.output, Catch::Contains("815.1 ms  783.9-847.6 ms"));
+  CHECK_THAT(p.output, Catch::Contains("815.1 ms  783.9-847.5 ms"));
 }
 
 TEST_CASE("validate compares the committed time-to-target campaign with the noise-scale model") {
@@ -238,4 +239,65 @@ TEST_CASE("validate compares the committed time-to-target campaign with the nois
   CHECK_THAT(text.str(), Catch::Contains("noise_scale: {value: 521"));
   CHECK_THAT(text.str(), Catch::Contains("source: measured"));
   CHECK_THAT(text.str(), Catch::Contains("min_steps: {value: 68.5"));
+}
+
+TEST_CASE("README's calibrate line: a bench file alone takes the scenario the measurements ran") {
+  // `epochcast bench` records no scenario: the same benchmarks, without the points.
+  const std::string bench = edited_measurements("bench-only.json", [](nlohmann::json& j) {
+    for (const char* key : {"scenario", "scenario_file", "model", "strategy", "precision",
+                            "optimizer", "points", "arguments"})
+      j.erase(key);
+  });
+  const std::string profile = out_path("readme-profile.yaml");
+  std::filesystem::remove(profile);
+  // Run from the source tree, where the measurement file's scenario path is found.
+  CommandResult both = run_command("cd " + source_dir().string() + " && " + epochcast_binary() +
+                                   " calibrate validate/data/host-cpu/cpu-mnist-cnn.json " + bench +
+                                   " -o " + profile);
+  INFO(both.output);
+  CHECK(both.exit_code == 0);
+  CHECK(std::filesystem::exists(profile));
+  CommandResult alone =
+      run_command(epochcast_binary() + " calibrate " + bench + " -o " + out_path("alone.yaml"));
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.output, Catch::Contains("bench-only.json") &&
+                               Catch::Contains("the file records no scenario (benchmarks alone)") &&
+                               Catch::Contains("--scenario"));
+}
+
+TEST_CASE("a results table names bundled scenarios as the tree does, and validate needs no other") {
+  const std::string table = out_path("named-table.csv");
+  std::ofstream(table) << "scenario,gpus,global_batch,epoch_s,strategy\n"
+                          "seed-001/linear,1,10,9.5,single\n"
+                          "seed-001/linear,1,600,0.8,single\n";
+  CommandResult validate = run_command(epochcast_binary() + " validate " + table);
+  INFO(validate.output);
+  CHECK(validate.exit_code == 0);
+  CHECK_THAT(validate.output, Catch::Contains("Scenario seed-001-linear"));
+  // A name that is not bundled lists those that are, folders and all.
+  const std::string wrong = out_path("wrong-table.csv");
+  std::ofstream(wrong) << "scenario,gpus,global_batch,epoch_s\nseed-001/linaer,1,10,9.5\n";
+  CommandResult refused = run_command(epochcast_binary() + " validate " + wrong);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("wrong-table.csv:2") &&
+                                 Catch::Contains("did you mean 'seed-001/linear'?"));
+}
+
+TEST_CASE("calibrate and validate reports and collective sweeps fit the width COLUMNS gives") {
+  const std::string table = out_path("published-narrow.csv");
+  std::ofstream(table) << "scenario,gpus,global_batch,epoch_s,strategy\n"
+                          "seed-001/linear,1,10,9.5,single\nseed-001/linear,1,50,2.4,single\n"
+                          "seed-001/linear,1,200,1.1,single\nseed-001/linear,1,600,0.8,single\n";
+  for (const std::string& command :
+       {epochcast_binary() + " calibrate " +
+            (source_dir() / "docs/examples/seed-001-six-epochs.csv").string() + " -o " +
+            out_path("narrow-profile.yaml"),
+        epochcast_binary() + " validate " + table + " --holdout every-other-batch",
+        epochcast_binary() + " collective dgx-h100 -b 8 -e 8G -f 2"}) {
+    INFO(command);
+    CommandResult r = run_command("COLUMNS=80 " + command);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(widest_line(r.output) <= 80);
+  }
 }

@@ -295,24 +295,24 @@ std::vector<MeasuredScenario> load_measurement_input(const std::string& file,
 
 std::vector<MeasuredScenario> load_measurement_inputs(const std::vector<std::string>& files,
                                                       const std::string& scenario_override) {
-  std::vector<MeasuredScenario> out;
-  std::vector<std::string> unnamed;  // measurement files that record no scenario
-  for (const std::string& file : files) {
-    if (scenario_override.empty() && !is_results_table(file) &&
-        load_measurements(file).scenario_file.empty()) {
-      unnamed.push_back(file);
+  // Files that record no scenario (`epochcast bench` alone) wait for the others; the result
+  // keeps the command line's order (the end-to-end fit sums the points in it).
+  std::vector<std::vector<MeasuredScenario>> loaded(files.size());
+  std::vector<std::size_t> unnamed;
+  std::set<std::string> ran;  // the scenario files the others ran, as found
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (scenario_override.empty() && !is_results_table(files[i]) &&
+        load_measurements(files[i]).scenario_file.empty()) {
+      unnamed.push_back(i);
       continue;
     }
-    for (MeasuredScenario& m : load_measurement_input(file, scenario_override))
-      out.push_back(std::move(m));
+    loaded[i] = load_measurement_input(files[i], scenario_override);
+    for (const MeasuredScenario& m : loaded[i])
+      ran.insert(m.scenario.source_file);
   }
-  if (unnamed.empty()) return out;
-  std::set<std::string> ran;
-  for (const MeasuredScenario& m : out)
-    ran.insert(m.measurements.scenario_file);
-  if (ran.size() != 1) {
+  if (!unnamed.empty() && ran.size() != 1) {
     throw InputError(
-        SourceMark{unnamed.front(), 0, 0}, "scenario_file",
+        SourceMark{files[unnamed.front()], 0, 0}, "scenario_file",
         ran.empty()
             ? std::string("the file records no scenario (benchmarks alone): give a measurement "
                           "file of the scenario with it, or --scenario")
@@ -320,8 +320,13 @@ std::vector<MeasuredScenario> load_measurement_inputs(const std::vector<std::str
                           "with --scenario",
                           fmt::join(ran, ", ")));
   }
-  for (const std::string& file : unnamed)
-    out.push_back(load_measured_scenario(file, *ran.begin()));
+  for (std::size_t i : unnamed)
+    loaded[i].push_back(load_measured_scenario(files[i], *ran.begin()));
+  std::vector<MeasuredScenario> out;
+  for (std::vector<MeasuredScenario>& of_file : loaded) {
+    for (MeasuredScenario& m : of_file)
+      out.push_back(std::move(m));
+  }
   return out;
 }
 

@@ -26,6 +26,37 @@ std::uint64_t cgroup_limit(const char* path) {
   }
 }
 
+// The lowest memory limit of the control groups this process is in, along each one's path to
+// the root (a limit applies to everything below it); 0 for none.
+std::uint64_t control_group_limit() {
+  std::ifstream groups("/proc/self/cgroup");
+  std::uint64_t lowest = 0;
+  for (std::string line; std::getline(groups, line);) {
+    // v2: "0::/path"; v1: "N:memory:/path" (the memory controller's hierarchy).
+    std::string base, file;
+    if (line.rfind("0::", 0) == 0) {
+      base = "/sys/fs/cgroup";
+      file = "memory.max";
+      line = line.substr(3);
+    } else if (const std::size_t at = line.find(":memory:"); at != std::string::npos) {
+      base = "/sys/fs/cgroup/memory";
+      file = "memory.limit_in_bytes";
+      line = line.substr(at + 8);
+    } else {
+      continue;
+    }
+    for (std::string path = line.empty() ? "/" : line;;) {
+      const std::string folder = path == "/" ? base : base + path;
+      const std::uint64_t limit = cgroup_limit((folder + "/" + file).c_str());
+      if (limit > 0 && (lowest == 0 || limit < lowest)) lowest = limit;
+      if (path == "/") break;
+      const std::size_t slash = path.rfind('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  }
+  return lowest;
+}
+
 }  // namespace
 
 std::uint64_t machine_memory_bytes() {
@@ -33,11 +64,8 @@ std::uint64_t machine_memory_bytes() {
   std::uint64_t bytes = pages > 0 && page > 0
                             ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                             : 0;
-  for (const char* path :
-       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    const std::uint64_t limit = cgroup_limit(path);
-    if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
-  }
+  const std::uint64_t limit = control_group_limit();
+  if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
   return bytes;
 }
 

@@ -175,7 +175,7 @@ OutputWriter::OutputWriter(const OutputFile& file) : file_(file) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
-  fd_ = ::mkstemp(temporary_.data());
+  fd_ = ::mkostemp(temporary_.data(), O_CLOEXEC);  // not inherited by a child started meanwhile
   const int create_error = errno;
   slot_ = fd_ >= 0 ? remember_temporary(temporary_) : -1;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);

@@ -131,6 +131,9 @@ struct KernelLaunch {
   int threads = 128;              // `blocks`: threads per block
   int element_bytes = 4;          // `softmax`: the path depends on a row's bytes
   ReductionLayout layout = ReductionLayout::columns;  // `reduction`
+  // A 4-D activation ([batch, channels, height, width]): the one PyTorch's channels_last memory
+  // format lays out as NHWC (channel layouts and BatchNorm's kernels follow it).
+  bool four_d = false;
 };
 
 struct KernelWork {

@@ -52,20 +52,27 @@ inline KernelLaunch spatial_softmax(std::int64_t positions, std::int64_t channel
   return {LaunchKind::spatial_softmax, {positions, 0}, {0, channels}, 1, 0};
 }
 
-// A sum or mean through ATen's Reduce.cuh: `outputs` values, each of `inputs` inputs.
-inline KernelLaunch reduction(Count outputs, Count inputs, ReductionLayout layout) {
+// A sum or mean through ATen's Reduce.cuh: `outputs` values, each of `inputs` inputs; a
+// `channels` layout over a 4-D activation when `four_d`.
+inline KernelLaunch reduction(Count outputs, Count inputs, ReductionLayout layout,
+                              bool four_d = false) {
   KernelLaunch l{LaunchKind::reduction, outputs, inputs, 1, 0};
   l.layout = layout;
+  l.four_d = four_d;
   return l;
 }
 
 // BatchNorm's per-channel passes over `channels` channels of `positions` positions per sample
-// (ATen/native/cuda/Normalization.cuh).
-inline KernelLaunch channel_statistics(std::int64_t channels, std::int64_t positions) {
-  return {LaunchKind::channel_statistics, {0, channels}, {positions, 0}, 1, 0};
+// (ATen/native/cuda/Normalization.cuh), of a 4-D activation when `four_d`.
+inline KernelLaunch channel_statistics(std::int64_t channels, std::int64_t positions, bool four_d) {
+  KernelLaunch l{LaunchKind::channel_statistics, {0, channels}, {positions, 0}, 1, 0};
+  l.four_d = four_d;
+  return l;
 }
-inline KernelLaunch channel_transform(std::int64_t channels, std::int64_t positions) {
-  return {LaunchKind::channel_transform, {0, channels}, {positions, 0}, 1, 0};
+inline KernelLaunch channel_transform(std::int64_t channels, std::int64_t positions, bool four_d) {
+  KernelLaunch l{LaunchKind::channel_transform, {0, channels}, {positions, 0}, 1, 0};
+  l.four_d = four_d;
+  return l;
 }
 
 // LayerNorm's gamma/beta gradient: `columns` features summed over `rows` rows

@@ -264,9 +264,10 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
                          fixed((c_in / g) * window), per_sample(out_positions), traffic),
                     ConvPass::backward_weight));
   if (l.bias) {  // dy.sum over batch and positions, per channel (Reduce.cuh)
-    p.costs.backward_weight.push_back(kernel(
-        "sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out),
-        launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels)));
+    p.costs.backward_weight.push_back(
+        kernel("sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out),
+               launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels,
+                                 nd == 2)));
   }
   p.saves_input = true;
   return p;
@@ -294,30 +295,42 @@ PrimitiveCosts batchnorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   // threads). bfloat16 and [batch, features] inputs run ATen's kernels: statistics, the
   // running statistics' update, then the normalisation pass.
   const I64 positions = e / c;
+  const Count c_ = narrow(c), positions_ = narrow(positions);
   const bool cudnn = o.activation_dtype != DType::bfloat16 && in.rank() >= 2;
   if (cudnn) {
     p.costs.forward.push_back(kernel("batch_norm_forward", OpClass::normalization, flops(8 * e),
                                      bytes(3 * a * e, 6 * w * c),
-                                     launch::channel_statistics(narrow(c), narrow(positions))));
+                                     launch::channel_statistics(c_, positions_, two_d)));
   } else {
     p.costs.forward.push_back(kernel("batch_norm_collect_statistics", OpClass::normalization,
                                      flops(3 * e), bytes(a * e, 2 * w * c),
-                                     launch::channel_statistics(narrow(c), narrow(positions))));
+                                     launch::channel_statistics(c_, positions_, two_d)));
     p.costs.forward.push_back(kernel("batch_norm_update_stats_and_invert", OpClass::elementwise,
                                      flops(0, 6 * c), bytes(0, 4 * w * c), each(0, c)));
     p.costs.forward.push_back(kernel("batch_norm_transform_input", OpClass::normalization,
                                      flops(5 * e), bytes(2 * a * e, 2 * w * c),
-                                     launch::channel_transform(narrow(c), narrow(positions))));
+                                     launch::channel_transform(c_, positions_, two_d)));
   }
   KernelWork counter = kernel("add", OpClass::elementwise, flops(0, 1), bytes(0, 16), each(0, 1));
   counter.training_only = true;
   p.costs.forward.push_back(counter);
-  // One kernel gives dx, dgamma and dbeta (reads x and dy twice for the reductions), a block
-  // per channel (ATen's batch_norm_backward_kernel; cuDNN's bn_bw_1C11 kernel).
-  KernelWork backward =
-      kernel("batch_norm_backward", OpClass::normalization, flops(10 * e),
-             bytes(5 * a * e, 6 * w * c), launch::channel_statistics(narrow(c), narrow(positions)));
-  (needs_grad ? p.costs.backward_input : p.costs.backward_weight).push_back(backward);
+  // The backward reads x and dy twice (the reductions, then dx) and gives dx, dgamma and dbeta:
+  // one kernel a block per channel (ATen's batch_norm_backward_kernel; cuDNN's bn_bw_1C11), or
+  // for [batch, features] ATen's channels-last pair, the reductions then the element-wise dx.
+  // (bfloat16 in channels-last memory takes that pair too; it is costed as the one kernel.)
+  auto& backward = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
+  if (in.rank() == 1) {
+    backward.push_back(kernel("batch_norm_backward_reduce", OpClass::normalization, flops(4 * e),
+                              bytes(2 * a * e, 4 * w * c),
+                              launch::channel_statistics(c_, positions_, false)));
+    backward.push_back(kernel("batch_norm_backward_elemt", OpClass::normalization, flops(6 * e),
+                              bytes(3 * a * e, 2 * w * c),
+                              launch::channel_transform(c_, positions_, false)));
+  } else {
+    backward.push_back(kernel("batch_norm_backward", OpClass::normalization, flops(10 * e),
+                              bytes(5 * a * e, 6 * w * c),
+                              launch::channel_statistics(c_, positions_, two_d)));
+  }
   p.saves_input = true;
   p.saved_extra = bytes(0, 2 * 4 * c);  // saved mean and inverse std, float32
   return p;
@@ -406,23 +419,25 @@ PrimitiveCosts adaptive_avgpool(PrimitiveCosts p, const CostOptions& o, bool nee
   if (e_out == planes) {
     // To 1x1, PyTorch takes the mean over height and width (AdaptiveAveragePooling.cpp): a
     // reduction per plane, whose backward spreads each gradient over its plane.
-    p.costs.forward.push_back(
-        kernel("mean", OpClass::pooling, flops(e_in), bytes(a * (e_in + e_out)),
-               launch::reduction(count(planes), count(0, positions), ReductionLayout::channels)));
+    p.costs.forward.push_back(kernel(
+        "mean", OpClass::pooling, flops(e_in), bytes(a * (e_in + e_out)),
+        launch::reduction(count(planes), count(0, positions), ReductionLayout::channels, true)));
     if (needs_grad) {
       p.costs.backward_input.push_back(kernel("mean_backward", OpClass::pooling, flops(e_in),
                                               bytes(a * (e_in + e_out)), each(e_in)));
     }
     return p;
   }
-  // AdaptiveAveragePooling.cu: a block of 32 x 8 threads per plane, forward and backward.
+  // AdaptiveAveragePooling.cu: blocks of 32 x 8 threads on a grid of (batch x planes,
+  // max(16 / planes, 1)), forward and backward.
+  const I64 blocks = planes * std::max<I64>(16 / planes, 1);
   p.costs.forward.push_back(kernel("adaptive_avg_pool_forward", OpClass::pooling, flops(e_in),
                                    bytes(a * (e_in + e_out)),
-                                   launch::blocks_of(count(planes), 1, 256)));
+                                   launch::blocks_of(count(blocks), 1, 256)));
   if (needs_grad) {
     p.costs.backward_input.push_back(kernel("adaptive_avg_pool_backward", OpClass::pooling,
                                             flops(e_in), bytes(a * (e_in + e_out)),
-                                            launch::blocks_of(count(planes), 1, 256)));
+                                            launch::blocks_of(count(blocks), 1, 256)));
   }
   return p;
 }
@@ -726,7 +741,7 @@ PrimitiveCosts conv_transpose(PrimitiveCosts p, const CostOptions& o, bool needs
   if (l.bias) {  // dy.sum over batch and positions, per channel (Reduce.cuh)
     p.costs.backward_weight.push_back(kernel(
         "sum", OpClass::reduction, flops(e_out), bytes(a * e_out, w * c_out),
-        launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels)));
+        launch::reduction(count(0, c_out), count(e_out / c_out), ReductionLayout::channels, true)));
   }
   p.saves_input = true;
   return p;

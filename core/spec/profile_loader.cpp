@@ -159,13 +159,14 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
     yaml::Node arch_node(entry.second, node.source(), node.path() + "." + architecture);
     if (out.count(architecture))
       arch_node.fail(fmt::format("'{}' is given twice; give each architecture once", architecture));
-    // Any architecture name a catalogue may use is accepted; one a letter or two from a known
-    // family is a misspelling that would silently never apply.
+    // Only the architectures a catalogue may name: any other key would silently never apply.
     if (std::find(std::begin(kArchitectureNames), std::end(kArchitectureNames), architecture) ==
-            std::end(kArchitectureNames) &&
-        !closest_match(architecture, kArchitectureNames).empty()) {
-      arch_node.fail(fmt::format("'{}' is not a GPU architecture{}", architecture,
-                                 did_you_mean(architecture, kArchitectureNames)));
+        std::end(kArchitectureNames)) {
+      arch_node.fail(
+          fmt::format("'{}' is not an architecture a GPU can have: expected one of "
+                      "{}{}",
+                      architecture, join_alternatives(kArchitectureNames),
+                      did_you_mean(architecture, kArchitectureNames)));
     }
     std::vector<std::string_view> keys(std::begin(kEfficiencyPrecisions),
                                        std::end(kEfficiencyPrecisions));

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/eventhandler.h>
 
+#include "core/format/utf8.h"
+
 namespace epochcast::yaml {
 
 namespace {
@@ -98,6 +100,13 @@ std::string Node::as_string() const {
   if (!node_.IsScalar()) fail(fmt::format("expected a string, got {}", describe()));
   const std::string& text = node_.Scalar();
   if (text.empty()) fail("expected a non-empty string, got an empty one");
+  // Names and texts reach JSON outputs, tables and plots, which all need text.
+  if (const std::size_t at = first_non_utf8(text); at != std::string::npos) {
+    fail(
+        fmt::format("expected UTF-8 text, got the byte 0x{:02x} at character {} (save the file "
+                    "as UTF-8)",
+                    static_cast<unsigned char>(text[at]), at + 1));
+  }
   return text;
 }
 

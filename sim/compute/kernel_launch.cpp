@@ -154,9 +154,9 @@ LaunchGrid launch_grid(const KernelLaunch& l, std::int64_t batch, const LaunchTa
     case LaunchKind::blocks: {
       const double per_block = static_cast<double>(std::max<std::int64_t>(l.per_block, 1));
       grid = {ceil_div(units, per_block), l.threads,
-              l.per_block == 1 ? fmt::format("a block of {} threads per row ({} rows)", l.threads,
-                                             count_text(units))
-                               : fmt::format("a block per {} elements", count_text(per_block))};
+              l.per_block == 1
+                  ? fmt::format("{} blocks of {} threads", count_text(units), l.threads)
+                  : fmt::format("a block per {} elements", count_text(per_block))};
       if (l.units.per_sample == 0 && l.units.fixed == 1) {
         grid.rule = fmt::format("one block of {} threads", l.threads);
       }
@@ -180,7 +180,7 @@ LaunchGrid launch_grid(const KernelLaunch& l, std::int64_t batch, const LaunchTa
       if (l.layout == ReductionLayout::channels) {
         const std::int64_t positions =
             l.length.per_sample != 0 ? l.length.per_sample : l.length.fixed;
-        adjacent = !target.channels_last && positions > 1;
+        adjacent = !(target.channels_last && l.four_d) && positions > 1;
         one_dimension = l.length.per_sample == 0;
       }
       grid = reduction_grid(units, length, adjacent, adjacent && one_dimension, target);
@@ -192,7 +192,7 @@ LaunchGrid launch_grid(const KernelLaunch& l, std::int64_t batch, const LaunchTa
       // features] ones (stride 1 along the channels), the channels-first ones otherwise.
       const double spatial = std::max(static_cast<double>(l.length.per_sample), 1.0);
       const double samples = static_cast<double>(std::max<std::int64_t>(batch, 1));
-      if (target.channels_last || spatial <= 1) {
+      if ((target.channels_last && l.four_d) || spatial <= 1) {
         grid = flexible_grid(length, units, l.kind == LaunchKind::channel_statistics);
       } else if (l.kind == LaunchKind::channel_statistics) {
         // batch_norm_collect_statistics_kernel and the fused backward: a block per channel.

@@ -16,7 +16,7 @@ namespace epochcast::sim {
 struct LaunchTarget {
   int sm_count = 1;
   int max_threads_per_sm = 2048;
-  bool channels_last = false;  // 4-D activations in NHWC (BatchNorm's and reductions' rules)
+  bool channels_last = false;  // memory_format: channels_last (NHWC for 4-D activations)
 };
 
 struct LaunchGrid {

@@ -32,12 +32,13 @@ void Trace::add_counter(std::string_view link, SimTime time, double utilisation)
   counters.push_back({intern(tracks, track_index_, link), time, utilisation});
 }
 
-std::uint32_t Trace::intern(std::vector<std::string>& held,
-                            std::unordered_map<std::string, std::uint32_t>& index,
+std::uint32_t Trace::intern(std::vector<std::string>& held, NameIndex& index,
                             std::string_view text) {
-  auto [at, added] = index.try_emplace(std::string(text), static_cast<std::uint32_t>(held.size()));
-  if (added) held.emplace_back(text);
-  return at->second;
+  if (auto found = index.find(text); found != index.end()) return found->second;
+  const auto id = static_cast<std::uint32_t>(held.size());
+  index.emplace(std::string(text), id);
+  held.emplace_back(text);
+  return id;
 }
 
 SimTime EpochStats::gpu_busy_total() const {

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -124,10 +125,16 @@ struct Trace {
   bool empty() const { return events.empty() && counters.empty(); }
 
  private:
-  std::uint32_t intern(std::vector<std::string>& held,
-                       std::unordered_map<std::string, std::uint32_t>& index,
-                       std::string_view text);
-  std::unordered_map<std::string, std::uint32_t> track_index_, name_index_;
+  // Looked up by string_view: a name already held costs no allocation.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view text) const {
+      return std::hash<std::string_view>{}(text);
+    }
+  };
+  using NameIndex = std::unordered_map<std::string, std::uint32_t, NameHash, std::equal_to<>>;
+  std::uint32_t intern(std::vector<std::string>& held, NameIndex& index, std::string_view text);
+  NameIndex track_index_, name_index_;
 };
 
 // Where GPU 0's time went over the epoch: busy time by what it ran, and idle time by what kept

@@ -196,14 +196,14 @@ PointResult decode_point(std::string_view bytes) {
   auto index = [&](std::size_t size) {
     const std::int64_t i = r.i64();
     if (i < 0 || static_cast<std::size_t>(i) >= size)
-      throw std::runtime_error("point codec: a trace event names nothing");
+      throw std::runtime_error("point codec: a trace event refers to nothing");
     return static_cast<std::uint32_t>(i);
   };
   p.trace.events.resize(r.count());
   for (Trace::Event& e : p.trace.events) {
     e.track = index(p.trace.tracks.size());
     e.name = index(p.trace.names.size());
-    e.category = static_cast<Category>(r.i64());
+    e.category = static_cast<Category>(index(kCategoryCount));
     e.start = r.time();
     e.end = r.time();
   }

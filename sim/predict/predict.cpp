@@ -422,6 +422,24 @@ std::string mirror_not_exact(const MachineSpec& machine, int gpus) {
   return "";
 }
 
+namespace {
+
+// What to do about a point whose every rank takes too much memory: drop the flag that asked
+// for it, or, where the simulator chose it, say why and what is left.
+std::string every_rank_advice(const ScenarioSpec& scenario, int gpus) {
+  const std::string why = every_rank_reason(scenario, gpus);
+  if (scenario.training.every_rank && why.empty()) {
+    return "simulating every rank takes memory in proportion to the ranks: let node 0 stand for "
+           "identical nodes (drop --every-rank or training.every_rank), or simulate fewer GPUs";
+  }
+  return fmt::format(
+      "every rank is simulated here because {}; simulate fewer GPUs, or allow more "
+      "with --max-memory",
+      why);
+}
+
+}  // namespace
+
 std::string every_rank_reason(const ScenarioSpec& scenario, int gpus) {
   if (std::string why = mirror_not_exact(scenario.machine, gpus); !why.empty()) return why;
   if (ceil_div(gpus, scenario.machine.gpus_per_node) <= 1) return "";
@@ -464,14 +482,17 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
         SourceMark{scenario.source_file, 0, 0}, "sweep",
         fmt::format("the point {} GPUs, global batch {} needs at least {:.1f} GiB to simulate "
                     "every rank ({} ranks x {:.0f} operations an iteration, two iterations held "
-                    "at once), more than --max-memory allows ({:.1f} GiB): let node 0 stand for "
-                    "identical nodes (drop --every-rank), or simulate fewer GPUs",
+                    "at once), more than --max-memory allows ({:.1f} GiB): {}",
                     point.gpus, point.global_batch, estimate.bytes() / 1073741824.0,
                     yaml::readable_integer(point.gpus), estimate.operations_per_rank(),
-                    static_cast<double>(options.memory_limit_bytes) / 1073741824.0));
+                    static_cast<double>(options.memory_limit_bytes) / 1073741824.0,
+                    every_rank_advice(scenario, point.gpus)));
   } catch (const std::bad_alloc&) {
     // Its structures (every rank's plans, a long trace) outgrew what the process may take.
     const double gib = static_cast<double>(options.memory_limit_bytes) / 1073741824.0;
+    const bool every_rank =
+        ceil_div(point.gpus, scenario.machine.gpus_per_node) > 1 &&
+        (scenario.training.every_rank || !every_rank_reason(scenario, point.gpus).empty());
     throw InputError(
         SourceMark{scenario.source_file, 0, 0}, "sweep",
         fmt::format("the point {} GPU{}, global batch {} needs more memory to simulate than {}; "
@@ -480,12 +501,9 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                     options.memory_limit_bytes > 0
                         ? fmt::format("--max-memory allows ({:.1f} GiB)", gib)
                         : std::string("this machine has"),
-                    scenario.training.every_rank
-                        ? "simulating every rank takes memory in proportion to the ranks: let "
-                          "node 0 stand for identical nodes (drop --every-rank), or simulate "
-                          "fewer GPUs"
-                        : "simulate fewer GPUs, fewer traced iterations, or give it more with "
-                          "--max-memory"));
+                    every_rank ? every_rank_advice(scenario, point.gpus)
+                               : "simulate fewer GPUs or fewer traced iterations, or allow more "
+                                 "with --max-memory"));
   } catch (const SimulationOverflow&) {
     // Nothing is wrapped: the point is refused with what to look at.
     throw InputError(

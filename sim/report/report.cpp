@@ -711,7 +711,10 @@ void write_chrome_trace(const ScenarioSpec& s, const PointResult& r,
   };
   // One process per machine part, one thread (track) per resource, named by metadata events;
   // every name JSON-escaped once.
-  auto quoted = [](const std::string& text) { return nlohmann::json(text).dump(); };
+  auto quoted = [](const std::string& text) {
+    return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const std::string scenario_name = quoted(s.name);
   std::vector<std::string> names;
   names.reserve(trace.names.size());
   for (const std::string& name : trace.names)
@@ -793,7 +796,7 @@ void write_chrome_trace(const ScenarioSpec& s, const PointResult& r,
       "],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"scenario\":{},\"gpus\":{},"
       "\"global_batch\":{},\"note\":\"simulated by epochcast; times in microseconds from the "
       "start of the epoch\"}}}}\n",
-      quoted(s.name), r.point.gpus, r.point.global_batch);
+      scenario_name, r.point.gpus, r.point.global_batch);
   flush();
 }
 

@@ -114,7 +114,7 @@ TEST_CASE("predict --plot draws epoch time, breakdown and scaling with data and 
     CHECK(png.substr(1, 3) == "PNG");
     CHECK(std::filesystem::exists(dir / (std::string(stem) + ".dat")));
     CHECK_THAT(read_file((dir / (std::string(stem) + ".gp")).string()),
-               Catch::Contains("data = '" + std::string(stem) + ".dat'"));
+               Catch::Contains("data = \"" + std::string(stem) + ".dat\""));
   }
   // The script redraws the image as it is, run by hand in its directory.
   std::filesystem::remove(dir / "conv1d.png");
@@ -212,10 +212,11 @@ TEST_CASE("a name with a shell command in it is drawn as text, never run, also w
                                         " validate " + yaml + " measured.csv --plot v.png");
   INFO(validated.output);
   REQUIRE(validated.exit_code == 0);
-  // The scripts hold the name as gnuplot's literal text; rerunning them runs nothing either.
+  // The scripts hold the name with its backquotes escaped; rerunning them runs nothing either.
   CHECK_THAT(
       read_file(dir / "work" / "p.gp"),
-      Catch::Contains("'x `touch pwned` $(touch pwned2) @title it''s: predicted epoch time"));
+      Catch::Contains("\"x \\140touch pwned\\140 $(touch pwned2) @title it's: predicted epoch "
+                      "time"));
   for (const char* script : {"p.gp", "p-breakdown.gp", "v.gp"}) {
     CommandResult rerun = run_command("cd '" + work + "' && gnuplot " + script);
     INFO(script << ": " << rerun.output);

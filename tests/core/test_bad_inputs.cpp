@@ -297,6 +297,14 @@ TEST_CASE("bad input: a sweep of more points than are simulated is refused befor
                   "1,000,000"});
 }
 
+TEST_CASE("bad input: a name that is not UTF-8 is refused where it is written") {
+  // It would reach JSON outputs, tables and plots, which all need text.
+  scenario_error(scenario("name: s",
+                          "name: ab\xff\xfe"
+                          "cd"),
+                 {"bad.yaml:2:7", "name", "expected UTF-8 text, got the byte 0xff at character 3"});
+}
+
 TEST_CASE("bad input: a catalogue figure without its source") {
   std::string text = kCatalogue;
   text.replace(text.find(" pcie: e"), 8, "");

@@ -929,8 +929,10 @@ void write_idx(const std::filesystem::path& folder, const std::string& name,
   gzclose(out);
 }
 
+// A folder of this process's own (test runs may overlap on one machine).
 std::filesystem::path fresh_folder(const std::string& name) {
-  const std::filesystem::path folder = std::filesystem::temp_directory_path() / name;
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / fmt::format("{}-{}", name, ::getpid());
   std::filesystem::remove_all(folder);
   std::filesystem::create_directories(folder);
   return folder;

@@ -342,8 +342,11 @@ TEST_CASE("bad per-architecture tables are refused with the key and a suggestion
              Catch::Contains("gpu.efficiency_by_architecture"));
   CHECK_THAT(with("    pascal:\n", "    pascal:\n      memory: 0.5\n    pascal:\n"),
              Catch::Contains("'pascal' is given twice"));
-  // A new family is a name of the user's catalogue: accepted.
-  CHECK(with("    ampere:\n", "    rubin:\n").empty());
+  // A name no GPU of a catalogue can have would never apply: refused with the names it can.
+  CHECK_THAT(with("    ampere:\n", "    rubin:\n"),
+             Catch::Contains("gpu.efficiency_by_architecture.rubin") &&
+                 Catch::Contains("'rubin' is not an architecture a GPU can have: expected one "
+                                 "of maxwell, pascal"));
   // Relative bandwidths: only the kinds that have one, within 0.001 to 4.
   CHECK_THAT(with("  bandwidth_relative: {normalization:", "  bandwidth_relative: {normalisation:"),
              Catch::Contains("gpu.bandwidth_relative.normalisation") &&

@@ -111,7 +111,7 @@ TEST_CASE("LayerNorm: a block per row forward and back, gamma/beta a block per 3
                                   batch) ==
           Approx(utilisation(rows < 128 ? ceil_div(768, 256) : ceil_div(768, 32), g)));
   }
-  // At batch 8 the forward fills the GPU: 1,024 rows, where 1,024-element blocks gave one.
+  // At batch 8 the forward fills the GPU: 1,024 rows, 1,024 blocks.
   CHECK(a100.memory_utilisation(named(ln.forward, "layer_norm"), 8) == 1.0);
   // gamma/beta: 768 / 32 = 24 blocks of 32 x 32 threads, whatever the batch.
   const LaunchGrid gamma =

@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot gpu-spoken-digits-linear.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'gpu-spoken-digits-linear.png' }
+if (!exists("output")) { output = "gpu-spoken-digits-linear.png" }
 set output output
-data = 'gpu-spoken-digits-linear.dat'
-set title 'gpu-spoken-digits-linear: measured vs predicted (calibrated-h100-sxm)'
+data = "gpu-spoken-digits-linear.dat"
+set title "gpu-spoken-digits-linear: measured vs predicted (calibrated-h100-sxm)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot resnet50-bf16.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'resnet50-bf16.png' }
+if (!exists("output")) { output = "resnet50-bf16.png" }
 set output output
-data = 'resnet50-bf16.dat'
-set title 'resnet50-bf16: measured vs predicted (calibrated-h200-sxm)'
+data = "resnet50-bf16.dat"
+set title "resnet50-bf16: measured vs predicted (calibrated-h200-sxm)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

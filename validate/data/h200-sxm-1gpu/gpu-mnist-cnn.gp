@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot gpu-mnist-cnn.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'gpu-mnist-cnn.png' }
+if (!exists("output")) { output = "gpu-mnist-cnn.png" }
 set output output
-data = 'gpu-mnist-cnn.dat'
-set title 'gpu-mnist-cnn: measured vs predicted (calibrated-h200-sxm)'
+data = "gpu-mnist-cnn.dat"
+set title "gpu-mnist-cnn: measured vs predicted (calibrated-h200-sxm)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot gpu-spoken-digits-conv1d.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'gpu-spoken-digits-conv1d.png' }
+if (!exists("output")) { output = "gpu-spoken-digits-conv1d.png" }
 set output output
-data = 'gpu-spoken-digits-conv1d.dat'
-set title 'gpu-spoken-digits-conv1d: measured vs predicted (calibrated-h200-sxm)'
+data = "gpu-spoken-digits-conv1d.dat"
+set title "gpu-spoken-digits-conv1d: measured vs predicted (calibrated-h200-sxm)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot cpu-mnist-cnn.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'cpu-mnist-cnn.png' }
+if (!exists("output")) { output = "cpu-mnist-cnn.png" }
 set output output
-data = 'cpu-mnist-cnn.dat'
-set title 'cpu-mnist-cnn: measured vs predicted (calibrated-host-cpu-2core)'
+data = "cpu-mnist-cnn.dat"
+set title "cpu-mnist-cnn: measured vs predicted (calibrated-host-cpu-2core)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot cpu-spoken-digits-conv1d.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'cpu-spoken-digits-conv1d.png' }
+if (!exists("output")) { output = "cpu-spoken-digits-conv1d.png" }
 set output output
-data = 'cpu-spoken-digits-conv1d.dat'
-set title 'cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-2core)'
+data = "cpu-spoken-digits-conv1d.dat"
+set title "cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-2core)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

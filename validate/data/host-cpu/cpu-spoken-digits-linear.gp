@@ -1,9 +1,9 @@
 # Written by epochcast; edit and run `gnuplot cpu-spoken-digits-linear.gp` in this directory to restyle.
 set terminal pngcairo noenhanced size 960,600
-if (!exists("output")) { output = 'cpu-spoken-digits-linear.png' }
+if (!exists("output")) { output = "cpu-spoken-digits-linear.png" }
 set output output
-data = 'cpu-spoken-digits-linear.dat'
-set title 'cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-2core)'
+data = "cpu-spoken-digits-linear.dat"
+set title "cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-2core)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

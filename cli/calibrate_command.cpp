@@ -179,8 +179,10 @@ Command add_calibrate_command(CLI::App& app) {
       calibrate_statistical_efficiency(args->measurements.front(), output, out);
       return 0;
     }
-    std::vector<validate::MeasuredScenario> inputs =
-        validate::load_measurement_inputs(args->measurements, args->scenario);
+    std::vector<validate::MeasuredScenario> inputs = validate::load_measurement_inputs(
+        args->measurements, args->scenario.empty()
+                                ? ""
+                                : options::resolve_scenario_argument(args->scenario, "--scenario"));
     for (const validate::MeasuredScenario& m : inputs) {
       std::string note = validate::measured_device_note(m.scenario, m.measurements.environment);
       if (!note.empty()) fmt::print(stderr, "warning: {}: {}\n", m.file, note);

@@ -382,6 +382,7 @@ Command add_compare_command(CLI::App& app) {
     if (!args->json.empty()) json = outputs.add(args->json, "--json");
     std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
     const sim::TableLayout layout{output_width(table), args->wide};
+    args->scenario = options::resolve_scenario_argument(args->scenario);
     ScenarioSpec base = args->options.load(args->scenario);
     std::vector<MachineResult> all;
     all.reserve(args->hardware.size());

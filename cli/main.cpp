@@ -16,6 +16,7 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "options/command_line.h"
+#include "options/completion.h"
 
 namespace {
 
@@ -32,10 +33,12 @@ bool reader_gone(int fd) {
 int main(int argc, char** argv) {
   if (auto handed_over = epochcast::cli::run_on_devices_if_asked(argc, argv)) return *handed_over;
 
+  // Named, so that usage lines say `epochcast` however the binary was reached (a path, a link).
   CLI::App app{
       "epochcast predicts epoch time, throughput, memory and bottlenecks of data-parallel "
-      "training against batch size and GPU count, and measures them on real devices."};
-  app.set_version_flag("--version", EPOCHCAST_VERSION);
+      "training against batch size and GPU count, and measures them on real devices.",
+      "epochcast"};
+  epochcast::options::add_version_flag(app, "epochcast");
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, epochcast::cli::Command>> commands;
   auto remember = [&](epochcast::cli::Command command) {
@@ -51,6 +54,9 @@ int main(int argc, char** argv) {
   epochcast::cli::describe_runtime_commands(app);
 
   epochcast::options::show_defaults_in_help(app);
+  if (argc > 1 && argv[1] == epochcast::options::kCompleteCommand) {
+    return epochcast::options::print_completions(app, argc, argv);
+  }
   if (auto code = epochcast::options::parse_command_line(app, argc, argv)) return *code;
   // Ctrl-C or a kill while a file is being written leaves no temporary behind.
   epochcast::remove_partial_outputs_on_signals();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "options/completion.h"
 
 namespace epochcast::cli {
 
@@ -46,12 +47,22 @@ int hand_over(int argc, char** argv) {
   return 1;
 }
 
+bool is_runtime_command(const std::string& word) {
+  return word == "run" || word == "bench";
+}
+
 }  // namespace
 
 std::optional<int> run_on_devices_if_asked(int argc, char** argv) {
   if (argc < 2) return std::nullopt;
   std::string command = argv[1];
-  if (command != "run" && command != "bench") return std::nullopt;
+  // Completing a word after `run` or `bench` (`__complete run --it`): their options are
+  // epochcast-run's. Without it there is nothing to offer, and nothing to say on a Tab.
+  if (command == options::kCompleteCommand && argc > 3 && is_runtime_command(argv[2])) {
+    if (!std::filesystem::exists(runtime_binary(argv[0]))) return 0;
+    return hand_over(argc, argv);
+  }
+  if (!is_runtime_command(command)) return std::nullopt;
   return hand_over(argc, argv);
 }
 

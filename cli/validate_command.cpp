@@ -281,7 +281,9 @@ Command add_validate_command(CLI::App& app) {
                       "fit both figures on every batch");
   return [args] {
     args->measurements = args->files.back();
-    if (args->files.size() == 2) args->scenario = args->files.front();
+    if (args->files.size() == 2) {
+      args->scenario = options::resolve_scenario_argument(args->files.front());
+    }
     // Each kind of measurement has options of its own: refused on the other, not ignored.
     const bool target_runs = is_target_runs_file(args->measurements);
     if (target_runs && !args->holdout.empty()) {

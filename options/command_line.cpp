@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "core/build_info.h"
 #include "core/input_error.h"
+#include "core/spec/data_paths.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast::options {
@@ -94,6 +96,14 @@ std::string misspelling(CLI::App& app, int argc, char** argv) {
 }
 
 }  // namespace
+
+void add_version_flag(CLI::App& app, const std::string& program) {
+  app.set_version_flag("--version", [program] {
+    std::string text = version_line(program) + "\n" + describe_data_directories();
+    text.pop_back();  // CLI11 ends the message with its own newline
+    return text;
+  });
+}
 
 void show_defaults_in_help(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {

@@ -5,10 +5,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace epochcast::options {
+
+// --version: "<program> 0.1.0 (git <revision>)", then the folders bundled data is read from.
+void add_version_flag(CLI::App& app, const std::string& program);
 
 // Call once every option is declared: each option's help then shows its default.
 void show_defaults_in_help(CLI::App& app);

@@ -59,9 +59,14 @@ void extend_catalogue(const std::vector<std::string>& catalogues) {
   }
 }
 
+std::string resolve_scenario_argument(const std::string& given, const std::string& key) {
+  return resolve_data_file(given, ".", "scenarios", SourceMark{"<command line>", 0, 0}, key)
+      .string();
+}
+
 ScenarioSpec ScenarioOptions::load(const std::string& file) const {
   extend_catalogue(catalogues);
-  ScenarioSpec scenario = load_scenario(file, overrides());
+  ScenarioSpec scenario = load_scenario(resolve_scenario_argument(file), overrides());
   apply_profile_option(scenario);
   return scenario;
 }

@@ -12,6 +12,13 @@
 
 namespace epochcast::options {
 
+// A scenario named on the command line: a file (from the working directory), else a bundled one
+// by its path in the data folder (scenarios/seed-001/linear.yaml) or its name (seed-001/linear),
+// so that an installed epochcast runs README's examples from any folder. Throws InputError
+// naming `key` when nothing matches.
+std::string resolve_scenario_argument(const std::string& given,
+                                      const std::string& key = "scenario");
+
 struct ScenarioOptions {
   std::vector<std::string> sets;
   std::vector<std::string> gpus;
@@ -19,7 +26,7 @@ struct ScenarioOptions {
   std::string profile;                  // --profile: a hardware profile replacing the machine's
   std::vector<std::string> catalogues;  // --catalogue: GPU catalogue files added to the bundled
 
-  // Loads the scenario with the overrides, then applies --profile.
+  // Loads the scenario (resolve_scenario_argument) with the overrides, then applies --profile.
   ScenarioSpec load(const std::string& file) const;
   // Applies --profile, when given, to a scenario loaded otherwise.
   void apply_profile_option(ScenarioSpec& scenario) const;

@@ -21,6 +21,7 @@
 #include "core/spec/limits.h"
 #include "core/spec/scenario_spec.h"
 #include "options/command_line.h"
+#include "options/completion.h"
 #include "options/scenario_options.h"
 #include "runtime/bench/microbench.h"
 #include "runtime/comm/communicator.h"
@@ -160,8 +161,10 @@ epochcast::runtime::BenchOptions bench_options(const Arguments& a,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"epochcast run / bench: measure data-parallel training and the machine for real"};
-  app.set_version_flag("--version", EPOCHCAST_VERSION);
+  // Named as users reach it: `epochcast run`, `epochcast bench` (cli/runtime_handover.cpp).
+  CLI::App app{"epochcast run / bench: measure data-parallel training and the machine for real",
+               "epochcast"};
+  epochcast::options::add_version_flag(app, "epochcast-run");
   app.require_subcommand(1);
   Arguments a;
   epochcast::runtime::RunOptions& run = a.campaign.run;
@@ -250,6 +253,9 @@ int main(int argc, char** argv) {
   add_bench_options(*bench_command, a);
 
   epochcast::options::show_defaults_in_help(app);
+  if (argc > 1 && argv[1] == epochcast::options::kCompleteCommand) {
+    return epochcast::options::print_completions(app, argc, argv);
+  }
   if (auto code = epochcast::options::parse_command_line(app, argc, argv)) return *code;
 
   // Every way out of main() ends MPI, so mpirun sees the ranks finish cleanly.

@@ -13,8 +13,9 @@
 #   FUZZ_UPDATE_CORPUS  1: afterwards, minimise (-merge=1) what the campaign found together with
 #                       the committed corpus into tests/fuzz/corpus/<target>/ (seeds and
 #                       bundled files left out: they are inputs of every campaign anyway)
-# Reproduce a finding: <build>/tests/fuzz/<target> FILE (EPOCHCAST_FUZZ_VERBOSE=1 makes the
-# targets say what they made of the input; fuzz_predict prints an `epochcast predict` line).
+# Reproduce a finding from the source root: EPOCHCAST_DATA_DIR=. <build>/tests/fuzz/<target> FILE
+# (EPOCHCAST_FUZZ_VERBOSE=1 makes the targets say what they made of the input; fuzz_predict
+# prints an `epochcast predict` line).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
@@ -22,6 +23,9 @@ seconds=${FUZZ_SECONDS:-60}
 timeout=${FUZZ_TIMEOUT:-10}
 targets=${FUZZ_TARGETS:-fuzz_loaders fuzz_predict fuzz_measurements_profiles fuzz_plot_text}
 cxx=$(command -v clang++-14 || command -v clang++)
+# The bundled machines and models the targets name: the sources' (a fuzz binary sits two folders
+# below its build tree, where ../share/epochcast is not).
+export EPOCHCAST_DATA_DIR=$src
 
 mkdir -p "$build"
 log="$build/build.log"
@@ -109,7 +113,7 @@ for target in $targets; do
     mapfile -t units < <(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$build/$target.log")
     for unit in "${units[@]}"; do
       echo "   reproducer: $unit"
-      echo "   replay:     $build/tests/fuzz/$target $unit"
+      echo "   replay:     EPOCHCAST_DATA_DIR=$src $build/tests/fuzz/$target $unit"
       if [[ $target == fuzz_predict && -f $unit ]]; then
         EPOCHCAST_FUZZ_VERBOSE=1 "$build/tests/fuzz/$target" -timeout="$timeout" "$unit" 2>&1 |
           grep -E '^(fuzz_predict input|  epochcast predict|point |refused: )' | awk '!seen[$0]++' |

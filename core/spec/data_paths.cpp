@@ -8,21 +8,63 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#ifndef EPOCHCAST_SOURCE_DATA_DIR
-#error "EPOCHCAST_SOURCE_DATA_DIR must be defined by the build"
+// The installed data folder relative to the installed binary's folder, as CMake's install
+// layout puts them (GNUInstallDirs: bin/ and share/epochcast/ under one prefix).
+#ifndef EPOCHCAST_DATA_RELATIVE_TO_BINARY
+#error "EPOCHCAST_DATA_RELATIVE_TO_BINARY must be defined by the build"
 #endif
 
 namespace epochcast {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The folders beside the running binary that hold bundled data: the installed layout's, then a
+// build tree's (every binary of a build sits one folder below build/, beside build/share).
+std::vector<fs::path> beside_binary() {
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error) return {};
+  std::vector<fs::path> found;
+  for (const char* relative : {EPOCHCAST_DATA_RELATIVE_TO_BINARY, "../share/epochcast"}) {
+    fs::path dir = (self.parent_path() / relative).lexically_normal();
+    if (std::find(found.begin(), found.end(), dir) == found.end() && fs::is_directory(dir, error)) {
+      found.push_back(dir);
+    }
+  }
+  return found;
+}
+
+const char* data_dir_from_environment() {
+  const char* env = std::getenv("EPOCHCAST_DATA_DIR");
+  return env != nullptr && *env != '\0' ? env : nullptr;
+}
+
+}  // namespace
+
 std::vector<fs::path> data_directories() {
   std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("EPOCHCAST_DATA_DIR"); env != nullptr && *env != '\0') {
-    dirs.emplace_back(env);
-  }
-  dirs.emplace_back(EPOCHCAST_SOURCE_DATA_DIR);
+  if (const char* env = data_dir_from_environment()) dirs.emplace_back(env);
+  for (fs::path& dir : beside_binary())
+    dirs.push_back(std::move(dir));
   return dirs;
+}
+
+std::string describe_data_directories() {
+  std::string text;
+  if (const char* env = data_dir_from_environment()) {
+    text += fmt::format("data: {} ($EPOCHCAST_DATA_DIR)\n", env);
+  }
+  for (const fs::path& dir : beside_binary()) {
+    text += fmt::format("data: {}\n", dir.string());
+  }
+  if (text.empty()) {
+    text =
+        "data: none found beside this binary (../share/epochcast); set EPOCHCAST_DATA_DIR to "
+        "the folder holding topologies/ and scenarios/\n";
+  }
+  return text;
 }
 
 std::vector<std::string> bundled_names(std::string_view subdir) {
@@ -86,6 +128,14 @@ fs::path resolve_data_file(std::string_view reference, const fs::path& relative_
   const bool named_with_folder = is_path && fs::path(ref).extension().empty();
   std::string stem = named_with_folder ? ref : fs::path(ref).stem().string();
   std::string suggestion = did_you_mean(stem, views);
+  if (data_directories().empty()) {
+    throw InputError(where, key,
+                     fmt::format("{} not found, and this epochcast has no bundled data beside it "
+                                 "(../share/epochcast, as `cmake --install` lays it out): set "
+                                 "EPOCHCAST_DATA_DIR to the folder holding topologies/ and "
+                                 "scenarios/",
+                                 is_path ? "file '" + ref + "'" : "'" + ref + "'"));
+  }
   throw InputError(where, key,
                    is_path ? fmt::format("file '{}' not found{}", ref, suggestion)
                            : fmt::format("no file '{}' in {}/{}; bundled: {}", ref + ".yaml",

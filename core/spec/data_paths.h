@@ -11,8 +11,15 @@
 
 namespace epochcast {
 
-// $EPOCHCAST_DATA_DIR (if set) first, then the source tree the binary was built from.
+// $EPOCHCAST_DATA_DIR (if set) first, then the data installed beside the running binary:
+// <prefix>/share/epochcast for <prefix>/bin/epochcast. A build tree mirrors that layout
+// (build/share/epochcast links to the sources' topologies/ and scenarios/), so build/cli/epochcast
+// finds its data the same way. Nothing depends on where the sources were when it was built.
 std::vector<std::filesystem::path> data_directories();
+
+// How data_directories() reads to a user: each folder and where it came from, one a line
+// (`epochcast --version` prints it).
+std::string describe_data_directories();
 
 // Resolves a reference to a bundled file. `reference` is either a path (it contains a '/' or
 // ends in ".yaml"), tried relative to `relative_to` and then to each data directory, or a bare

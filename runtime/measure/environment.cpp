@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "core/build_info.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/host_memory.h"
 
@@ -69,7 +70,7 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
   e.ranks = world.size();
   e.cpu_threads = torch::get_num_threads();
   e.host_allocator = host_allocator_description();
-  e.epochcast_version = EPOCHCAST_VERSION;
+  e.epochcast_version = project_version();
   e.started_at = utc_now();
   if (devices.cuda) {
     cuda::DeviceInfo info = cuda::device_info(0);

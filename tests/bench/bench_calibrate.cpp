@@ -8,6 +8,7 @@
 #include "core/spec/scenario_spec.h"
 #include "sim/network/topology.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 
@@ -16,7 +17,7 @@ using namespace epochcast;
 namespace {
 
 std::filesystem::path source(const std::string& relative) {
-  return std::filesystem::path(EPOCHCAST_BENCH_SOURCE_DIR) / relative;
+  return epochcast::test::source_dir() / relative;
 }
 
 std::vector<validate::MeasuredScenario> seed_001_points(std::size_t count) {

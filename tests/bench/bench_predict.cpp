@@ -9,13 +9,14 @@
 
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 
 using namespace epochcast;
 
 namespace {
 
 std::filesystem::path source(const std::string& relative) {
-  return std::filesystem::path(EPOCHCAST_BENCH_SOURCE_DIR) / relative;
+  return epochcast::test::source_dir() / relative;
 }
 
 }  // namespace
@@ -42,7 +43,7 @@ loader: {workers: 8, pin_memory: true, sample_cpu_us: 2500}
 training: {strategy: single, optimizer: momentum, precision: fp32}
 sweep: {gpus: [1], batch: [16], batch_is: global}
 )",
-                                             "bench.yaml", EPOCHCAST_BENCH_SOURCE_DIR);
+                                             "bench.yaml", epochcast::test::source_dir());
   for (auto _ : state)
     benchmark::DoNotOptimize(sim::predict(s));
 }
@@ -73,7 +74,7 @@ training: {{strategy: ddp, optimizer: momentum, precision: amp_bf16, collectives
 sweep: {{gpus: [{}], batch: [64], batch_is: per_gpu}}
 )",
                                                          nodes, 64 * gpus, fidelity, gpus),
-                                             "bench.yaml", EPOCHCAST_BENCH_SOURCE_DIR);
+                                             "bench.yaml", epochcast::test::source_dir());
   sim::PredictOptions options;
   options.symmetric_clusters = !every_rank;
   std::int64_t tasks = 0;

@@ -16,13 +16,14 @@
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/flow_run.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 
 using namespace epochcast;
 
 namespace {
 
 std::filesystem::path source(const std::string& relative) {
-  return std::filesystem::path(EPOCHCAST_BENCH_SOURCE_DIR) / relative;
+  return epochcast::test::source_dir() / relative;
 }
 
 ScenarioSpec h100_cluster_epoch(int gpus, bool every_rank, const std::string& algorithm) {

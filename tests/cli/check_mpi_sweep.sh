@@ -62,9 +62,12 @@ echo "a failing point on the first machine: every process stops, exit 2"
 
 # A process that fails alone before the sweep (started where the scenario's relative path finds
 # nothing) does not hang the others: process 0 says another process failed.
+mkdir -p "$work/with" "$work/without"
+cp scenarios/seed-001/linear.yaml "$work/with/own-scenario.yaml"
 set +e
-timeout 120 "$mpiexec" --oversubscribe -np 1 "$epochcast" predict scenarios/seed-001/linear.yaml : \
-  -np 1 sh -c "cd '$work' && exec '$epochcast' predict scenarios/seed-001/linear.yaml" \
+timeout 120 "$mpiexec" --oversubscribe \
+  -np 1 sh -c "cd '$work/with' && exec '$epochcast' predict own-scenario.yaml" : \
+  -np 1 sh -c "cd '$work/without' && exec '$epochcast' predict own-scenario.yaml" \
   > "$work/alone.txt" 2>&1
 status=$?
 set -e

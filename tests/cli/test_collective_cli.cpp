@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "support/paths.h"
 #include "support/run_command.h"
 
 using namespace epochcast::test;
@@ -14,7 +15,7 @@ using namespace epochcast::test;
 namespace {
 
 std::string out_path(const std::string& name) {
-  std::filesystem::path folder = std::filesystem::path(EPOCHCAST_TEST_BINARY_DIR) / "collective";
+  std::filesystem::path folder = epochcast::test::output_dir() / "collective";
   std::filesystem::create_directories(folder);
   return (folder / name).string();
 }

@@ -18,7 +18,7 @@ std::string scenario(const std::string& relative) {
   return (source_dir() / "scenarios" / relative).string();
 }
 std::string out_path(const std::string& name) {
-  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+  return epochcast::test::output_file(name);
 }
 }  // namespace
 

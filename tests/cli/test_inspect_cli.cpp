@@ -41,7 +41,7 @@ TEST_CASE("inspect of an unknown model exits 2 with a suggestion") {
 }
 
 TEST_CASE("inspect of a broken model file exits 2 with file:line:col") {
-  std::string file = std::string(EPOCHCAST_TEST_BINARY_DIR) + "/broken-model.yaml";
+  std::string file = epochcast::test::output_file("broken-model.yaml");
   FILE* f = fopen(file.c_str(), "w");
   REQUIRE(f != nullptr);
   fputs(

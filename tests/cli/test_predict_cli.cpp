@@ -30,7 +30,7 @@ std::string seed(const std::string& name) {
   return (source_dir() / "scenarios/seed-001" / (name + ".yaml")).string();
 }
 std::string out_path(const std::string& name) {
-  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+  return epochcast::test::output_file(name);
 }
 }  // namespace
 

@@ -16,7 +16,7 @@ using namespace epochcast::test;
 namespace {
 
 std::string out_path(const std::string& name) {
-  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+  return epochcast::test::output_file(name);
 }
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

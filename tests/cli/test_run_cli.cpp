@@ -32,7 +32,7 @@ std::string scenario(const std::string& name) {
   return (source_dir() / "tests/runtime/scenarios" / (name + ".yaml")).string();
 }
 std::string out_path(const std::string& name) {
-  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+  return epochcast::test::output_file(name);
 }
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

@@ -18,7 +18,7 @@ using namespace epochcast::test;
 namespace {
 
 std::string out_path(const std::string& name) {
-  return std::string(EPOCHCAST_TEST_BINARY_DIR) + "/" + name;
+  return epochcast::test::output_file(name);
 }
 std::string scenario() {
   return (source_dir() / "tests/validate/scenarios/cpu-mnist-cnn.yaml").string();

@@ -38,13 +38,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "support/paths.h"
+
 using namespace epochcast;
 using namespace epochcast::runtime;
 
 namespace {
 
 std::string source(const std::string& relative) {
-  return std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/" + relative;
+  return epochcast::test::source_file(relative);
 }
 
 World& world() {

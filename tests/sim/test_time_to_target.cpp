@@ -15,6 +15,7 @@
 #include "core/measure/target_runs.h"
 #include "sim/predict/time_to_target.h"
 #include "sim/report/report.h"
+#include "support/paths.h"
 #include "support/sweep_points.h"
 #include "validate/time_to_target.h"
 
@@ -89,8 +90,8 @@ TEST_CASE("steps to target follow S_min (1 + B_noise / B), epochs and time follo
 
 // The Fashion-MNIST scenario with its statistical_efficiency block replaced.
 ScenarioSpec fashion_with(const std::string& block) {
-  const std::filesystem::path file = std::filesystem::path(EPOCHCAST_TEST_SOURCE_DIR) /
-                                     "scenarios/seed-003/fashion-mnist-cpu.yaml";
+  const std::filesystem::path file =
+      epochcast::test::source_dir() / "scenarios/seed-003/fashion-mnist-cpu.yaml";
   std::ifstream in(file);
   std::stringstream text;
   text << in.rdbuf();

@@ -7,6 +7,8 @@
 
 #include <sys/wait.h>
 
+#include "support/paths.h"  // epochcast_binary()
+
 namespace epochcast::test {
 
 struct CommandResult {
@@ -26,10 +28,6 @@ inline CommandResult run_command(const std::string& command) {
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
-}
-
-inline std::string epochcast_binary() {
-  return EPOCHCAST_TEST_BINARY;
 }
 
 }  // namespace epochcast::test

@@ -12,6 +12,7 @@
 #include "core/spec/scenario_spec.h"
 #include "core/yaml/strict_yaml.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 
 namespace epochcast::test {
 
@@ -21,7 +22,7 @@ inline ScenarioSpec load_with(const std::filesystem::path& relative,
   std::vector<yaml::Override> overrides;
   for (const std::string& text : sets)
     overrides.push_back(yaml::parse_override(text));
-  return load_scenario(std::filesystem::path(EPOCHCAST_TEST_SOURCE_DIR) / relative, overrides);
+  return load_scenario(source_dir() / relative, overrides);
 }
 
 // The result at `gpus` GPUs and global batch `batch`; the test fails if the sweep has none.

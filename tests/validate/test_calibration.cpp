@@ -10,6 +10,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/least_squares.h"
@@ -21,7 +22,7 @@ using namespace epochcast::validate;
 namespace {
 
 std::string source(const std::string& relative) {
-  return std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/" + relative;
+  return epochcast::test::source_file(relative);
 }
 
 // Measurements of `scenario` as its simulator would produce them under `truth`: every layer's

@@ -12,6 +12,7 @@
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/uncertainty.h"
+#include "support/paths.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 
@@ -21,7 +22,7 @@ using namespace epochcast::validate;
 namespace {
 
 std::string source(const std::string& relative) {
-  return std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/" + relative;
+  return epochcast::test::source_file(relative);
 }
 
 ScenarioSpec seed_001(const std::string& model) {

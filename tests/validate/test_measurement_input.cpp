@@ -9,6 +9,7 @@
 #include "core/spec/profile_figures.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
+#include "support/paths.h"
 #include "validate/calibration.h"
 #include "validate/measurement_input.h"
 #include "validate/validation.h"
@@ -18,8 +19,7 @@ using namespace epochcast::validate;
 
 namespace {
 
-const std::string kScenario =
-    std::string(EPOCHCAST_TEST_SOURCE_DIR) + "/scenarios/seed-001/linear.yaml";
+const std::string kScenario = epochcast::test::source_file("scenarios/seed-001/linear.yaml");
 const std::vector<yaml::Override> kSingleGpu = {{"training.strategy", "single", ""},
                                                 {"sweep.gpus", "[1]", ""}};
 const std::int64_t kBatches[] = {10, 50, 200, 600};
@@ -174,7 +174,7 @@ TEST_CASE("a measurement file finds its scenario beside it and re-applies its --
   // The committed CPU measurements record tests/validate/scenarios/cpu-mnist-cnn.yaml, relative
   // to the source tree they ran in; a copy in a folder of its own, with the scenario beside it
   // under that relative path, finds it from anywhere.
-  const std::filesystem::path source(EPOCHCAST_TEST_SOURCE_DIR);
+  const std::filesystem::path source = epochcast::test::source_dir();
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() / "epochcast-measured-elsewhere";
   std::filesystem::remove_all(folder);

@@ -23,9 +23,9 @@ esac
 packages=(build-essential cmake ninja-build ccache pkg-config libyaml-cpp-dev libcli11-dev
           libfmt-dev nlohmann-json3-dev libceres-dev libeigen3-dev gnuplot-nox)
 if ((all)); then
-  packages+=(catch2 libbenchmark-dev clang-14 libfuzzer-14-dev clang-format libtorch-dev
-             libopenblas0-pthread libopenmpi-dev openmpi-bin zlib1g-dev dataset-fashion-mnist
-             help2man)
+  packages+=(catch2 libbenchmark-dev clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format
+             libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin zlib1g-dev
+             dataset-fashion-mnist help2man)
 fi
 missing=()
 for package in "${packages[@]}"; do

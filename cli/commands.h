@@ -9,8 +9,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/yaml/strict_yaml.h"
-
 namespace epochcast::cli {
 
 // Runs the chosen subcommand; returns the process exit code.

@@ -8,7 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/spec/scenario_spec.h"
-#include "core/yaml/strict_yaml.h"
+#include "core/yaml/override.h"
 
 namespace epochcast::options {
 

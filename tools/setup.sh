@@ -25,7 +25,7 @@ packages=(build-essential cmake ninja-build ccache pkg-config libyaml-cpp-dev li
 if ((all)); then
   packages+=(catch2 libbenchmark-dev clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format
              libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin zlib1g-dev
-             dataset-fashion-mnist help2man)
+             dataset-fashion-mnist help2man file)
 fi
 missing=()
 for package in "${packages[@]}"; do

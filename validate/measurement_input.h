@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/yaml/strict_yaml.h"
+#include "core/yaml/override.h"
 #include "validate/calibration.h"
 
 namespace epochcast::validate {

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/yaml/strict_yaml.h"
+
 namespace epochcast {
 
 std::string_view to_string(FileKind kind) {

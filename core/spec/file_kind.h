@@ -4,9 +4,11 @@
 
 #include <string_view>
 
-#include "core/yaml/strict_yaml.h"
-
 namespace epochcast {
+
+namespace yaml {
+class Node;
+}
 
 enum class FileKind { model, gpu_catalogue, machine, scenario, profile };
 

@@ -14,7 +14,7 @@
 #include "core/model/model_spec.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
-#include "core/yaml/strict_yaml.h"
+#include "core/yaml/override.h"
 
 namespace epochcast {
 

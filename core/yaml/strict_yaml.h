@@ -20,31 +20,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/input_error.h"
+#include "core/yaml/override.h"
 
 namespace epochcast::yaml {
 
 class MapReader;
-
-// `--set PATH=VALUE` from the command line: replaces (or creates) the value at PATH before the
-// loaders read the document. PATH is dotted map keys, each optionally followed by list indices
-// ("sweep.batch[0]"); VALUE is YAML text ("fp32", "[32, 64]", "{workers: 4}").
-struct Override {
-  std::string path;
-  std::string value;
-  // How the user wrote it, for error messages; empty means "--set PATH=VALUE". Options that
-  // are shorthands for an override (--gpus 1,2) name themselves here.
-  std::string origin;
-
-  // "PATH=VALUE".
-  std::string text() const { return path + "=" + value; }
-  // Where errors about this override point: `origin`, or "--set PATH=VALUE", its middle left
-  // out when long (a --batch list of 20,000 sizes would otherwise fill the terminal).
-  std::string where() const;
-};
-
-// Splits "PATH=VALUE" at the first '='. Raises InputError (at "--set TEXT") when there is no '=',
-// the path is empty, a path segment is empty ("a..b") or a list index is malformed.
-Override parse_override(std::string_view text);
 
 // Where a document's nodes came from: the file, and the paths that overrides replaced or created
 // (path -> "--set PATH=VALUE"). Shared by the document and all its nodes.

@@ -2,7 +2,8 @@
 # `cmake --install` lays out a prefix whose epochcast finds its data beside itself: installed
 # into a fresh folder, then moved (the build's paths are nowhere in it), it names the installed
 # data in --version, predicts a bundled scenario from a folder of its own, and its man page and
-# bash completion are where they belong. Usage: check_install.sh BUILD_DIR
+# bash completion are where they belong. The Debian package holds the same and runs unpacked.
+# Usage: check_install.sh BUILD_DIR
 set -euo pipefail
 build=$1
 work=$(mktemp -d)
@@ -50,6 +51,30 @@ fi
 grep -q "EPOCHCAST_DATA_DIR" alone.txt || { cat alone.txt; fail "no hint at EPOCHCAST_DATA_DIR"; }
 EPOCHCAST_DATA_DIR=$prefix/share/epochcast "$work/alone" predict seed-001/linear > /dev/null \
   || fail "EPOCHCAST_DATA_DIR does not lead a lone binary to the data"
+
+# The Debian packages (CPack; dpkg-shlibdeps needs `file`): epochcast holds the binary, its data,
+# man page and completion, depends on the libraries it links, and runs unpacked.
+if ! command -v file > /dev/null || ! command -v dpkg-deb > /dev/null; then
+  fail "cannot build the Debian packages without file and dpkg-deb (tools/setup.sh --tests installs them)"
+else
+  (cd "$work" && cpack --config "$build/CPackConfig.cmake" -G DEB -B "$work/packages") \
+    > "$work/cpack.log" 2>&1 || { cat "$work/cpack.log"; fail "cpack failed"; }
+  deb=$(ls "$work"/packages/epochcast_*_*.deb 2> /dev/null | head -1)
+  if [[ -z $deb ]]; then
+    fail "cpack made no epochcast_*.deb"
+  else
+    listing=$(dpkg-deb -c "$deb")
+    for path in ./usr/bin/epochcast ./usr/share/epochcast/scenarios/seed-001/linear.yaml \
+        ./usr/share/epochcast/topologies/gpus.yaml ./usr/share/bash-completion/completions/epochcast; do
+      grep -q " $path\$" <<< "$listing" || fail "the package has no $path"
+    done
+    dpkg-deb -f "$deb" Depends | grep -q "libyaml-cpp" || fail "the package does not depend on yaml-cpp"
+    dpkg-deb -x "$deb" "$work/unpacked"
+    env -u EPOCHCAST_DATA_DIR "$work/unpacked/usr/bin/epochcast" predict \
+      scenarios/seed-001/linear.yaml > unpacked.txt 2>&1 \
+      || { cat unpacked.txt; fail "the packaged epochcast, unpacked, cannot predict"; }
+  fi
+fi
 
 ((failures == 0)) || exit 1
 echo "the installed layout finds its data"

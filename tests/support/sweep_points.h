@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/spec/scenario_spec.h"
-#include "core/yaml/strict_yaml.h"
+#include "core/yaml/override.h"
 #include "sim/predict/predict.h"
 #include "support/paths.h"
 

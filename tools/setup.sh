@@ -19,13 +19,14 @@ case "${1:-}" in
 esac
 
 # What a prediction needs (compiler, CMake, the simulator's libraries, Ceres for calibrate,
-# gnuplot for --plot), then what the runtime, the tests and the fuzz campaigns add.
+# zlib for gzip-compressed kernel measurements, gnuplot for --plot), then what the runtime, the
+# tests (git lists the sources the format check reads) and the fuzz campaigns add.
 packages=(build-essential cmake ninja-build ccache pkg-config libyaml-cpp-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev libceres-dev libeigen3-dev gnuplot-nox)
+          libfmt-dev nlohmann-json3-dev libceres-dev libeigen3-dev zlib1g-dev gnuplot-nox)
 if ((all)); then
   packages+=(catch2 libbenchmark-dev clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format
-             libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin zlib1g-dev
-             dataset-fashion-mnist help2man file)
+             libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
+             dataset-fashion-mnist help2man file git)
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/format/csv_line.h"
 #include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
 
@@ -28,57 +29,6 @@ constexpr double kMaxSeconds = 1e9;
 // A throughput of at most the largest data set a scenario may hold per second: a bound that
 // refuses only nonsense (a unit slip), not a figure of any machine.
 constexpr double kMaxSamplesPerSecond = static_cast<double>(limits::kMaxSamples);
-
-// Cells of one line, each with the 1-based column where it starts. Quoted cells may hold
-// commas and doubled quotes; a quote must close on its line.
-std::vector<ResultCell> split_line(std::string_view line, const std::string& file, int number) {
-  std::vector<ResultCell> cells;
-  std::size_t i = 0;
-  while (true) {
-    std::size_t start = i;
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-      ++i;
-    ResultCell cell;
-    cell.mark = SourceMark{file, number, static_cast<int>(i) + 1};
-    if (i < line.size() && line[i] == '"') {
-      ++i;
-      while (true) {
-        if (i >= line.size()) {
-          throw InputError(SourceMark{file, number, static_cast<int>(start) + 1}, "",
-                           "a quoted field does not end on its line (a '\"' is missing)");
-        }
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            cell.text += '"';
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        cell.text += line[i++];
-      }
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-        ++i;
-      if (i < line.size() && line[i] != ',') {
-        throw InputError(SourceMark{file, number, static_cast<int>(i) + 1}, "",
-                         "expected ',' after a quoted field");
-      }
-    } else {
-      std::size_t end = line.find(',', i);
-      if (end == std::string_view::npos) end = line.size();
-      std::string_view text = line.substr(i, end - i);
-      while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
-        text.remove_suffix(1);
-      cell.text = std::string(text);
-      i = end;
-    }
-    cells.push_back(std::move(cell));
-    if (i >= line.size()) break;
-    ++i;  // the comma
-  }
-  return cells;
-}
 
 std::int64_t integer_cell(const ResultCell& cell, std::string_view column, std::int64_t low,
                           std::int64_t high) {
@@ -141,7 +91,7 @@ ResultsTable parse_results_csv(const std::string& text, const std::string& file)
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     std::size_t first = line.find_first_not_of(" \t");
     if (first == std::string_view::npos || line[first] == '#') continue;
-    std::vector<ResultCell> cells = split_line(line, file, number);
+    std::vector<ResultCell> cells = split_csv_line(line, file, number);
 
     if (header.empty()) {
       header_mark = SourceMark{file, number, 1};

@@ -27,15 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "core/format/csv_line.h"
 #include "core/input_error.h"
 
 namespace epochcast {
 
 // One cell as written, with where it was.
-struct ResultCell {
-  std::string text;
-  SourceMark mark;
-};
+using ResultCell = CsvCell;
 
 struct ResultRow {
   SourceMark mark;  // the row's first cell

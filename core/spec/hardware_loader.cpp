@@ -21,6 +21,11 @@ bool is_cpu_architecture(std::string_view architecture) {
   return architecture == "x86-64" || architecture == "aarch64";
 }
 
+double GpuSpec::sustained_clock_fraction() const {
+  if (!clocks || clocks->boost_mhz <= 0) return 1.0;
+  return clocks->sustained_or_boost() / clocks->boost_mhz;
+}
+
 std::optional<FlopsPerSecond> GpuSpec::peak_for(Precision precision) const {
   auto found = peak.find(precision);
   if (found == peak.end()) return std::nullopt;
@@ -47,13 +52,20 @@ const GpuSpec* GpuCatalogue::find(std::string_view id) const {
 
 namespace {
 
-constexpr std::array<std::string_view, 10> kGpuKeys = {
-    "name",        "architecture", "sm_count", "memory_gib", "memory_bandwidth_gb_per_s",
-    "peak_tflops", "pcie",         "nvlink",   "sources",    "notes"};
+constexpr std::array<std::string_view, 14> kGpuKeys = {
+    "name",        "architecture", "sm_count",   "memory_gib",    "memory_bandwidth_gb_per_s",
+    "memory_type", "l2_mib",       "clocks_mhz", "board_power_w", "peak_tflops",
+    "pcie",        "nvlink",       "sources",    "notes"};
 // An entry written inline in a machine file also says its id (the catalogue's key).
-constexpr std::array<std::string_view, 11> kInlineGpuKeys = {
-    "id",          "name", "architecture", "sm_count", "memory_gib", "memory_bandwidth_gb_per_s",
-    "peak_tflops", "pcie", "nvlink",       "sources",  "notes"};
+constexpr std::array<std::string_view, 15> kInlineGpuKeys = {
+    "id",           "name",
+    "architecture", "sm_count",
+    "memory_gib",   "memory_bandwidth_gb_per_s",
+    "memory_type",  "l2_mib",
+    "clocks_mhz",   "board_power_w",
+    "peak_tflops",  "pcie",
+    "nvlink",       "sources",
+    "notes"};
 
 // Figures that need a source: every key above except the descriptive ones.
 bool is_figure(std::string_view key) {
@@ -85,6 +97,28 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = fal
                                                static_cast<double>(kGiB)));
   gpu.memory_bandwidth =
       gigabytes_per_second(map.required("memory_bandwidth_gb_per_s").as_number_in(1e-3, 1e6));
+
+  if (auto type = map.optional("memory_type")) {
+    gpu.memory_type = std::string(kMemoryTypeNames[type->as_choice(kMemoryTypeNames)]);
+  }
+  if (auto l2 = map.optional("l2_mib")) {
+    gpu.l2_cache =
+        Bytes(static_cast<std::int64_t>(l2->as_number_in(1e-3, 1e6) * static_cast<double>(kMiB)));
+  }
+  if (auto clocks_node = map.optional("clocks_mhz")) {
+    yaml::MapReader clocks(*clocks_node, {"base", "boost", "sustained"});
+    GpuClocks c;
+    c.boost_mhz = clocks.required("boost").as_number_in(1, 1e5);
+    if (auto base = clocks.optional("base")) c.base_mhz = base->as_number_in(1, c.boost_mhz);
+    if (auto sustained = clocks.optional("sustained")) {
+      // A board may hold less than its base clock under a power cap, never more than boost.
+      c.sustained_mhz = sustained->as_number_in(1, c.boost_mhz);
+    }
+    gpu.clocks = c;
+  }
+  if (auto power = map.optional("board_power_w")) {
+    gpu.board_power_w = power->as_number_in(1, 1e5);
+  }
 
   yaml::Node peak_node = map.required("peak_tflops");
   yaml::MapReader peaks(peak_node, kPrecisionNames);
@@ -433,8 +467,15 @@ bool same_figures(const GpuSpec& a, const GpuSpec& b) {
       (!a.nvlink ||
        (a.nvlink->generation == b.nvlink->generation && a.nvlink->links == b.nvlink->links &&
         a.nvlink->per_link_per_direction == b.nvlink->per_link_per_direction));
+  auto same_clocks = [](const std::optional<GpuClocks>& x, const std::optional<GpuClocks>& y) {
+    if (x.has_value() != y.has_value()) return false;
+    return !x || (x->base_mhz == y->base_mhz && x->boost_mhz == y->boost_mhz &&
+                  x->sustained_mhz == y->sustained_mhz);
+  };
   return a.name == b.name && a.architecture == b.architecture && a.sm_count == b.sm_count &&
          a.memory == b.memory && a.memory_bandwidth == b.memory_bandwidth && a.peak == b.peak &&
+         same_clocks(a.clocks, b.clocks) && a.l2_cache == b.l2_cache &&
+         a.memory_type == b.memory_type && a.board_power_w == b.board_power_w &&
          a.pcie_generation == b.pcie_generation && a.pcie_lanes == b.pcie_lanes && same_nvlink;
 }
 

@@ -35,6 +35,20 @@ struct NvlinkSpec {
   BytesPerSecond per_link_per_direction;
 };
 
+// The memory technologies of GPU boards (datasheets' "memory type").
+inline constexpr std::string_view kMemoryTypeNames[] = {
+    "gddr5", "gddr5x", "gddr6", "gddr6x", "gddr7", "hbm2", "hbm2e", "hbm3", "hbm3e", "lpddr5x"};
+
+// Clocks of the SMs, in MHz. Datasheet peaks are computed at `boost`; `sustained` is what the
+// board holds under a long dense load where its power or thermal limit keeps it lower (unset:
+// the boost clock, the datasheet's own assumption).
+struct GpuClocks {
+  double base_mhz = 0;  // 0 when not known
+  double boost_mhz = 0;
+  std::optional<double> sustained_mhz;
+  double sustained_or_boost() const { return sustained_mhz.value_or(boost_mhz); }
+};
+
 struct GpuSpec {
   std::string id;    // catalogue key, e.g. "gtx-1080-ti"
   std::string name;  // marketing name
@@ -42,6 +56,12 @@ struct GpuSpec {
   int sm_count = 0;
   Bytes memory;
   BytesPerSecond memory_bandwidth;
+  // Optional in a file (a GPU described by hand may not know them); every bundled entry has
+  // them (tests/core/test_gpu_catalogue.cpp).
+  std::optional<GpuClocks> clocks;
+  std::optional<Bytes> l2_cache;
+  std::string memory_type;  // one of kMemoryTypeNames, or empty when not given
+  std::optional<double> board_power_w;
   // Dense peak throughput per precision; absent when the GPU cannot run that precision.
   std::map<Precision, FlopsPerSecond> peak;
   int pcie_generation = 0;
@@ -51,6 +71,9 @@ struct GpuSpec {
   SourceMark mark;
 
   std::optional<FlopsPerSecond> peak_for(Precision precision) const;
+  // Sustained over boost clock, the fraction of the datasheet peaks a long dense load keeps
+  // (1 without clocks or a sustained figure).
+  double sustained_clock_fraction() const;
   // Unidirectional PCIe bandwidth from generation and lanes (PCI-SIG line rates and encoding).
   BytesPerSecond pcie_bandwidth() const;
 };

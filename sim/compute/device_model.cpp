@@ -58,9 +58,18 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.
   resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
-  vector_peak_ = *gpu.peak_for(Precision::fp32);
-  auto at_least_fp32 = [&](Precision p) {
+  // Datasheet peaks are rates at the boost clock; a board that its power or thermal limit holds
+  // below boost under a long dense load computes at its sustained clock (the catalogue's
+  // clocks_mhz.sustained, where a source gives one).
+  const double clock = gpu.sustained_clock_fraction();
+  auto sustained = [&](Precision p) -> std::optional<FlopsPerSecond> {
     std::optional<FlopsPerSecond> rate = gpu.peak_for(p);
+    if (rate) rate = FlopsPerSecond(rate->value() * clock);
+    return rate;
+  };
+  vector_peak_ = *sustained(Precision::fp32);
+  auto at_least_fp32 = [&](Precision p) {
+    std::optional<FlopsPerSecond> rate = sustained(p);
     // Without a faster unit for this precision, libraries compute in fp32 (e.g. fp16 GEMMs
     // with fp32 accumulation on Pascal run at the fp32 rate).
     return rate && rate->value() > vector_peak_.value() ? *rate : vector_peak_;

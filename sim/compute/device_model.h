@@ -1,5 +1,7 @@
 // How long a kernel occupies a GPU: a roofline with utilisation.
 //
+// Peaks are the catalogue's datasheet rates scaled to the board's sustained clock (the boost
+// clock unless the catalogue gives a lower sustained one).
 //   time = max(FLOPs / (peak(precision, op class) x efficiency(op class)),
 //              bytes / (memory bandwidth x memory efficiency)) / utilisation
 //   (the optimizer's kernels use the profile's optimizer memory efficiency)

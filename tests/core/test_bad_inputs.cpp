@@ -283,6 +283,49 @@ TEST_CASE("bad input: an architecture the models do not know is refused, never d
                {"gpus.yaml:5:19", "gpus.test-gpu.architecture", "(did you mean 'hopper'?)"});
 }
 
+TEST_CASE("bad input: clocks, memory type and L2 of a catalogue entry are checked and sourced") {
+  auto with = [](const std::string& keys, const std::string& sources) {
+    std::string text = kCatalogue;
+    text.replace(text.find("    peak_tflops: {fp32: 10}\n"), 0, keys);
+    text.replace(text.find("pcie: e}"), 8, "pcie: e" + sources + "}");
+    return text;
+  };
+  const std::string sources = ", memory_type: f, l2_mib: g, clocks_mhz: h";
+  GpuCatalogue good = load_gpu_catalogue_from_string(
+      with("    memory_type: hbm2e\n    l2_mib: 40\n    clocks_mhz: {base: 765, boost: 1410, "
+           "sustained: 1200}\n",
+           sources),
+      "gpus.yaml");
+  const GpuSpec& g = good.gpus.front();
+  CHECK(g.memory_type == "hbm2e");
+  CHECK(g.l2_cache == Bytes(40 * kMiB));
+  CHECK(g.sustained_clock_fraction() == Approx(1200.0 / 1410));
+  expect_error(
+      [&] {
+        load_gpu_catalogue_from_string(
+            with("    memory_type: hbm2e\n    l2_mib: 40\n    clocks_mhz: {boost: 1410, "
+                 "sustained: 1500}\n",
+                 sources),
+            "gpus.yaml");
+      },
+      {"gpus.yaml:11:42", "gpus.test-gpu.clocks_mhz.sustained", "from 1 to 1410, got 1500"});
+  expect_error(
+      [&] {
+        load_gpu_catalogue_from_string(
+            with("    memory_type: hbm9\n    l2_mib: 40\n    clocks_mhz: {boost: 1410}\n", sources),
+            "gpus.yaml");
+      },
+      {"gpus.yaml:9:18", "gpus.test-gpu.memory_type", "did you mean 'hbm2'?"});
+  expect_error(
+      [&] {
+        load_gpu_catalogue_from_string(
+            with("    memory_type: hbm2e\n    l2_mib: 40\n    clocks_mhz: {boost: 1410}\n",
+                 ", memory_type: f, l2_mib: g"),
+            "gpus.yaml");
+      },
+      {"gpus.yaml:14:14", "gpus.test-gpu.sources.clocks_mhz", "has no source"});
+}
+
 TEST_CASE("bad input: a sweep of more points than are simulated is refused before any") {
   // 1,001 GPU counts x 1,000 batches: 1,001,000 points.
   std::string gpus, batches;

@@ -385,3 +385,81 @@ TEST_CASE("each kind's memory-bound kernels stream at its own bandwidth, per arc
   norm.launch = launch::elementwise({0, std::int64_t{1} << 28});
   CHECK(device.explain(norm, 1).seconds == Approx(double(std::int64_t{1} << 30) / (0.66 * copy)));
 }
+
+TEST_CASE("every bundled GPU says its memory type, L2, clocks and board power, each sourced") {
+  // The catalogue covers what buyers compare, 2016 to today (issue 44's list).
+  for (const char* id : {"p100-pcie-16gb",
+                         "p100-sxm2-16gb",
+                         "p4",
+                         "v100-pcie-16gb",
+                         "v100-pcie-32gb",
+                         "v100-sxm2-16gb",
+                         "v100-sxm2-32gb",
+                         "t4",
+                         "a10",
+                         "a30",
+                         "a40",
+                         "a100-pcie-40gb",
+                         "a100-pcie-80gb",
+                         "a100-sxm4-40gb",
+                         "a100-sxm4-80gb",
+                         "l4",
+                         "l40s",
+                         "h100-pcie",
+                         "h100-sxm",
+                         "h100-nvl",
+                         "h200-sxm",
+                         "h200-nvl",
+                         "gh200",
+                         "b200",
+                         "gb200",
+                         "rtx-2080-ti",
+                         "titan-rtx",
+                         "quadro-rtx-8000",
+                         "rtx-3080",
+                         "rtx-3090",
+                         "rtx-a6000",
+                         "rtx-4080",
+                         "rtx-4090",
+                         "rtx-6000-ada",
+                         "rtx-5090",
+                         "gtx-1080-ti"}) {
+    INFO(id);
+    REQUIRE(bundled_gpu_catalogue().find(id) != nullptr);
+  }
+  for (const GpuSpec& g : bundled_gpu_catalogue().gpus) {
+    if (is_cpu_architecture(g.architecture)) continue;
+    INFO(g.id);
+    CHECK(!g.memory_type.empty());
+    CHECK(g.l2_cache.has_value());
+    REQUIRE(g.clocks.has_value());
+    CHECK(g.clocks->boost_mhz > 0);
+    CHECK(g.board_power_w.has_value());
+    for (const char* key : {"memory_type", "l2_mib", "clocks_mhz", "board_power_w"})
+      CHECK(g.sources.contains(key));
+    // The fp32 peak is the CUDA cores at the boost clock: 2 FLOPs a core a clock, 64 or 128
+    // cores an SM, so between 128 and 256 FLOPs per SM per clock.
+    const double per_sm_clock =
+        g.peak.at(Precision::fp32).value() / (g.sm_count * g.clocks->boost_mhz * 1e6);
+    CHECK(per_sm_clock > 120);
+    CHECK(per_sm_clock < 270);
+  }
+}
+
+TEST_CASE("a board held below its boost clock computes at its sustained clock") {
+  GpuSpec held = gpu("t4");
+  REQUIRE(held.clocks.has_value());
+  const HardwareProfile profile = default_profile();
+  const KernelWork k = square_gemm(8192);
+  const double at_boost =
+      DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(k, 1).seconds();
+  held.clocks->sustained_mhz = held.clocks->boost_mhz * 0.6;
+  CHECK(held.sustained_clock_fraction() == Approx(0.6));
+  const double held_time =
+      DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(k, 1).seconds();
+  CHECK(held_time == Approx(at_boost / 0.6).epsilon(1e-6));
+  // Memory-bound kernels do not follow the SM clock.
+  const KernelWork stream = elementwise(1 << 26);
+  CHECK(DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(stream, 1) ==
+        DeviceModel(gpu("t4"), profile, TrainingPrecision::fp32).kernel_time(stream, 1));
+}

@@ -94,7 +94,7 @@ TEST_CASE("an inline GPU needs sources as the catalogue's entries do, and a miss
     CHECK_THAT(e.what(), Catch::Contains("gpu"));
     CHECK_THAT(e.what(), Catch::Contains("sources"));
   }
-  std::ofstream(folder / "misspelt.yaml") << dgx_h100_with_gpu("gpu: rtx-3090\n");
+  std::ofstream(folder / "misspelt.yaml") << dgx_h100_with_gpu("gpu: rtx-409\n");
   try {
     load_machine(folder / "misspelt.yaml", bundled_gpu_catalogue());
     FAIL("an unknown GPU loaded");

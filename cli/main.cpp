@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   remember(epochcast::cli::add_collective_command(app));
   remember(epochcast::cli::add_calibrate_command(app));
   remember(epochcast::cli::add_validate_command(app));
+  remember(epochcast::cli::add_kernels_command(app));
   epochcast::cli::describe_runtime_commands(app);
 
   epochcast::options::show_defaults_in_help(app);

@@ -44,7 +44,7 @@ refuse() {  # LINE, then what must not be offered
   done
 }
 
-expect "epochcast " predict compare inspect topo collective calibrate validate run bench
+expect "epochcast " predict compare inspect topo collective calibrate validate kernels run bench
 expect "epochcast pre" predict
 refuse "epochcast pre" compare __complete
 expect "epochcast predict " seed-001/linear what-if/ddp-resnet50-8gpu-boxes

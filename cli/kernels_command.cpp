@@ -1,0 +1,220 @@
+// `epochcast kernels DATA...`: the kernel model against kernel-level measurements, per operator
+// class and GPU; with --fit the profile figures that fit them; with --leave-one-gpu-out, figures
+// fitted on all GPUs but one and checked on that one.
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/terminal.h"
+#include "core/format/text_table.h"
+#include "core/io/output_file.h"
+#include "core/spec/data_paths.h"
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "options/command_line.h"
+#include "validate/kernel_fit.h"
+
+namespace epochcast::cli {
+
+namespace {
+
+struct KernelsArgs {
+  std::vector<std::string> data;
+  std::string profile = "default";
+  std::vector<std::string> catalogues;
+  std::vector<std::string> figures;
+  bool fit = false;
+  bool leave_one_out = false;
+  std::string write_profile;
+  std::string json;
+  std::string residuals;
+};
+
+std::string percent(double fraction) {
+  return fmt::format("{:.1f}%", 100 * fraction);
+}
+
+void add_accuracy_rows(TextTable& table, const std::vector<validate::ClassAccuracy>& accuracy) {
+  for (const validate::ClassAccuracy& a : accuracy) {
+    table.add_row(
+        {std::string(validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]),
+         a.gpu_id, std::to_string(a.rows), std::to_string(a.gpu_decided),
+         a.gpu_decided > 0 ? percent(a.mape) : "-",
+         a.gpu_decided > 0 ? fmt::format("{:.3f}", a.median_ratio) : "-"});
+  }
+}
+
+TextTable accuracy_table() {
+  TextTable table;
+  table.add_column("class", TextTable::Align::left);
+  table.add_column("GPU", TextTable::Align::left);
+  table.add_column("rows");
+  table.add_column("GPU-decided");
+  table.add_column("MAPE");
+  table.add_column("median pred/meas");
+  return table;
+}
+
+nlohmann::json accuracy_json(const std::vector<validate::ClassAccuracy>& accuracy) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const validate::ClassAccuracy& a : accuracy) {
+    out.push_back({{"class", validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]},
+                   {"gpu", a.gpu_id},
+                   {"rows", a.rows},
+                   {"gpu_decided_rows", a.gpu_decided},
+                   {"mape", a.mape},
+                   {"median_ratio", a.median_ratio}});
+  }
+  return out;
+}
+
+std::string residual_csv(const std::vector<validate::KernelMeasurement>& rows,
+                         const std::vector<validate::KernelPrediction>& predictions) {
+  std::string out = "op,gpu,shape,measured_us,kernel_us,predicted_us,gpu_decided,library_kernel\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const validate::KernelMeasurement& m = rows[i];
+    const validate::KernelPrediction& p = predictions[i];
+    std::string kernel = m.library_kernel;
+    for (char& c : kernel)
+      if (c == '"') c = '\'';
+    out += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{},\"{}\"\n", m.op, m.gpu_id,
+                       fmt::join(m.shape, "x"), p.measured_s * 1e6, p.kernel_s * 1e6,
+                       p.predicted_s * 1e6, p.gpu_decided ? 1 : 0, kernel);
+  }
+  return out;
+}
+
+int run_kernels(const KernelsArgs& a) {
+  const SourceMark cli{"<command line>", 0, 0};
+  OutputFiles outputs;
+  std::optional<OutputFile> json_out, profile_out, residual_out;
+  if (!a.json.empty()) json_out = outputs.add(a.json, "--json");
+  if (!a.write_profile.empty()) profile_out = outputs.add(a.write_profile, "--write-profile");
+  if (!a.residuals.empty()) residual_out = outputs.add(a.residuals, "--residuals");
+  if (profile_out && !a.fit) {
+    throw InputError(cli, "--write-profile", "writes the fitted profile: add --fit");
+  }
+  for (const std::string& file : a.catalogues)
+    extend_gpu_catalogue(file);
+  const GpuCatalogue& catalogue = bundled_gpu_catalogue();
+  const HardwareProfile prior = load_profile(resolve_data_file(
+      a.profile, std::filesystem::current_path(), "topologies/profiles", cli, "--profile"));
+  const std::vector<validate::FitStage> stages =
+      a.figures.empty() ? validate::kernel_fit_stages() : validate::joint_fit(a.figures);
+
+  std::vector<validate::KernelMeasurement> rows;
+  for (const std::string& path : a.data) {
+    std::vector<validate::KernelMeasurement> more =
+        std::filesystem::is_directory(path) ? validate::read_kernel_directory(path, catalogue)
+                                            : validate::read_kernel_measurements(path, catalogue);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  const validate::MeasurementFloors floors = validate::measurement_floors(rows);
+  std::set<std::string> gpus;
+  for (const auto& m : rows)
+    gpus.insert(m.gpu_id);
+  const bool quiet = outputs.to_standard_output();
+  std::ostream& say = quiet ? std::cerr : std::cout;
+  const std::size_t width = output_width(quiet ? stderr : stdout);
+
+  nlohmann::json json;
+  HardwareProfile profile = prior;
+  double offset_fraction = validate::kDefaultOffsetFraction;
+  say << fmt::format("{} kernel measurements of {} GPU(s), profile {}\n\n", rows.size(),
+                     gpus.size(), prior.name);
+  if (a.fit) {
+    validate::KernelFit fit = validate::fit_kernel_figures(rows, prior, catalogue, floors, stages);
+    profile = fit.profile;
+    offset_fraction = fit.offset_fraction;
+    say << "Fitted on every GPU:\n";
+    nlohmann::json fitted = nlohmann::json::object();
+    for (const auto& [key, value] : fit.figures) {
+      say << fmt::format("  {} = {:.4g}\n", key, value);
+      fitted[key] = value;
+    }
+    say << fmt::format("  the measuring loop's offset = {:.3f} of its floor\n\n",
+                       fit.offset_fraction);
+    json["fitted"] = fitted;
+    json["offset_fraction"] = fit.offset_fraction;
+    if (profile_out) {
+      profile.name = prior.name + "-kernel-fit";
+      for (const auto& [key, value] : fit.figures) {
+        profile.sources[key] =
+            fmt::format("fitted to {} kernel measurements of {} by epochcast kernels --fit",
+                        rows.size(), fmt::join(gpus, ", "));
+      }
+      profile_out->write(profile_yaml(profile, "Kernel figures fitted to kernel measurements."));
+    }
+  }
+  const std::vector<validate::KernelPrediction> predictions =
+      validate::predict_kernels(rows, profile, catalogue, floors, offset_fraction);
+  const std::vector<validate::ClassAccuracy> accuracy = validate::class_accuracy(rows, predictions);
+  TextTable table = accuracy_table();
+  add_accuracy_rows(table, accuracy);
+  say << (a.fit ? "Accuracy with the fitted figures:\n" : "Accuracy of the profile's figures:\n")
+      << table.render(width) << "\n";
+  json["accuracy"] = accuracy_json(accuracy);
+  if (residual_out) residual_out->write(residual_csv(rows, predictions));
+
+  if (a.leave_one_out) {
+    std::vector<validate::LeaveOneOut> runs =
+        validate::leave_one_gpu_out(rows, prior, catalogue, stages);
+    TextTable held = accuracy_table();
+    nlohmann::json loo = nlohmann::json::array();
+    for (const validate::LeaveOneOut& run : runs) {
+      add_accuracy_rows(held, run.held_out);
+      loo.push_back({{"held_out", run.gpu_id},
+                     {"fitted", run.fit.figures},
+                     {"offset_fraction", run.fit.offset_fraction},
+                     {"accuracy", accuracy_json(run.held_out)}});
+    }
+    say << "Leave one GPU out (each GPU predicted from figures fitted on the others):\n"
+        << held.render(width) << "\n";
+    json["leave_one_gpu_out"] = loo;
+  }
+  if (json_out) json_out->write(json.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+Command add_kernels_command(CLI::App& app) {
+  auto args = std::make_shared<KernelsArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "kernels",
+      "Check the kernel model against kernel-level measurements (operator, shape, GPU, time), per "
+      "operator class and GPU; fit its figures to them (--fit) or check that figures fitted on "
+      "some GPUs predict another (--leave-one-gpu-out)");
+  cmd->add_option("data", args->data,
+                  "Kernel measurement files or directories of them (CSV, plain or .csv.gz, in the "
+                  "columns of shared/data/kernels; docs/formats.md)")
+      ->required();
+  cmd->add_option("--profile", args->profile,
+                  "The hardware profile whose figures predict (bundled name or path)");
+  cmd->add_option("--catalogue", args->catalogues,
+                  "A GPU catalogue file with the measured GPUs, beside the bundled one "
+                  "(repeatable)");
+  cmd->add_option("--figures", args->figures,
+                  "Profile figures to fit together to every class (keys as in calibrate's report); "
+                  "default: in steps, the streaming bandwidth and the measuring offset from "
+                  "element-wise kernels, then gpu.bandwidth_relative.normalization from LayerNorm "
+                  "and softmax, gpu.efficiency.gemm from GEMMs, gpu.efficiency.conv from "
+                  "convolutions")
+      ->delimiter(',');
+  cmd->add_flag("--fit", args->fit, "Fit the figures to every measurement and report with them");
+  cmd->add_flag("--leave-one-gpu-out", args->leave_one_out,
+                "For each GPU, fit on the others and report its accuracy");
+  cmd->add_option("--write-profile", args->write_profile,
+                  "With --fit: write the profile with the fitted figures");
+  cmd->add_option("--json", args->json, "Write the report as JSON (- for standard output)");
+  cmd->add_option("--residuals", args->residuals,
+                  "Write every row's measured, modelled and predicted time as CSV");
+  return [args] { return run_kernels(*args); };
+}
+
+}  // namespace epochcast::cli

@@ -1,0 +1,53 @@
+// `epochcast kernels` end to end: the report users read, its JSON, a fitted profile that
+// predicts, and bad measurement files refused with their position.
+#include <fstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/paths.h"
+#include "support/run_command.h"
+
+using namespace epochcast::test;
+
+TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that loads") {
+  const std::string profile = output_file("kernels-fit.yaml");
+  const std::string json = output_file("kernels-report.json");
+  CommandResult r =
+      run_command(epochcast_binary() + " kernels " + source_file("tests/validate/kernels/add.csv") +
+                  " " + source_file("tests/validate/kernels/linear.csv") +
+                  " --fit --leave-one-gpu-out --write-profile " + profile + " --json " + json);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("kernel measurements of 5 GPU(s)"));
+  CHECK_THAT(r.output, Catch::Contains("gpu.memory_efficiency = "));
+  CHECK_THAT(r.output, Catch::Contains("Leave one GPU out"));
+  CHECK_THAT(r.output, Catch::Contains("elementwise  t4"));
+  std::ifstream in(json);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  CHECK(report["accuracy"].size() == 10);  // 2 classes x 5 GPUs
+  CHECK(report["leave_one_gpu_out"].size() == 5);
+  const double fitted = report["fitted"]["gpu.memory_efficiency"];
+  CHECK(fitted > 0.5);
+  CHECK(fitted < 1.0);
+  // The written profile predicts: the same figures reproduce the same accuracy.
+  CommandResult again =
+      run_command(epochcast_binary() + " kernels " + source_file("tests/validate/kernels/add.csv") +
+                  " --profile " + profile);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("profile default-kernel-fit"));
+}
+
+TEST_CASE("kernels refuses a bad measurement file with its position and exit 2") {
+  const std::string bad = output_file("kernels-bad-device.csv");
+  std::ofstream(bad) << "OPName,Latency,Device,B,H\nadd,0.05,GeForce 9800 GT,4,4\n";
+  CommandResult r = run_command(epochcast_binary() + " kernels " + bad);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("kernels-bad-device.csv:2:10: error: Device"));
+  CHECK_THAT(r.output, Catch::Contains("--catalogue"));
+  r = run_command(epochcast_binary() + " kernels " + output_file("no-such-kernels.csv"));
+  CHECK(r.exit_code == 2);
+  r = run_command(epochcast_binary() + " kernels " + source_file("tests/validate/kernels/add.csv") +
+                  " --write-profile " + output_file("x.yaml"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("add --fit"));
+}

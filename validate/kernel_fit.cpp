@@ -1,0 +1,251 @@
+// Predicting measured operators with the device model, and fitting its figures to them.
+#include "validate/kernel_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/spec/profile_figures.h"
+#include "sim/compute/device_model.h"
+#include "validate/simplex_search.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+// The rows with what does not change while figures move: their kernels, GPUs and floors.
+struct Workload {
+  const std::vector<KernelMeasurement>* rows = nullptr;
+  std::vector<CostedOperator> costs;
+  std::vector<const GpuSpec*> gpus;
+  std::vector<double> floors;
+};
+
+Workload make_workload(const std::vector<KernelMeasurement>& rows, const GpuCatalogue& catalogue,
+                       const MeasurementFloors& floors) {
+  Workload w;
+  w.rows = &rows;
+  for (const KernelMeasurement& m : rows) {
+    w.costs.push_back(cost_operator(m));
+    const GpuSpec* gpu = catalogue.find(m.gpu_id);
+    if (gpu == nullptr) {
+      throw InputError(m.mark, "Device", fmt::format("no catalogue entry '{}'", m.gpu_id));
+    }
+    w.gpus.push_back(gpu);
+    auto floor = floors.find({m.op, m.gpu_id});
+    w.floors.push_back(floor == floors.end() ? 0.0 : floor->second);
+  }
+  return w;
+}
+
+std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& profile,
+                                      double offset_fraction) {
+  std::map<std::string, sim::DeviceModel> models;
+  std::vector<KernelPrediction> out;
+  out.reserve(w.costs.size());
+  for (std::size_t i = 0; i < w.costs.size(); ++i) {
+    const GpuSpec& gpu = *w.gpus[i];
+    auto model = models.find(gpu.id);
+    if (model == models.end()) {
+      model = models.emplace(gpu.id, sim::DeviceModel(gpu, profile, TrainingPrecision::fp32)).first;
+    }
+    KernelPrediction p;
+    for (const KernelWork& kernel : w.costs[i].kernels)
+      p.kernel_s += model->second.explain(kernel, w.costs[i].batch).seconds;
+    p.measured_s = (*w.rows)[i].seconds;
+    const double modelled = offset_fraction * w.floors[i] + p.kernel_s;
+    p.predicted_s = std::max(w.floors[i], modelled);
+    p.gpu_decided = std::max(p.measured_s, modelled) >= kGpuDecidedFloors * w.floors[i];
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Mean over classes of the mean over that class's GPUs of the mean squared log ratio of its
+// GPU-decided rows: each class and each GPU weighs the same, however many rows it has.
+double log_cost(const std::vector<KernelMeasurement>& rows,
+                const std::vector<KernelPrediction>& predictions) {
+  std::map<std::pair<KernelClass, std::string>, std::pair<double, int>> groups;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const KernelPrediction& p = predictions[i];
+    if (!p.gpu_decided) continue;
+    const double r = std::log(p.predicted_s / p.measured_s);
+    auto& [sum, n] = groups[{kernel_class(rows[i].op), rows[i].gpu_id}];
+    sum += r * r;
+    ++n;
+  }
+  std::map<KernelClass, std::pair<double, int>> classes;
+  for (const auto& [key, group] : groups) {
+    auto& [sum, n] = classes[key.first];
+    sum += group.first / group.second;
+    ++n;
+  }
+  double cost = 0;
+  for (const auto& [cls, c] : classes)
+    cost += c.first / c.second;
+  return classes.empty() ? 0.0 : cost / static_cast<double>(classes.size());
+}
+
+// The rows of some classes.
+std::vector<KernelMeasurement> rows_of(const std::vector<KernelMeasurement>& rows,
+                                       const std::vector<KernelClass>& classes) {
+  std::vector<KernelMeasurement> out;
+  for (const KernelMeasurement& m : rows) {
+    if (std::find(classes.begin(), classes.end(), kernel_class(m.op)) != classes.end())
+      out.push_back(m);
+  }
+  return out;
+}
+
+// One stage: its figures (searched in logarithms, so that a step is a ratio, each trial clamped
+// to the figure's bounds) and, when asked, the offset fraction (searched as it is: it may be 0).
+void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
+  std::vector<const ProfileFigure*> figures;
+  std::vector<double> start;
+  for (const std::string& key : stage.figures) {
+    const ProfileFigure* figure = find_profile_figure(key);
+    std::optional<double> value = profile_figure_value(result.profile, key);
+    if (figure == nullptr || !value) {
+      throw std::invalid_argument(fmt::format("no profile figure '{}' to fit", key));
+    }
+    figures.push_back(figure);
+    start.push_back(std::log(std::clamp(*value, figure->lower, figure->upper)));
+  }
+  if (stage.offset) start.push_back(result.offset_fraction);
+  auto profile_at = [&](const std::vector<double>& x) {
+    HardwareProfile p = result.profile;
+    for (std::size_t i = 0; i < figures.size(); ++i) {
+      set_profile_figure(p, figures[i]->key,
+                         std::clamp(std::exp(x[i]), figures[i]->lower, figures[i]->upper));
+    }
+    return p;
+  };
+  auto offset = [&](const std::vector<double>& x) {
+    return stage.offset ? std::clamp(x.back(), 0.0, 1.0) : result.offset_fraction;
+  };
+  auto cost = [&](const std::vector<double>& x) {
+    return log_cost(*w.rows, predict(w, profile_at(x), offset(x)));
+  };
+  SimplexResult best = simplex_search(cost, start, 0.3, 1e-7, 400 * start.size());
+  result.profile = profile_at(best.x);
+  result.offset_fraction = offset(best.x);
+  result.cost = best.value;
+  for (const ProfileFigure* figure : figures)
+    result.figures[figure->key] = *profile_figure_value(result.profile, figure->key);
+}
+
+}  // namespace
+
+MeasurementFloors measurement_floors(const std::vector<KernelMeasurement>& rows) {
+  MeasurementFloors floors;
+  for (const KernelMeasurement& m : rows) {
+    auto [it, added] = floors.emplace(std::make_pair(m.op, m.gpu_id), m.seconds);
+    if (!added) it->second = std::min(it->second, m.seconds);
+  }
+  return floors;
+}
+
+std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasurement>& rows,
+                                              const HardwareProfile& profile,
+                                              const GpuCatalogue& catalogue,
+                                              const MeasurementFloors& floors,
+                                              double offset_fraction) {
+  return predict(make_workload(rows, catalogue, floors), profile, offset_fraction);
+}
+
+std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& rows,
+                                          const std::vector<KernelPrediction>& predictions) {
+  struct Group {
+    int rows = 0;
+    std::vector<double> errors, ratios;
+  };
+  std::map<std::pair<KernelClass, std::string>, Group> groups;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Group& g = groups[{kernel_class(rows[i].op), rows[i].gpu_id}];
+    ++g.rows;
+    const KernelPrediction& p = predictions[i];
+    if (!p.gpu_decided) continue;
+    g.errors.push_back(std::abs(p.predicted_s - p.measured_s) / p.measured_s);
+    g.ratios.push_back(p.predicted_s / p.measured_s);
+  }
+  std::vector<ClassAccuracy> out;
+  for (auto& [key, g] : groups) {
+    ClassAccuracy a;
+    a.kernel_class = key.first;
+    a.gpu_id = key.second;
+    a.rows = g.rows;
+    a.gpu_decided = static_cast<int>(g.errors.size());
+    if (!g.errors.empty()) {
+      double sum = 0;
+      for (double e : g.errors)
+        sum += e;
+      a.mape = sum / static_cast<double>(g.errors.size());
+      std::nth_element(g.ratios.begin(), g.ratios.begin() + g.ratios.size() / 2, g.ratios.end());
+      a.median_ratio = g.ratios[g.ratios.size() / 2];
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::vector<FitStage> kernel_fit_stages() {
+  return {
+      {{KernelClass::elementwise}, {"gpu.memory_efficiency"}, true},
+      {{KernelClass::layernorm, KernelClass::softmax}, {"gpu.bandwidth_relative.normalization"}},
+      {{KernelClass::gemm, KernelClass::batched_gemm}, {"gpu.efficiency.gemm"}},
+      {{KernelClass::conv}, {"gpu.efficiency.conv"}},
+  };
+}
+
+std::vector<FitStage> joint_fit(const std::vector<std::string>& figures) {
+  FitStage all{{}, figures, true};
+  for (std::size_t i = 0; i < kKernelClassCount; ++i)
+    all.classes.push_back(static_cast<KernelClass>(i));
+  return {all};
+}
+
+KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
+                             const HardwareProfile& prior, const GpuCatalogue& catalogue,
+                             const MeasurementFloors& floors, const std::vector<FitStage>& stages) {
+  KernelFit result;
+  result.profile = prior;
+  result.profile.gpu.by_architecture.clear();
+  for (const FitStage& stage : stages) {
+    const std::vector<KernelMeasurement> seen = rows_of(rows, stage.classes);
+    if (seen.empty()) continue;  // no class of this stage measured: its figures keep the prior
+    fit_stage(make_workload(seen, catalogue, floors), stage, result);
+  }
+  return result;
+}
+
+std::vector<LeaveOneOut> leave_one_gpu_out(const std::vector<KernelMeasurement>& rows,
+                                           const HardwareProfile& prior,
+                                           const GpuCatalogue& catalogue,
+                                           const std::vector<FitStage>& stages) {
+  const MeasurementFloors floors = measurement_floors(rows);
+  // Chips (architecture, SMs) -> their boards' ids.
+  std::map<std::pair<std::string, int>, std::set<std::string>> chips;
+  for (const KernelMeasurement& m : rows) {
+    const GpuSpec* gpu = catalogue.find(m.gpu_id);
+    chips[{gpu->architecture, gpu->sm_count}].insert(m.gpu_id);
+  }
+  std::vector<LeaveOneOut> out;
+  for (const auto& [chip, boards] : chips) {
+    std::vector<KernelMeasurement> others, own;
+    for (const KernelMeasurement& m : rows)
+      (boards.contains(m.gpu_id) ? own : others).push_back(m);
+    LeaveOneOut l;
+    l.gpu_id = fmt::format("{}", fmt::join(boards, "+"));
+    l.fit = fit_kernel_figures(others, prior, catalogue, floors, stages);
+    l.held_out = class_accuracy(
+        own, predict_kernels(own, l.fit.profile, catalogue, floors, l.fit.offset_fraction));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace epochcast::validate

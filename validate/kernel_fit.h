@@ -1,0 +1,108 @@
+// The kernel model against kernel-level measurements: how far the device model's time for each
+// measured operator is from its measured time, per operator class and GPU; the profile figures
+// that bring them closest; and whether figures fitted on some GPUs predict another
+// (leave one GPU out), the test of a model meant for hardware nobody has measured.
+//
+// Measured times are CUDA-event times around one eager operator, so they hold what the measuring
+// loop's host spends on it: events enclose the host's work before the kernel's launch (the GPU
+// waits for it) and the operator cannot take less than the host's whole dispatch. The public
+// data set's shortest times are 25-60 us per operator whatever its size, and above them each
+// (operator, device) follows t = offset + bytes / bandwidth to within 1% for element-wise
+// kernels, with the offset 0.53-0.87 of that floor. So a measured operator is predicted as
+//   max(floor, offset_fraction x floor + the device model's kernel time),
+// the floor read from each (operator, device)'s own shortest time (a property of the measuring
+// host, not of the GPU) and offset_fraction fitted with the figures. Accuracy is judged on the
+// rows the GPU decides: those whose measured or modelled time is at least 1.5 floors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/spec/hardware_spec.h"
+#include "core/spec/profile_spec.h"
+#include "validate/kernel_measurements.h"
+
+namespace epochcast::validate {
+
+// The measuring loop's floor per (operator, catalogue id): the shortest time measured.
+using MeasurementFloors = std::map<std::pair<std::string, std::string>, double>;
+MeasurementFloors measurement_floors(const std::vector<KernelMeasurement>& rows);
+
+// What the measuring loop adds: the part of the floor before the kernel's launch.
+inline constexpr double kDefaultOffsetFraction = 0.6;
+
+// A row's prediction.
+struct KernelPrediction {
+  double kernel_s = 0;     // the device model's time for the operator's kernels
+  double predicted_s = 0;  // max(floor, offset + kernel_s)
+  double measured_s = 0;
+  bool gpu_decided = false;  // measured or modelled at least kGpuDecidedFloors floors
+};
+inline constexpr double kGpuDecidedFloors = 1.5;
+
+// Predictions for every row under `profile` (its per-architecture figures applied per GPU).
+std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasurement>& rows,
+                                              const HardwareProfile& profile,
+                                              const GpuCatalogue& catalogue,
+                                              const MeasurementFloors& floors,
+                                              double offset_fraction = kDefaultOffsetFraction);
+
+// Accuracy of one class on one GPU, over its GPU-decided rows.
+struct ClassAccuracy {
+  KernelClass kernel_class = KernelClass::gemm;
+  std::string gpu_id;
+  int rows = 0;             // in all
+  int gpu_decided = 0;      // counted below
+  double mape = 0;          // mean |predicted - measured| / measured, a fraction
+  double median_ratio = 1;  // median predicted / measured: below 1 predicts too fast
+};
+// Sorted by class, then GPU id.
+std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& rows,
+                                          const std::vector<KernelPrediction>& predictions);
+
+// One step of a fit: `figures` (keys of profile_figures.h) moved to fit the rows of `classes`,
+// the figures of earlier steps held; with `offset`, the measuring loop's offset fraction too.
+struct FitStage {
+  std::vector<KernelClass> classes;
+  std::vector<std::string> figures;
+  bool offset = false;
+};
+// Each figure from the class that sees it most plainly: the measuring loop's offset and the
+// streaming bandwidth from element-wise kernels (whose times follow offset + bytes / bandwidth
+// to within 1%), then the row-wise kernels' relative bandwidth, then GEMM and convolution
+// efficiencies, each with the figures before it held.
+std::vector<FitStage> kernel_fit_stages();
+// One stage over every class: `figures` and the offset, fitted together.
+std::vector<FitStage> joint_fit(const std::vector<std::string>& figures);
+
+struct KernelFit {
+  HardwareProfile profile;  // the prior with the fitted figures, without per-architecture ones
+  std::map<std::string, double> figures;            // key -> fitted value, in the key's unit
+  double offset_fraction = kDefaultOffsetFraction;  // the measuring loop's
+  double cost = 0;  // the last stage's: mean over its classes of the mean squared log ratio
+};
+// The values of each stage's figures that bring its classes' predictions closest in log ratio
+// on the GPU-decided rows, every class weighing the same and every GPU within a class the same;
+// each figure stays within its physical bounds. Deterministic. The figures fitted are the
+// profile's defaults, the ones that must transfer to any GPU: the fitted profile has no
+// per-architecture figures (they would hold their GPUs whatever the fit did).
+KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
+                             const HardwareProfile& prior, const GpuCatalogue& catalogue,
+                             const MeasurementFloors& floors, const std::vector<FitStage>& stages);
+
+// For each GPU of the rows: figures fitted on the other GPUs' rows, accuracy on its own. Boards
+// of one chip (the same architecture and SM count: A100 PCIe 40 GB and 80 GB) are one GPU here,
+// held out together, so that no board of the held-out chip informs its fit.
+struct LeaveOneOut {
+  std::string gpu_id;                   // the held-out boards' ids, joined by '+'
+  KernelFit fit;                        // on the other GPUs
+  std::vector<ClassAccuracy> held_out;  // this GPU's classes under that fit
+};
+std::vector<LeaveOneOut> leave_one_gpu_out(const std::vector<KernelMeasurement>& rows,
+                                           const HardwareProfile& prior,
+                                           const GpuCatalogue& catalogue,
+                                           const std::vector<FitStage>& stages);
+
+}  // namespace epochcast::validate

@@ -1,0 +1,338 @@
+// Kernel measurement files: rows of (operator, device, latency, shape), read through zlib so
+// that the public data set's .csv.gz files need no unpacking; each row costed by core/model.
+#include "validate/kernel_measurements.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include "core/format/csv_line.h"
+#include "core/model/kernel_launches.h"
+#include "core/model/model_spec.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+// The shape columns of each operator, in the order KernelMeasurement::shape keeps them.
+const std::vector<std::string_view>& shape_columns(std::string_view op) {
+  static const std::vector<std::string_view> matrix = {"B", "M", "N", "K"};
+  static const std::vector<std::string_view> conv = {
+      "B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"};
+  static const std::vector<std::string_view> rows = {"B", "H"};
+  if (op == "linear" || op == "bmm") return matrix;
+  if (op == "conv") return conv;
+  return rows;
+}
+
+// The public data set's devices (shared/data/kernels/device_configs) by the names CUDA gave.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kKnownDevices = {{
+    {"Tesla P4", "p4"},
+    {"Tesla P100-PCIE-16GB", "p100-pcie-16gb"},
+    {"Tesla T4", "t4"},
+    {"Tesla V100-PCIE-32GB", "v100-pcie-32gb"},
+    {"NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"},
+    {"NVIDIA A100 80GB PCIe", "a100-pcie-80gb"},
+}};
+
+// Lines of a plain or gzip-compressed file (gzread passes plain files through).
+class LineReader {
+ public:
+  explicit LineReader(const std::filesystem::path& file) : name_(file.string()) {
+    file_ = gzopen(name_.c_str(), "rb");
+    if (file_ == nullptr) {
+      throw InputError(SourceMark{name_, 0, 0}, "", "cannot open the kernel measurement file");
+    }
+  }
+  ~LineReader() { gzclose(file_); }
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // The next line without its end of line; false at the end of the file.
+  bool next(std::string& line) {
+    line.clear();
+    std::array<char, 4096> chunk{};
+    while (gzgets(file_, chunk.data(), static_cast<int>(chunk.size())) != nullptr) {
+      line += chunk.data();
+      if (!line.empty() && line.back() == '\n') {
+        line.pop_back();
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        ++number_;
+        return true;
+      }
+      // A line longer than any the format has is a file of another kind, not one to buffer.
+      if (line.size() > kLongestLine) {
+        throw InputError(SourceMark{name_, number_ + 1, 0}, "",
+                         "a line longer than 1 MiB: not a kernel measurement CSV");
+      }
+    }
+    int error = Z_OK;
+    gzerror(file_, &error);
+    if (error != Z_OK && error != Z_STREAM_END) {
+      throw InputError(SourceMark{name_, number_ + 1, 0}, "",
+                       "the compressed file is damaged (zlib could not read on)");
+    }
+    if (line.empty()) return false;
+    ++number_;
+    return true;
+  }
+  int number() const { return number_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  static constexpr std::size_t kLongestLine = std::size_t{1} << 20;
+  std::string name_;
+  gzFile file_ = nullptr;
+  int number_ = 0;
+};
+
+// A measured latency: milliseconds above 0 and below a day.
+double latency_seconds(const CsvCell& cell) {
+  double value = 0;
+  const char* end = cell.text.data() + cell.text.size();
+  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
+  if (error != std::errc() || stop != end || !std::isfinite(value) || value <= 0 ||
+      value > 8.64e7) {
+    throw InputError(
+        cell.mark, "Latency",
+        fmt::format("expected milliseconds above 0 and below a day; got '{}'", cell.text));
+  }
+  return value * 1e-3;
+}
+
+// A shape value: 0 (padding) to 2^31 - 1, the sizes one CUDA launch dimension holds.
+std::int64_t shape_value(const CsvCell& cell, std::string_view column, bool may_be_zero) {
+  std::int64_t value = 0;
+  const char* end = cell.text.data() + cell.text.size();
+  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
+  const std::int64_t low = may_be_zero ? 0 : 1;
+  if (error != std::errc() || stop != end || value < low || value > 2'147'483'647) {
+    throw InputError(
+        cell.mark, std::string(column),
+        fmt::format("expected a whole number from {} to 2,147,483,647; got '{}'", low, cell.text));
+  }
+  return value;
+}
+
+std::string catalogue_ids(const GpuCatalogue& catalogue) {
+  std::string ids;
+  for (const GpuSpec& gpu : catalogue.gpus)
+    ids += (ids.empty() ? "" : ", ") + gpu.id;
+  return ids;
+}
+
+Layer layer_of(LayerType type, std::string name) {
+  Layer layer;
+  layer.type = type;
+  layer.name = std::move(name);
+  return layer;
+}
+
+// The forward kernels of a one-layer model on a per-sample input.
+std::vector<KernelWork> forward_kernels(Layer layer, std::vector<std::int64_t> input) {
+  ModelSpec spec;
+  spec.name = "kernel";
+  spec.input_shape.dims = std::move(input);
+  ModelNode node;
+  node.layer = std::move(layer);
+  spec.layers.push_back(std::move(node));
+  ModelAnalysis analysis = analyze_model(spec);
+  return analysis.layers.front().forward;
+}
+
+}  // namespace
+
+KernelClass kernel_class(std::string_view op) {
+  if (op == "linear") return KernelClass::gemm;
+  if (op == "bmm") return KernelClass::batched_gemm;
+  if (op == "conv") return KernelClass::conv;
+  if (op == "ln") return KernelClass::layernorm;
+  if (op == "softmax") return KernelClass::softmax;
+  return KernelClass::elementwise;
+}
+
+std::string gpu_for_device(std::string_view device, const GpuCatalogue& catalogue) {
+  for (const auto& [name, id] : kKnownDevices) {
+    if (name == device && catalogue.find(id) != nullptr) return std::string(id);
+  }
+  for (const GpuSpec& gpu : catalogue.gpus) {
+    if (gpu.name == device || "NVIDIA " + std::string(device) == gpu.name) return gpu.id;
+  }
+  return "";
+}
+
+std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::path& file,
+                                                        const GpuCatalogue& catalogue) {
+  LineReader reader(file);
+  std::string line;
+  // Comment lines ('#') and blank lines may precede the header.
+  do {
+    if (!reader.next(line)) {
+      throw InputError(SourceMark{reader.name(), reader.number(), 0}, "",
+                       "the file holds no header; expected OPName, Latency, Device, ...");
+    }
+  } while (line.empty() || line.front() == '#');
+  const int header_line = reader.number();
+  std::map<std::string, std::size_t> columns;
+  for (const CsvCell& cell : split_csv_line(line, reader.name(), reader.number())) {
+    if (!columns.emplace(cell.text, columns.size()).second) {
+      throw InputError(cell.mark, cell.text, "the column is named twice in the header");
+    }
+  }
+  auto column = [&](std::string_view name) -> std::size_t {
+    auto found = columns.find(std::string(name));
+    if (found == columns.end()) {
+      throw InputError(SourceMark{reader.name(), header_line, 0}, std::string(name),
+                       "the header lacks this column (kernel measurements need OPName, Latency, "
+                       "Device and the operator's shape columns)");
+    }
+    return found->second;
+  };
+  const std::size_t op_column = column("OPName"), latency_column = column("Latency"),
+                    device_column = column("Device");
+  const auto kernel_column = columns.find("Kernel Name");
+
+  std::vector<KernelMeasurement> rows;
+  std::map<std::string, std::string> known;  // device -> catalogue id
+  while (reader.next(line)) {
+    if (line.empty() || line.front() == '#') continue;
+    std::vector<CsvCell> cells = split_csv_line(line, reader.name(), reader.number());
+    if (cells.size() != columns.size()) {
+      throw InputError(
+          SourceMark{reader.name(), reader.number(), 1}, "",
+          fmt::format("{} cells where the header names {}", cells.size(), columns.size()));
+    }
+    KernelMeasurement m;
+    m.mark = cells.front().mark;
+    const CsvCell& op = cells[op_column];
+    auto op_index = std::find(std::begin(kKernelOperators), std::end(kKernelOperators), op.text);
+    if (op_index == std::end(kKernelOperators)) {
+      throw InputError(
+          op.mark, "OPName",
+          fmt::format("expected one of {}; got '{}'{}", join_alternatives(kKernelOperators),
+                      op.text, did_you_mean(op.text, kKernelOperators)));
+    }
+    m.op = op.text;
+    m.seconds = latency_seconds(cells[latency_column]);
+    const CsvCell& device = cells[device_column];
+    m.device = device.text;
+    auto id = known.find(m.device);
+    if (id == known.end()) {
+      std::string found = gpu_for_device(m.device, catalogue);
+      if (found.empty()) {
+        throw InputError(device.mark, "Device",
+                         fmt::format("no GPU of the catalogue is '{}'; name an entry "
+                                     "(the catalogue has {}), or add one with --catalogue",
+                                     m.device, catalogue_ids(catalogue)));
+      }
+      id = known.emplace(m.device, found).first;
+    }
+    m.gpu_id = id->second;
+    const bool conv = m.op == "conv";
+    for (std::string_view name : shape_columns(m.op)) {
+      // Only a convolution's padding may be 0.
+      m.shape.push_back(shape_value(cells[column(name)], name, conv && name == "Padding"));
+    }
+    if (conv && (m.shape[3] > m.shape[4] + 2 * m.shape[6])) {
+      throw InputError(cells[column("Kernel_Szie")].mark, "Kernel_Szie",
+                       "the kernel is larger than the padded input");
+    }
+    if (kernel_column != columns.end()) m.library_kernel = cells[kernel_column->second].text;
+    rows.push_back(std::move(m));
+  }
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_kernel_directory(const std::filesystem::path& directory,
+                                                     const GpuCatalogue& catalogue) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(directory, error)) {
+    throw InputError(SourceMark{directory.string(), 0, 0}, "",
+                     "not a directory of kernel measurement files");
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    auto ends_with = [&](std::string_view tail) {
+      return name.size() >= tail.size() &&
+             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (entry.is_regular_file() && (ends_with(".csv") || ends_with(".csv.gz"))) {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<KernelMeasurement> all;
+  for (const auto& file : files) {
+    std::vector<KernelMeasurement> rows = read_kernel_measurements(file, catalogue);
+    all.insert(all.end(), std::make_move_iterator(rows.begin()),
+               std::make_move_iterator(rows.end()));
+  }
+  if (all.empty()) {
+    throw InputError(SourceMark{directory.string(), 0, 0}, "",
+                     "no kernel measurements (*.csv, *.csv.gz) below this directory");
+  }
+  return all;
+}
+
+CostedOperator cost_operator(const KernelMeasurement& m) {
+  const std::vector<std::int64_t>& s = m.shape;
+  CostedOperator c;
+  c.batch = s[0];
+  const std::int64_t fp32 = 4;
+  if (m.op == "linear") {
+    // nn.Linear on [B, M, K]: one addmm of (B x M) rows by K into N features, its bias fused.
+    Layer layer = layer_of(LayerType::linear, "linear");
+    layer.out_features = s[2];
+    c.kernels = forward_kernels(layer, {s[1], s[3]});
+  } else if (m.op == "bmm") {
+    // torch.bmm of B products (M x K) by (K x N): one batched GEMM launch.
+    KernelWork k;
+    k.name = "bmm";
+    k.op_class = OpClass::gemm;
+    k.flops = {Flops(2 * s[1] * s[2] * s[3]), Flops(0)};
+    k.bytes = {Bytes(fp32 * (s[1] * s[3] + s[3] * s[2] + s[1] * s[2])), Bytes(0)};
+    k.has_gemm_shape = true;
+    k.gemm.batches = {1, 0};
+    k.gemm.m = {0, s[1]};
+    k.gemm.n = {0, s[2]};
+    k.gemm.k = {0, s[3]};
+    c.kernels = {k};
+  } else if (m.op == "conv") {
+    // nn.Conv2d without bias: the measured kernels list cuDNN's alone, no bias add.
+    Layer layer = layer_of(LayerType::conv2d, "conv");
+    layer.out_features = s[2];
+    layer.kernel = {s[3], s[3]};
+    layer.stride = {s[5], s[5]};
+    layer.padding = {s[6], s[6]};
+    layer.dilation = {1, 1};
+    layer.bias = false;
+    c.kernels = forward_kernels(layer, {s[1], s[4], s[4]});
+  } else if (m.op == "ln") {
+    c.kernels = forward_kernels(layer_of(LayerType::layernorm, "ln"), {s[1]});
+  } else if (m.op == "softmax") {
+    c.kernels = forward_kernels(layer_of(LayerType::softmax, "softmax"), {s[1]});
+  } else if (m.op == "relu" || m.op == "gelu" || m.op == "tanh") {
+    const LayerType type = m.op == "relu"   ? LayerType::relu
+                           : m.op == "gelu" ? LayerType::gelu
+                                            : LayerType::tanh;
+    c.kernels = forward_kernels(layer_of(type, m.op), {s[1]});
+  } else {
+    // add, mul: two tensors in, one out, through TensorIterator's element-wise kernel.
+    KernelWork k;
+    k.name = m.op == "add" ? "add" : "mul";
+    k.op_class = OpClass::elementwise;
+    k.flops = {Flops(s[1]), Flops(0)};
+    k.bytes = {Bytes(3 * fp32 * s[1]), Bytes(0)};
+    k.launch = launch::elementwise({s[1], 0});
+    c.kernels = {k};
+  }
+  return c;
+}
+
+}  // namespace epochcast::validate

@@ -1,0 +1,75 @@
+// Kernel-level measurements: how long one PyTorch operator's kernels took on one GPU at one
+// shape, and the kernels the simulator's cost model launches for it. This is the evidence the
+// kernel model's per-class figures are fitted to and checked against (validate/kernel_fit.h).
+//
+// Files are CSV, plain or gzip-compressed, in the columns of the NeuSight data set
+// (shared/data/kernels/README.md: S. Lee et al., "Forecasting GPU Performance for Deep Learning
+// Training and Inference", ASPLOS 2025): `OPName`, `Latency` (milliseconds), `Device` (the name
+// CUDA reports) and the operator's shape columns:
+//   linear, bmm              B, M, N, K     nn.Linear on [B, M, K] to N features; torch.bmm
+//   conv                     B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride,
+//                            Padding         nn.Conv2d, square kernels and inputs
+//   ln, softmax              B, H           LayerNorm / softmax over rows of H
+//   add, mul, relu, gelu,    B, H           element-wise over B x H elements
+//   tanh
+// Other columns (the library kernel, the grid) are kept when present, never required.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/input_error.h"
+#include "core/model/analysis.h"
+#include "core/spec/hardware_spec.h"
+
+namespace epochcast::validate {
+
+// The operator classes of kernel-level evidence, each a kind of kernel the device model costs
+// by its own rule: a GEMM, a batched GEMM (many small products in one launch), a convolution
+// (cuDNN's algorithms), row-wise normalisations (LayerNorm, softmax) and element-wise kernels.
+enum class KernelClass { gemm, batched_gemm, conv, layernorm, softmax, elementwise };
+inline constexpr std::string_view kKernelClassNames[] = {
+    "gemm", "batched_gemm", "conv", "layernorm", "softmax", "elementwise"};
+inline constexpr std::size_t kKernelClassCount = std::size(kKernelClassNames);
+
+// The operators a file may hold (OPName), and their classes.
+inline constexpr std::string_view kKernelOperators[] = {"linear", "bmm", "conv", "ln",   "softmax",
+                                                        "add",    "mul", "relu", "gelu", "tanh"};
+KernelClass kernel_class(std::string_view op);
+
+struct KernelMeasurement {
+  std::string op;      // one of kKernelOperators
+  std::string device;  // as CUDA names it ("Tesla T4")
+  std::string gpu_id;  // the catalogue entry it is (see gpu_for_device)
+  double seconds = 0;  // the operator's kernels, on the GPU
+  // The operator's shape columns, in the order listed above.
+  std::vector<std::int64_t> shape;
+  std::string library_kernel;  // `Kernel Name` when given
+  SourceMark mark;             // the row
+};
+
+// The catalogue entry a measured device is: a known CUDA device name of the public kernel data
+// (Tesla T4 -> t4, ...), else the entry whose `name` is the device name with or without a
+// leading "NVIDIA ". Empty when there is none.
+std::string gpu_for_device(std::string_view device, const GpuCatalogue& catalogue);
+
+// Reads one file (plain or gzip). Rows of a device the catalogue lacks are InputError (the
+// message lists the catalogue's ids); so are missing columns and malformed cells.
+std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::path& file,
+                                                        const GpuCatalogue& catalogue);
+// Every *.csv and *.csv.gz below `directory`, in sorted path order.
+std::vector<KernelMeasurement> read_kernel_directory(const std::filesystem::path& directory,
+                                                     const GpuCatalogue& catalogue);
+
+// What the simulator launches for a measured operator: its forward kernels from the same cost
+// model as `predict` (core/model), at `batch` samples. fp32 tensors, as the data were taken.
+struct CostedOperator {
+  std::vector<KernelWork> kernels;
+  std::int64_t batch = 1;
+};
+CostedOperator cost_operator(const KernelMeasurement& measurement);
+
+}  // namespace epochcast::validate

@@ -15,6 +15,7 @@
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/hardware_spec.h"
+#include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
 #include "options/command_line.h"
 #include "validate/kernel_fit.h"
@@ -63,14 +64,33 @@ TextTable accuracy_table() {
 nlohmann::json accuracy_json(const std::vector<validate::ClassAccuracy>& accuracy) {
   nlohmann::json out = nlohmann::json::array();
   for (const validate::ClassAccuracy& a : accuracy) {
-    out.push_back({{"class", validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]},
-                   {"gpu", a.gpu_id},
-                   {"rows", a.rows},
-                   {"gpu_decided_rows", a.gpu_decided},
-                   {"mape", a.mape},
-                   {"median_ratio", a.median_ratio}});
+    out.push_back(
+        {{"class", validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]},
+         {"gpu", a.gpu_id},
+         {"rows", a.rows},
+         {"gpu_decided_rows", a.gpu_decided},
+         // No GPU-decided row: no figure (the text prints '-').
+         {"mape", a.gpu_decided > 0 ? nlohmann::json(a.mape) : nlohmann::json()},
+         {"median_ratio", a.gpu_decided > 0 ? nlohmann::json(a.median_ratio) : nlohmann::json()}});
   }
   return out;
+}
+
+// --figures: keys of the kernel model, the ones kernel times can move (a host cost could only
+// drift in a fit of kernel times).
+void check_kernel_figure(const std::string& key) {
+  std::vector<std::string> allowed;
+  for (const ProfileFigure& figure : profile_figures()) {
+    if (figure.key.starts_with("gpu.efficiency.") || figure.key.starts_with("gpu.bandwidth_") ||
+        figure.key == "gpu.memory_efficiency" || figure.key == "gpu.min_kernel_us") {
+      allowed.push_back(figure.key);
+    }
+  }
+  if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) return;
+  std::vector<std::string_view> names(allowed.begin(), allowed.end());
+  throw InputError(SourceMark{"<command line>", 0, 0}, "--figures",
+                   fmt::format("'{}' is no figure kernel times can fit; expected one of {}{}", key,
+                               join_alternatives(names), did_you_mean(key, names)));
 }
 
 std::string residual_csv(const std::vector<validate::KernelMeasurement>& rows,
@@ -104,6 +124,8 @@ int run_kernels(const KernelsArgs& a) {
   const GpuCatalogue& catalogue = bundled_gpu_catalogue();
   const HardwareProfile prior = load_profile(resolve_data_file(
       a.profile, std::filesystem::current_path(), "topologies/profiles", cli, "--profile"));
+  for (const std::string& key : a.figures)
+    check_kernel_figure(key);
   const std::vector<validate::FitStage> stages =
       a.figures.empty() ? validate::kernel_fit_stages() : validate::joint_fit(a.figures);
 
@@ -124,9 +146,24 @@ int run_kernels(const KernelsArgs& a) {
 
   nlohmann::json json;
   HardwareProfile profile = prior;
-  double offset_fraction = validate::kDefaultOffsetFraction;
   say << fmt::format("{} kernel measurements of {} GPU(s), profile {}\n\n", rows.size(),
                      gpus.size(), prior.name);
+  if (a.leave_one_out) {
+    // Checked before any fit: a fit of one GPU held out has nothing to fit on.
+    std::set<std::pair<std::string, int>> chips;
+    for (const std::string& id : gpus) {
+      const GpuSpec* gpu = catalogue.find(id);
+      chips.insert({gpu->architecture, gpu->sm_count});
+    }
+    if (chips.size() < 2) {
+      throw InputError(cli, "--leave-one-gpu-out",
+                       "the measurements are of one GPU: leaving it out leaves nothing to fit "
+                       "on; give measurements of two GPUs or more");
+    }
+  }
+  // The measuring loop's offset is the host's, not a profile figure: read from the element-wise
+  // rows under the profile evaluated.
+  double offset_fraction = validate::fit_measuring_offset(rows, prior, catalogue, floors);
   if (a.fit) {
     validate::KernelFit fit = validate::fit_kernel_figures(rows, prior, catalogue, floors, stages);
     profile = fit.profile;
@@ -137,11 +174,23 @@ int run_kernels(const KernelsArgs& a) {
       say << fmt::format("  {} = {:.4g}\n", key, value);
       fitted[key] = value;
     }
-    say << fmt::format("  the measuring loop's offset = {:.3f} of its floor\n\n",
+    say << fmt::format("  the measuring loop's offset = {:.3f} of its floor\n",
                        fit.offset_fraction);
+    for (const std::string& key : fit.unseen) {
+      say << fmt::format(
+          "  {}: not fitted (no row of its classes is decided by the GPU), kept at "
+          "the prior\n",
+          key);
+    }
+    say << "\n";
     json["fitted"] = fitted;
-    json["offset_fraction"] = fit.offset_fraction;
+    json["not_fitted"] = fit.unseen;
     if (profile_out) {
+      if (fit.figures.empty()) {
+        throw InputError(cli, "--write-profile",
+                         "no figure was fitted (no row is decided by the GPU: each is within 1.5 "
+                         "times its operator's shortest time); nothing to write");
+      }
       profile.name = prior.name + "-kernel-fit";
       for (const auto& [key, value] : fit.figures) {
         profile.sources[key] =
@@ -156,13 +205,15 @@ int run_kernels(const KernelsArgs& a) {
   const std::vector<validate::ClassAccuracy> accuracy = validate::class_accuracy(rows, predictions);
   TextTable table = accuracy_table();
   add_accuracy_rows(table, accuracy);
-  say << (a.fit ? "Accuracy with the fitted figures:\n" : "Accuracy of the profile's figures:\n")
+  say << (a.fit ? "Accuracy with the fitted figures" : "Accuracy of the profile's figures")
+      << fmt::format(" (measuring offset {:.3f} of the floor):\n", offset_fraction)
       << table.render(width) << "\n";
+  json["offset_fraction"] = offset_fraction;
   json["accuracy"] = accuracy_json(accuracy);
   if (residual_out) residual_out->write(residual_csv(rows, predictions));
 
   if (a.leave_one_out) {
-    std::vector<validate::LeaveOneOut> runs =
+    const std::vector<validate::LeaveOneOut> runs =
         validate::leave_one_gpu_out(rows, prior, catalogue, stages);
     TextTable held = accuracy_table();
     nlohmann::json loo = nlohmann::json::array();

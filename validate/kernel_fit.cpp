@@ -59,7 +59,7 @@ std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& 
     p.measured_s = (*w.rows)[i].seconds;
     const double modelled = offset_fraction * w.floors[i] + p.kernel_s;
     p.predicted_s = std::max(w.floors[i], modelled);
-    p.gpu_decided = std::max(p.measured_s, modelled) >= kGpuDecidedFloors * w.floors[i];
+    p.gpu_decided = p.measured_s >= kGpuDecidedFloors * w.floors[i];
     out.push_back(p);
   }
   return out;
@@ -192,6 +192,19 @@ std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& 
   return out;
 }
 
+double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
+                            const HardwareProfile& profile, const GpuCatalogue& catalogue,
+                            const MeasurementFloors& floors) {
+  KernelFit fit;
+  fit.profile = profile;
+  const std::vector<KernelMeasurement> streams = rows_of(rows, {KernelClass::elementwise});
+  const bool decided = std::any_of(streams.begin(), streams.end(), [&](const KernelMeasurement& m) {
+    return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
+  });
+  if (decided) fit_stage(make_workload(streams, catalogue, floors), {{}, {}, true}, fit);
+  return fit.offset_fraction;
+}
+
 std::vector<FitStage> kernel_fit_stages() {
   return {
       {{KernelClass::elementwise}, {"gpu.memory_efficiency"}, true},
@@ -216,7 +229,14 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
   result.profile.gpu.by_architecture.clear();
   for (const FitStage& stage : stages) {
     const std::vector<KernelMeasurement> seen = rows_of(rows, stage.classes);
-    if (seen.empty()) continue;  // no class of this stage measured: its figures keep the prior
+    if (seen.empty()) continue;  // none of its classes measured: nothing to say of its figures
+    const bool decided = std::any_of(seen.begin(), seen.end(), [&](const KernelMeasurement& m) {
+      return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
+    });
+    if (!decided) {  // nothing of this stage the GPU decides: its figures keep the prior
+      result.unseen.insert(result.unseen.end(), stage.figures.begin(), stage.figures.end());
+      continue;
+    }
     fit_stage(make_workload(seen, catalogue, floors), stage, result);
   }
   return result;
@@ -231,7 +251,11 @@ std::vector<LeaveOneOut> leave_one_gpu_out(const std::vector<KernelMeasurement>&
   std::map<std::pair<std::string, int>, std::set<std::string>> chips;
   for (const KernelMeasurement& m : rows) {
     const GpuSpec* gpu = catalogue.find(m.gpu_id);
+    if (gpu == nullptr) throw std::invalid_argument("no catalogue entry " + m.gpu_id);
     chips[{gpu->architecture, gpu->sm_count}].insert(m.gpu_id);
+  }
+  if (chips.size() < 2) {
+    throw std::invalid_argument("leaving one GPU out needs measurements of two GPUs or more");
   }
   std::vector<LeaveOneOut> out;
   for (const auto& [chip, boards] : chips) {

@@ -11,8 +11,9 @@
 // kernels, with the offset 0.53-0.87 of that floor. So a measured operator is predicted as
 //   max(floor, offset_fraction x floor + the device model's kernel time),
 // the floor read from each (operator, device)'s own shortest time (a property of the measuring
-// host, not of the GPU) and offset_fraction fitted with the figures. Accuracy is judged on the
-// rows the GPU decides: those whose measured or modelled time is at least 1.5 floors.
+// host, not of the GPU; a held-out GPU's too) and offset_fraction fitted on element-wise kernels.
+// Accuracy is judged on the rows the GPU decides: those measured at 1.5 floors or more (by the
+// measured time alone, so that no fit can drop a row by predicting it faster).
 #pragma once
 
 #include <map>
@@ -38,7 +39,7 @@ struct KernelPrediction {
   double kernel_s = 0;     // the device model's time for the operator's kernels
   double predicted_s = 0;  // max(floor, offset + kernel_s)
   double measured_s = 0;
-  bool gpu_decided = false;  // measured or modelled at least kGpuDecidedFloors floors
+  bool gpu_decided = false;  // measured at kGpuDecidedFloors floors or more
 };
 inline constexpr double kGpuDecidedFloors = 1.5;
 
@@ -54,7 +55,7 @@ struct ClassAccuracy {
   KernelClass kernel_class = KernelClass::gemm;
   std::string gpu_id;
   int rows = 0;             // in all
-  int gpu_decided = 0;      // counted below
+  int gpu_decided = 0;      // counted below; the figures are 0 and 1 when there is none
   double mape = 0;          // mean |predicted - measured| / measured, a fraction
   double median_ratio = 1;  // median predicted / measured: below 1 predicts too fast
 };
@@ -82,6 +83,9 @@ struct KernelFit {
   std::map<std::string, double> figures;            // key -> fitted value, in the key's unit
   double offset_fraction = kDefaultOffsetFraction;  // the measuring loop's
   double cost = 0;  // the last stage's: mean over its classes of the mean squared log ratio
+  // Figures of stages whose classes have rows but no GPU-decided one: kept at the prior, not
+  // fitted. (Stages with no row at all keep the prior silently.)
+  std::vector<std::string> unseen;
 };
 // The values of each stage's figures that bring its classes' predictions closest in log ratio
 // on the GPU-decided rows, every class weighing the same and every GPU within a class the same;
@@ -92,9 +96,16 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
                              const HardwareProfile& prior, const GpuCatalogue& catalogue,
                              const MeasurementFloors& floors, const std::vector<FitStage>& stages);
 
+// The measuring loop's offset fraction that fits the element-wise rows under `profile` (the
+// kernels whose times show it most plainly); kDefaultOffsetFraction without such rows.
+double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
+                            const HardwareProfile& profile, const GpuCatalogue& catalogue,
+                            const MeasurementFloors& floors);
+
 // For each GPU of the rows: figures fitted on the other GPUs' rows, accuracy on its own. Boards
 // of one chip (the same architecture and SM count: A100 PCIe 40 GB and 80 GB) are one GPU here,
-// held out together, so that no board of the held-out chip informs its fit.
+// held out together, so that no board of the held-out chip informs its fit. Needs rows of two
+// chips or more (std::invalid_argument otherwise).
 struct LeaveOneOut {
   std::string gpu_id;                   // the held-out boards' ids, joined by '+'
   KernelFit fit;                        // on the other GPUs

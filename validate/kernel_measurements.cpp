@@ -6,6 +6,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -40,7 +41,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kKnownDev
     {"NVIDIA A100 80GB PCIe", "a100-pcie-80gb"},
 }};
 
-// Lines of a plain or gzip-compressed file (gzread passes plain files through).
+// Lines of a plain or gzip-compressed file (gzread passes plain files through), read in blocks
+// and split on '\n'. A NUL byte, a line over 1 MiB or more lines than a SourceMark counts mean
+// a file of another kind, refused before it is buffered.
 class LineReader {
  public:
   explicit LineReader(const std::filesystem::path& file) : name_(file.string()) {
@@ -56,38 +59,58 @@ class LineReader {
   // The next line without its end of line; false at the end of the file.
   bool next(std::string& line) {
     line.clear();
-    std::array<char, 4096> chunk{};
-    while (gzgets(file_, chunk.data(), static_cast<int>(chunk.size())) != nullptr) {
-      line += chunk.data();
-      if (!line.empty() && line.back() == '\n') {
-        line.pop_back();
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        ++number_;
-        return true;
+    while (true) {
+      if (start_ == block_.size()) {
+        if (!refill()) break;
       }
-      // A line longer than any the format has is a file of another kind, not one to buffer.
-      if (line.size() > kLongestLine) {
-        throw InputError(SourceMark{name_, number_ + 1, 0}, "",
-                         "a line longer than 1 MiB: not a kernel measurement CSV");
+      const std::size_t newline = block_.find('\n', start_);
+      const std::size_t end = newline == std::string::npos ? block_.size() : newline;
+      line.append(block_, start_, end - start_);
+      start_ = end;
+      if (line.size() > kLongestLine) refuse("a line longer than 1 MiB");
+      if (newline != std::string::npos) {
+        ++start_;
+        return finish(line);
       }
-    }
-    int error = Z_OK;
-    gzerror(file_, &error);
-    if (error != Z_OK && error != Z_STREAM_END) {
-      throw InputError(SourceMark{name_, number_ + 1, 0}, "",
-                       "the compressed file is damaged (zlib could not read on)");
     }
     if (line.empty()) return false;
-    ++number_;
-    return true;
+    return finish(line);
   }
   int number() const { return number_; }
   const std::string& name() const { return name_; }
 
  private:
   static constexpr std::size_t kLongestLine = std::size_t{1} << 20;
+
+  [[noreturn]] void refuse(const std::string& what) const {
+    throw InputError(SourceMark{name_, number_ + 1, 1}, "",
+                     what + ": not a kernel measurement CSV");
+  }
+  bool refill() {
+    block_.resize(1 << 16);
+    const int got = gzread(file_, block_.data(), static_cast<unsigned>(block_.size()));
+    if (got < 0) {
+      throw InputError(SourceMark{name_, number_ + 1, 0}, "",
+                       "the compressed file is damaged (zlib could not read on)");
+    }
+    block_.resize(static_cast<std::size_t>(got));
+    start_ = 0;
+    return got > 0;
+  }
+  bool finish(std::string& line) {
+    if (line.find('\0') != std::string::npos) refuse("a NUL byte");
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (number_ == std::numeric_limits<int>::max()) refuse("more than 2^31 lines");
+    ++number_;
+    // A byte-order mark before the header is an editor's, not a column name's.
+    if (number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+    return true;
+  }
+
   std::string name_;
   gzFile file_ = nullptr;
+  std::string block_;
+  std::size_t start_ = 0;
   int number_ = 0;
 };
 
@@ -119,12 +142,21 @@ std::int64_t shape_value(const CsvCell& cell, std::string_view column, bool may_
   return value;
 }
 
-std::string catalogue_ids(const GpuCatalogue& catalogue) {
+// The GPUs of the catalogue (a CPU entry is no GPU a kernel measurement can be of).
+std::string catalogue_gpu_ids(const GpuCatalogue& catalogue) {
   std::string ids;
-  for (const GpuSpec& gpu : catalogue.gpus)
-    ids += (ids.empty() ? "" : ", ") + gpu.id;
+  for (const GpuSpec& gpu : catalogue.gpus) {
+    if (!is_cpu_architecture(gpu.architecture)) ids += (ids.empty() ? "" : ", ") + gpu.id;
+  }
   return ids;
 }
+
+// More rows than any public kernel data set has (NeuSight's: 204,009) by a wide margin; beyond
+// it a file is refused before it exhausts memory (a few hundred bytes a row).
+constexpr std::size_t kMaxRows = 2'000'000;
+// An operator's shape product (B x M x N x K, ...) at most 2^60: every count costed from it
+// stays inside 64 bits, and no real kernel comes near (the data set's largest is 2.9e12).
+constexpr double kMaxShapeProduct = 1152921504606846976.0;
 
 Layer layer_of(LayerType type, std::string name) {
   Layer layer;
@@ -132,6 +164,9 @@ Layer layer_of(LayerType type, std::string name) {
   layer.name = std::move(name);
   return layer;
 }
+
+// The operator's kernels (below, after the public functions that read rows).
+CostedOperator cost_shape(const KernelMeasurement& m);
 
 // The forward kernels of a one-layer model on a per-sample input.
 std::vector<KernelWork> forward_kernels(Layer layer, std::vector<std::int64_t> input) {
@@ -161,7 +196,10 @@ std::string gpu_for_device(std::string_view device, const GpuCatalogue& catalogu
     if (name == device && catalogue.find(id) != nullptr) return std::string(id);
   }
   for (const GpuSpec& gpu : catalogue.gpus) {
-    if (gpu.name == device || "NVIDIA " + std::string(device) == gpu.name) return gpu.id;
+    if (is_cpu_architecture(gpu.architecture)) continue;
+    if (gpu.id == device || gpu.name == device || "NVIDIA " + std::string(device) == gpu.name) {
+      return gpu.id;
+    }
   }
   return "";
 }
@@ -173,7 +211,7 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
   // Comment lines ('#') and blank lines may precede the header.
   do {
     if (!reader.next(line)) {
-      throw InputError(SourceMark{reader.name(), reader.number(), 0}, "",
+      throw InputError(SourceMark{reader.name(), reader.number(), 1}, "",
                        "the file holds no header; expected OPName, Latency, Device, ...");
     }
   } while (line.empty() || line.front() == '#');
@@ -187,7 +225,7 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
   auto column = [&](std::string_view name) -> std::size_t {
     auto found = columns.find(std::string(name));
     if (found == columns.end()) {
-      throw InputError(SourceMark{reader.name(), header_line, 0}, std::string(name),
+      throw InputError(SourceMark{reader.name(), header_line, 1}, std::string(name),
                        "the header lacks this column (kernel measurements need OPName, Latency, "
                        "Device and the operator's shape columns)");
     }
@@ -226,9 +264,9 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
       std::string found = gpu_for_device(m.device, catalogue);
       if (found.empty()) {
         throw InputError(device.mark, "Device",
-                         fmt::format("no GPU of the catalogue is '{}'; name an entry "
-                                     "(the catalogue has {}), or add one with --catalogue",
-                                     m.device, catalogue_ids(catalogue)));
+                         fmt::format("no GPU of the catalogue is '{}'; write a catalogue id or "
+                                     "name (ids: {}), or add the GPU with --catalogue",
+                                     m.device, catalogue_gpu_ids(catalogue)));
       }
       id = known.emplace(m.device, found).first;
     }
@@ -238,12 +276,28 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
       // Only a convolution's padding may be 0.
       m.shape.push_back(shape_value(cells[column(name)], name, conv && name == "Padding"));
     }
+    double product = 1;
+    for (std::int64_t v : m.shape)
+      product *= static_cast<double>(std::max<std::int64_t>(v, 1));
+    if (product > kMaxShapeProduct) {
+      throw InputError(cells[column("B")].mark, "B",
+                       fmt::format("the shape's sizes multiply to {:.3g}, more than 2^60: no "
+                                   "kernel a GPU runs",
+                                   product));
+    }
     if (conv && (m.shape[3] > m.shape[4] + 2 * m.shape[6])) {
       throw InputError(cells[column("Kernel_Szie")].mark, "Kernel_Szie",
                        "the kernel is larger than the padded input");
     }
     if (kernel_column != columns.end()) m.library_kernel = cells[kernel_column->second].text;
+    if (rows.size() == kMaxRows) {
+      throw InputError(m.mark, "", "more than 2,000,000 rows: split the file");
+    }
     rows.push_back(std::move(m));
+  }
+  if (rows.empty()) {
+    throw InputError(SourceMark{reader.name(), reader.number(), 1}, "",
+                     "a header and no measurement under it");
   }
   return rows;
 }
@@ -256,7 +310,9 @@ std::vector<KernelMeasurement> read_kernel_directory(const std::filesystem::path
                      "not a directory of kernel measurement files");
   }
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory)) {
+  std::filesystem::recursive_directory_iterator entries(directory, error), end;
+  for (; !error && entries != end; entries.increment(error)) {
+    const auto& entry = *entries;
     const std::string name = entry.path().filename().string();
     auto ends_with = [&](std::string_view tail) {
       return name.size() >= tail.size() &&
@@ -266,10 +322,18 @@ std::vector<KernelMeasurement> read_kernel_directory(const std::filesystem::path
       files.push_back(entry.path());
     }
   }
+  if (error) {
+    throw InputError(SourceMark{directory.string(), 0, 0}, "",
+                     fmt::format("cannot list the directory: {}", error.message()));
+  }
   std::sort(files.begin(), files.end());
   std::vector<KernelMeasurement> all;
   for (const auto& file : files) {
     std::vector<KernelMeasurement> rows = read_kernel_measurements(file, catalogue);
+    if (all.size() + rows.size() > kMaxRows) {
+      throw InputError(SourceMark{file.string(), 0, 0}, "",
+                       "the directory holds more than 2,000,000 rows: give fewer files");
+    }
     all.insert(all.end(), std::make_move_iterator(rows.begin()),
                std::make_move_iterator(rows.end()));
   }
@@ -281,6 +345,17 @@ std::vector<KernelMeasurement> read_kernel_directory(const std::filesystem::path
 }
 
 CostedOperator cost_operator(const KernelMeasurement& m) {
+  try {
+    return cost_shape(m);
+  } catch (const InputError& e) {
+    // The one-layer model has no file: the row is where the problem was written.
+    throw InputError(m.mark, "shape", e.problem());
+  }
+}
+
+namespace {
+
+CostedOperator cost_shape(const KernelMeasurement& m) {
   const std::vector<std::int64_t>& s = m.shape;
   CostedOperator c;
   c.batch = s[0];
@@ -334,5 +409,7 @@ CostedOperator cost_operator(const KernelMeasurement& m) {
   }
   return c;
 }
+
+}  // namespace
 
 }  // namespace epochcast::validate

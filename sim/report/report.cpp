@@ -61,6 +61,18 @@ std::string staged_pairs(const ScenarioSpec& s) {
 // each with the setting that changes it.
 std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   std::vector<std::string> out;
+  const GpuSpec& gpu = s.machine.gpu;
+  if (gpu.clocks && !is_cpu_architecture(gpu.architecture)) {
+    out.push_back(
+        gpu.clocks->sustained_mhz
+            ? fmt::format("the {} computes at its sustained clock, {:g} MHz of its {:g} MHz boost "
+                          "(catalogue clocks_mhz.sustained)",
+                          gpu.name, *gpu.clocks->sustained_mhz, gpu.clocks->boost_mhz)
+            : fmt::format("the {} runs at its {:g} MHz boost clock (no sustained clock in the "
+                          "catalogue: clocks_mhz.sustained; calibrated efficiencies absorb a "
+                          "lower one)",
+                          gpu.name, gpu.clocks->boost_mhz));
+  }
   if (s.loader.prefetch_to_gpu && s.loader.normalize_on_gpu) {
     out.push_back(
         "the prefetcher's normalising kernels on its side stream overlap the step's kernels "

@@ -29,12 +29,22 @@ TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that l
   const double fitted = report["fitted"]["gpu.memory_efficiency"];
   CHECK(fitted > 0.5);
   CHECK(fitted < 1.0);
-  // The written profile predicts: the same figures reproduce the same accuracy.
+  // The written profile predicts: its figures reproduce the fit's accuracy on the same rows.
+  const std::string again_json = output_file("kernels-again.json");
   CommandResult again =
       run_command(epochcast_binary() + " kernels " + source_file("tests/validate/kernels/add.csv") +
-                  " --profile " + profile);
+                  " " + source_file("tests/validate/kernels/linear.csv") + " --profile " + profile +
+                  " --json " + again_json);
   REQUIRE(again.exit_code == 0);
   CHECK_THAT(again.output, Catch::Contains("profile default-kernel-fit"));
+  std::ifstream again_in(again_json);
+  const nlohmann::json reread = nlohmann::json::parse(again_in);
+  REQUIRE(reread["accuracy"].size() == report["accuracy"].size());
+  for (std::size_t i = 0; i < reread["accuracy"].size(); ++i) {
+    INFO(report["accuracy"][i]["class"] << " on " << report["accuracy"][i]["gpu"]);
+    CHECK(reread["accuracy"][i]["mape"].get<double>() ==
+          Approx(report["accuracy"][i]["mape"].get<double>()).margin(0.002));
+  }
 }
 
 TEST_CASE("kernels refuses a bad measurement file with its position and exit 2") {
@@ -50,4 +60,16 @@ TEST_CASE("kernels refuses a bad measurement file with its position and exit 2")
                   " --write-profile " + output_file("x.yaml"));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("add --fit"));
+  // A figure kernel times cannot move is refused, with the ones they can.
+  r = run_command(epochcast_binary() + " kernels " + source_file("tests/validate/kernels/add.csv") +
+                  " --fit --figures host.forward_op_us");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--figures: 'host.forward_op_us' is no figure"));
+  CHECK_THAT(r.output, Catch::Contains("gpu.memory_efficiency"));
+  // One GPU's measurements cannot be left out and fitted on.
+  const std::string one = output_file("kernels-one-gpu.csv");
+  std::ofstream(one) << "OPName,Latency,Device,B,H\nadd,0.05,t4,4,4\nadd,0.5,t4,4000,4000\n";
+  r = run_command(epochcast_binary() + " kernels " + one + " --leave-one-gpu-out");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("two GPUs or more"));
 }

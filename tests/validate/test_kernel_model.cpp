@@ -54,6 +54,12 @@ std::vector<KernelMeasurement> sample() {
 
 TEST_CASE("kernel measurements: plain and gzip files read alike, devices named by the catalogue",
           "[kernels]") {
+  // A byte-order mark before the header and catalogue ids as devices are fine.
+  CHECK(read_kernel_measurements(
+            write_text("kernels-bom.csv", "\xEF\xBB\xBF" + kHeader + "add,0.05,t4,4,4\n"),
+            bundled_gpu_catalogue())
+            .front()
+            .gpu_id == "t4");
   const std::string text = "# a comment before the header\n" + kHeader +
                            "add,0.0312,Tesla T4,64,1024\n"
                            "ln,0.05,NVIDIA A100-PCIE-40GB,8,768\n";
@@ -92,6 +98,29 @@ TEST_CASE("kernel measurements: bad files are refused at the cell, with what was
   CHECK_THAT(error_of("OPName,Latency,Device,B\nadd,0.03,Tesla T4,1\n"),
              Contains("H") && Contains("lacks this column"));
   CHECK_THAT(error_of("# only a comment\n"), Contains("no header"));
+  CHECK_THAT(error_of(kHeader), Contains("a header and no measurement under it"));
+  CHECK_THAT(error_of(kHeader + "add,0.03,Tesla T4,1,2" + std::string(1, '\0') + "\n"),
+             Contains(":2:1:") && Contains("a NUL byte"));
+  CHECK_THAT(error_of(kHeader + std::string(std::size_t{1} << 21, 'x')),
+             Contains(":2:1:") && Contains("longer than 1 MiB"));
+  // Sizes whose products leave 64 bits are refused at the row, never wrapped.
+  CHECK_THAT(error_of("OPName,Latency,Device,B,M,N,K\nbmm,0.05,t4,2147483647,2147483647,"
+                      "2147483647,2147483647\n"),
+             Contains(":2:") && Contains("more than 2^60"));
+  // Sizes the model refuses (a count beyond 2^44) are refused at the row too.
+  const std::vector<KernelMeasurement> huge = read_kernel_measurements(
+      write_text("kernels-huge.csv",
+                 "OPName,Latency,Device,B,M,N,K\nlinear,0.05,t4,1,2147483,2147483,2147\n"),
+      bundled_gpu_catalogue());
+  try {
+    cost_operator(huge.front());
+    FAIL("a linear layer beyond the model's sizes was costed");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains("kernels-huge.csv:2:1: error: shape"));
+  }
+  // A CPU entry of the catalogue is no GPU a kernel was measured on.
+  CHECK_THAT(error_of(kHeader + "add,0.03,host-cpu-2core,1,2\n"),
+             Contains("no GPU of the catalogue is 'host-cpu-2core'"));
   CHECK_THAT(error_of("OPName,Latency,Device,B,Input_Channel,Output_Channel,Kernel_Szie,"
                       "Input_Size,Stride,Padding\nconv,1,Tesla T4,1,3,8,7,3,1,1\n"),
              Contains("Kernel_Szie") && Contains("larger than the padded"));

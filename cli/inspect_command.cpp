@@ -67,6 +67,25 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
   return "";
 }
 
+// The clock the peaks are taken at: "; 1590 MHz boost clock, no sustained clock known" or
+// "; 1200 MHz sustained of 1590 MHz boost"; empty for a GPU described without clocks.
+std::string clock_words(const GpuSpec& gpu) {
+  if (!gpu.clocks) return "";
+  if (gpu.clocks->sustained_mhz) {
+    return fmt::format("; {:g} MHz sustained of {:g} MHz boost", *gpu.clocks->sustained_mhz,
+                       gpu.clocks->boost_mhz);
+  }
+  return fmt::format("; {:g} MHz boost clock, no sustained clock known", gpu.clocks->boost_mhz);
+}
+
+nlohmann::json clocks_json(const GpuSpec& gpu) {
+  if (!gpu.clocks) return nullptr;
+  return {{"boost_mhz", gpu.clocks->boost_mhz},
+          {"sustained_mhz", gpu.clocks->sustained_mhz ? nlohmann::json(*gpu.clocks->sustained_mhz)
+                                                      : nlohmann::json()},
+          {"peak_fraction", gpu.sustained_clock_fraction()}};
+}
+
 // The kernels of one training step's layers (forward and backward) on `hardware`'s GPU: the
 // time of each, what bounds it, the algorithm assumed and the efficiency used, with sources.
 int print_kernels(const ModelSpec& model, const InspectOptions& o) {
@@ -128,6 +147,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
         {"precision", o.precision},
         {"batch", o.batch},
         {"profile", profile.name},
+        {"clocks", clocks_json(machine.gpu)},
         {"cudnn_benchmark", o.cudnn_benchmark},
         {"memory_format", kMemoryFormatNames[o.channels_last ? 1 : 0]},
         {"sources",
@@ -143,10 +163,10 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
   const std::size_t width = output_width(stdout);
   fmt::print("{}\n",
              wrap_lines(fmt::format("Kernels of one training step of {} at batch {} on {} ({}, "
-                                    "{}), profile {}, cudnn.benchmark {}, {}\n",
+                                    "{}{}), profile {}, cudnn.benchmark {}, {}\n",
                                     analysis.model_name, o.batch, machine.gpu.name,
-                                    machine.gpu.architecture, o.precision, profile.name,
-                                    o.cudnn_benchmark ? "on" : "off",
+                                    machine.gpu.architecture, o.precision, clock_words(machine.gpu),
+                                    profile.name, o.cudnn_benchmark ? "on" : "off",
                                     kMemoryFormatNames[o.channels_last ? 1 : 0]),
                         width));
   // On a narrow terminal: the efficiency's words and the algorithm are shortened, then the

@@ -38,6 +38,27 @@ inline KernelLaunch single_block(int threads) {
   return {LaunchKind::blocks, {0, 1}, {}, 1, threads};
 }
 
+// Whether SoftMax.cu's dispatch runs rows of `length` elements of `element_bytes` in its
+// persistent kernels (PersistentSoftmax.cuh: a warp a row, the row held in registers): rows of
+// up to 1,024 elements and 4 KiB; longer ones get cunn_SoftMaxForward/Backward, a block a row.
+inline bool softmax_row_in_registers(std::int64_t length, int element_bytes) {
+  return length <= 1024 && length * element_bytes <= 4096;
+}
+
+// The memory traffic of a softmax (or log-softmax) kernel, in row-sized passes. The persistent
+// kernels read their row once and write once (forward: 2; backward reads the gradient and the
+// output: 3). cunn_SoftMaxForward reads the row three times (the max, the sum of exponentials,
+// then the write-out) and writes once; cunn_SoftMaxBackward reads the gradient and the output
+// for their sum, then again for the result, and writes. **Assumed**: of a block's re-reads of
+// the row it has just read, half are served by the caches, so forward 3 and backward 4 reach
+// DRAM. Against the kernel measurements of shared/data/kernels (P4, P100, T4, V100, A100), with
+// every re-read counted the block kernels are predicted at 0.96-1.47 times their measured time
+// (median per GPU) while the persistent ones are at 0.81-0.99; with half, 0.83-1.25.
+inline std::int64_t softmax_passes(std::int64_t length, int element_bytes, bool backward) {
+  if (softmax_row_in_registers(length, element_bytes)) return backward ? 3 : 2;
+  return backward ? 4 : 3;
+}
+
 // Softmax or log-softmax over the last dimension: `rows` rows of `length` elements of
 // `element_bytes` (ATen/native/cuda/SoftMax.cu, PersistentSoftmax.cuh).
 inline KernelLaunch softmax(Count rows, std::int64_t length, int element_bytes) {

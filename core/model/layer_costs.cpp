@@ -345,12 +345,14 @@ PrimitiveCosts layernorm(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   add_param(p.costs, "weight", d);
   add_param(p.costs, "bias", d);
   // A block of 128 threads per row forward and for the input gradient; the gamma and beta
-  // gradients sum columns over every row (layer_norm_kernel.cu).
+  // gradients sum columns over every row (layer_norm_kernel.cu). The forward reads each row
+  // twice (vectorized_layer_norm_kernel: its statistics, then the normalisation) and writes it;
+  // the input gradient reads dy and x twice (compute_gI: two sums, then dx) and writes dx.
   p.costs.forward.push_back(kernel("layer_norm", OpClass::normalization, flops(8 * e),
-                                   bytes(2 * a * e, 2 * w * d), launch::per_row(count(rows), 128)));
+                                   bytes(3 * a * e, 2 * w * d), launch::per_row(count(rows), 128)));
   if (needs_grad) {
     p.costs.backward_input.push_back(kernel("layer_norm_backward", OpClass::normalization,
-                                            flops(8 * e), bytes(3 * a * e, w * d),
+                                            flops(8 * e), bytes(5 * a * e, w * d),
                                             launch::per_row(count(rows), 128)));
   }
   p.costs.backward_weight.push_back(kernel("layer_norm_backward_gamma_beta", OpClass::reduction,
@@ -622,8 +624,10 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
     f.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores), bytes(2 * a * scores),
                        each(scores)));
   }
-  f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores), bytes(2 * a * scores),
-                     launch::softmax(count(h * len), narrow(len), static_cast<int>(a))));
+  const int a_int = static_cast<int>(a);
+  f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores),
+                     bytes(launch::softmax_passes(len, a_int, false) * a * scores),
+                     launch::softmax(count(h * len), narrow(len), a_int)));
   if (l.dropout > 0) {
     KernelWork drop =
         kernel("fused_dropout", OpClass::elementwise, flops(2 * scores),
@@ -652,8 +656,8 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
                            bytes(2 * a * scores + scores), each(scores)));
   }
   chain.push_back(kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
-                         bytes(3 * a * scores),
-                         launch::softmax(count(h * len), narrow(len), static_cast<int>(a))));
+                         bytes(launch::softmax_passes(len, a_int, true) * a * scores),
+                         launch::softmax(count(h * len), narrow(len), a_int)));
   if (l.causal) {
     chain.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores),
                            bytes(2 * a * scores), each(scores)));
@@ -943,12 +947,23 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
     case LayerType::gelu:
       p.saves_input = true;
       return activation(std::move(p), e, a, "gelu", "gelu_backward", 8, 12, grad);
-    case LayerType::softmax:
+    case LayerType::softmax: {
       p.saves_output = true;
-      // Over the last dimension: rows of its length (SoftMax.cu).
-      return activation(
-          std::move(p), e, a, "softmax", "softmax_backward", 5, 4, grad, OpClass::normalization,
-          launch::softmax(count(e / input.last()), input.last(), static_cast<int>(a)));
+      // Over the last dimension: rows of its length (SoftMax.cu), each read and written as
+      // many times as its kernel passes over it.
+      const int bytes_each = static_cast<int>(a);
+      const KernelLaunch rows = launch::softmax(count(e / input.last()), input.last(), bytes_each);
+      p.costs.output_shape = input;
+      p.costs.forward.push_back(
+          kernel("softmax", OpClass::normalization, flops(5 * e),
+                 bytes(launch::softmax_passes(input.last(), bytes_each, false) * a * e), rows));
+      if (grad) {
+        p.costs.backward_input.push_back(
+            kernel("softmax_backward", OpClass::normalization, flops(4 * e),
+                   bytes(launch::softmax_passes(input.last(), bytes_each, true) * a * e), rows));
+      }
+      return p;
+    }
     case LayerType::maxpool1d:
       return pooling(std::move(p), options, grad, 1, true);
     case LayerType::maxpool2d:

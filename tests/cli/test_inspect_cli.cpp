@@ -65,7 +65,9 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
                                 " inspect spoken-digits-conv1d --hardware seed001-box --batch 50");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("on NVIDIA GeForce GTX 1080 Ti (pascal, fp32)"));
+  CHECK_THAT(r.output, Catch::Contains(
+                           "on NVIDIA GeForce GTX 1080 Ti (pascal, fp32; 1582 MHz boost clock, no "
+                           "sustained clock known)"));
   // The first convolution: 50 filters of width 200 over 12,000 samples, as an implicit GEMM
   // bound by its arithmetic at the profile's conv efficiency of the fp32 peak. Pascal's
   // 128-row tiles take the 50 filters as 64 columns: 50/64 = 78% of the tiles' work is useful.

@@ -368,20 +368,21 @@ LayerCosts cross_entropy_costs(const TensorShape& logits, const CostOptions& opt
       per_pixel
           ? launch::blocks_of({std::max<std::int64_t>(1, (rows + 1023) / 1024 / 128), 0}, 1, 1024)
           : launch::single_block(32);
-  // Row passes of the row kernels (launch::softmax_passes); the spatial kernel's as two and three.
-  const std::int64_t forward_passes =
-      per_pixel ? 2 : launch::softmax_passes(classes.classes, 4, false);
-  const std::int64_t backward_passes =
-      per_pixel ? 3 : launch::softmax_passes(classes.classes, 4, true);
+  // Passes of the row kernels (launch::softmax_half_passes); the spatial kernel's as two and
+  // three. log_softmax's backward needs no product first (softmax's does).
+  const std::int64_t forward_half =
+      per_pixel ? 4 : launch::softmax_half_passes(classes.classes, 4, false);
+  const std::int64_t backward_half =
+      per_pixel ? 6 : launch::softmax_half_passes(classes.classes, 4, true);
   c.forward.push_back(
-      work("log_softmax", OpClass::normalization, 5 * e, forward_passes * a * e, softmax));
+      work("log_softmax", OpClass::normalization, 5 * e, forward_half * a * e / 2, softmax));
   c.forward.push_back(work("nll_loss", OpClass::reduction, rows, a * rows + 8 * rows, nll));
   c.backward_input.push_back(
       work("zero_", OpClass::elementwise, 0, a * e, launch::elementwise({e, 0})));
   c.backward_input.push_back(
       work("nll_loss_backward", OpClass::elementwise, rows, a * rows + 8 * rows, nll));
   c.backward_input.push_back(work("log_softmax_backward", OpClass::normalization, 4 * e,
-                                  backward_passes * a * e, softmax));
+                                  backward_half * a * e / 2, softmax));
   c.saved = {Bytes(a * e + 8 * rows), Bytes(0)};  // log-probabilities and targets
   return c;
 }

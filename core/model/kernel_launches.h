@@ -45,18 +45,21 @@ inline bool softmax_row_in_registers(std::int64_t length, int element_bytes) {
   return length <= 1024 && length * element_bytes <= 4096;
 }
 
-// The memory traffic of a softmax (or log-softmax) kernel, in row-sized passes. The persistent
-// kernels read their row once and write once (forward: 2; backward reads the gradient and the
-// output: 3). cunn_SoftMaxForward reads the row three times (the max, the sum of exponentials,
-// then the write-out) and writes once; cunn_SoftMaxBackward reads the gradient and the output
-// for their sum, then again for the result, and writes. **Assumed**: of a block's re-reads of
-// the row it has just read, half are served by the caches, so forward 3 and backward 4 reach
-// DRAM. Against the kernel measurements of shared/data/kernels (P4, P100, T4, V100, A100), with
-// every re-read counted the block kernels are predicted at 0.96-1.47 times their measured time
-// (median per GPU) while the persistent ones are at 0.81-0.99; with half, 0.83-1.25.
-inline std::int64_t softmax_passes(std::int64_t length, int element_bytes, bool backward) {
-  if (softmax_row_in_registers(length, element_bytes)) return backward ? 3 : 2;
-  return backward ? 4 : 3;
+// The memory traffic of a softmax (or log-softmax) kernel of PyTorch 2.1, in half row-sized
+// passes (a half for a re-read that the caches serve half the time). The persistent kernels read
+// their row once and write once: forward 2 passes; backward reads the gradient and the output and
+// writes, 3. cunn_SoftMaxForward reads the row three times (the max, the sum of exponentials, the
+// write-out) and writes once; cunn_SoftMaxBackward reads the gradient for the sum, then the
+// gradient again and the output for the result, and writes. **Assumed**: half of a block's
+// re-reads of the row it has just read are served by the caches: forward 3 passes, backward 3.5.
+// Against the kernel measurements of shared/data/kernels (P4, P100, T4, V100, A100; forward
+// only), with every re-read counted the block kernels are predicted at 0.96-1.47 times their
+// measured time (median per GPU) while the persistent ones are at 0.81-0.99; with half,
+// 0.83-1.25. Later PyTorch releases read rows that fit in shared memory once
+// (cunn_SoftMaxForwardSmem, PR 122970): not modelled.
+inline std::int64_t softmax_half_passes(std::int64_t length, int element_bytes, bool backward) {
+  if (softmax_row_in_registers(length, element_bytes)) return backward ? 6 : 4;
+  return backward ? 7 : 6;
 }
 
 // Softmax or log-softmax over the last dimension: `rows` rows of `length` elements of

@@ -626,7 +626,7 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   }
   const int a_int = static_cast<int>(a);
   f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores),
-                     bytes(launch::softmax_passes(len, a_int, false) * a * scores),
+                     bytes(launch::softmax_half_passes(narrow(len), a_int, false) * a * scores / 2),
                      launch::softmax(count(h * len), narrow(len), a_int)));
   if (l.dropout > 0) {
     KernelWork drop =
@@ -655,9 +655,13 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
     chain.push_back(kernel("masked_scale", OpClass::elementwise, flops(scores),
                            bytes(2 * a * scores + scores), each(scores)));
   }
-  chain.push_back(kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
-                         bytes(launch::softmax_passes(len, a_int, true) * a * scores),
-                         launch::softmax(count(h * len), narrow(len), a_int)));
+  // softmax_backward_cuda_out: tmp = grad * output, then the backward kernel on tmp.
+  chain.push_back(
+      kernel("mul", OpClass::elementwise, flops(scores), bytes(3 * a * scores), each(scores)));
+  chain.push_back(
+      kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
+             bytes(launch::softmax_half_passes(narrow(len), a_int, true) * a * scores / 2),
+             launch::softmax(count(h * len), narrow(len), a_int)));
   if (l.causal) {
     chain.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores),
                            bytes(2 * a * scores), each(scores)));
@@ -954,13 +958,18 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       const int bytes_each = static_cast<int>(a);
       const KernelLaunch rows = launch::softmax(count(e / input.last()), input.last(), bytes_each);
       p.costs.output_shape = input;
-      p.costs.forward.push_back(
-          kernel("softmax", OpClass::normalization, flops(5 * e),
-                 bytes(launch::softmax_passes(input.last(), bytes_each, false) * a * e), rows));
+      const I64 forward_half = launch::softmax_half_passes(input.last(), bytes_each, false);
+      const I64 backward_half = launch::softmax_half_passes(input.last(), bytes_each, true);
+      p.costs.forward.push_back(kernel("softmax", OpClass::normalization, flops(5 * e),
+                                       bytes(forward_half * a * e / 2), rows));
       if (grad) {
+        // softmax_backward_cuda_out multiplies the gradient by the output first (tmp = grad *
+        // output), then runs the backward kernel on tmp.
         p.costs.backward_input.push_back(
-            kernel("softmax_backward", OpClass::normalization, flops(4 * e),
-                   bytes(launch::softmax_passes(input.last(), bytes_each, true) * a * e), rows));
+            kernel("mul", OpClass::elementwise, flops(e), bytes(3 * a * e), each(e)));
+        p.costs.backward_input.push_back(kernel("softmax_backward", OpClass::normalization,
+                                                flops(4 * e), bytes(backward_half * a * e / 2),
+                                                rows));
       }
       return p;
     }

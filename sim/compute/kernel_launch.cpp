@@ -104,8 +104,9 @@ LaunchGrid reduction_grid(double outputs, double inputs, bool inputs_adjacent, b
 // SoftMax_getBlockSize (16-byte loads, half the row's vectors at most, 32 to 1,024 threads).
 LaunchGrid softmax_grid(double rows, double length, int element_bytes) {
   length = std::max(length, 1.0);
-  if (launch::softmax_row_in_registers(static_cast<std::int64_t>(std::min(length, 1e9)),
-                                       element_bytes)) {
+  // (A length past 1,024, or not a number, takes the block path without a cast.)
+  if (length <= 1024 &&
+      launch::softmax_row_in_registers(static_cast<std::int64_t>(length), element_bytes)) {
     const double padded = next_pow2(length);
     const double warp = std::min(padded, 32.0);
     const double rows_per_warp = padded <= 128 ? 2 : 1;

@@ -322,3 +322,38 @@ TEST_CASE("per-pixel outputs give one label per pixel and a loss over every pixe
   LayerCosts loss = cross_entropy_costs(TensorShape{{3, 4, 5}}, {});
   CHECK(loss.forward[1].flops.per_sample.value() == 20);  // nll over 20 pixels
 }
+
+TEST_CASE("row-wise kernels count every pass ATen 2.1 makes over their rows") {
+  // LayerNorm over [32, 768]: the forward reads each row twice and writes it (3 passes), the
+  // input gradient reads dy and x twice and writes dx (5), beside gamma and beta.
+  ModelAnalysis ln = analyze_text("  - {type: layernorm}\n", "[32, 768]");
+  const std::int64_t e = 32 * 768;
+  const LayerCosts& norm = ln.layers[0];
+  REQUIRE(norm.forward.size() == 1);
+  CHECK(norm.forward[0].bytes.per_sample.value() == 3 * 4 * e);
+  // The first layer has no input gradient; a linear layer before it gives one.
+  ModelAnalysis ln2 =
+      analyze_text("  - {type: linear, out_features: 768}\n  - {type: layernorm}\n", "[32, 768]");
+  REQUIRE(ln2.layers[1].backward_input.size() == 1);
+  CHECK(ln2.layers[1].backward_input[0].bytes.per_sample.value() == 5 * 4 * e);
+
+  // Softmax: rows of 1,024 fp32 elements stay in registers (read once, written once; backward
+  // 3 passes after softmax_backward's own grad * output); 1,025 take the block kernels, three
+  // reads and one write with half the two re-reads cached (3 passes), backward 3.5.
+  auto softmax_bytes = [](std::int64_t length) {
+    ModelAnalysis s = analyze_text(
+        "  - {type: linear, out_features: " + std::to_string(length) + "}\n  - softmax\n",
+        "[8, " + std::to_string(length) + "]");
+    const LayerCosts& layer = s.layers[1];
+    REQUIRE(layer.forward.size() == 1);
+    REQUIRE(layer.backward_input.size() == 2);
+    CHECK(layer.backward_input[0].name == "mul");
+    CHECK(layer.backward_input[0].bytes.per_sample.value() == 3 * 4 * 8 * length);
+    return std::pair{layer.forward[0].bytes.per_sample.value(),
+                     layer.backward_input[1].bytes.per_sample.value()};
+  };
+  CHECK(softmax_bytes(1024) ==
+        std::pair<std::int64_t, std::int64_t>{2 * 4 * 8 * 1024, 3 * 4 * 8 * 1024});
+  CHECK(softmax_bytes(1025) ==
+        std::pair<std::int64_t, std::int64_t>{3 * 4 * 8 * 1025, 7 * 4 * 8 * 1025 / 2});
+}

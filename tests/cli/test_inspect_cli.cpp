@@ -123,6 +123,10 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
   REQUIRE(j.exit_code == 0);
   nlohmann::json out = nlohmann::json::parse(j.output);
   CHECK(out["architecture"] == "ampere");
+  // The clock the peaks are taken at: the A100's boost, no sustained clock known.
+  CHECK(out["clocks"]["boost_mhz"] == 1410);
+  CHECK(out["clocks"]["sustained_mhz"].is_null());
+  CHECK(out["clocks"]["peak_fraction"] == 1.0);
   CHECK(out["kernels"].size() > 300);
   for (const auto& k : out["kernels"]) {
     if (k["op_class"] == "gemm" && k["bound"] == "compute") {

@@ -82,10 +82,10 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
     CHECK_THAT(line, Catch::Contains(part));
   }
   CHECK_THAT(r.output, Catch::Contains("cudnn.benchmark off, channels_first"));
-  // Element-wise kernels stream at Pascal's bandwidth figure (0.61 of 484 GB/s); reductions
+  // Element-wise kernels stream at Pascal's bandwidth figure (0.76 of 484 GB/s); reductions
   // (the bias gradient's sum) at 1.06 times that, read-only.
-  CHECK_THAT(r.output, Catch::Contains("memory 0.61: 295.2 GB/s"));
-  CHECK_THAT(r.output, Catch::Contains("memory 0.61 x reduction 1.06: 313 GB/s"));
+  CHECK_THAT(r.output, Catch::Contains("memory 0.76: 367.8 GB/s"));
+  CHECK_THAT(r.output, Catch::Contains("memory 0.76 x reduction 1.06: 389.9 GB/s"));
   CHECK_THAT(r.output, Catch::Contains("gpu.bandwidth_relative: reduction: "));
   CHECK_THAT(r.output, Catch::Contains("gpu.efficiency: "));
   CHECK_THAT(r.output, Catch::Contains("for pascal at fp32"));

@@ -144,7 +144,7 @@ int run_kernels(const KernelsArgs& a) {
   std::ostream& say = quiet ? std::cerr : std::cout;
   const std::size_t width = output_width(quiet ? stderr : stdout);
 
-  nlohmann::json json;
+  nlohmann::json json = {{"schema", "epochcast.kernels/1"}};
   HardwareProfile profile = prior;
   say << fmt::format("{} kernel measurements of {} GPU(s), profile {}\n\n", rows.size(),
                      gpus.size(), prior.name);

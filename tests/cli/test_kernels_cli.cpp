@@ -24,6 +24,7 @@ TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that l
   CHECK_THAT(r.output, Catch::Contains("elementwise  t4"));
   std::ifstream in(json);
   const nlohmann::json report = nlohmann::json::parse(in);
+  CHECK(report["schema"] == "epochcast.kernels/1");
   CHECK(report["accuracy"].size() == 10);  // 2 classes x 5 GPUs
   CHECK(report["leave_one_gpu_out"].size() == 5);
   const double fitted = report["fitted"]["gpu.memory_efficiency"];

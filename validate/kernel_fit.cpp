@@ -90,6 +90,13 @@ double log_cost(const std::vector<KernelMeasurement>& rows,
   return classes.empty() ? 0.0 : cost / static_cast<double>(classes.size());
 }
 
+// Whether some row is measured at kGpuDecidedFloors floors or more (the rows a fit can use).
+bool any_gpu_decided(const std::vector<KernelMeasurement>& rows, const MeasurementFloors& floors) {
+  return std::any_of(rows.begin(), rows.end(), [&](const KernelMeasurement& m) {
+    return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
+  });
+}
+
 // The rows of some classes.
 std::vector<KernelMeasurement> rows_of(const std::vector<KernelMeasurement>& rows,
                                        const std::vector<KernelClass>& classes) {
@@ -198,10 +205,8 @@ double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
   KernelFit fit;
   fit.profile = profile;
   const std::vector<KernelMeasurement> streams = rows_of(rows, {KernelClass::elementwise});
-  const bool decided = std::any_of(streams.begin(), streams.end(), [&](const KernelMeasurement& m) {
-    return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
-  });
-  if (decided) fit_stage(make_workload(streams, catalogue, floors), {{}, {}, true}, fit);
+  if (any_gpu_decided(streams, floors))
+    fit_stage(make_workload(streams, catalogue, floors), {{}, {}, true}, fit);
   return fit.offset_fraction;
 }
 
@@ -230,10 +235,8 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
   for (const FitStage& stage : stages) {
     const std::vector<KernelMeasurement> seen = rows_of(rows, stage.classes);
     if (seen.empty()) continue;  // none of its classes measured: nothing to say of its figures
-    const bool decided = std::any_of(seen.begin(), seen.end(), [&](const KernelMeasurement& m) {
-      return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
-    });
-    if (!decided) {  // nothing of this stage the GPU decides: its figures keep the prior
+    if (!any_gpu_decided(
+            seen, floors)) {  // nothing of this stage the GPU decides: its figures keep the prior
       result.unseen.insert(result.unseen.end(), stage.figures.begin(), stage.figures.end());
       continue;
     }

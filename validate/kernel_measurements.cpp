@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -13,6 +12,7 @@
 #include <zlib.h>
 
 #include "core/format/csv_line.h"
+#include "core/measure/csv_cells.h"
 #include "core/model/kernel_launches.h"
 #include "core/model/model_spec.h"
 
@@ -114,33 +114,13 @@ class LineReader {
   int number_ = 0;
 };
 
-// A measured latency: milliseconds above 0 and below a day.
+// A measured latency: milliseconds above 0 and at most a day.
 double latency_seconds(const CsvCell& cell) {
-  double value = 0;
-  const char* end = cell.text.data() + cell.text.size();
-  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
-  if (error != std::errc() || stop != end || !std::isfinite(value) || value <= 0 ||
-      value > 8.64e7) {
-    throw InputError(
-        cell.mark, "Latency",
-        fmt::format("expected milliseconds above 0 and below a day; got '{}'", cell.text));
-  }
-  return value * 1e-3;
+  return positive_cell(cell, "Latency", 8.64e7, "milliseconds") * 1e-3;
 }
 
-// A shape value: 0 (padding) to 2^31 - 1, the sizes one CUDA launch dimension holds.
-std::int64_t shape_value(const CsvCell& cell, std::string_view column, bool may_be_zero) {
-  std::int64_t value = 0;
-  const char* end = cell.text.data() + cell.text.size();
-  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
-  const std::int64_t low = may_be_zero ? 0 : 1;
-  if (error != std::errc() || stop != end || value < low || value > 2'147'483'647) {
-    throw InputError(
-        cell.mark, std::string(column),
-        fmt::format("expected a whole number from {} to 2,147,483,647; got '{}'", low, cell.text));
-  }
-  return value;
-}
+// The largest shape value: what one CUDA launch dimension holds, 2^31 - 1.
+constexpr std::int64_t kMaxShapeValue = 2'147'483'647;
 
 // The GPUs of the catalogue (a CPU entry is no GPU a kernel measurement can be of).
 std::string catalogue_gpu_ids(const GpuCatalogue& catalogue) {
@@ -156,7 +136,7 @@ std::string catalogue_gpu_ids(const GpuCatalogue& catalogue) {
 constexpr std::size_t kMaxRows = 2'000'000;
 // An operator's shape product (B x M x N x K, ...) at most 2^60: every count costed from it
 // stays inside 64 bits, and no real kernel comes near (the data set's largest is 2.9e12).
-constexpr double kMaxShapeProduct = 1152921504606846976.0;
+constexpr double kMaxShapeProduct = static_cast<double>(std::int64_t{1} << 60);
 
 Layer layer_of(LayerType type, std::string name) {
   Layer layer;
@@ -274,7 +254,8 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
     const bool conv = m.op == "conv";
     for (std::string_view name : shape_columns(m.op)) {
       // Only a convolution's padding may be 0.
-      m.shape.push_back(shape_value(cells[column(name)], name, conv && name == "Padding"));
+      const std::int64_t lowest = conv && name == "Padding" ? 0 : 1;
+      m.shape.push_back(integer_cell(cells[column(name)], name, lowest, kMaxShapeValue));
     }
     double product = 1;
     for (std::int64_t v : m.shape)

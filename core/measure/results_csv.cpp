@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "core/format/csv_line.h"
+#include "core/measure/csv_cells.h"
 #include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
 
@@ -29,41 +28,6 @@ constexpr double kMaxSeconds = 1e9;
 // A throughput of at most the largest data set a scenario may hold per second: a bound that
 // refuses only nonsense (a unit slip), not a figure of any machine.
 constexpr double kMaxSamplesPerSecond = static_cast<double>(limits::kMaxSamples);
-
-std::int64_t integer_cell(const ResultCell& cell, std::string_view column, std::int64_t low,
-                          std::int64_t high) {
-  std::int64_t value = 0;
-  const char* end = cell.text.data() + cell.text.size();
-  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
-  if (error == std::errc::result_out_of_range ||
-      (error == std::errc() && stop == end && (value < low || value > high))) {
-    throw InputError(
-        cell.mark, std::string(column),
-        fmt::format("expected an integer from {} to {}, got {}", yaml::readable_integer(low),
-                    yaml::readable_integer(high), cell.text));
-  }
-  if (error != std::errc() || stop != end) {
-    throw InputError(
-        cell.mark, std::string(column),
-        fmt::format("expected an integer from {} to {}, got '{}'", yaml::readable_integer(low),
-                    yaml::readable_integer(high), cell.text));
-  }
-  return value;
-}
-
-double positive_cell(const ResultCell& cell, std::string_view column, double high,
-                     std::string_view what) {
-  double value = 0;
-  const char* end = cell.text.data() + cell.text.size();
-  auto [stop, error] = std::from_chars(cell.text.data(), end, value);
-  if (error != std::errc() || stop != end || !std::isfinite(value) || !(value > 0) ||
-      value > high) {
-    throw InputError(
-        cell.mark, std::string(column),
-        fmt::format("expected {} above 0 and at most {:g}, got '{}'", what, high, cell.text));
-  }
-  return value;
-}
 
 }  // namespace
 

@@ -51,11 +51,9 @@ inline bool softmax_row_in_registers(std::int64_t length, int element_bytes) {
 // writes, 3. cunn_SoftMaxForward reads the row three times (the max, the sum of exponentials, the
 // write-out) and writes once; cunn_SoftMaxBackward reads the gradient for the sum, then the
 // gradient again and the output for the result, and writes. **Assumed**: half of a block's
-// re-reads of the row it has just read are served by the caches: forward 3 passes, backward 3.5.
-// Against the kernel measurements of shared/data/kernels (P4, P100, T4, V100, A100; forward
-// only), with every re-read counted the block kernels are predicted at 0.96-1.47 times their
-// measured time (median per GPU) while the persistent ones are at 0.81-0.99; with half,
-// 0.83-1.25. Later PyTorch releases read rows that fit in shared memory once
+// re-reads of the row it has just read are served by the caches: forward 3 passes, backward 3.5
+// (the kernel measurements behind it: the default profile's source of
+// gpu.bandwidth_relative). Later PyTorch releases read rows that fit in shared memory once
 // (cunn_SoftMaxForwardSmem, PR 122970): not modelled.
 inline std::int64_t softmax_half_passes(std::int64_t length, int element_bytes, bool backward) {
   if (softmax_row_in_registers(length, element_bytes)) return backward ? 6 : 4;

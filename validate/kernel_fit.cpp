@@ -51,7 +51,10 @@ std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& 
     const GpuSpec& gpu = *w.gpus[i];
     auto model = models.find(gpu.id);
     if (model == models.end()) {
-      model = models.emplace(gpu.id, sim::DeviceModel(gpu, profile, TrainingPrecision::fp32)).first;
+      model = models
+                  .emplace(gpu.id, sim::DeviceModel(gpu, profile, kKernelMeasurementPrecision,
+                                                    kKernelMeasurementConvolution))
+                  .first;
     }
     KernelPrediction p;
     for (const KernelWork& kernel : w.costs[i].kernels)

@@ -23,6 +23,7 @@
 
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
+#include "core/spec/scenario_spec.h"
 #include "validate/kernel_measurements.h"
 
 namespace epochcast::validate {
@@ -30,6 +31,12 @@ namespace epochcast::validate {
 // The measuring loop's floor per (operator, catalogue id): the shortest time measured.
 using MeasurementFloors = std::map<std::pair<std::string, std::string>, double>;
 MeasurementFloors measurement_floors(const std::vector<KernelMeasurement>& rows);
+
+// How the measured operators ran (NeuSight's collect.py): float32 math without TF32 in cuBLAS
+// (PyTorch's default) or cuDNN (torch.backends.cudnn.allow_tf32 = False), and
+// torch.backends.cudnn.benchmark = True, so cuDNN timed its algorithms and kept the fastest.
+inline constexpr TrainingPrecision kKernelMeasurementPrecision = TrainingPrecision::fp32_strict;
+inline constexpr ConvolutionSettings kKernelMeasurementConvolution{.cudnn_benchmark = true};
 
 // What the measuring loop adds: the part of the floor before the kernel's launch.
 inline constexpr double kDefaultOffsetFraction = 0.6;

@@ -342,22 +342,24 @@ CostedOperator cost_shape(const KernelMeasurement& m) {
   c.batch = s[0];
   const std::int64_t fp32 = 4;
   if (m.op == "linear") {
-    // nn.Linear on [B, M, K]: one addmm of (B x M) rows by K into N features, its bias fused.
+    // nn.Linear(N, K) on an input [B, M, N] (NeuSight's collect.py): one addmm of (B x M) rows
+    // of N features into K, its bias fused.
     Layer layer = layer_of(LayerType::linear, "linear");
-    layer.out_features = s[2];
-    c.kernels = forward_kernels(layer, {s[1], s[3]});
+    layer.out_features = s[3];
+    c.kernels = forward_kernels(layer, {s[1], s[2]});
   } else if (m.op == "bmm") {
-    // torch.bmm of B products (M x K) by (K x N): one batched GEMM launch.
+    // torch.bmm of [B, M, N] by [B, N, K] (NeuSight's collect.py): B products of (M x N) by
+    // (N x K), N the reduction; one batched GEMM launch.
     KernelWork k;
     k.name = "bmm";
     k.op_class = OpClass::gemm;
     k.flops = {Flops(2 * s[1] * s[2] * s[3]), Flops(0)};
-    k.bytes = {Bytes(fp32 * (s[1] * s[3] + s[3] * s[2] + s[1] * s[2])), Bytes(0)};
+    k.bytes = {Bytes(fp32 * (s[1] * s[2] + s[2] * s[3] + s[1] * s[3])), Bytes(0)};
     k.has_gemm_shape = true;
     k.gemm.batches = {1, 0};
     k.gemm.m = {0, s[1]};
-    k.gemm.n = {0, s[2]};
-    k.gemm.k = {0, s[3]};
+    k.gemm.n = {0, s[3]};
+    k.gemm.k = {0, s[2]};
     c.kernels = {k};
   } else if (m.op == "conv") {
     // nn.Conv2d without bias: the measured kernels list cuDNN's alone, no bias add.

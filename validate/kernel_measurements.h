@@ -6,13 +6,17 @@
 // (shared/data/kernels/README.md: S. Lee et al., "Forecasting GPU Performance for Deep Learning
 // Training and Inference", ASPLOS 2025): `OPName`, `Latency` (milliseconds), `Device` (the name
 // CUDA reports) and the operator's shape columns:
-//   linear, bmm              B, M, N, K     nn.Linear on [B, M, K] to N features; torch.bmm
+//   linear, bmm              B, M, N, K     nn.Linear(N, K) on [B, M, N]; torch.bmm of
+//                                           [B, M, N] by [B, N, K] (N is the reduction)
 //   conv                     B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride,
-//                            Padding         nn.Conv2d, square kernels and inputs
+//                            Padding         nn.Conv2d, square kernels and inputs, no bias
 //   ln, softmax              B, H           LayerNorm / softmax over rows of H
 //   add, mul, relu, gelu,    B, H           element-wise over B x H elements
 //   tanh
 // Other columns (the library kernel, the grid) are kept when present, never required.
+// The data set measured with PyTorch's float32 math (no TF32 in cuBLAS or, as its collect.py
+// sets torch.backends.cudnn.allow_tf32 = False, in cuDNN) and cudnn.benchmark on: the fit
+// prices every row that way (kKernelMeasurementMath in validate/kernel_fit.h).
 #pragma once
 
 #include <cstdint>

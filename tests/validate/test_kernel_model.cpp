@@ -13,6 +13,7 @@
 #include "core/input_error.h"
 #include "core/spec/profile_figures.h"
 #include "core/spec/profile_spec.h"
+#include "sim/compute/device_model.h"
 #include "support/paths.h"
 #include "validate/kernel_fit.h"
 #include "validate/kernel_measurements.h"
@@ -133,13 +134,20 @@ TEST_CASE("kernel measurements: each operator is costed as the simulator costs i
   REQUIRE(c.kernels.size() == 1);
   CHECK(c.batch == 4);
   CHECK(c.kernels[0].has_gemm_shape);
+  // NeuSight's collect.py: nn.Linear(N, K) on [B, M, N]: N features in, K out.
   CHECK(scaled(c.kernels[0].gemm.m, c.batch) == 4 * 128);
-  CHECK(scaled(c.kernels[0].gemm.n, c.batch) == 768);
-  CHECK(scaled(c.kernels[0].gemm.k, c.batch) == 512);
+  CHECK(scaled(c.kernels[0].gemm.n, c.batch) == 512);
+  CHECK(scaled(c.kernels[0].gemm.k, c.batch) == 768);
+  CHECK(scaled(c.kernels[0].bytes, c.batch) >= 4.0 * (4 * 128 * (768 + 512) + 768 * 512));
 
+  // torch.bmm of [B, M, N] by [B, N, K]: N is the reduction.
   KernelMeasurement bmm{"bmm", "Tesla T4", "t4", 1e-3, {12, 64, 32, 16}, "", {}};
   c = cost_operator(bmm);
   CHECK(scaled(c.kernels[0].gemm.batches, c.batch) == 12);
+  CHECK(scaled(c.kernels[0].gemm.m, c.batch) == 64);
+  CHECK(scaled(c.kernels[0].gemm.n, c.batch) == 16);
+  CHECK(scaled(c.kernels[0].gemm.k, c.batch) == 32);
+  CHECK(scaled(c.kernels[0].bytes, c.batch) == 4.0 * 12 * (64 * 32 + 32 * 16 + 64 * 16));
   CHECK(scaled(c.kernels[0].flops, c.batch) == 2.0 * 12 * 64 * 32 * 16);
 
   KernelMeasurement conv{"conv", "Tesla T4", "t4", 1e-3, {8, 64, 128, 3, 56, 1, 1}, "", {}};
@@ -155,6 +163,19 @@ TEST_CASE("kernel measurements: each operator is costed as the simulator costs i
   KernelMeasurement ln{"ln", "Tesla T4", "t4", 1e-3, {64, 1000}, "", {}};
   c = cost_operator(ln);
   CHECK(c.kernels[0].op_class == OpClass::normalization);
+}
+
+TEST_CASE("kernel measurements: priced with the math they ran with (no TF32, cuDNN's fastest)",
+          "[kernels]") {
+  // collect.py sets torch.backends.cudnn.allow_tf32 = False and cudnn.benchmark = True: an
+  // A100's fp32 convolutions ran on CUDA cores, as its GEMMs did.
+  const GpuSpec* a100 = bundled_gpu_catalogue().find("a100-pcie-80gb");
+  REQUIRE(a100 != nullptr);
+  const sim::DeviceModel model(*a100, default_profile(), kKernelMeasurementPrecision,
+                               kKernelMeasurementConvolution);
+  CHECK_FALSE(model.conv_tensor_cores());
+  CHECK_FALSE(model.tensor_cores());
+  CHECK(kKernelMeasurementConvolution.cudnn_benchmark);
 }
 
 TEST_CASE("simplex search finds the minimum of a curved valley, the same way every run",

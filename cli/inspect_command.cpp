@@ -68,11 +68,12 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
 }
 
 // The clock the peaks are taken at: "; 1590 MHz boost clock, no sustained clock known" or
-// "; 1200 MHz sustained of 1590 MHz boost"; empty for a GPU described without clocks.
+// "; 773 MHz sustained (power rule) of 1590 MHz boost"; empty for a GPU without clocks.
 std::string clock_words(const GpuSpec& gpu) {
   if (!gpu.clocks) return "";
   if (gpu.clocks->sustained_mhz) {
-    return fmt::format("; {:g} MHz sustained of {:g} MHz boost", *gpu.clocks->sustained_mhz,
+    return fmt::format("; {:.0f} MHz sustained{} of {:g} MHz boost", *gpu.clocks->sustained_mhz,
+                       gpu.clocks->sustained_from_power_rule ? " (power rule)" : "",
                        gpu.clocks->boost_mhz);
   }
   return fmt::format("; {:g} MHz boost clock, no sustained clock known", gpu.clocks->boost_mhz);
@@ -83,6 +84,7 @@ nlohmann::json clocks_json(const GpuSpec& gpu) {
   return {{"boost_mhz", gpu.clocks->boost_mhz},
           {"sustained_mhz", gpu.clocks->sustained_mhz ? nlohmann::json(*gpu.clocks->sustained_mhz)
                                                       : nlohmann::json()},
+          {"sustained_from_power_rule", gpu.clocks->sustained_from_power_rule},
           {"peak_fraction", gpu.sustained_clock_fraction()}};
 }
 

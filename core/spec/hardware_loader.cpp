@@ -183,10 +183,59 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = fal
   return gpu;
 }
 
+// power_references: {ARCHITECTURE: {board: ID, source: TEXT}}: each board must be in the
+// catalogue with the figures the rule divides (board power, fp32 peak, clocks).
+void read_power_references(const yaml::Node& node, GpuCatalogue& catalogue) {
+  yaml::MapReader architectures(node, kArchitectureNames);
+  for (const std::string& architecture : architectures.keys()) {
+    // source: what shows the board holding its boost clock (a non-empty string).
+    yaml::MapReader fields(architectures.required(architecture), {"board", "source"});
+    yaml::Node board = fields.required("board");
+    PowerReference reference{board.as_string(), fields.required("source").as_string()};
+    const GpuSpec* gpu = catalogue.find(reference.board);
+    if (gpu == nullptr) {
+      board.fail(fmt::format("no GPU '{}' in this catalogue to take as the power reference",
+                             reference.board));
+    }
+    if (!gpu->board_power_w || !gpu->peak_for(Precision::fp32) || !gpu->clocks) {
+      board.fail(fmt::format(
+          "the power reference '{}' needs board_power_w, clocks_mhz and peak_tflops.fp32",
+          reference.board));
+    }
+    catalogue.power_references[architecture] = std::move(reference);
+  }
+}
+
+// Boards without a sustained clock of their own get the power rule's where their architecture
+// has a reference (PowerReference, core/spec/hardware_spec.h) and they have less power per
+// fp32 TFLOP/s than it.
+void apply_power_rule(GpuCatalogue& catalogue) {
+  for (GpuSpec& gpu : catalogue.gpus) {
+    auto reference = catalogue.power_references.find(gpu.architecture);
+    if (reference == catalogue.power_references.end()) continue;
+    const std::optional<FlopsPerSecond> fp32 = gpu.peak_for(Precision::fp32);
+    if (!gpu.clocks || gpu.clocks->sustained_mhz || !gpu.board_power_w || !fp32) continue;
+    const GpuSpec& ref = *catalogue.find(reference->second.board);
+    const double ref_tflops = ref.peak_for(Precision::fp32)->value() / 1e12;
+    const double tflops = fp32->value() / 1e12;
+    const double watts_per_tflops = *gpu.board_power_w / tflops;
+    const double ref_watts_per_tflops = *ref.board_power_w / ref_tflops;
+    const double fraction = watts_per_tflops / ref_watts_per_tflops;
+    if (fraction >= 1) continue;
+    gpu.clocks->sustained_mhz = std::max(1.0, gpu.clocks->boost_mhz * fraction);
+    gpu.clocks->sustained_from_power_rule = true;
+    gpu.sources["clocks_mhz.sustained"] = fmt::format(
+        "power rule: {:g} W for {:.3g} fp32 TFLOP/s is {:.3g} W per TFLOP/s, {:.3f} of the {:.3g} "
+        "that the {} ({:g} W, {:.3g} TFLOP/s) holds its boost clock with ({})",
+        *gpu.board_power_w, tflops, watts_per_tflops, fraction, ref_watts_per_tflops, ref.name,
+        *ref.board_power_w, ref_tflops, reference->second.source);
+  }
+}
+
 GpuCatalogue read_catalogue(const yaml::Document& document) {
   yaml::Node root = document.root();
   expect_file_kind(root, FileKind::gpu_catalogue);
-  yaml::MapReader top(root, {"kind", "description", "gpus"});
+  yaml::MapReader top(root, {"kind", "description", "gpus", "power_references"});
   if (auto d = top.optional("description")) d->as_string();
   GpuCatalogue catalogue;
   catalogue.source_file = document.file_name();
@@ -205,6 +254,10 @@ GpuCatalogue read_catalogue(const yaml::Document& document) {
     catalogue.gpus.push_back(read_gpu(entries.required(id), id));
   }
   if (catalogue.gpus.empty()) gpus.fail("the catalogue lists no GPU");
+  if (auto references = top.optional("power_references")) {
+    read_power_references(*references, catalogue);
+    apply_power_rule(catalogue);
+  }
   return catalogue;
 }
 

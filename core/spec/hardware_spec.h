@@ -40,12 +40,14 @@ inline constexpr std::string_view kMemoryTypeNames[] = {
     "gddr5", "gddr5x", "gddr6", "gddr6x", "gddr7", "hbm2", "hbm2e", "hbm3", "hbm3e", "lpddr5x"};
 
 // Clocks of the SMs, in MHz. Datasheet peaks are computed at `boost`; `sustained` is what the
-// board holds under a long dense load where its power or thermal limit keeps it lower (unset:
-// the boost clock, the datasheet's own assumption).
+// board holds under a long dense load that keeps every SM busy, where its power or thermal limit
+// keeps it lower (unset: the boost clock, the datasheet's own assumption). Given in the file, or
+// derived by the catalogue's power rule (GpuCatalogue::power_references).
 struct GpuClocks {
   double base_mhz = 0;  // 0 when not known
   double boost_mhz = 0;
   std::optional<double> sustained_mhz;
+  bool sustained_from_power_rule = false;
   double sustained_or_boost() const { return sustained_mhz.value_or(boost_mhz); }
 };
 
@@ -78,9 +80,22 @@ struct GpuSpec {
   BytesPerSecond pcie_bandwidth() const;
 };
 
+// The power rule's reference for one architecture: a board that kernel measurements show
+// holding its boost clock under a dense load. A dense load draws power in proportion to the
+// FP32 lanes switching per second (the fp32 peak), so a board of the architecture with fewer
+// watts per fp32 TFLOP/s than the reference cannot hold boost: its sustained clock is
+//   boost x (board_power_w / fp32 peak) / (the reference's board_power_w / fp32 peak).
+// A bound, not a measurement: the reference may need less than it has, so a board may hold a
+// little more than the rule gives.
+struct PowerReference {
+  std::string board;  // a catalogue id of the architecture (or a named sibling)
+  std::string source;
+};
+
 struct GpuCatalogue {
   std::string source_file;
   std::vector<GpuSpec> gpus;
+  std::map<std::string, PowerReference> power_references;  // architecture -> reference
 
   const GpuSpec* find(std::string_view id) const;
 };

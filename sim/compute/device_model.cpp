@@ -58,18 +58,13 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.
   resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
-  // Datasheet peaks are rates at the boost clock; a board that its power or thermal limit holds
-  // below boost under a long dense load computes at its sustained clock (the catalogue's
-  // clocks_mhz.sustained, where a source gives one).
-  const double clock = gpu.sustained_clock_fraction();
-  auto sustained = [&](Precision p) -> std::optional<FlopsPerSecond> {
-    std::optional<FlopsPerSecond> rate = gpu.peak_for(p);
-    if (rate) rate = FlopsPerSecond(rate->value() * clock);
-    return rate;
-  };
-  vector_peak_ = *sustained(Precision::fp32);
+  // Datasheet peaks are rates at the boost clock. A board that its power limit holds below
+  // boost under a load on every SM (the catalogue's clocks_mhz.sustained) has that much less
+  // compute in all: explain_part caps each kernel's rate there.
+  sustained_fraction_ = gpu.sustained_clock_fraction();
+  vector_peak_ = *gpu.peak_for(Precision::fp32);
   auto at_least_fp32 = [&](Precision p) {
-    std::optional<FlopsPerSecond> rate = sustained(p);
+    std::optional<FlopsPerSecond> rate = gpu.peak_for(p);
     // Without a faster unit for this precision, libraries compute in fp32 (e.g. fp16 GEMMs
     // with fp32 accumulation on Pascal run at the fp32 rate).
     return rate && rate->value() > vector_peak_.value() ? *rate : vector_peak_;
@@ -196,7 +191,10 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
     // What the tiles cost (two FLOPs a multiply-add), plus any work beyond the product itself
     // (a fused bias).
     const double extra = std::max(0.0, e.flops - 2 * useful);
-    e.compute_s = (2 * t.slot_work + extra) / (e.peak.value() * e.efficiency);
+    // A power-limited board's clock falls as more of it switches: its tiles run at boost until
+    // the work would need more than the sustained share of the whole GPU.
+    const double busy_work = std::max(2 * t.slot_work, 2 * useful / sustained_fraction_);
+    e.compute_s = (busy_work + extra) / (e.peak.value() * e.efficiency);
     std::string shape =
         fmt::format("{}x{}x{}", scaled(g.m, batch), scaled(g.n, batch), scaled(g.k, batch));
     const double batches = scaled(g.batches, batch);
@@ -205,7 +203,8 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
     if (t.split_k > 1) e.algorithm += fmt::format(", split-K {}", t.split_k);
   } else {
     e.compute_utilisation = e.memory_utilisation;
-    e.compute_s = e.flops / (e.peak.value() * e.efficiency) / e.compute_utilisation;
+    e.compute_s = e.flops / (e.peak.value() * e.efficiency) /
+                  std::min(e.compute_utilisation, sustained_fraction_);
     e.algorithm = part.what.empty() ? launch(kernel, batch).rule : part.what;
   }
   e.memory_s = e.bytes / e.bandwidth.value() / e.memory_utilisation;

@@ -1,9 +1,11 @@
 // How long a kernel occupies a GPU: a roofline with utilisation.
 //
-// Peaks are the catalogue's datasheet rates scaled to the board's sustained clock (the boost
-// clock unless the catalogue gives a lower sustained one).
-//   time = max(FLOPs / (peak(precision, op class) x efficiency(op class)),
-//              bytes / (memory bandwidth x memory efficiency)) / utilisation
+// Peaks are the catalogue's datasheet rates, at the boost clock.
+//   time = max(FLOPs / (peak(precision, op class) x efficiency(op class) x min(utilisation, s)),
+//              bytes / (memory bandwidth x memory efficiency x memory utilisation))
+// where s is the board's sustained over boost clock (1 unless the catalogue's clocks_mhz.sustained
+// is lower): a power-limited board's clock falls as more of its SMs switch, so a kernel that
+// keeps a small part of the GPU busy runs at boost and a full one at the sustained clock.
 //   (the optimizer's kernels use the profile's optimizer memory efficiency)
 //   time = max(time, minimum kernel time)
 //
@@ -93,9 +95,10 @@ class DeviceModel {
   ConvContext conv_context_;
   TileFamily tile_family_;
   LaunchTarget launch_target_;
-  FlopsPerSecond matrix_peak_;  // the GEMM unit at this precision
-  FlopsPerSecond conv_peak_;    // the convolution unit at this precision
-  FlopsPerSecond vector_peak_;  // FP32 CUDA cores
+  FlopsPerSecond matrix_peak_;     // the GEMM unit at this precision
+  FlopsPerSecond conv_peak_;       // the convolution unit at this precision
+  FlopsPerSecond vector_peak_;     // FP32 CUDA cores
+  double sustained_fraction_ = 1;  // sustained over boost clock, in (0, 1]
   // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
   FlopsPerSecond unit_peak(OpClass op_class) const;
   bool on_tensor_cores(OpClass op_class) const;

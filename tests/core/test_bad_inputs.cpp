@@ -44,6 +44,8 @@ void model_error(const std::string& text, const Expected& expected) {
 
 const char* kModelHead = "kind: model\nname: m\ninput: {shape: [1, 100]}\nlayers:\n";
 
+using Catch::Contains;
+
 const char* kCatalogue = R"(kind: gpu-catalogue
 gpus:
   test-gpu:
@@ -281,6 +283,58 @@ TEST_CASE("bad input: an architecture the models do not know is refused, never d
   text.replace(text.find("architecture: ampere"), 20, "architecture: hoper");
   expect_error([&] { load_gpu_catalogue_from_string(text, "gpus.yaml"); },
                {"gpus.yaml:5:19", "gpus.test-gpu.architecture", "(did you mean 'hopper'?)"});
+}
+
+TEST_CASE("bad input: a power reference is a board of the catalogue with the rule's figures") {
+  // Both boards with clocks and board power: test-gpu 100 W and nvlink-gpu 40 W for 10 TFLOP/s.
+  auto with = [](const std::string& references) {
+    std::string text = kCatalogue;
+    const std::string peak = "    peak_tflops: {fp32: 10}\n";
+    std::size_t at = 0;
+    for (const char* watts : {"100", "40"}) {  // test-gpu's entry, then nvlink-gpu's
+      at = text.find(peak, at);
+      const std::string figures =
+          std::string("    clocks_mhz: {boost: 1500}\n    board_power_w: ") + watts + "\n";
+      text.insert(at, figures);
+      at += figures.size() + peak.size();
+    }
+    for (std::size_t source = text.find("pcie: e"); source != std::string::npos;
+         source = text.find("pcie: e", source + 1)) {
+      text.replace(source, 7, "pcie: e, clocks_mhz: g, board_power_w: h");
+    }
+    return text + "power_references:\n" + references;
+  };
+  const GpuCatalogue good = load_gpu_catalogue_from_string(
+      with("  ampere: {board: test-gpu, source: holds boost}\n"), "gpus.yaml");
+  // 4 W per TFLOP/s against the reference's 10: 0.4 of 1500 MHz; the reference keeps boost.
+  const GpuSpec& held = *good.find("nvlink-gpu");
+  REQUIRE(held.clocks->sustained_mhz.has_value());
+  CHECK(*held.clocks->sustained_mhz == Approx(600));
+  CHECK(held.clocks->sustained_from_power_rule);
+  CHECK_FALSE(good.find("test-gpu")->clocks->sustained_mhz.has_value());
+
+  auto error_of = [&](const std::string& references) {
+    try {
+      load_gpu_catalogue_from_string(with(references), "gpus.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of("  ampere: {board: no-such-gpu, source: s}\n"),
+             Contains("power_references.ampere.board") &&
+                 Contains("no GPU 'no-such-gpu' in this catalogue"));
+  CHECK_THAT(error_of("  ampre: {board: test-gpu, source: s}\n"),
+             Contains("power_references") && Contains("did you mean 'ampere'?"));
+  CHECK_THAT(error_of("  ampere: {board: test-gpu, source: \"\"}\n"),
+             Contains("power_references.ampere.source") && Contains("non-empty"));
+  CHECK_THAT(error_of("  ampere: {board: test-gpu}\n"),
+             Contains("power_references.ampere") && Contains("source"));
+  // A reference without board power cannot set the rule.
+  std::string no_power = kCatalogue;
+  no_power += "power_references:\n  ampere: {board: test-gpu, source: s}\n";
+  CHECK_THROWS_WITH(load_gpu_catalogue_from_string(no_power, "gpus.yaml"),
+                    Contains("needs board_power_w, clocks_mhz and peak_tflops.fp32"));
 }
 
 TEST_CASE("bad input: clocks, memory type and L2 of a catalogue entry are checked and sourced") {

@@ -446,20 +446,45 @@ TEST_CASE("every bundled GPU says its memory type, L2, clocks and board power, e
   }
 }
 
-TEST_CASE("a board held below its boost clock computes at its sustained clock") {
+TEST_CASE("a power-limited board computes at its sustained clock once every SM is busy") {
   GpuSpec held = gpu("t4");
   REQUIRE(held.clocks.has_value());
+  held.clocks->sustained_mhz.reset();
+  const GpuSpec at_boost_gpu = held;
   const HardwareProfile profile = default_profile();
-  const KernelWork k = square_gemm(8192);
-  const double at_boost =
-      DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(k, 1).seconds();
+  const KernelWork big = square_gemm(8192);
+  const DeviceModel boost_model(at_boost_gpu, profile, TrainingPrecision::fp32);
+  const double at_boost = boost_model.kernel_time(big, 1).seconds();
   held.clocks->sustained_mhz = held.clocks->boost_mhz * 0.6;
   CHECK(held.sustained_clock_fraction() == Approx(0.6));
-  const double held_time =
-      DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(k, 1).seconds();
-  CHECK(held_time == Approx(at_boost / 0.6).epsilon(1e-6));
+  const DeviceModel held_model(held, profile, TrainingPrecision::fp32);
+  // At boost the tiles' padding and last wave cost (utilisation u < 1); held, the useful work
+  // at 0.6 of the peak does: u / 0.6 times as long.
+  const double u = boost_model.compute_utilisation(big, 1);
+  CHECK(u > 0.6);
+  CHECK(held_model.kernel_time(big, 1).seconds() == Approx(at_boost * u / 0.6).epsilon(1e-6));
+  // A GEMM of one tile keeps one of the 80 tile slots busy: far below the power limit, it runs
+  // at boost.
+  const KernelWork one_tile = square_gemm(64);
+  CHECK(held_model.kernel_time(one_tile, 1) ==
+        DeviceModel(at_boost_gpu, profile, TrainingPrecision::fp32).kernel_time(one_tile, 1));
   // Memory-bound kernels do not follow the SM clock.
   const KernelWork stream = elementwise(1 << 26);
-  CHECK(DeviceModel(held, profile, TrainingPrecision::fp32).kernel_time(stream, 1) ==
-        DeviceModel(gpu("t4"), profile, TrainingPrecision::fp32).kernel_time(stream, 1));
+  CHECK(held_model.kernel_time(stream, 1) ==
+        DeviceModel(at_boost_gpu, profile, TrainingPrecision::fp32).kernel_time(stream, 1));
+}
+
+TEST_CASE("the catalogue's power rule holds a T4 to half its boost clock, not a V100 or 2080 Ti") {
+  // 70 W for 8.14 fp32 TFLOP/s against the V100 PCIe's 250 W for 14.0 (its reference for Volta
+  // and Turing): 0.486 of 1590 MHz.
+  const GpuSpec& t4 = gpu("t4");
+  REQUIRE(t4.clocks->sustained_mhz.has_value());
+  CHECK(t4.clocks->sustained_from_power_rule);
+  CHECK(*t4.clocks->sustained_mhz == Approx(1590 * (70 / 8.14) / (250 / 14.0)).epsilon(0.01));
+  CHECK(t4.sources.at("clocks_mhz.sustained").find("V100 PCIe") != std::string::npos);
+  // The reference itself, and a board with more power per TFLOP/s, hold boost.
+  CHECK_FALSE(gpu("v100-pcie-32gb").clocks->sustained_mhz.has_value());
+  CHECK_FALSE(gpu("rtx-2080-ti").clocks->sustained_mhz.has_value());
+  // No reference for the architecture: no rule.
+  CHECK_FALSE(gpu("a100-pcie-40gb").clocks->sustained_mhz.has_value());
 }

@@ -16,7 +16,8 @@
 // Other columns (the library kernel, the grid) are kept when present, never required.
 // The data set measured with PyTorch's float32 math (no TF32 in cuBLAS or, as its collect.py
 // sets torch.backends.cudnn.allow_tf32 = False, in cuDNN) and cudnn.benchmark on: the fit
-// prices every row that way (kKernelMeasurementMath in validate/kernel_fit.h).
+// prices every row that way (validate/kernel_fit.h: kKernelMeasurementPrecision,
+// kKernelMeasurementConvolution).
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,11 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
                             const GpuEfficiency& profile) {
   switch (e.bound) {
     case sim::KernelBound::compute:
+      if (e.clock_fraction < 1) {
+        return fmt::format("{} {:.3g} of {:.4g} TFLOPS at {:.0f}% of boost (power limit)",
+                           to_string(op_class), e.efficiency, e.peak.value() / 1e12,
+                           e.clock_fraction * 100);
+      }
       return fmt::format("{} {:.3g} of {:.4g} TFLOPS", to_string(op_class), e.efficiency,
                          e.peak.value() / 1e12);
     case sim::KernelBound::memory:
@@ -138,6 +143,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
                       {"compute_utilisation", k.why.compute_utilisation},
                       {"memory_utilisation", k.why.memory_utilisation},
                       {"efficiency", k.why.efficiency},
+                      {"clock_fraction", k.why.clock_fraction},
                       {"peak_flops", k.why.peak.value()},
                       {"effective_bandwidth", k.why.bandwidth.value()}});
     }

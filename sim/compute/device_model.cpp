@@ -194,6 +194,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
     // A power-limited board's clock falls as more of it switches: its tiles run at boost until
     // the work would need more than the sustained share of the whole GPU.
     const double busy_work = std::max(2 * t.slot_work, 2 * useful / sustained_fraction_);
+    e.clock_fraction = 2 * t.slot_work / busy_work;
     e.compute_s = (busy_work + extra) / (e.peak.value() * e.efficiency);
     std::string shape =
         fmt::format("{}x{}x{}", scaled(g.m, batch), scaled(g.n, batch), scaled(g.k, batch));
@@ -203,6 +204,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
     if (t.split_k > 1) e.algorithm += fmt::format(", split-K {}", t.split_k);
   } else {
     e.compute_utilisation = e.memory_utilisation;
+    e.clock_fraction = std::min(1.0, sustained_fraction_ / e.compute_utilisation);
     e.compute_s = e.flops / (e.peak.value() * e.efficiency) /
                   std::min(e.compute_utilisation, sustained_fraction_);
     e.algorithm = part.what.empty() ? launch(kernel, batch).rule : part.what;
@@ -260,6 +262,7 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
         total.compute_utilisation = e.compute_utilisation;
         total.memory_utilisation = e.memory_utilisation;
         total.efficiency = e.efficiency;
+        total.clock_fraction = e.clock_fraction;
         total.peak = e.peak;
         total.bandwidth = e.bandwidth;
       }

@@ -45,6 +45,9 @@ struct KernelExplanation {
   KernelBound bound = KernelBound::compute;
   double compute_utilisation = 1, memory_utilisation = 1;
   double efficiency = 0;  // the op class's fraction of `peak`
+  // The clock its compute ran at over the boost clock: below 1 where the board's power limit
+  // held it (a kernel keeping more of the GPU busy than the sustained clock allows).
+  double clock_fraction = 1;
   FlopsPerSecond peak;
   BytesPerSecond bandwidth;  // effective (after memory efficiency)
   // What runs: "GEMM 512x512x512, tiles 64x64, split-K 3", "Winograd F(4x4,3x3) + ...".

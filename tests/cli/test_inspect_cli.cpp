@@ -1,4 +1,9 @@
 // `epochcast inspect` end to end: the seed's torchsummary figures, JSON, and exit codes.
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -52,6 +57,39 @@ TEST_CASE("inspect of a broken model file exits 2 with file:line:col") {
   CommandResult r = run_command(epochcast_binary() + " inspect " + file);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::StartsWith(file + ":5:5: error: layer 1 '0' (conv1d): the kernel"));
+}
+
+TEST_CASE("inspect --hardware says which kernels a power-limited board runs below boost") {
+  // A T4 (the catalogue's power rule: 773 of 1590 MHz with every SM busy) in a copy of the
+  // single-GPU machine. At batch 1 the large layers' kernels run at the sustained clock and
+  // the smallest (few tiles, few SMs busy) at boost.
+  std::ifstream in(source_file("topologies/h100-sxm-1gpu.yaml"));
+  std::string machine((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = machine.find("gpu: h100-sxm");
+  REQUIRE(at != std::string::npos);
+  machine.replace(at, 13, "gpu: t4");
+  const std::string file = output_file("inspect-t4-1gpu.yaml");
+  std::ofstream(file) << machine;
+  CommandResult r = run_command(epochcast_binary() + " inspect resnet-50 --hardware " + file +
+                                " --batch 1 --json");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json out = nlohmann::json::parse(r.output);
+  CHECK(out["clocks"]["sustained_from_power_rule"] == true);
+  CHECK(out["clocks"]["peak_fraction"].get<double>() == Approx(773.0 / 1590).epsilon(0.01));
+  double lowest = 1, highest = 0;
+  for (const auto& k : out["kernels"]) {
+    if (k["bound"] != "compute") continue;
+    lowest = std::min(lowest, k["clock_fraction"].get<double>());
+    highest = std::max(highest, k["clock_fraction"].get<double>());
+  }
+  CHECK(lowest == Approx(773.0 / 1590).epsilon(0.02));
+  CHECK(highest == 1.0);
+  CommandResult text =
+      run_command(epochcast_binary() + " inspect resnet-50 --hardware " + file + " --batch 64");
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.output, Catch::Contains("% of boost (power limit)"));
+  CHECK_THAT(text.output, Catch::Contains("773 MHz sustained (power rule) of 1590 MHz boost"));
 }
 
 TEST_CASE("a command-line mistake exits 2") {

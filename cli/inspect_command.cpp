@@ -47,13 +47,11 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
                             const GpuEfficiency& profile) {
   switch (e.bound) {
     case sim::KernelBound::compute:
-      if (e.clock_fraction < 1) {
-        return fmt::format("{} {:.3g} of {:.4g} TFLOPS at {:.0f}% of boost (power limit)",
-                           to_string(op_class), e.efficiency, e.peak.value() / 1e12,
-                           e.clock_fraction * 100);
-      }
-      return fmt::format("{} {:.3g} of {:.4g} TFLOPS", to_string(op_class), e.efficiency,
-                         e.peak.value() / 1e12);
+      return fmt::format(
+          "{} {:.3g} of {:.4g} TFLOPS{}", to_string(op_class), e.efficiency, e.peak.value() / 1e12,
+          e.clock_fraction < 1
+              ? fmt::format(" at {:.0f}% of boost (power limit)", e.clock_fraction * 100)
+              : "");
     case sim::KernelBound::memory:
       if (op_class == OpClass::optimizer) {
         return fmt::format("optimizer memory {:.3g}: {:.4g} GB/s",

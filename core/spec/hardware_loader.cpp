@@ -202,6 +202,12 @@ void read_power_references(const yaml::Node& node, GpuCatalogue& catalogue) {
           "the power reference '{}' needs board_power_w, clocks_mhz and peak_tflops.fp32",
           reference.board));
     }
+    if (gpu->clocks->sustained_mhz) {
+      board.fail(
+          fmt::format("the power reference '{}' gives a sustained clock below boost; the "
+                      "rule needs a board that holds its boost clock",
+                      reference.board));
+    }
     catalogue.power_references[architecture] = std::move(reference);
   }
 }

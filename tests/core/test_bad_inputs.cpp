@@ -330,6 +330,11 @@ TEST_CASE("bad input: a power reference is a board of the catalogue with the rul
              Contains("power_references.ampere.source") && Contains("non-empty"));
   CHECK_THAT(error_of("  ampere: {board: test-gpu}\n"),
              Contains("power_references.ampere") && Contains("source"));
+  // The rule takes the reference at its boost clock: one with a sustained clock is refused.
+  std::string held_reference = with("  ampere: {board: test-gpu, source: s}\n");
+  held_reference.replace(held_reference.find("{boost: 1500}"), 13, "{boost: 1500, sustained: 900}");
+  CHECK_THROWS_WITH(load_gpu_catalogue_from_string(held_reference, "gpus.yaml"),
+                    Contains("gives a sustained clock below boost"));
   // A reference without board power cannot set the rule.
   std::string no_power = kCatalogue;
   no_power += "power_references:\n  ampere: {board: test-gpu, source: s}\n";

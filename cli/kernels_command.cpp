@@ -82,7 +82,8 @@ void check_kernel_figure(const std::string& key) {
   std::vector<std::string> allowed;
   for (const ProfileFigure& figure : profile_figures()) {
     if (figure.key.starts_with("gpu.efficiency.") || figure.key.starts_with("gpu.bandwidth_") ||
-        figure.key == "gpu.memory_efficiency" || figure.key == "gpu.min_kernel_us") {
+        figure.key == "gpu.memory_efficiency" || figure.key == "gpu.min_kernel_us" ||
+        figure.key.starts_with("gpu.tile_")) {
       allowed.push_back(figure.key);
     }
   }
@@ -254,7 +255,8 @@ Command add_kernels_command(CLI::App& app) {
                   "Profile figures to fit together to every class (keys as in calibrate's report); "
                   "default: in steps, the streaming bandwidth and the measuring offset from "
                   "element-wise kernels, then gpu.bandwidth_relative.normalization from LayerNorm "
-                  "and softmax, gpu.efficiency.gemm from GEMMs, gpu.efficiency.conv from "
+                  "and softmax, gpu.efficiency.gemm and gpu.tile_staging_fmas from GEMMs, "
+                  "gpu.efficiency.conv from "
                   "convolutions")
       ->delimiter(',');
   cmd->add_flag("--fit", args->fit, "Fit the figures to every measurement and report with them");

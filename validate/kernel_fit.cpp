@@ -111,8 +111,17 @@ std::vector<KernelMeasurement> rows_of(const std::vector<KernelMeasurement>& row
   return out;
 }
 
-// One stage: its figures (searched in logarithms, so that a step is a ratio, each trial clamped
-// to the figure's bounds) and, when asked, the offset fraction (searched as it is: it may be 0).
+// The search moves figures on a log scale (a relative step means the same anywhere in their
+// range); a tile's costs, which may be 0, on log(1 + value).
+double to_search(const ProfileFigure& figure, double value) {
+  return figure.kind == FigureKind::tile_cost ? std::log1p(value) : std::log(value);
+}
+double from_search(const ProfileFigure& figure, double x) {
+  return figure.kind == FigureKind::tile_cost ? std::expm1(x) : std::exp(x);
+}
+
+// One stage: its figures (searched as above, each trial clamped to the figure's bounds) and,
+// when asked, the offset fraction (searched as it is: it may be 0).
 void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
   std::vector<const ProfileFigure*> figures;
   std::vector<double> start;
@@ -123,14 +132,15 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
       throw std::invalid_argument(fmt::format("no profile figure '{}' to fit", key));
     }
     figures.push_back(figure);
-    start.push_back(std::log(std::clamp(*value, figure->lower, figure->upper)));
+    start.push_back(to_search(*figure, std::clamp(*value, figure->lower, figure->upper)));
   }
   if (stage.offset) start.push_back(result.offset_fraction);
   auto profile_at = [&](const std::vector<double>& x) {
     HardwareProfile p = result.profile;
     for (std::size_t i = 0; i < figures.size(); ++i) {
-      set_profile_figure(p, figures[i]->key,
-                         std::clamp(std::exp(x[i]), figures[i]->lower, figures[i]->upper));
+      set_profile_figure(
+          p, figures[i]->key,
+          std::clamp(from_search(*figures[i], x[i]), figures[i]->lower, figures[i]->upper));
     }
     return p;
   };
@@ -217,7 +227,8 @@ std::vector<FitStage> kernel_fit_stages() {
   return {
       {{KernelClass::elementwise}, {"gpu.memory_efficiency"}, true},
       {{KernelClass::layernorm, KernelClass::softmax}, {"gpu.bandwidth_relative.normalization"}},
-      {{KernelClass::gemm, KernelClass::batched_gemm}, {"gpu.efficiency.gemm"}},
+      {{KernelClass::gemm, KernelClass::batched_gemm},
+       {"gpu.efficiency.gemm", "gpu.tile_staging_fmas"}},
       {{KernelClass::conv}, {"gpu.efficiency.conv"}},
   };
 }

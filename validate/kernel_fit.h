@@ -79,8 +79,9 @@ struct FitStage {
 };
 // Each figure from the class that sees it most plainly: the measuring loop's offset and the
 // streaming bandwidth from element-wise kernels (whose times follow offset + bytes / bandwidth
-// to within 1%), then the row-wise kernels' relative bandwidth, then GEMM and convolution
-// efficiencies, each with the figures before it held.
+// to within 1%), then the row-wise kernels' relative bandwidth, then the GEMM efficiency with
+// the batched GEMM tiles' staging cost, then the convolution efficiency, each with the figures
+// before it held.
 std::vector<FitStage> kernel_fit_stages();
 // One stage over every class: `figures` and the offset, fitted together.
 std::vector<FitStage> joint_fit(const std::vector<std::string>& figures);

@@ -17,6 +17,7 @@ enum class FigureKind {
   fraction,      // an efficiency: of a peak, from 1e-4 to 1
   microseconds,  // a time per operation, step or sample: from 1e-3 us to 1e9 us
   ratio,         // a bandwidth relative to another: from 0.001 to 4
+  tile_cost,     // a GEMM tile's cost beyond its multiply-adds: from 0 to its own bound
 };
 
 struct ProfileFigure {

@@ -66,6 +66,13 @@ struct GpuEfficiency {
   std::optional<double> speed_spread;
   static constexpr double kDefaultSpeedSpread = 0.01;
   double speed_spread_or_default() const { return speed_spread.value_or(kDefaultSpeedSpread); }
+  // What a cuBLAS CUDA-core GEMM tile's reduction step costs beside its multiply-adds
+  // (sim/compute/gemm_tiles.h): staging each of its tm + tn operand elements takes as long as
+  // this many of the tile's multiply-adds. Staging overlaps the multiply-adds; a step takes
+  // the longer of the two. Unset, 0.
+  std::optional<double> tile_staging_fmas;
+  static constexpr double kTileStagingHigh = 256;
+  double tile_staging_fmas_or_default() const { return tile_staging_fmas.value_or(0); }
 };
 
 // CPU-side costs of an eager framework, per operation, on the profile's host.

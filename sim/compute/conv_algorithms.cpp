@@ -160,7 +160,7 @@ ConvPlan winograd(const ConvGeometry& g, const ConvContext& cx) {
     plan.parts.push_back(transform("Winograd gradient transform", k, r.result_positions));
     GemmShape shape{fixed(kTransformed), fixed(k), fixed(c), per_sample(tiles)};
     plan.parts.push_back(gemm_part(
-        "Winograd batched GEMM (36)", OpClass::gemm, shape, flops(2 * kTransformed * tiles * k * c),
+        "Winograd batched GEMM (36)", OpClass::conv, shape, flops(2 * kTransformed * tiles * k * c),
         bytes(a * kTransformed * tiles * (c + k), a * kTransformed * k * c), false));
     plan.parts.push_back(elementwise(
         "Winograd filter-gradient transform", flops(0, 4 * kTransformed * k * c),
@@ -175,7 +175,7 @@ ConvPlan winograd(const ConvGeometry& g, const ConvContext& cx) {
   GemmShape shape{fixed(kTransformed), per_sample(tiles), fixed(r.result_channels),
                   fixed(r.source_channels)};
   plan.parts.push_back(
-      gemm_part("Winograd batched GEMM (36)", OpClass::gemm, shape,
+      gemm_part("Winograd batched GEMM (36)", OpClass::conv, shape,
                 flops(2 * kTransformed * tiles * r.result_channels * r.source_channels),
                 bytes(a * kTransformed * tiles * (r.source_channels + r.result_channels),
                       a * kTransformed * k * c),
@@ -224,7 +224,7 @@ ConvPlan fft_tiling(const ConvGeometry& g, const ConvContext& cx) {
   };
   // One complex product per frequency bin: four real multiply-adds per complex one.
   auto products = [&](GemmShape shape, double per_sample_macs, PerBatch<Bytes> traffic) {
-    return gemm_part("FFT complex GEMM per bin", OpClass::gemm, shape,
+    return gemm_part("FFT complex GEMM per bin", OpClass::conv, shape,
                      flops(2 * 4 * per_sample_macs), traffic, false);
   };
   ConvPlan plan;

@@ -25,6 +25,11 @@ bool is_matrix_op(OpClass op) {
   return op == OpClass::gemm || op == OpClass::conv || op == OpClass::depthwise_conv;
 }
 
+// A GEMM the framework hands to cuBLAS (nn.Linear, matmul, bmm), not a convolution's.
+bool is_cublas(const KernelWork& kernel) {
+  return kernel.op_class == OpClass::gemm && !kernel.has_conv_geometry;
+}
+
 }  // namespace
 
 CostOptions cost_options(TrainingPrecision precision) {
@@ -125,24 +130,38 @@ BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
   return BytesPerSecond(gpu_.memory_bandwidth.value() * efficiency);
 }
 
-TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch,
-                              bool tensor_cores) const {
+TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores,
+                              bool cublas, bool pad_features) const {
   const GemmShape& g = kernel.gemm;
   // On tensor cores the feature dimensions (those that do not grow with the batch) are padded
   // to the cores' multiple; dimensions made of samples are not. Convolution plans pad their
   // channels before (window x channels must pad per channel), so this changes nothing there.
   auto dimension = [&](const PerBatch<std::int64_t>& d) {
     double size = scaled(d, batch);
-    if (!tensor_cores || d.per_sample != 0) return size;
+    if (!tensor_cores || !pad_features || d.per_sample != 0) return size;
     return static_cast<double>(round_up(d.fixed, conv_context_.channel_multiple));
   };
-  return choose_tiles(scaled(g.batches, batch), dimension(g.m), dimension(g.n), dimension(g.k),
-                      gpu_.sm_count, tile_family_);
+  const double batches = scaled(g.batches, batch);
+  // Single products, tensor-core and convolution tiles, and a CPU's BLAS (the runtime's host
+  // device) keep the architecture's family.
+  if (!cublas || tensor_cores || tile_family_ == TileFamily::unpadded || batches <= 1) {
+    return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
+                        tile_family_);
+  }
+  // cuBLAS's CUDA-core batched SGEMM, as the public kernel data show it on five GPUs
+  // (shared/data/kernels, docs/evidence/sgemm-tiles.md; `epochcast kernels` fits the staging
+  // figure): one tile at a time per SM fits every GPU's times better than two sharing it, and
+  // each step pays for staging its operands where that takes longer than its multiply-adds.
+  TileCosts costs;
+  costs.tiles_per_sm = 1;
+  costs.staging = profile_.gpu.tile_staging_fmas_or_default();
+  return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
+                      batched_sgemm_family(gpu_.architecture), costs);
 }
 
 double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t batch) const {
   if (kernel.has_gemm_shape) {
-    const TileChoice t = tiles(kernel, batch, on_tensor_cores(kernel.op_class));
+    const TileChoice t = tiles(kernel, batch, on_tensor_cores(kernel.op_class), is_cublas(kernel));
     const GemmShape& g = kernel.gemm;
     const double useful =
         scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
@@ -157,7 +176,9 @@ LaunchGrid DeviceModel::launch(const KernelWork& kernel, std::int64_t batch) con
 
 double DeviceModel::memory_utilisation(const KernelWork& kernel, std::int64_t batch) const {
   const double blocks =
-      kernel.has_gemm_shape ? tiles(kernel, batch, false).units : launch(kernel, batch).blocks;
+      kernel.has_gemm_shape
+          ? tiles(kernel, batch, on_tensor_cores(kernel.op_class), is_cublas(kernel), false).units
+          : launch(kernel, batch).blocks;
   return std::min(1.0, blocks / gpu_.sm_count);
 }
 
@@ -183,7 +204,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.bandwidth = effective_bandwidth(kernel.op_class);
   e.memory_utilisation = memory_utilisation(kernel, batch);
   if (kernel.has_gemm_shape) {
-    const TileChoice t = tiles(kernel, batch, part.tensor_cores);
+    const TileChoice t = tiles(kernel, batch, part.tensor_cores, part.cublas);
     const GemmShape& g = kernel.gemm;
     const double useful =
         scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
@@ -222,8 +243,9 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
 
 KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
   if (!kernel.has_conv_geometry) {
-    KernelPart part{kernel, false, kernel.has_gemm_shape ? "GEMM" : ""};
+    KernelPart part{kernel, false, false, kernel.has_gemm_shape ? "GEMM" : ""};
     part.tensor_cores = on_tensor_cores(kernel.op_class);
+    part.cublas = is_cublas(kernel);
     if (kernel.op_class == OpClass::depthwise_conv) {
       // A direct kernel over the output (PyTorch's depthwise convolution), not a tiled GEMM:
       // one filter per channel leaves no product to tile.

@@ -89,7 +89,11 @@ class DeviceModel {
 
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
-  TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores) const;
+  // A GEMM-shaped kernel's tiles: cuBLAS's CUDA-core batched SGEMM tiles for a batched cuBLAS
+  // GEMM off tensor cores, else the architecture's family with (when pad_features) the tensor
+  // cores' padding.
+  TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores, bool cublas,
+                   bool pad_features = true) const;
 
   GpuSpec gpu_;
   HardwareProfile profile_;

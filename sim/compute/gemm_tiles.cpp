@@ -20,6 +20,11 @@ struct Tile {
 // Largest first, so that ties keep the larger tile.
 constexpr Tile kRowsOf128[] = {{128, 128}, {128, 64}, {128, 32}};
 constexpr Tile kMixed[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 32}, {32, 128}};
+// cuBLAS names a kernel's tile AxB with A along the output's columns (n) and B along its rows
+// (m): for nn.Linear(6233 outputs) on 215 rows, ampere_sgemm_128x64 launches a grid of 49 x 4.
+constexpr Tile kSgemmBatchedPascal[] = {{64, 128}};
+constexpr Tile kSgemmBatchedVolta[] = {{64, 128}, {64, 64}, {32, 128}, {128, 32}};
+constexpr Tile kSgemmBatchedAmpere[] = {{128, 128}};
 // A split-K slice covers at least this much of the reduction (below it the partial sums'
 // reduction costs more than the parallelism gains).
 constexpr double kSplitKSlice = 128;
@@ -42,6 +47,19 @@ TileFamily tile_family(std::string_view architecture) {
                     join_alternatives(kArchitectureNames)));
   }
   return TileFamily::mixed;  // Volta and later: cuBLAS/CUTLASS's tensor-core tile shapes
+}
+
+TileFamily batched_sgemm_family(std::string_view architecture) {
+  switch (tile_family(architecture)) {
+    case TileFamily::unpadded:
+      return TileFamily::unpadded;
+    case TileFamily::rows_of_128:
+      return TileFamily::sgemm_batched_pascal;
+    default:
+      break;
+  }
+  if (architecture == "volta" || architecture == "turing") return TileFamily::sgemm_batched_volta;
+  return TileFamily::sgemm_batched_ampere;
 }
 
 namespace {
@@ -69,15 +87,21 @@ TileChoice unpadded_choice(double batches, double m, double n, double k, double 
 
 // A tile's blocks (split to fill one wave when too few, never below a slice's worth of k) and
 // the slot work they cost: a partial wave still takes a whole tile's time on the slots it uses.
-TileChoice padded_cost(Tile tile, double batches, double m, double n, double k, double capacity) {
+// Batched SGEMM kernels never split (their grid's third dimension is the batch).
+TileChoice padded_cost(Tile tile, double batches, double m, double n, double k, double capacity,
+                       const TileCosts& costs, bool may_split) {
   const double tiles = batches * std::ceil(m / tile.m) * std::ceil(n / tile.n);
   double split = 1;
-  if (tiles < capacity) {
+  if (may_split && tiles < capacity) {
     split = std::max(1.0, std::min(std::floor(k / kSplitKSlice), std::floor(capacity / tiles)));
   }
   const double units = tiles * split;
   const double waves = std::ceil(units / capacity);
-  const double slot_work = waves * capacity * tile.m * tile.n * std::ceil(k / split);
+  // Staging the next step's operands overlaps this step's multiply-adds (the kernels pipeline
+  // them through shared memory), so a step takes the longer of the two.
+  const double per_step =
+      std::max(static_cast<double>(tile.m) * tile.n, costs.staging * (tile.m + tile.n));
+  const double slot_work = waves * capacity * per_step * std::ceil(k / split);
   return {tile.m,
           tile.n,
           split,
@@ -90,36 +114,43 @@ TileChoice padded_cost(Tile tile, double batches, double m, double n, double k, 
 // The least slot work, then the first (largest) tile within the tolerance of it.
 template <std::size_t N>
 TileChoice padded_choice(const Tile (&candidates)[N], double batches, double m, double n, double k,
-                         double capacity) {
-  TileChoice costs[N];
+                         double capacity, const TileCosts& costs, bool may_split = true) {
+  TileChoice choices[N];
   double least = 0;
   for (std::size_t i = 0; i < N; ++i) {
-    costs[i] = padded_cost(candidates[i], batches, m, n, k, capacity);
-    if (i == 0 || costs[i].slot_work < least) least = costs[i].slot_work;
+    choices[i] = padded_cost(candidates[i], batches, m, n, k, capacity, costs, may_split);
+    if (i == 0 || choices[i].slot_work < least) least = choices[i].slot_work;
   }
-  for (const TileChoice& c : costs) {
+  for (const TileChoice& c : choices) {
     if (c.slot_work <= least * (1 + kLargerTileTolerance)) return c;
   }
-  return costs[0];
+  return choices[0];
 }
 
 }  // namespace
 
-TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family) {
+TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family,
+                        const TileCosts& costs) {
   batches = std::max(batches, 1.0);
   m = std::max(m, 1.0);
   n = std::max(n, 1.0);
   k = std::max(k, 1.0);
-  const double capacity = static_cast<double>(sms) * kResidentTilesPerSm;
+  const double capacity = static_cast<double>(sms) * costs.tiles_per_sm;
   switch (family) {
     case TileFamily::unpadded:
       return unpadded_choice(batches, m, n, k, capacity);
     case TileFamily::rows_of_128:
-      return padded_choice(kRowsOf128, batches, m, n, k, capacity);
+      return padded_choice(kRowsOf128, batches, m, n, k, capacity, costs);
     case TileFamily::mixed:
-      return padded_choice(kMixed, batches, m, n, k, capacity);
+      return padded_choice(kMixed, batches, m, n, k, capacity, costs);
+    case TileFamily::sgemm_batched_pascal:
+      return padded_choice(kSgemmBatchedPascal, batches, m, n, k, capacity, costs, false);
+    case TileFamily::sgemm_batched_volta:
+      return padded_choice(kSgemmBatchedVolta, batches, m, n, k, capacity, costs, false);
+    case TileFamily::sgemm_batched_ampere:
+      return padded_choice(kSgemmBatchedAmpere, batches, m, n, k, capacity, costs, false);
   }
-  return padded_choice(kMixed, batches, m, n, k, capacity);
+  return padded_choice(kMixed, batches, m, n, k, capacity, costs);
 }
 
 }  // namespace epochcast::sim

@@ -3,30 +3,53 @@
 //
 // A product of `batches` (m x k) by (k x n) matrices is cut into tm x tn output tiles; when
 // there are too few tiles to give every resident slot one, the reduction (k) is split as well
-// (split-K). Tiles run in waves of SMs x 2 resident tiles. What a kernel pays for is every
-// slot of every wave over a whole tile, so three losses fold into one utilisation: the
-// padding of the edge tiles, the idle slots of the last wave, and the uneven last slice of a
-// split reduction.
+// (split-K). Tiles run in waves of SMs x the tiles resident on each. What a kernel pays for is
+// every slot of every wave over a whole tile, so these losses fold into one utilisation: the
+// padding of the edge tiles, the idle slots of the last wave, the uneven last slice of a split
+// reduction and, where the TileCosts say so, each tile's costs beyond its multiply-adds.
 #pragma once
 
 #include <string_view>
 
 namespace epochcast::sim {
 
-// The tile shapes a GPU generation's libraries choose from.
+// The tile shapes a library chooses from.
 enum class TileFamily {
-  // Maxwell/Pascal-era cuBLAS and cuDNN: 128 output rows per tile, 32 to 128 columns
-  // (kernel names maxwell_sgemm_128x64, maxwell_scudnn_128x32/128x64/128x128).
+  // Maxwell/Pascal-era cuDNN and tensor-core-less libraries: 128 output rows per tile, 32 to
+  // 128 columns (maxwell_scudnn_128x32/128x64/128x128).
   rows_of_128,
-  // Volta and later: also 64- and 32-row tiles (volta_sgemm_64x64, 32x128, 128x32, ...).
+  // Volta and later: also 64- and 32-row tiles (cuBLAS/CUTLASS tensor-core and cuDNN tiles).
   mixed,
   // A CPU (the runtime's host device): its BLAS blocks a product over the cores with no
   // padding worth modelling; only whole rounds of the cores count.
   unpadded,
+  // cuBLAS's CUDA-core batched SGEMM kernels (torch.bmm in fp32 without tensor cores), as
+  // CUPTI names them in the public kernel data (shared/data/kernels, cuBLAS 12.1): Pascal's
+  // maxwell_sgemm_128x64 (17,720 of the P100's 17,792 rows); Volta's and Turing's volta_sgemm
+  // 128x64, 64x64, 128x32 and 32x128; Ampere's ampere_sgemm_128x128 alone (16,588 of the
+  // A100's 16,661 rows). They never split the reduction (the grid's third dimension is the
+  // batch). Single products keep `mixed` / `rows_of_128`: which tiles cuBLAS gives them
+  // depends on the operands' layout (docs/evidence/sgemm-tiles.md).
+  sgemm_batched_pascal,
+  sgemm_batched_volta,
+  sgemm_batched_ampere,
 };
-// The family of an architecture of kArchitectureNames (core/spec/hardware_spec.h); any other
-// name is std::invalid_argument (the catalogue loader refuses such names first).
+// The family of an architecture of kArchitectureNames (core/spec/hardware_spec.h) for
+// tensor-core GEMMs and convolutions; any other name is std::invalid_argument (the catalogue
+// loader refuses such names first).
 TileFamily tile_family(std::string_view architecture);
+// cuBLAS's CUDA-core batched SGEMM family on a GPU architecture (a CPU's: unpadded).
+// Architectures after Ampere take Ampere's kernels (no kernel data of theirs yet).
+TileFamily batched_sgemm_family(std::string_view architecture);
+
+// How many tiles share an SM, and what a tile costs beyond its tm x tn multiply-adds per step
+// of the reduction.
+struct TileCosts {
+  // Multiply-adds' worth of time each of a step's tm + tn operand elements costs to stage; a
+  // step costs the longer of staging and its tm x tn multiply-adds (the two overlap).
+  double staging = 0;
+  int tiles_per_sm = 2;  // tiles in flight on an SM at once
+};
 
 struct TileChoice {
   int tile_m = 128, tile_n = 128;
@@ -37,11 +60,10 @@ struct TileChoice {
   double utilisation = 1;  // useful multiply-adds / slot_work, in (0, 1]
 };
 
-inline constexpr int kResidentTilesPerSm = 2;
-
 // The tile (and split) with the least slot work, as the libraries' heuristics pick the kernel
 // that fills the GPU with the least waste; ties go to the larger tile. Sizes in double: they
 // come from user files and batches.
-TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family);
+TileChoice choose_tiles(double batches, double m, double n, double k, int sms, TileFamily family,
+                        const TileCosts& costs = {});
 
 }  // namespace epochcast::sim

@@ -158,6 +158,39 @@ TEST_CASE("tile choice: larger tiles unless a smaller one saves a clear share of
   CHECK(tile_family("x86-64") == TileFamily::unpadded);
 }
 
+TEST_CASE("cuBLAS's CUDA-core batched SGEMM: the library's tiles, one tile per SM, staging") {
+  // The kernels CUPTI names in the public kernel data: batched products run 128x128 alone on
+  // Ampere (ampere_sgemm_128x128) and 128x64 on Pascal (maxwell_sgemm_128x64).
+  CHECK(batched_sgemm_family("ampere") == TileFamily::sgemm_batched_ampere);
+  CHECK(batched_sgemm_family("hopper") == TileFamily::sgemm_batched_ampere);
+  CHECK(batched_sgemm_family("turing") == TileFamily::sgemm_batched_volta);
+  CHECK(batched_sgemm_family("pascal") == TileFamily::sgemm_batched_pascal);
+  CHECK(batched_sgemm_family("x86-64") == TileFamily::unpadded);
+  // 48 heads of 100 x 100 outputs over k = 64: one padded 128x128 tile each, never a split (the
+  // batch fills the grid's third dimension).
+  TileCosts alone;
+  alone.tiles_per_sm = 1;
+  TileChoice heads = choose_tiles(48, 100, 100, 64, 108, TileFamily::sgemm_batched_ampere, alone);
+  CHECK(heads.tile_m == 128);
+  CHECK(heads.split_k == 1);
+  CHECK(heads.waves == 1);
+  CHECK(heads.utilisation == Approx(48.0 * 100 * 100 / (108.0 * 128 * 128)));
+  // One tile per SM: 1,024 tiles of 128x128 on 80 SMs are 13 waves (7 with two per SM).
+  TileChoice large = choose_tiles(4, 2048, 2048, 512, 80, TileFamily::sgemm_batched_ampere, alone);
+  CHECK(large.waves == 13);
+  CHECK(large.utilisation == Approx(1024.0 / (13 * 80)));
+  // Staging overlaps the multiply-adds: at 48 multiply-adds per element a 128x128 step's 256
+  // elements (12,288) hide behind its 16,384 multiply-adds, while a 64x64 step's 128 (6,144)
+  // take half as long again as its 4,096.
+  alone.staging = 48;
+  CHECK(choose_tiles(4, 2048, 2048, 512, 80, TileFamily::sgemm_batched_ampere, alone).utilisation ==
+        Approx(1024.0 / (13 * 80)));
+  TileChoice small = choose_tiles(80, 64, 64, 64, 80, TileFamily::sgemm_batched_volta, alone);
+  CHECK(small.tile_m == 64);
+  CHECK(small.tile_n == 64);
+  CHECK(small.utilisation == Approx(4096.0 / 6144));
+}
+
 TEST_CASE("Pascal cuBLAS pads a small minibatch to 128-row tiles (openai-gemm, DGX-1 P100)") {
   // openai/openai-gemm README, DGX-1 table, cuBLAS_32 column, N = K = 4096 (GFLOP/s):
   // M = 32: 2045, 64: 4059, 128: 8039, 7000: 9519. A P100 SXM2: 56 SMs, 10.6 TFLOPS fp32
@@ -313,6 +346,34 @@ TEST_CASE("a profile's per-architecture figures apply to that architecture and p
   resolve_for_device(again, "volta", "fp16");
   resolve_for_device(again, "volta", "fp16");
   CHECK(again.gpu.compute == volta_fp16.gpu.compute);
+}
+
+TEST_CASE("the batched GEMM tiles' staging figure: optional, bounded, sourced, round-tripped") {
+  const HardwareProfile p = default_profile();
+  REQUIRE(p.gpu.tile_staging_fmas);
+  const std::string base = profile_yaml(p, "t");
+  CHECK(load_profile_from_string(base, "t.yaml").gpu.tile_staging_fmas == p.gpu.tile_staging_fmas);
+  auto error = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const std::size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    try {
+      load_profile_from_string(text, "p.yaml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error("  tile_staging_fmas: ", "  tile_staging_fmas: -1 #"),
+             Catch::Contains("p.yaml:") && Catch::Contains("gpu.tile_staging_fmas") &&
+                 Catch::Contains("expected a number from"));
+  CHECK_THAT(error("  gpu.tile_staging_fmas:", "  gpu.tile_staging_fmasx:"),
+             Catch::Contains("gpu.tile_staging_fmas"));
+  // Left out, staging costs nothing: the tiles' multiply-adds alone.
+  HardwareProfile none = p;
+  none.gpu.tile_staging_fmas.reset();
+  CHECK(none.gpu.tile_staging_fmas_or_default() == 0);
 }
 
 TEST_CASE("bad per-architecture tables are refused with the key and a suggestion") {

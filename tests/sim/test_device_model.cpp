@@ -348,48 +348,57 @@ TEST_CASE("a profile's per-architecture figures apply to that architecture and p
   CHECK(again.gpu.compute == volta_fp16.gpu.compute);
 }
 
+namespace {
+
+// What loading the default profile, written out with `from` replaced by `to`, says ("" when it
+// loads).
+std::string edited_default_profile_error(const std::string& from, const std::string& to) {
+  std::string text = profile_yaml(default_profile(), "t");
+  const std::size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  try {
+    load_profile_from_string(text, "p.yaml");
+  } catch (const InputError& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
+}  // namespace
+
 TEST_CASE("the batched GEMM tiles' staging figure: optional, bounded, sourced, round-tripped") {
   const HardwareProfile p = default_profile();
   REQUIRE(p.gpu.tile_staging_fmas);
   const std::string base = profile_yaml(p, "t");
   CHECK(load_profile_from_string(base, "t.yaml").gpu.tile_staging_fmas == p.gpu.tile_staging_fmas);
-  auto error = [&](const std::string& from, const std::string& to) {
-    std::string text = base;
-    const std::size_t at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-    try {
-      load_profile_from_string(text, "p.yaml");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = edited_default_profile_error;
   CHECK_THAT(error("  tile_staging_fmas: ", "  tile_staging_fmas: -1 #"),
              Catch::Contains("p.yaml:") && Catch::Contains("gpu.tile_staging_fmas") &&
                  Catch::Contains("expected a number from"));
   CHECK_THAT(error("  gpu.tile_staging_fmas:", "  gpu.tile_staging_fmasx:"),
              Catch::Contains("gpu.tile_staging_fmas"));
-  // Left out, staging costs nothing: the tiles' multiply-adds alone.
+  // 80 products of 64 x 64 x 64 on a V100 (80 SMs): one 64x64 tile each, one wave. Left out,
+  // staging costs nothing; at the default's 43 multiply-adds per element a step's 128 elements
+  // (5,504) outlast its 4,096 multiply-adds.
   HardwareProfile none = p;
   none.gpu.tile_staging_fmas.reset();
-  CHECK(none.gpu.tile_staging_fmas_or_default() == 0);
+  KernelWork k;
+  k.op_class = OpClass::gemm;
+  k.has_gemm_shape = true;
+  k.gemm.batches = {0, 80};
+  k.gemm.m = {0, 64};
+  k.gemm.n = {0, 64};
+  k.gemm.k = {0, 64};
+  k.flops = {Flops(0), Flops(2 * 80 * 64 * 64 * 64)};
+  const GpuSpec& v100 = gpu("v100-sxm2-16gb");
+  CHECK(DeviceModel(v100, none, TrainingPrecision::fp32).compute_utilisation(k, 1) == Approx(1.0));
+  CHECK(DeviceModel(v100, p, TrainingPrecision::fp32).compute_utilisation(k, 1) ==
+        Approx(4096.0 / (*p.gpu.tile_staging_fmas * 128)));
 }
 
 TEST_CASE("bad per-architecture tables are refused with the key and a suggestion") {
-  const std::string base = profile_yaml(default_profile(), "t");
-  auto with = [&](const std::string& from, const std::string& to) {
-    std::string text = base;
-    const std::size_t at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-    try {
-      load_profile_from_string(text, "p.yaml");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto with = edited_default_profile_error;
   CHECK_THAT(with("    ampere:\n", "    amprere:\n"),
              Catch::Contains("gpu.efficiency_by_architecture.amprere") &&
                  Catch::Contains("did you mean 'ampere'"));

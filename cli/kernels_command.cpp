@@ -256,8 +256,7 @@ Command add_kernels_command(CLI::App& app) {
                   "default: in steps, the streaming bandwidth and the measuring offset from "
                   "element-wise kernels, then gpu.bandwidth_relative.normalization from LayerNorm "
                   "and softmax, gpu.efficiency.gemm and gpu.tile_staging_fmas from GEMMs, "
-                  "gpu.efficiency.conv from "
-                  "convolutions")
+                  "gpu.efficiency.conv from convolutions")
       ->delimiter(',');
   cmd->add_flag("--fit", args->fit, "Fit the figures to every measurement and report with them");
   cmd->add_flag("--leave-one-gpu-out", args->leave_one_out,

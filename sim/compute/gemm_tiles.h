@@ -24,10 +24,10 @@ enum class TileFamily {
   // padding worth modelling; only whole rounds of the cores count.
   unpadded,
   // cuBLAS's CUDA-core batched SGEMM kernels (torch.bmm in fp32 without tensor cores), as
-  // CUPTI names them in the public kernel data (shared/data/kernels, cuBLAS 12.1): Pascal's
-  // maxwell_sgemm_128x64 (17,720 of the P100's 17,792 rows); Volta's and Turing's volta_sgemm
-  // 128x64, 64x64, 128x32 and 32x128; Ampere's ampere_sgemm_128x128 alone (16,588 of the
-  // A100's 16,661 rows). They never split the reduction (the grid's third dimension is the
+  // CUPTI names them in the public kernel data (cuBLAS 12.1; docs/evidence/sgemm-tiles.md):
+  // Pascal's maxwell_sgemm_128x64; Volta's and Turing's volta_sgemm 128x64, 64x64, 128x32 and
+  // 32x128; Ampere's ampere_sgemm_128x128 alone. They never split the reduction (the grid's third
+  // dimension is the
   // batch). Single products keep `mixed` / `rows_of_128`: which tiles cuBLAS gives them
   // depends on the operands' layout (docs/evidence/sgemm-tiles.md).
   sgemm_batched_pascal,

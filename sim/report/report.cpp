@@ -69,16 +69,17 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
           "catalogue's power rule gives for its board power (its clocks_mhz.sustained sets the "
           "clock it holds; calibrated efficiencies absorb another)",
           gpu.name, *gpu.clocks->sustained_mhz, gpu.clocks->boost_mhz));
+    } else if (gpu.clocks->sustained_mhz) {
+      out.push_back(
+          fmt::format("the {} holds its sustained clock, {:g} MHz of its {:g} MHz "
+                      "boost, when every SM is busy (catalogue clocks_mhz.sustained)",
+                      gpu.name, *gpu.clocks->sustained_mhz, gpu.clocks->boost_mhz));
     } else {
       out.push_back(
-          gpu.clocks->sustained_mhz
-              ? fmt::format("the {} holds its sustained clock, {:g} MHz of its {:g} MHz boost, "
-                            "when every SM is busy (catalogue clocks_mhz.sustained)",
-                            gpu.name, *gpu.clocks->sustained_mhz, gpu.clocks->boost_mhz)
-              : fmt::format("the {} runs at its {:g} MHz boost clock (no sustained clock in the "
-                            "catalogue: clocks_mhz.sustained; calibrated efficiencies absorb a "
-                            "lower one)",
-                            gpu.name, gpu.clocks->boost_mhz));
+          fmt::format("the {} runs at its {:g} MHz boost clock (no sustained clock in "
+                      "the catalogue: clocks_mhz.sustained; calibrated efficiencies "
+                      "absorb a lower one)",
+                      gpu.name, gpu.clocks->boost_mhz));
     }
   }
   if (s.loader.prefetch_to_gpu && s.loader.normalize_on_gpu) {

@@ -255,7 +255,7 @@ Command add_kernels_command(CLI::App& app) {
                   "Profile figures to fit together to every class (keys as in calibrate's report); "
                   "default: in steps, the streaming bandwidth and the measuring offset from "
                   "element-wise kernels, then gpu.bandwidth_relative.normalization from LayerNorm "
-                  "and softmax, gpu.efficiency.gemm and gpu.tile_staging_fmas from GEMMs, "
+                  "and softmax, gpu.efficiency.gemm and gpu.tile_staging_cycles from GEMMs, "
                   "gpu.efficiency.conv from convolutions")
       ->delimiter(',');
   cmd->add_flag("--fit", args->fit, "Fit the figures to every measurement and report with them");

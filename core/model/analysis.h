@@ -64,11 +64,18 @@ double scaled(const PerBatch<Q>& q, std::int64_t batch) {
          static_cast<double>(q.fixed.value());
 }
 
+// How BLAS is handed a product's operands, in its column-major terms: whether each is
+// transposed ("t") or not ("n"). nn.Linear's forward y = x·Wᵀ is "tn", its input gradient
+// dx = dy·W "nn" and its weight gradient dW = dyᵀ·x "nt"; torch.mm and torch.bmm of
+// contiguous tensors are "nn". cuBLAS keeps different kernels (tiles) for each.
+enum class GemmLayout { nn, tn, nt };
+
 // Matrix-multiply structure of gemm and convolution kernels (convolution as implicit GEMM):
 // `batches` independent products of (m × k) by (k × n). Used for wave quantisation.
 struct GemmShape {
   PerBatch<std::int64_t> batches{0, 1};
   PerBatch<std::int64_t> m, n, k;
+  GemmLayout layout = GemmLayout::nn;
 };
 
 // What a convolution kernel computes, for the choice of algorithm: cuDNN's fast algorithms

@@ -79,6 +79,12 @@ KernelWork gemm(std::string_view name, OpClass op_class, PerBatch<Count> batches
   return w;
 }
 
+// The same product with its operands handed to BLAS in `layout` (GemmLayout).
+KernelWork laid_out(KernelWork w, GemmLayout layout) {
+  w.gemm.layout = layout;
+  return w;
+}
+
 PerBatch<Count> per_sample(I64 v) {
   return {narrow(v), 0};
 }
@@ -160,9 +166,10 @@ PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
 
   // y = x·Wᵀ + b: one addmm (mm without bias), the bias add fused into it.
   I64 bias_bytes = p.costs.layer.bias ? w * f_out : 0;
-  KernelWork fwd =
+  KernelWork fwd = laid_out(
       gemm(p.costs.layer.bias ? "addmm" : "mm", OpClass::gemm, fixed(1), per_sample(rows),
-           fixed(f_out), fixed(f_in), bytes(a * rows * (f_in + f_out), weight_bytes + bias_bytes));
+           fixed(f_out), fixed(f_in), bytes(a * rows * (f_in + f_out), weight_bytes + bias_bytes)),
+      GemmLayout::tn);
   if (p.costs.layer.bias) fwd.flops.per_sample += Flops(narrow(rows * f_out));
   p.costs.forward.push_back(fwd);
   if (needs_grad) {  // dx = dy·W
@@ -171,9 +178,10 @@ PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
                                           bytes(a * rows * (f_in + f_out), weight_bytes)));
   }
   // dW = dyᵀ·x: the batch is the reduction dimension.
-  p.costs.backward_weight.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(f_out), fixed(f_in),
-                                         per_sample(rows),
-                                         bytes(a * rows * (f_in + f_out), weight_bytes)));
+  p.costs.backward_weight.push_back(
+      laid_out(gemm("mm", OpClass::gemm, fixed(1), fixed(f_out), fixed(f_in), per_sample(rows),
+                    bytes(a * rows * (f_in + f_out), weight_bytes)),
+               GemmLayout::nt));
   if (p.costs.layer.bias) {
     // dy.sum(0) over [rows, f_out]: a column sum (Reduce.cuh).
     p.costs.backward_weight.push_back(
@@ -531,14 +539,16 @@ void attention_backward_tail(PrimitiveCosts& p, const CostOptions& o, bool needs
                                           fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
   }
   auto& bw = p.costs.backward_weight;
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
-                    bytes(a * 2 * ld, w * d * d)));
+  bw.push_back(laid_out(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
+                             bytes(a * 2 * ld, w * d * d)),
+                        GemmLayout::nt));
   if (l.bias) {
     bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d),
                         launch::reduction(count(0, d), count(len), ReductionLayout::columns)));
   }
-  bw.push_back(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
-                    bytes(a * 4 * ld, w * 3 * d * d)));
+  bw.push_back(laid_out(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
+                             bytes(a * 4 * ld, w * 3 * d * d)),
+                        GemmLayout::nt));
   if (l.bias) {
     bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
                         launch::reduction(count(0, 3 * d), count(len), ReductionLayout::columns)));
@@ -569,13 +579,15 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
   const I64 backward_k = l.causal ? (5 * len + 1) / 2 : 5 * len;
 
   auto& f = p.costs.forward;
-  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
-                   bytes(a * 4 * ld, w * 3 * d * d)));
+  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
+                            bytes(a * 4 * ld, w * 3 * d * d)),
+                       GemmLayout::tn));
   f.push_back(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
                    fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse)));
   f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                   bytes(a * 2 * ld, w * d * d)));
+  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                            bytes(a * 2 * ld, w * d * d)),
+                       GemmLayout::tn));
 
   std::vector<KernelWork> chain;
   chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
@@ -615,8 +627,9 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   // Forward, the unfused ("math") path: project q,k,v; scale q; S = q·kᵀ; mask; softmax;
   // dropout; context = P·v; merge heads; output projection.
   auto& f = p.costs.forward;
-  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
-                   bytes(a * 4 * ld, w * 3 * d * d)));
+  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
+                            bytes(a * 4 * ld, w * 3 * d * d)),
+                       GemmLayout::tn));
   f.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), each(ld)));
   f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
                    bytes(a * (2 * ld + scores))));
@@ -638,8 +651,9 @@ PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad
   f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
                    bytes(a * (scores + 2 * ld))));
   f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  f.push_back(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                   bytes(a * 2 * ld, w * d * d)));
+  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
+                            bytes(a * 2 * ld, w * d * d)),
+                       GemmLayout::tn));
 
   // Backward through the chain. Everything up to q,k,v's gradients is needed for the input
   // projection's weight gradient even when the layer's input needs none.

@@ -32,7 +32,7 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory
 constexpr std::string_view kOptionalFigures[] = {
     "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative",
     "gpu.efficiency_by_architecture",  "gpu.speed_spread",
-    "gpu.tile_staging_fmas",           "host_libtorch"};
+    "gpu.tile_staging_cycles",         "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -44,7 +44,7 @@ std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
   if (p.gpu.speed_spread) figures.push_back("gpu.speed_spread");
-  if (p.gpu.tile_staging_fmas) figures.push_back("gpu.tile_staging_fmas");
+  if (p.gpu.tile_staging_cycles) figures.push_back("gpu.tile_staging_cycles");
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
@@ -232,7 +232,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
   yaml::MapReader gpu(
       top.required("gpu"),
       {"efficiency", "memory_efficiency", "bandwidth_relative", "optimizer_memory_efficiency",
-       "min_kernel_us", "efficiency_by_architecture", "speed_spread", "tile_staging_fmas"});
+       "min_kernel_us", "efficiency_by_architecture", "speed_spread", "tile_staging_cycles"});
   if (auto table = gpu.optional("efficiency_by_architecture"))
     p.gpu.by_architecture = read_architectures(*table);
   yaml::MapReader efficiency(gpu.required("efficiency"),
@@ -249,8 +249,8 @@ HardwareProfile read_profile(const yaml::Document& document) {
     p.gpu.optimizer_memory = fraction(*optimizer);
   p.gpu.min_kernel = micros(gpu.required("min_kernel_us"));
   if (auto spread = gpu.optional("speed_spread")) p.gpu.speed_spread = spread->as_number_in(0, 0.5);
-  if (auto staging = gpu.optional("tile_staging_fmas"))
-    p.gpu.tile_staging_fmas = staging->as_number_in(0, GpuEfficiency::kTileStagingHigh);
+  if (auto staging = gpu.optional("tile_staging_cycles"))
+    p.gpu.tile_staging_cycles = staging->as_number_in(0, GpuEfficiency::kTileStagingHigh);
 
   p.host = read_host_costs(top.required("host"));
   if (auto libtorch = top.optional("host_libtorch")) p.host_libtorch = read_host_costs(*libtorch);
@@ -453,8 +453,8 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
     y += "  optimizer_memory_efficiency: " + number(*p.gpu.optimizer_memory) + "\n";
   y += "  min_kernel_us: " + us(p.gpu.min_kernel) + "\n";
   if (p.gpu.speed_spread) y += "  speed_spread: " + number(*p.gpu.speed_spread) + "\n";
-  if (p.gpu.tile_staging_fmas)
-    y += "  tile_staging_fmas: " + number(*p.gpu.tile_staging_fmas) + "\n";
+  if (p.gpu.tile_staging_cycles)
+    y += "  tile_staging_cycles: " + number(*p.gpu.tile_staging_cycles) + "\n";
   if (!p.gpu.by_architecture.empty()) {
     y += "  efficiency_by_architecture:\n";
     for (const auto& [architecture, e] : p.gpu.by_architecture) {

@@ -67,12 +67,14 @@ struct GpuEfficiency {
   static constexpr double kDefaultSpeedSpread = 0.01;
   double speed_spread_or_default() const { return speed_spread.value_or(kDefaultSpeedSpread); }
   // What a cuBLAS CUDA-core GEMM tile's reduction step costs beside its multiply-adds
-  // (sim/compute/gemm_tiles.h): staging each of its tm + tn operand elements takes as long as
-  // this many of the tile's multiply-adds. Staging overlaps the multiply-adds; a step takes
-  // the longer of the two. Unset, 0.
-  std::optional<double> tile_staging_fmas;
-  static constexpr double kTileStagingHigh = 256;
-  double tile_staging_fmas_or_default() const { return tile_staging_fmas.value_or(0); }
+  // (sim/compute/gemm_tiles.h): SM cycles to stage each of its tm + tn operand elements (the
+  // SM's load and shared-memory path, as wide on a 128-lane SM as on a 64-lane one). Staging
+  // overlaps the multiply-adds; a step takes the longer of the two. Unset, 0.
+  std::optional<double> tile_staging_cycles;
+  // At more than a cycle per element even a 64-lane SM's 128x128 tiles would wait on staging,
+  // which their large-GEMM figures (a V100's 0.92, an A100's 0.97 of peak) rule out.
+  static constexpr double kTileStagingHigh = 1;
+  double tile_staging_cycles_or_default() const { return tile_staging_cycles.value_or(0); }
 };
 
 // CPU-side costs of an eager framework, per operation, on the profile's host.

@@ -68,6 +68,12 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // compute in all: explain_part caps each kernel's rate there.
   sustained_fraction_ = gpu.sustained_clock_fraction();
   vector_peak_ = *gpu.peak_for(Precision::fp32);
+  // The fp32 peak is lanes x SMs x 2 x boost clock: 64 lanes on GP100, GV100, TU10x and GA100,
+  // 128 on GP10x, GA10x, Ada, Hopper and Blackwell. A GPU described without clocks: 64.
+  if (gpu.clocks && gpu.clocks->boost_mhz > 0 && gpu.sm_count > 0) {
+    fp32_lanes_per_sm_ = std::max(
+        1.0, std::round(vector_peak_.value() / (2.0 * gpu.sm_count * gpu.clocks->boost_mhz * 1e6)));
+  }
   auto at_least_fp32 = [&](Precision p) {
     std::optional<FlopsPerSecond> rate = gpu.peak_for(p);
     // Without a faster unit for this precision, libraries compute in fp32 (e.g. fp16 GEMMs
@@ -142,21 +148,23 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool
     return static_cast<double>(round_up(d.fixed, conv_context_.channel_multiple));
   };
   const double batches = scaled(g.batches, batch);
-  // Single products, tensor-core and convolution tiles, and a CPU's BLAS (the runtime's host
-  // device) keep the architecture's family.
-  if (!cublas || tensor_cores || tile_family_ == TileFamily::unpadded || batches <= 1) {
+  const TileFamily sgemm = sgemm_family(gpu_.architecture, batches > 1, g.layout);
+  // Tensor-core and convolution tiles, a CPU's BLAS (the runtime's host device) and Pascal's
+  // "nn"/"nt" products (no kernel data; openai-gemm's cuBLAS table is reproduced by the
+  // architecture's rule) keep the architecture's family.
+  if (!cublas || tensor_cores || sgemm == tile_family_) {
     return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
                         tile_family_);
   }
-  // cuBLAS's CUDA-core batched SGEMM, as the public kernel data show it on five GPUs
+  // cuBLAS's CUDA-core SGEMM, as the public kernel data show it on five GPUs
   // (shared/data/kernels, docs/evidence/sgemm-tiles.md; `epochcast kernels` fits the staging
   // figure): one tile at a time per SM fits every GPU's times better than two sharing it, and
   // each step pays for staging its operands where that takes longer than its multiply-adds.
   TileCosts costs;
   costs.tiles_per_sm = 1;
-  costs.staging = profile_.gpu.tile_staging_fmas_or_default();
-  return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
-                      batched_sgemm_family(gpu_.architecture), costs);
+  costs.staging = profile_.gpu.tile_staging_cycles_or_default() * fp32_lanes_per_sm_;
+  return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count, sgemm,
+                      costs);
 }
 
 double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t batch) const {

@@ -89,9 +89,9 @@ class DeviceModel {
 
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
-  // A GEMM-shaped kernel's tiles: cuBLAS's CUDA-core batched SGEMM tiles for a batched cuBLAS
-  // GEMM off tensor cores, else the architecture's family with (when pad_features) the tensor
-  // cores' padding.
+  // A GEMM-shaped kernel's tiles: cuBLAS's CUDA-core SGEMM tiles (by batching and operand
+  // layout) for a cuBLAS GEMM off tensor cores, else the architecture's family with (when
+  // pad_features) the tensor cores' padding.
   TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores, bool cublas,
                    bool pad_features = true) const;
 
@@ -106,6 +106,7 @@ class DeviceModel {
   FlopsPerSecond conv_peak_;       // the convolution unit at this precision
   FlopsPerSecond vector_peak_;     // FP32 CUDA cores
   double sustained_fraction_ = 1;  // sustained over boost clock, in (0, 1]
+  double fp32_lanes_per_sm_ = 64;  // FP32 CUDA cores per SM
   // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
   FlopsPerSecond unit_peak(OpClass op_class) const;
   bool on_tensor_cores(OpClass op_class) const;

@@ -22,6 +22,9 @@ constexpr Tile kRowsOf128[] = {{128, 128}, {128, 64}, {128, 32}};
 constexpr Tile kMixed[] = {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {128, 32}, {32, 128}};
 // cuBLAS names a kernel's tile AxB with A along the output's columns (n) and B along its rows
 // (m): for nn.Linear(6233 outputs) on 215 rows, ampere_sgemm_128x64 launches a grid of 49 x 4.
+constexpr Tile kSgemmPascalTn[] = {{128, 32}, {64, 64}, {32, 128}};
+constexpr Tile kSgemmVolta[] = {{128, 128}, {64, 128}, {128, 32}, {32, 128},
+                                {64, 64},   {32, 64},  {32, 32}};
 constexpr Tile kSgemmBatchedPascal[] = {{64, 128}};
 constexpr Tile kSgemmBatchedVolta[] = {{64, 128}, {64, 64}, {32, 128}, {128, 32}};
 constexpr Tile kSgemmBatchedAmpere[] = {{128, 128}};
@@ -49,15 +52,17 @@ TileFamily tile_family(std::string_view architecture) {
   return TileFamily::mixed;  // Volta and later: cuBLAS/CUTLASS's tensor-core tile shapes
 }
 
-TileFamily batched_sgemm_family(std::string_view architecture) {
+TileFamily sgemm_family(std::string_view architecture, bool batched, GemmLayout layout) {
   switch (tile_family(architecture)) {
     case TileFamily::unpadded:
       return TileFamily::unpadded;
     case TileFamily::rows_of_128:
-      return TileFamily::sgemm_batched_pascal;
+      if (batched) return TileFamily::sgemm_batched_pascal;
+      return layout == GemmLayout::tn ? TileFamily::sgemm_pascal_tn : TileFamily::rows_of_128;
     default:
       break;
   }
+  if (!batched) return TileFamily::sgemm_volta;
   if (architecture == "volta" || architecture == "turing") return TileFamily::sgemm_batched_volta;
   return TileFamily::sgemm_batched_ampere;
 }
@@ -99,8 +104,10 @@ TileChoice padded_cost(Tile tile, double batches, double m, double n, double k, 
   const double waves = std::ceil(units / capacity);
   // Staging the next step's operands overlaps this step's multiply-adds (the kernels pipeline
   // them through shared memory), so a step takes the longer of the two.
+  // Relative to a 128x128 tile, whose step the GEMM efficiency already covers (TileCosts).
+  const double reference = std::max(1.0, costs.staging * (128 + 128) / (128.0 * 128));
   const double per_step =
-      std::max(static_cast<double>(tile.m) * tile.n, costs.staging * (tile.m + tile.n));
+      std::max(static_cast<double>(tile.m) * tile.n, costs.staging * (tile.m + tile.n)) / reference;
   const double slot_work = waves * capacity * per_step * std::ceil(k / split);
   return {tile.m,
           tile.n,
@@ -143,6 +150,10 @@ TileChoice choose_tiles(double batches, double m, double n, double k, int sms, T
       return padded_choice(kRowsOf128, batches, m, n, k, capacity, costs);
     case TileFamily::mixed:
       return padded_choice(kMixed, batches, m, n, k, capacity, costs);
+    case TileFamily::sgemm_pascal_tn:
+      return padded_choice(kSgemmPascalTn, batches, m, n, k, capacity, costs);
+    case TileFamily::sgemm_volta:
+      return padded_choice(kSgemmVolta, batches, m, n, k, capacity, costs);
     case TileFamily::sgemm_batched_pascal:
       return padded_choice(kSgemmBatchedPascal, batches, m, n, k, capacity, costs, false);
     case TileFamily::sgemm_batched_volta:

@@ -11,6 +11,8 @@
 
 #include <string_view>
 
+#include "core/model/analysis.h"
+
 namespace epochcast::sim {
 
 // The tile shapes a library chooses from.
@@ -23,13 +25,17 @@ enum class TileFamily {
   // A CPU (the runtime's host device): its BLAS blocks a product over the cores with no
   // padding worth modelling; only whole rounds of the cores count.
   unpadded,
-  // cuBLAS's CUDA-core batched SGEMM kernels (torch.bmm in fp32 without tensor cores), as
-  // CUPTI names them in the public kernel data (cuBLAS 12.1; docs/evidence/sgemm-tiles.md):
-  // Pascal's maxwell_sgemm_128x64; Volta's and Turing's volta_sgemm 128x64, 64x64, 128x32 and
-  // 32x128; Ampere's ampere_sgemm_128x128 alone. They never split the reduction (the grid's third
-  // dimension is the
-  // batch). Single products keep `mixed` / `rows_of_128`: which tiles cuBLAS gives them
-  // depends on the operands' layout (docs/evidence/sgemm-tiles.md).
+  // cuBLAS's CUDA-core SGEMM kernels (fp32 products without tensor cores), as CUPTI names
+  // them in the public kernel data (cuBLAS 12.1; docs/evidence/sgemm-tiles.md). Single
+  // products: Pascal's maxwell_sgemm 128x32, 32x128 and 64x64 for nn.Linear's forward ("tn");
+  // Volta's, Turing's and Ampere's 128x128, 128x64, 128x32, 32x128, 64x64 and the sliced 64x32
+  // and 32x32 for every layout. Pascal's other layouts keep `rows_of_128` (openai-gemm's cuBLAS
+  // table pads a small "nn" minibatch to 128 rows). Batched products: Pascal's
+  // maxwell_sgemm_128x64; Volta's and Turing's volta_sgemm 128x64, 64x64, 128x32 and 32x128;
+  // Ampere's ampere_sgemm_128x128 alone; they never split the reduction (the grid's third
+  // dimension is the batch).
+  sgemm_pascal_tn,
+  sgemm_volta,
   sgemm_batched_pascal,
   sgemm_batched_volta,
   sgemm_batched_ampere,
@@ -38,15 +44,19 @@ enum class TileFamily {
 // tensor-core GEMMs and convolutions; any other name is std::invalid_argument (the catalogue
 // loader refuses such names first).
 TileFamily tile_family(std::string_view architecture);
-// cuBLAS's CUDA-core batched SGEMM family on a GPU architecture (a CPU's: unpadded).
-// Architectures after Ampere take Ampere's kernels (no kernel data of theirs yet).
-TileFamily batched_sgemm_family(std::string_view architecture);
+// cuBLAS's CUDA-core SGEMM family on a GPU architecture for a single product in `layout` or a
+// batched one (a CPU's: unpadded). Architectures after Ampere take Ampere's kernels (no kernel
+// data of theirs yet).
+TileFamily sgemm_family(std::string_view architecture, bool batched, GemmLayout layout);
 
 // How many tiles share an SM, and what a tile costs beyond its tm x tn multiply-adds per step
 // of the reduction.
 struct TileCosts {
-  // Multiply-adds' worth of time each of a step's tm + tn operand elements costs to stage; a
-  // step costs the longer of staging and its tm x tn multiply-adds (the two overlap).
+  // Multiply-adds' worth of time each of a step's tm + tn operand elements costs to stage (the
+  // staging cycles per element times the SM's FP32 lanes); a step costs the longer of staging
+  // and its tm x tn multiply-adds (the two overlap). The GEMM efficiency is what a 128x128
+  // tile reaches (the architecture's large-GEMM figure), so where staging bounds even that tile
+  // (an SM with many lanes) every step is costed relative to it.
   double staging = 0;
   int tiles_per_sm = 2;  // tiles in flight on an SM at once
 };

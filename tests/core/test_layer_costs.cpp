@@ -60,6 +60,10 @@ TEST_CASE("gemm shapes put the batch where the matrices grow with it") {
   CHECK(weight_grad.gemm.k.per_sample == 1);  // dW reduces over the batch
   CHECK(weight_grad.launch.units.per_sample == 0);
   CHECK(weight_grad.launch.units.fixed == 8 * 32);
+  // As cuBLAS is handed them: y = x·Wᵀ "tn", dx = dy·W "nn", dW = dyᵀ·x "nt".
+  CHECK(forward.gemm.layout == GemmLayout::tn);
+  CHECK(a.layers[1].backward_input[0].gemm.layout == GemmLayout::nn);
+  CHECK(weight_grad.gemm.layout == GemmLayout::nt);
   for (std::int64_t batch : {1, 7, 256}) {
     CHECK(forward.flops.at(batch).value() ==
           2 * forward.gemm.m.at(batch) * forward.gemm.n.at(batch) * forward.gemm.k.at(batch) +

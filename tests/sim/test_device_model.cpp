@@ -117,11 +117,11 @@ TEST_CASE("without a faster unit, mixed precision computes at the fp32 rate") {
 }
 
 TEST_CASE("a GEMM one tile past a full wave takes smaller tiles to fill its second wave") {
-  // 108 SMs x 2 resident tiles = 216 a wave. A 128 x (128 x 217) output is 217 tiles of 128x128,
-  // two waves of which the second is nearly empty: 64x64 tiles (868 of them) waste less, five
-  // waves of 216 with 212 slots idle.
+  // Tensor-core tiles (TF32): 108 SMs x 2 resident tiles = 216 a wave. A 128 x (128 x 217)
+  // output is 217 tiles of 128x128, two waves of which the second is nearly empty: 64x64 tiles
+  // (868 of them) waste less, five waves of 216 with 212 slots idle.
   const GpuSpec& a100 = gpu("a100-sxm4-40gb");
-  DeviceModel device(a100, default_profile(), TrainingPrecision::fp32);
+  DeviceModel device(a100, default_profile(), TrainingPrecision::tf32);
   KernelWork k;
   k.op_class = OpClass::gemm;
   k.has_gemm_shape = true;
@@ -159,13 +159,6 @@ TEST_CASE("tile choice: larger tiles unless a smaller one saves a clear share of
 }
 
 TEST_CASE("cuBLAS's CUDA-core batched SGEMM: the library's tiles, one tile per SM, staging") {
-  // The kernels CUPTI names in the public kernel data: batched products run 128x128 alone on
-  // Ampere (ampere_sgemm_128x128) and 128x64 on Pascal (maxwell_sgemm_128x64).
-  CHECK(batched_sgemm_family("ampere") == TileFamily::sgemm_batched_ampere);
-  CHECK(batched_sgemm_family("hopper") == TileFamily::sgemm_batched_ampere);
-  CHECK(batched_sgemm_family("turing") == TileFamily::sgemm_batched_volta);
-  CHECK(batched_sgemm_family("pascal") == TileFamily::sgemm_batched_pascal);
-  CHECK(batched_sgemm_family("x86-64") == TileFamily::unpadded);
   // 48 heads of 100 x 100 outputs over k = 64: one padded 128x128 tile each, never a split (the
   // batch fills the grid's third dimension).
   TileCosts alone;
@@ -245,16 +238,18 @@ TEST_CASE("pinned copies reach the PCIe link's efficiency, pageable ones the sta
 
 namespace {
 
-KernelWork gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+// `batches` products of (m x k) by (k x n), none growing with the batch.
+KernelWork gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batches = 1) {
   KernelWork w;
-  w.name = "mm";
+  w.name = batches > 1 ? "bmm" : "mm";
   w.op_class = OpClass::gemm;
   w.has_gemm_shape = true;
+  w.gemm.batches = {0, batches};
   w.gemm.m = {0, m};
   w.gemm.n = {0, n};
   w.gemm.k = {0, k};
-  w.flops = {Flops(0), Flops(2 * m * n * k)};
-  w.bytes = {Bytes(0), Bytes(2 * (m * k + k * n + m * n))};
+  w.flops = {Flops(0), Flops(2 * batches * m * n * k)};
+  w.bytes = {Bytes(0), Bytes(2 * batches * (m * k + k * n + m * n))};
   return w;
 }
 
@@ -367,34 +362,94 @@ std::string edited_default_profile_error(const std::string& from, const std::str
 
 }  // namespace
 
-TEST_CASE("the batched GEMM tiles' staging figure: optional, bounded, sourced, round-tripped") {
+TEST_CASE("the SGEMM tiles' staging figure: optional, bounded, sourced, round-tripped") {
   const HardwareProfile p = default_profile();
-  REQUIRE(p.gpu.tile_staging_fmas);
+  REQUIRE(p.gpu.tile_staging_cycles);
   const std::string base = profile_yaml(p, "t");
-  CHECK(load_profile_from_string(base, "t.yaml").gpu.tile_staging_fmas == p.gpu.tile_staging_fmas);
+  CHECK(load_profile_from_string(base, "t.yaml").gpu.tile_staging_cycles ==
+        p.gpu.tile_staging_cycles);
   auto error = edited_default_profile_error;
-  CHECK_THAT(error("  tile_staging_fmas: ", "  tile_staging_fmas: -1 #"),
-             Catch::Contains("p.yaml:") && Catch::Contains("gpu.tile_staging_fmas") &&
+  CHECK_THAT(error("  tile_staging_cycles: ", "  tile_staging_cycles: -1 #"),
+             Catch::Contains("p.yaml:") && Catch::Contains("gpu.tile_staging_cycles") &&
                  Catch::Contains("expected a number from"));
-  CHECK_THAT(error("  gpu.tile_staging_fmas:", "  gpu.tile_staging_fmasx:"),
-             Catch::Contains("gpu.tile_staging_fmas"));
-  // 80 products of 64 x 64 x 64 on a V100 (80 SMs): one 64x64 tile each, one wave. Left out,
-  // staging costs nothing; at the default's 43 multiply-adds per element a step's 128 elements
-  // (5,504) outlast its 4,096 multiply-adds.
+  CHECK_THAT(error("  gpu.tile_staging_cycles:", "  gpu.tile_staging_cyclesx:"),
+             Catch::Contains("gpu.tile_staging_cycles"));
+  // 80 products of 64 x 64 x 64 on a V100 (80 SMs of 64 lanes): one 64x64 tile each, one wave.
+  // Left out, staging costs nothing; at the default's 0.67 cycles per element a step's 128
+  // elements (0.67 x 64 x 128 = 5,489 multiply-adds' time) outlast its 4,096 multiply-adds.
   HardwareProfile none = p;
-  none.gpu.tile_staging_fmas.reset();
-  KernelWork k;
-  k.op_class = OpClass::gemm;
-  k.has_gemm_shape = true;
-  k.gemm.batches = {0, 80};
-  k.gemm.m = {0, 64};
-  k.gemm.n = {0, 64};
-  k.gemm.k = {0, 64};
-  k.flops = {Flops(0), Flops(2 * 80 * 64 * 64 * 64)};
+  none.gpu.tile_staging_cycles.reset();
+  const KernelWork k = gemm(64, 64, 64, 80);
   const GpuSpec& v100 = gpu("v100-sxm2-16gb");
   CHECK(DeviceModel(v100, none, TrainingPrecision::fp32).compute_utilisation(k, 1) == Approx(1.0));
   CHECK(DeviceModel(v100, p, TrainingPrecision::fp32).compute_utilisation(k, 1) ==
-        Approx(4096.0 / (*p.gpu.tile_staging_fmas * 128)));
+        Approx(4096.0 / (*p.gpu.tile_staging_cycles * 64 * 128)));
+}
+
+TEST_CASE("SGEMM staging is counted in SM cycles, relative to a 128x128 tile") {
+  // 128 lanes at 0.75 cycles per element: 96 multiply-adds' time per element. A 128x128 step
+  // (256 elements, 24,576) outlasts its 16,384 multiply-adds by 1.5, which the architecture's
+  // large-GEMM efficiency already holds: that tile keeps utilisation 1, and a 64x64 step
+  // (12,288 / 1.5 = 8,192 for 4,096 multiply-adds) runs at half of it.
+  TileCosts wide;
+  wide.tiles_per_sm = 1;
+  wide.staging = 0.75 * 128;
+  TileChoice large = choose_tiles(1, 128 * 8, 128 * 16, 1024, 128, TileFamily::sgemm_volta, wide);
+  CHECK(large.tile_m == 128);
+  CHECK(large.tile_n == 128);
+  CHECK(large.utilisation == Approx(1.0));
+  TileChoice small = choose_tiles(128, 64, 64, 1024, 128, TileFamily::sgemm_batched_volta, wide);
+  CHECK(small.tile_m == 64);
+  CHECK(small.utilisation == Approx(0.5));
+  // 64 lanes at the same cycles: 48 per element, the 128x128 step is not bounded (12,288 of
+  // 16,384) and the 64x64 step's 6,144 outlast its 4,096 multiply-adds by 1.5.
+  TileCosts narrow = wide;
+  narrow.staging = 0.75 * 64;
+  CHECK(choose_tiles(128, 64, 64, 1024, 128, TileFamily::sgemm_batched_volta, narrow).utilisation ==
+        Approx(4096.0 / 6144));
+  // A device counts its lanes from the fp32 peak: an RTX 4090's 128 against a V100's 64.
+  HardwareProfile profile = default_profile();
+  profile.gpu.tile_staging_cycles = 0.75;
+  DeviceModel v100(gpu("v100-sxm2-16gb"), profile, TrainingPrecision::fp32);
+  // 128 tiles of 64x64 on 80 SMs: two waves.
+  CHECK(v100.compute_utilisation(gemm(64, 64, 1024, 128), 1) ==
+        Approx(128.0 * 4096 / (160 * 6144.0)));
+}
+
+TEST_CASE("cuBLAS's SGEMM tiles follow the generation, the batching and the operands' layout") {
+  // The kernels CUPTI names in the public kernel data. Batched products run 128x128 alone on
+  // Ampere (ampere_sgemm_128x128) and 128x64 on Pascal (maxwell_sgemm_128x64). Pascal runs
+  // maxwell_sgemm 128x32, 32x128 and 64x64 for nn.Linear's forward ("tn"); its other layouts
+  // keep the 128-row tiles of openai-gemm's cuBLAS table.
+  struct Case {
+    const char* architecture;
+    bool batched;
+    GemmLayout layout;
+    TileFamily family;
+  };
+  const Case cases[] = {
+      {"ampere", true, GemmLayout::nn, TileFamily::sgemm_batched_ampere},
+      {"hopper", true, GemmLayout::nn, TileFamily::sgemm_batched_ampere},
+      {"turing", true, GemmLayout::nn, TileFamily::sgemm_batched_volta},
+      {"pascal", true, GemmLayout::nn, TileFamily::sgemm_batched_pascal},
+      {"x86-64", true, GemmLayout::nn, TileFamily::unpadded},
+      {"pascal", false, GemmLayout::tn, TileFamily::sgemm_pascal_tn},
+      {"pascal", false, GemmLayout::nn, TileFamily::rows_of_128},
+      {"pascal", false, GemmLayout::nt, TileFamily::rows_of_128},
+      {"volta", false, GemmLayout::tn, TileFamily::sgemm_volta},
+      {"hopper", false, GemmLayout::nt, TileFamily::sgemm_volta},
+  };
+  for (const Case& c : cases) {
+    INFO(c.architecture << (c.batched ? " batched" : " single"));
+    CHECK(sgemm_family(c.architecture, c.batched, c.layout) == c.family);
+  }
+  // 4,096 output features of 32 rows on 56 SMs: "tn" takes 32-row tiles (32 of 32x128, the
+  // reduction split in three), "nn" 128-row tiles padding the rows fourfold.
+  TileChoice tn = choose_tiles(1, 32, 4096, 1024, 56, TileFamily::sgemm_pascal_tn);
+  CHECK(tn.tile_m == 32);
+  CHECK(tn.split_k == 3);
+  TileChoice nn = choose_tiles(1, 32, 4096, 1024, 56, TileFamily::rows_of_128);
+  CHECK(nn.tile_m == 128);
 }
 
 TEST_CASE("bad per-architecture tables are refused with the key and a suggestion") {

@@ -215,6 +215,7 @@ TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are 
   prior.gpu.by_architecture.clear();
   KernelFit fit =
       fit_kernel_figures(synthetic, prior, bundled_gpu_catalogue(), floors, kernel_fit_stages());
+  INFO("staging " << fit.figures["gpu.tile_staging_cycles"]);
   CHECK(fit.figures["gpu.efficiency.gemm"] == Approx(0.55).epsilon(0.02));
   CHECK(fit.figures["gpu.efficiency.conv"] == Approx(0.45).epsilon(0.02));
   CHECK(fit.figures["gpu.memory_efficiency"] == Approx(0.7).epsilon(0.02));

@@ -76,6 +76,9 @@ struct GemmShape {
   PerBatch<std::int64_t> batches{0, 1};
   PerBatch<std::int64_t> m, n, k;
   GemmLayout layout = GemmLayout::nn;
+  // Handed to BLAS (cuBLAS: nn.Linear, matmul, bmm), or computed inside a fused kernel with
+  // tiles of its own (FlashAttention, memory-efficient attention).
+  bool blas = true;
 };
 
 // What a convolution kernel computes, for the choice of algorithm: cuDNN's fast algorithms

@@ -85,6 +85,12 @@ KernelWork laid_out(KernelWork w, GemmLayout layout) {
   return w;
 }
 
+// The same products computed inside a fused kernel, not by BLAS.
+KernelWork fused(KernelWork w) {
+  w.gemm.blas = false;
+  return w;
+}
+
 PerBatch<Count> per_sample(I64 v) {
   return {narrow(v), 0};
 }
@@ -582,8 +588,8 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
   f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
                             bytes(a * 4 * ld, w * 3 * d * d)),
                        GemmLayout::tn));
-  f.push_back(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
-                   fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse)));
+  f.push_back(fused(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
+                         fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse))));
   f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
                             bytes(a * 2 * ld, w * d * d)),
@@ -594,8 +600,8 @@ PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool need
                        bytes(a * 2 * ld, w * d * d)));
   chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
   // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
-  chain.push_back(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
-                       fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse)));
+  chain.push_back(fused(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
+                             fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse))));
   attention_backward_tail(p, o, needs_grad, chain);
   // Held for backward: the input, q, k, v, the attention output and its log-sum-exp, and the
   // merged context (for the output projection's weight gradient); no scores.

@@ -25,9 +25,10 @@ bool is_matrix_op(OpClass op) {
   return op == OpClass::gemm || op == OpClass::conv || op == OpClass::depthwise_conv;
 }
 
-// A GEMM the framework hands to cuBLAS (nn.Linear, matmul, bmm), not a convolution's.
+// A GEMM the framework hands to cuBLAS (nn.Linear, matmul, bmm), not a convolution's or a
+// fused attention kernel's.
 bool is_cublas(const KernelWork& kernel) {
-  return kernel.op_class == OpClass::gemm && !kernel.has_conv_geometry;
+  return kernel.op_class == OpClass::gemm && !kernel.has_conv_geometry && kernel.gemm.blas;
 }
 
 }  // namespace

@@ -223,6 +223,10 @@ TEST_CASE("attention: sdpa runs one fused kernel each way and holds no L² score
   CHECK(fused_flops(sdpa.forward, "_scaled_dot_product_attention") == 4 * len * len * d);
   CHECK(fused_flops(sdpa.backward_input, "_scaled_dot_product_attention_backward") ==
         10 * len * len * d);
+  // The fused kernels' products are their own, not BLAS calls (no cuBLAS tiles); the
+  // projections are cuBLAS's.
+  for (const KernelWork& k : sdpa.forward)
+    CHECK(k.gemm.blas == (k.name != "_scaled_dot_product_attention"));
   // Held: input, q, k, v, the output, the merged context and a float log-sum-exp per head and
   // row; the math path adds the L² probabilities and, with dropout, their mask and dropped copy.
   CHECK(sdpa.saved.per_sample.value() == 4 * (6 * len * d) + 4 * heads * len);

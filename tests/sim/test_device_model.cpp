@@ -416,6 +416,18 @@ TEST_CASE("SGEMM staging is counted in SM cycles, relative to a 128x128 tile") {
         Approx(128.0 * 4096 / (160 * 6144.0)));
 }
 
+TEST_CASE("a fused attention kernel's products keep the architecture's tiles, not cuBLAS's") {
+  // 48 heads of 128 queries by 64 features over 256 keys on an A100 in fp32: as torch.bmm,
+  // cuBLAS's batched SGEMM pads each head to a 128x128 tile; inside PyTorch's fused attention
+  // kernel the product takes the architecture's family (here 64x64 tiles, the reduction split
+  // in two to fill one wave).
+  KernelWork products = gemm(128, 64, 256, 48);
+  DeviceModel a100(gpu("a100-sxm4-40gb"), default_profile(), TrainingPrecision::fp32);
+  CHECK_THAT(a100.explain(products, 1).algorithm, Catch::Contains("tiles 128x128"));
+  products.gemm.blas = false;
+  CHECK_THAT(a100.explain(products, 1).algorithm, Catch::Contains("tiles 64x64, split-K 2"));
+}
+
 TEST_CASE("cuBLAS's SGEMM tiles follow the generation, the batching and the operands' layout") {
   // The kernels CUPTI names in the public kernel data. Batched products run 128x128 alone on
   // Ampere (ampere_sgemm_128x128) and 128x64 on Pascal (maxwell_sgemm_128x64). Pascal runs

@@ -95,17 +95,22 @@ void check_kernel_figure(const std::string& key) {
 }
 
 std::string residual_csv(const std::vector<validate::KernelMeasurement>& rows,
-                         const std::vector<validate::KernelPrediction>& predictions) {
-  std::string out = "op,gpu,shape,measured_us,kernel_us,predicted_us,gpu_decided,library_kernel\n";
+                         const std::vector<validate::KernelPrediction>& predictions,
+                         const std::vector<std::string>& modelled) {
+  std::string out =
+      "op,gpu,shape,measured_us,kernel_us,predicted_us,gpu_decided,library_kernel,model_kernel\n";
+  auto quoted = [](std::string text) {
+    for (char& c : text)
+      if (c == '"') c = '\'';
+    return "\"" + text + "\"";
+  };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const validate::KernelMeasurement& m = rows[i];
     const validate::KernelPrediction& p = predictions[i];
-    std::string kernel = m.library_kernel;
-    for (char& c : kernel)
-      if (c == '"') c = '\'';
-    out += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{},\"{}\"\n", m.op, m.gpu_id,
+    out += fmt::format("{},{},{},{:.3f},{:.3f},{:.3f},{},{},{}\n", m.op, m.gpu_id,
                        fmt::join(m.shape, "x"), p.measured_s * 1e6, p.kernel_s * 1e6,
-                       p.predicted_s * 1e6, p.gpu_decided ? 1 : 0, kernel);
+                       p.predicted_s * 1e6, p.gpu_decided ? 1 : 0, quoted(m.library_kernel),
+                       quoted(modelled[i]));
   }
   return out;
 }
@@ -211,7 +216,10 @@ int run_kernels(const KernelsArgs& a) {
       << table.render(width) << "\n";
   json["offset_fraction"] = offset_fraction;
   json["accuracy"] = accuracy_json(accuracy);
-  if (residual_out) residual_out->write(residual_csv(rows, predictions));
+  if (residual_out) {
+    residual_out->write(
+        residual_csv(rows, predictions, validate::modelled_kernels(rows, profile, catalogue)));
+  }
 
   if (a.leave_one_out) {
     const std::vector<validate::LeaveOneOut> runs =
@@ -265,7 +273,8 @@ Command add_kernels_command(CLI::App& app) {
                   "With --fit: write the profile with the fitted figures");
   cmd->add_option("--json", args->json, "Write the report as JSON (- for standard output)");
   cmd->add_option("--residuals", args->residuals,
-                  "Write every row's measured, modelled and predicted time as CSV");
+                  "Write every row's measured, modelled and predicted time as CSV, with the "
+                  "library's kernel and the model's");
   return [args] { return run_kernels(*args); };
 }
 

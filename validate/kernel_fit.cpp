@@ -179,6 +179,32 @@ std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasuremen
   return predict(make_workload(rows, catalogue, floors), profile, offset_fraction);
 }
 
+std::vector<std::string> modelled_kernels(const std::vector<KernelMeasurement>& rows,
+                                          const HardwareProfile& profile,
+                                          const GpuCatalogue& catalogue) {
+  const Workload w = make_workload(rows, catalogue, MeasurementFloors{});
+  std::map<std::string, sim::DeviceModel> models;
+  std::vector<std::string> out;
+  out.reserve(rows.size());
+  for (std::size_t i = 0; i < w.costs.size(); ++i) {
+    const GpuSpec& gpu = *w.gpus[i];
+    auto model = models.find(gpu.id);
+    if (model == models.end()) {
+      model = models
+                  .emplace(gpu.id, sim::DeviceModel(gpu, profile, kKernelMeasurementPrecision,
+                                                    kKernelMeasurementConvolution))
+                  .first;
+    }
+    sim::KernelExplanation longest;
+    for (const KernelWork& kernel : w.costs[i].kernels) {
+      sim::KernelExplanation e = model->second.explain(kernel, w.costs[i].batch);
+      if (e.seconds > longest.seconds) longest = std::move(e);
+    }
+    out.push_back(longest.algorithm);
+  }
+  return out;
+}
+
 std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& rows,
                                           const std::vector<KernelPrediction>& predictions) {
   struct Group {

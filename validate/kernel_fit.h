@@ -57,6 +57,14 @@ std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasuremen
                                               const MeasurementFloors& floors,
                                               double offset_fraction = kDefaultOffsetFraction);
 
+// What the device model runs for each row: the algorithm of the operator's longest kernel
+// ("GEMM 215x6233x512, tiles 64x128", "Winograd batched GEMM (36) ...", "implicit GEMM ..."),
+// to set beside the row's library_kernel when checking the model's choice of algorithm and
+// tiles against the library's.
+std::vector<std::string> modelled_kernels(const std::vector<KernelMeasurement>& rows,
+                                          const HardwareProfile& profile,
+                                          const GpuCatalogue& catalogue);
+
 // Accuracy of one class on one GPU, over its GPU-decided rows.
 struct ClassAccuracy {
   KernelClass kernel_class = KernelClass::gemm;

@@ -178,6 +178,29 @@ TEST_CASE("kernel measurements: priced with the math they ran with (no TF32, cuD
   CHECK(kKernelMeasurementConvolution.cudnn_benchmark);
 }
 
+TEST_CASE("kernel measurements: each row says what the model runs, beside the library's kernel",
+          "[kernels]") {
+  const std::vector<KernelMeasurement> rows = sample();
+  const std::vector<std::string> modelled =
+      modelled_kernels(rows, default_profile(), bundled_gpu_catalogue());
+  REQUIRE(modelled.size() == rows.size());
+  int gemms = 0, convolutions = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    INFO(rows[i].op << " on " << rows[i].gpu_id << ": " << modelled[i]);
+    CHECK_FALSE(modelled[i].empty());
+    if (rows[i].op == "linear" || rows[i].op == "bmm") {
+      ++gemms;
+      CHECK_THAT(modelled[i], Catch::StartsWith("GEMM") && Catch::Contains("tiles"));
+    } else if (rows[i].op == "conv") {
+      ++convolutions;  // the longest part of cuDNN's algorithm: its GEMM or a transform
+      CHECK_THAT(modelled[i], Catch::StartsWith("implicit GEMM") || Catch::StartsWith("Winograd") ||
+                                  Catch::StartsWith("FFT") || Catch::StartsWith("inverse FFT"));
+    }
+  }
+  CHECK(gemms > 0);
+  CHECK(convolutions > 0);
+}
+
 TEST_CASE("simplex search finds the minimum of a curved valley, the same way every run",
           "[kernels]") {
   // Rosenbrock's valley: minimum 0 at (1, 1).

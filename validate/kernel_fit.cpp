@@ -42,6 +42,19 @@ Workload make_workload(const std::vector<KernelMeasurement>& rows, const GpuCata
   return w;
 }
 
+// The device model of `gpu` as the kernel data measured it, made once per GPU.
+const sim::DeviceModel& device_for(std::map<std::string, sim::DeviceModel>& models,
+                                   const GpuSpec& gpu, const HardwareProfile& profile) {
+  auto model = models.find(gpu.id);
+  if (model == models.end()) {
+    model = models
+                .emplace(gpu.id, sim::DeviceModel(gpu, profile, kKernelMeasurementPrecision,
+                                                  kKernelMeasurementConvolution))
+                .first;
+  }
+  return model->second;
+}
+
 std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& profile,
                                       double offset_fraction) {
   std::map<std::string, sim::DeviceModel> models;
@@ -49,16 +62,10 @@ std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& 
   out.reserve(w.costs.size());
   for (std::size_t i = 0; i < w.costs.size(); ++i) {
     const GpuSpec& gpu = *w.gpus[i];
-    auto model = models.find(gpu.id);
-    if (model == models.end()) {
-      model = models
-                  .emplace(gpu.id, sim::DeviceModel(gpu, profile, kKernelMeasurementPrecision,
-                                                    kKernelMeasurementConvolution))
-                  .first;
-    }
+    const sim::DeviceModel& model = device_for(models, gpu, profile);
     KernelPrediction p;
     for (const KernelWork& kernel : w.costs[i].kernels)
-      p.kernel_s += model->second.explain(kernel, w.costs[i].batch).seconds;
+      p.kernel_s += model.explain(kernel, w.costs[i].batch).seconds;
     p.measured_s = (*w.rows)[i].seconds;
     const double modelled = offset_fraction * w.floors[i] + p.kernel_s;
     p.predicted_s = std::max(w.floors[i], modelled);
@@ -188,16 +195,10 @@ std::vector<std::string> modelled_kernels(const std::vector<KernelMeasurement>& 
   out.reserve(rows.size());
   for (std::size_t i = 0; i < w.costs.size(); ++i) {
     const GpuSpec& gpu = *w.gpus[i];
-    auto model = models.find(gpu.id);
-    if (model == models.end()) {
-      model = models
-                  .emplace(gpu.id, sim::DeviceModel(gpu, profile, kKernelMeasurementPrecision,
-                                                    kKernelMeasurementConvolution))
-                  .first;
-    }
+    const sim::DeviceModel& model = device_for(models, gpu, profile);
     sim::KernelExplanation longest;
     for (const KernelWork& kernel : w.costs[i].kernels) {
-      sim::KernelExplanation e = model->second.explain(kernel, w.costs[i].batch);
+      sim::KernelExplanation e = model.explain(kernel, w.costs[i].batch);
       if (e.seconds > longest.seconds) longest = std::move(e);
     }
     out.push_back(longest.algorithm);

@@ -32,7 +32,6 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm);
 struct KernelPart {
   KernelWork work;
   bool tensor_cores = false;  // runs on the tensor cores (else on the fp32 units)
-  bool cublas = false;        // a GEMM cuBLAS runs (its own tiles), not one of cuDNN's kernels
   std::string what;           // "Winograd input transform", ...
 };
 

@@ -138,7 +138,7 @@ BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
 }
 
 TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores,
-                              bool cublas, bool pad_features) const {
+                              bool pad_features) const {
   const GemmShape& g = kernel.gemm;
   // On tensor cores the feature dimensions (those that do not grow with the batch) are padded
   // to the cores' multiple; dimensions made of samples are not. Convolution plans pad their
@@ -153,7 +153,7 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool
   // Tensor-core and convolution tiles, a CPU's BLAS (the runtime's host device) and Pascal's
   // "nn"/"nt" products (no kernel data; openai-gemm's cuBLAS table is reproduced by the
   // architecture's rule) keep the architecture's family.
-  if (!cublas || tensor_cores || sgemm == tile_family_) {
+  if (!is_cublas(kernel) || tensor_cores || sgemm == tile_family_) {
     return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
                         tile_family_);
   }
@@ -170,7 +170,7 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool
 
 double DeviceModel::compute_utilisation(const KernelWork& kernel, std::int64_t batch) const {
   if (kernel.has_gemm_shape) {
-    const TileChoice t = tiles(kernel, batch, on_tensor_cores(kernel.op_class), is_cublas(kernel));
+    const TileChoice t = tiles(kernel, batch, on_tensor_cores(kernel.op_class));
     const GemmShape& g = kernel.gemm;
     const double useful =
         scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
@@ -184,10 +184,9 @@ LaunchGrid DeviceModel::launch(const KernelWork& kernel, std::int64_t batch) con
 }
 
 double DeviceModel::memory_utilisation(const KernelWork& kernel, std::int64_t batch) const {
-  const double blocks =
-      kernel.has_gemm_shape
-          ? tiles(kernel, batch, on_tensor_cores(kernel.op_class), is_cublas(kernel), false).units
-          : launch(kernel, batch).blocks;
+  const double blocks = kernel.has_gemm_shape
+                            ? tiles(kernel, batch, on_tensor_cores(kernel.op_class), false).units
+                            : launch(kernel, batch).blocks;
   return std::min(1.0, blocks / gpu_.sm_count);
 }
 
@@ -213,7 +212,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.bandwidth = effective_bandwidth(kernel.op_class);
   e.memory_utilisation = memory_utilisation(kernel, batch);
   if (kernel.has_gemm_shape) {
-    const TileChoice t = tiles(kernel, batch, part.tensor_cores, part.cublas);
+    const TileChoice t = tiles(kernel, batch, part.tensor_cores);
     const GemmShape& g = kernel.gemm;
     const double useful =
         scaled(g.batches, batch) * scaled(g.m, batch) * scaled(g.n, batch) * scaled(g.k, batch);
@@ -252,9 +251,8 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
 
 KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t batch) const {
   if (!kernel.has_conv_geometry) {
-    KernelPart part{kernel, false, false, kernel.has_gemm_shape ? "GEMM" : ""};
+    KernelPart part{kernel, false, kernel.has_gemm_shape ? "GEMM" : ""};
     part.tensor_cores = on_tensor_cores(kernel.op_class);
-    part.cublas = is_cublas(kernel);
     if (kernel.op_class == OpClass::depthwise_conv) {
       // A direct kernel over the output (PyTorch's depthwise convolution), not a tiled GEMM:
       // one filter per channel leaves no product to tile.

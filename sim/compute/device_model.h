@@ -90,9 +90,9 @@ class DeviceModel {
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
   // A GEMM-shaped kernel's tiles: cuBLAS's CUDA-core SGEMM tiles (by batching and operand
-  // layout) for a cuBLAS GEMM off tensor cores, else the architecture's family with (when
-  // pad_features) the tensor cores' padding.
-  TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores, bool cublas,
+  // layout) for a GEMM handed to cuBLAS off tensor cores, else the architecture's family with
+  // (when pad_features) the tensor cores' padding.
+  TileChoice tiles(const KernelWork& kernel, std::int64_t batch, bool tensor_cores,
                    bool pad_features = true) const;
 
   GpuSpec gpu_;

@@ -375,8 +375,8 @@ TEST_CASE("the SGEMM tiles' staging figure: optional, bounded, sourced, round-tr
   CHECK_THAT(error("  gpu.tile_staging_cycles:", "  gpu.tile_staging_cyclesx:"),
              Catch::Contains("gpu.tile_staging_cycles"));
   // 80 products of 64 x 64 x 64 on a V100 (80 SMs of 64 lanes): one 64x64 tile each, one wave.
-  // Left out, staging costs nothing; at the default's 0.67 cycles per element a step's 128
-  // elements (0.67 x 64 x 128 = 5,489 multiply-adds' time) outlast its 4,096 multiply-adds.
+  // Left out, staging costs nothing; at the default's 0.68 cycles per element a step's 128
+  // elements (0.68 x 64 x 128 = 5,571 multiply-adds' time) outlast its 4,096 multiply-adds.
   HardwareProfile none = p;
   none.gpu.tile_staging_cycles.reset();
   const KernelWork k = gemm(64, 64, 64, 80);
@@ -407,7 +407,8 @@ TEST_CASE("SGEMM staging is counted in SM cycles, relative to a 128x128 tile") {
   narrow.staging = 0.75 * 64;
   CHECK(choose_tiles(128, 64, 64, 1024, 128, TileFamily::sgemm_batched_volta, narrow).utilisation ==
         Approx(4096.0 / 6144));
-  // A device counts its lanes from the fp32 peak: an RTX 4090's 128 against a V100's 64.
+  // A device counts its lanes from the fp32 peak: a V100 SXM2's 80 SMs at 1,530 MHz and 15.67
+  // TFLOPS have 64, so the same 0.75 cycles cost 48 multiply-adds per element there.
   HardwareProfile profile = default_profile();
   profile.gpu.tile_staging_cycles = 0.75;
   DeviceModel v100(gpu("v100-sxm2-16gb"), profile, TrainingPrecision::fp32);

@@ -306,7 +306,7 @@ Command add_collective_command(CLI::App& app) {
             ? load_profile(machine.profile_file)
             : load_profile(resolve_data_file(args->profile, std::filesystem::current_path(),
                                              "topologies/profiles", command_line(), "--profile"));
-    resolve_for_device(profile, machine.gpu.architecture, "fp32");
+    resolve_for_device(profile, machine.gpu, "fp32");
     for (const std::string& assignment : args->set)
       apply_figure(profile, assignment);
 

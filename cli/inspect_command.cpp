@@ -58,12 +58,13 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
                            profile.optimizer_memory_or_default(), e.bandwidth.value() / 1e9);
       }
       if (has_own_bandwidth(op_class)) {
-        return fmt::format("memory {:.3g} x {} {:.3g}: {:.4g} GB/s", profile.memory,
+        return fmt::format("memory {:.3g} x {} {:.3g}: {:.4g} GB/s", profile.memory_or_default(),
                            to_string(op_class),
                            profile.bandwidth_relative[static_cast<std::size_t>(op_class)],
                            e.bandwidth.value() / 1e9);
       }
-      return fmt::format("memory {:.3g}: {:.4g} GB/s", profile.memory, e.bandwidth.value() / 1e9);
+      return fmt::format("memory {:.3g}: {:.4g} GB/s", profile.memory_or_default(),
+                         e.bandwidth.value() / 1e9);
     case sim::KernelBound::floor:
       return "min_kernel_us";
   }
@@ -107,7 +108,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
       o.profile.empty() ? load_profile(machine.profile_file)
                         : load_profile(resolve_data_file(o.profile, std::filesystem::current_path(),
                                                          "topologies/profiles", cli, "--profile"));
-  resolve_for_device(profile, machine.gpu.architecture, efficiency_precision(precision));
+  resolve_for_device(profile, machine.gpu, efficiency_precision(precision));
   ConvolutionSettings convolution;
   convolution.cudnn_benchmark = o.cudnn_benchmark;
   convolution.channels_last = o.channels_last;

@@ -188,9 +188,16 @@ int run_kernels(const KernelsArgs& a) {
           "the prior\n",
           key);
     }
+    for (const std::string& key : fit.held) {
+      say << fmt::format(
+          "  {}: not fitted, each measured GPU's architecture gives its own "
+          "(efficiency_by_architecture)\n",
+          key);
+    }
     say << "\n";
     json["fitted"] = fitted;
     json["not_fitted"] = fit.unseen;
+    json["held_by_architecture"] = fit.held;
     if (profile_out) {
       if (fit.figures.empty()) {
         throw InputError(cli, "--write-profile",
@@ -261,8 +268,9 @@ Command add_kernels_command(CLI::App& app) {
                   "(repeatable)");
   cmd->add_option("--figures", args->figures,
                   "Profile figures to fit together to every class (keys as in calibrate's report); "
-                  "default: in steps, the streaming bandwidth and the measuring offset from "
-                  "element-wise kernels, then gpu.bandwidth_relative.normalization from LayerNorm "
+                  "default: in steps, the measuring offset from element-wise kernels (which "
+                  "stream at each board's catalogue figure), then "
+                  "gpu.bandwidth_relative.normalization from LayerNorm "
                   "and softmax, gpu.efficiency.gemm and gpu.tile_staging_cycles from GEMMs, "
                   "gpu.efficiency.conv from convolutions")
       ->delimiter(',');

@@ -264,10 +264,10 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
   std::vector<double> prior(kColumns);
   for (std::size_t c = 0; c < kOpClassCount; ++c)
     prior[c] = 1.0 / p.gpu.compute[c];
-  prior[kMemoryColumn] = 1.0 / p.gpu.memory;
+  prior[kMemoryColumn] = 1.0 / p.gpu.memory_or_default();
   for (OpClass kind : kBandwidthKinds) {
     const std::size_t c = static_cast<std::size_t>(kind);
-    prior[memory_column(c)] = 1.0 / (p.gpu.memory * p.gpu.bandwidth_relative[c]);
+    prior[memory_column(c)] = 1.0 / (p.gpu.memory_or_default() * p.gpu.bandwidth_relative[c]);
   }
   prior[kMinKernelColumn] = p.gpu.min_kernel.value();
   constexpr double kComputeBoundStart = 1000;
@@ -329,7 +329,7 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
   }
   if (active_count[kMemoryColumn] > 0) {
     p.gpu.memory = 1.0 / theta[kMemoryColumn];
-    add("gpu.memory_efficiency", p.gpu.memory, kMemoryColumn);
+    add("gpu.memory_efficiency", *p.gpu.memory, kMemoryColumn);
   } else {
     out.notes.push_back(
         "gpu.memory_efficiency: kept: no measured layer is bound by streaming memory traffic");
@@ -343,7 +343,7 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
                                       key, p.gpu.bandwidth_relative[c], to_string(kind)));
       continue;
     }
-    p.gpu.bandwidth_relative[c] = std::clamp(1.0 / (theta[column] * p.gpu.memory),
+    p.gpu.bandwidth_relative[c] = std::clamp(1.0 / (theta[column] * p.gpu.memory_or_default()),
                                              kBandwidthRelativeLow, kBandwidthRelativeHigh);
     add(key, p.gpu.bandwidth_relative[c], column);
   }

@@ -129,6 +129,24 @@ double from_search(const ProfileFigure& figure, double x) {
   return figure.kind == FigureKind::tile_cost ? std::exp(x) - kTileCostShift : std::exp(x);
 }
 
+// Whether the profile's per-architecture table gives `key` for `architecture` at the precision
+// the kernel data were measured in.
+bool architecture_gives(const HardwareProfile& profile, const std::string& architecture,
+                        std::string_view key) {
+  auto found = profile.gpu.by_architecture.find(architecture);
+  if (found == profile.gpu.by_architecture.end()) return false;
+  const ArchitectureEfficiency& e = found->second;
+  if (key == "gpu.memory_efficiency") return e.memory.has_value();
+  auto classes = e.compute.find(std::string(efficiency_precision(kKernelMeasurementPrecision)));
+  for (std::size_t c = 0; c < kOpClassCount; ++c) {
+    if (key == fmt::format("gpu.efficiency.{}", kOpClassNames[c]))
+      return classes != e.compute.end() && classes->second.contains(c);
+    if (key == fmt::format("gpu.bandwidth_relative.{}", kOpClassNames[c]))
+      return e.bandwidth_relative.contains(c);
+  }
+  return false;
+}
+
 // One stage: its figures (searched as above, each trial clamped to the figure's bounds) and,
 // when asked, the offset fraction (searched as it is: it may be 0).
 void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
@@ -254,7 +272,7 @@ double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
 
 std::vector<FitStage> kernel_fit_stages() {
   return {
-      {{KernelClass::elementwise}, {"gpu.memory_efficiency"}, true},
+      {{KernelClass::elementwise}, {}, true},
       {{KernelClass::layernorm, KernelClass::softmax}, {"gpu.bandwidth_relative.normalization"}},
       {{KernelClass::gemm, KernelClass::batched_gemm},
        {"gpu.efficiency.gemm", "gpu.tile_staging_cycles"}},
@@ -274,8 +292,7 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
                              const MeasurementFloors& floors, const std::vector<FitStage>& stages) {
   KernelFit result;
   result.profile = prior;
-  result.profile.gpu.by_architecture.clear();
-  for (const FitStage& stage : stages) {
+  for (FitStage stage : stages) {
     const std::vector<KernelMeasurement> seen = rows_of(rows, stage.classes);
     if (seen.empty()) continue;  // none of its classes measured: nothing to say of its figures
     if (!any_gpu_decided(
@@ -283,6 +300,18 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
       result.unseen.insert(result.unseen.end(), stage.figures.begin(), stage.figures.end());
       continue;
     }
+    // A figure that every measured GPU's architecture gives is that architecture's, from its
+    // own source: the rows could not move it.
+    std::erase_if(stage.figures, [&](const std::string& key) {
+      const bool held = std::all_of(seen.begin(), seen.end(), [&](const KernelMeasurement& m) {
+        const GpuSpec* gpu = catalogue.find(m.gpu_id);
+        return gpu != nullptr && architecture_gives(prior, gpu->architecture, key);
+      });
+      if (held && std::find(result.held.begin(), result.held.end(), key) == result.held.end())
+        result.held.push_back(key);
+      return held;
+    });
+    if (stage.figures.empty() && !stage.offset) continue;
     fit_stage(make_workload(seen, catalogue, floors), stage, result);
   }
   return result;

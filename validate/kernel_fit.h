@@ -85,29 +85,34 @@ struct FitStage {
   std::vector<std::string> figures;
   bool offset = false;
 };
-// Each figure from the class that sees it most plainly: the measuring loop's offset and the
-// streaming bandwidth from element-wise kernels (whose times follow offset + bytes / bandwidth
-// to within 1%), then the row-wise kernels' relative bandwidth, then the GEMM efficiency with
-// the batched GEMM tiles' staging cost, then the convolution efficiency, each with the figures
+// Each figure from the class that sees it most plainly: the measuring loop's offset from
+// element-wise kernels (whose times follow offset + bytes / bandwidth to within 1%, the
+// bandwidth each board's own streaming figure from the catalogue: one fitted efficiency would
+// replace every board's), then the row-wise kernels' relative bandwidth, then the GEMM efficiency
+// with the batched GEMM tiles' staging cost, then the convolution efficiency, each with the figures
 // before it held.
 std::vector<FitStage> kernel_fit_stages();
 // One stage over every class: `figures` and the offset, fitted together.
 std::vector<FitStage> joint_fit(const std::vector<std::string>& figures);
 
 struct KernelFit {
-  HardwareProfile profile;  // the prior with the fitted figures, without per-architecture ones
+  HardwareProfile profile;                          // the prior with the fitted figures
   std::map<std::string, double> figures;            // key -> fitted value, in the key's unit
   double offset_fraction = kDefaultOffsetFraction;  // the measuring loop's
   double cost = 0;  // the last stage's: mean over its classes of the mean squared log ratio
   // Figures of stages whose classes have rows but no GPU-decided one: kept at the prior, not
   // fitted. (Stages with no row at all keep the prior silently.)
   std::vector<std::string> unseen;
+  // Figures that every measured GPU's architecture gives (the prior's
+  // efficiency_by_architecture, each from its own kernel-level source): kept, not fitted.
+  std::vector<std::string> held;
 };
 // The values of each stage's figures that bring its classes' predictions closest in log ratio
 // on the GPU-decided rows, every class weighing the same and every GPU within a class the same;
 // each figure stays within its physical bounds. Deterministic. The figures fitted are the
-// profile's defaults, the ones that must transfer to any GPU: the fitted profile has no
-// per-architecture figures (they would hold their GPUs whatever the fit did).
+// profile's defaults, the ones that must transfer to any GPU; the per-architecture figures
+// stay as the prior gives them (public large-GEMM benchmarks, not these rows), and a figure
+// every measured GPU's architecture gives is held, not fitted (KernelFit::held).
 KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
                              const HardwareProfile& prior, const GpuCatalogue& catalogue,
                              const MeasurementFloors& floors, const std::vector<FitStage>& stages);

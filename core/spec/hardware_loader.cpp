@@ -26,6 +26,11 @@ double GpuSpec::sustained_clock_fraction() const {
   return clocks->sustained_or_boost() / clocks->boost_mhz;
 }
 
+std::optional<double> GpuSpec::streaming_fraction() const {
+  if (!streaming_bandwidth || memory_bandwidth.value() <= 0) return std::nullopt;
+  return streaming_bandwidth->value() / memory_bandwidth.value();
+}
+
 std::optional<FlopsPerSecond> GpuSpec::peak_for(Precision precision) const {
   auto found = peak.find(precision);
   if (found == peak.end()) return std::nullopt;
@@ -52,20 +57,27 @@ const GpuSpec* GpuCatalogue::find(std::string_view id) const {
 
 namespace {
 
-constexpr std::array<std::string_view, 14> kGpuKeys = {
-    "name",        "architecture", "sm_count",   "memory_gib",    "memory_bandwidth_gb_per_s",
-    "memory_type", "l2_mib",       "clocks_mhz", "board_power_w", "peak_tflops",
-    "pcie",        "nvlink",       "sources",    "notes"};
+constexpr std::array<std::string_view, 15> kGpuKeys = {"name",
+                                                       "architecture",
+                                                       "sm_count",
+                                                       "memory_gib",
+                                                       "memory_bandwidth_gb_per_s",
+                                                       "streaming_gb_per_s",
+                                                       "memory_type",
+                                                       "l2_mib",
+                                                       "clocks_mhz",
+                                                       "board_power_w",
+                                                       "peak_tflops",
+                                                       "pcie",
+                                                       "nvlink",
+                                                       "sources",
+                                                       "notes"};
 // An entry written inline in a machine file also says its id (the catalogue's key).
-constexpr std::array<std::string_view, 15> kInlineGpuKeys = {
-    "id",           "name",
-    "architecture", "sm_count",
-    "memory_gib",   "memory_bandwidth_gb_per_s",
-    "memory_type",  "l2_mib",
-    "clocks_mhz",   "board_power_w",
-    "peak_tflops",  "pcie",
-    "nvlink",       "sources",
-    "notes"};
+constexpr auto kInlineGpuKeys = [] {
+  std::array<std::string_view, kGpuKeys.size() + 1> keys{"id"};
+  std::copy(kGpuKeys.begin(), kGpuKeys.end(), keys.begin() + 1);
+  return keys;
+}();
 
 // Figures that need a source: every key above except the descriptive ones.
 bool is_figure(std::string_view key) {
@@ -97,6 +109,11 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = fal
                                                static_cast<double>(kGiB)));
   gpu.memory_bandwidth =
       gigabytes_per_second(map.required("memory_bandwidth_gb_per_s").as_number_in(1e-3, 1e6));
+  if (auto streaming = map.optional("streaming_gb_per_s")) {
+    // No kernel streams faster than the memory's datasheet rate.
+    gpu.streaming_bandwidth =
+        gigabytes_per_second(streaming->as_number_in(1e-3, gpu.memory_bandwidth.value() / 1e9));
+  }
 
   if (auto type = map.optional("memory_type")) {
     gpu.memory_type = std::string(kMemoryTypeNames[type->as_choice(kMemoryTypeNames)]);

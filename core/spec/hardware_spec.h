@@ -57,7 +57,13 @@ struct GpuSpec {
   std::string architecture;
   int sm_count = 0;
   Bytes memory;
-  BytesPerSecond memory_bandwidth;
+  BytesPerSecond memory_bandwidth;  // datasheet
+  // What a streaming kernel reaches on the board (BabelStream's Add: two arrays read, one
+  // written), as public microbenchmarks measure it: the part of the datasheet rate that the
+  // memory's controller, refresh and ECC leave, which no datasheet states (0.75 on a T4's
+  // ECC-protected GDDR6, 0.94 on a V100's HBM2; docs/evidence/streaming-bandwidth.md). The
+  // default profile's streaming efficiency is this over memory_bandwidth. Optional.
+  std::optional<BytesPerSecond> streaming_bandwidth;
   // Optional in a file (a GPU described by hand may not know them); every bundled entry has
   // them (tests/core/test_gpu_catalogue.cpp).
   std::optional<GpuClocks> clocks;
@@ -76,6 +82,8 @@ struct GpuSpec {
   // Sustained over boost clock, the fraction of the datasheet peaks a long dense load keeps
   // (1 without clocks or a sustained figure).
   double sustained_clock_fraction() const;
+  // streaming_bandwidth over memory_bandwidth, when the board has a streaming figure.
+  std::optional<double> streaming_fraction() const;
   // Unidirectional PCIe bandwidth from generation and lanes (PCI-SIG line rates and encoding).
   BytesPerSecond pcie_bandwidth() const;
 };

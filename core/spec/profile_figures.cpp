@@ -75,7 +75,6 @@ Slot<Profile> slot(Profile& p, std::string_view key) {
     if (key == fmt::format("links.step_latency_us.{}", kLinkKindKeys[i]))
       return {nullptr, &p.links.step_latency[i]};
   }
-  if (key == "gpu.memory_efficiency") return {&p.gpu.memory};
   if (key == "gpu.min_kernel_us") return {nullptr, &p.gpu.min_kernel};
   if (key == "host.forward_op_us") return {nullptr, &p.host.forward_op};
   if (key == "host.backward_op_us") return {nullptr, &p.host.backward_op};
@@ -113,6 +112,7 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
     if (!profile.sample_cpu || !profile.sample_cpu_per_byte) return std::nullopt;
     return *profile.sample_cpu_per_byte * 1e9;
   }
+  if (key == "gpu.memory_efficiency") return profile.gpu.memory_or_default();
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
   if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
   if (key == "gpu.tile_staging_cycles") return profile.gpu.tile_staging_cycles_or_default();
@@ -128,6 +128,10 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   if (key == "input.sample_cpu_ns_per_byte") {
     // Only beside a cost per sample (which apply_profile needs to use either): never invented.
     profile.sample_cpu_per_byte = value * 1e-9;
+    return;
+  }
+  if (key == "gpu.memory_efficiency") {
+    profile.gpu.memory = value;
     return;
   }
   if (key == "gpu.optimizer_memory_efficiency") {

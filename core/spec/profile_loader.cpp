@@ -19,20 +19,29 @@ namespace epochcast {
 namespace {
 
 // Every figure of a profile, as "section.key"; each needs a source.
-constexpr std::string_view kFigures[] = {"gpu.efficiency",           "gpu.memory_efficiency",
-                                         "gpu.min_kernel_us",        "host.forward_op_us",
-                                         "host.backward_op_us",      "host.optimizer_op_us",
-                                         "host.step_overhead_us",    "host.sync_us",
-                                         "host.batch_fetch_us",      "memory.context_mib",
-                                         "memory.workspace_mib",     "memory.allocator_overhead",
-                                         "transfer.pcie_efficiency", "transfer.pageable_efficiency",
-                                         "transfer.copy_latency_us", "links.efficiency",
-                                         "links.step_latency_us",    "links.collective_launch_us"};
+constexpr std::string_view kFigures[] = {"gpu.efficiency",
+                                         "gpu.min_kernel_us",
+                                         "host.forward_op_us",
+                                         "host.backward_op_us",
+                                         "host.optimizer_op_us",
+                                         "host.step_overhead_us",
+                                         "host.sync_us",
+                                         "host.batch_fetch_us",
+                                         "memory.context_mib",
+                                         "memory.workspace_mib",
+                                         "memory.allocator_overhead",
+                                         "transfer.pcie_efficiency",
+                                         "transfer.pageable_efficiency",
+                                         "transfer.copy_latency_us",
+                                         "links.efficiency",
+                                         "links.step_latency_us",
+                                         "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
 constexpr std::string_view kOptionalFigures[] = {
-    "gpu.optimizer_memory_efficiency", "gpu.bandwidth_relative",
-    "gpu.efficiency_by_architecture",  "gpu.speed_spread",
-    "gpu.tile_staging_cycles",         "host_libtorch"};
+    "gpu.memory_efficiency",  "gpu.optimizer_memory_efficiency",
+    "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
+    "gpu.speed_spread",       "gpu.tile_staging_cycles",
+    "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -42,6 +51,8 @@ bool any_bandwidth_relative(const GpuEfficiency& gpu) {
 // The figures of `p` that need a source: every required one, and the optional ones it gives.
 std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   std::vector<std::string_view> figures(std::begin(kFigures), std::end(kFigures));
+  // Beside gpu.efficiency, where a profile's own figure has always been listed.
+  if (p.gpu.memory) figures.insert(figures.begin() + 1, "gpu.memory_efficiency");
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
   if (p.gpu.speed_spread) figures.push_back("gpu.speed_spread");
   if (p.gpu.tile_staging_cycles) figures.push_back("gpu.tile_staging_cycles");
@@ -240,7 +251,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
   for (std::size_t i = 0; i < kOpClassCount; ++i) {
     p.gpu.compute[i] = fraction(efficiency.required(kOpClassNames[i]));
   }
-  p.gpu.memory = fraction(gpu.required("memory_efficiency"));
+  if (auto memory = gpu.optional("memory_efficiency")) p.gpu.memory = fraction(*memory);
   if (auto relative = gpu.optional("bandwidth_relative")) {
     for (const auto& [op_class, value] : read_bandwidth_relative(*relative))
       p.gpu.bandwidth_relative[op_class] = value;
@@ -439,7 +450,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   y += "gpu:\n  efficiency:\n";
   for (std::size_t i = 0; i < kOpClassCount; ++i)
     y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
-  y += "  memory_efficiency: " + number(p.gpu.memory) + "\n";
+  if (p.gpu.memory) y += "  memory_efficiency: " + number(*p.gpu.memory) + "\n";
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative")) {
     y += "  bandwidth_relative: {";
     for (std::size_t i = 0; i < std::size(kBandwidthKinds); ++i) {
@@ -528,8 +539,10 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   return y;
 }
 
-void resolve_for_device(HardwareProfile& p, std::string_view architecture,
-                        std::string_view precision) {
+namespace {
+
+void resolve_architecture(HardwareProfile& p, std::string_view architecture,
+                          std::string_view precision) {
   if (p.gpu.by_architecture.empty()) return;
   auto found = p.gpu.by_architecture.find(std::string(architecture));
   if (found != p.gpu.by_architecture.end()) {
@@ -564,6 +577,24 @@ void resolve_for_device(HardwareProfile& p, std::string_view architecture,
   }
   p.gpu.by_architecture.clear();
   p.sources.erase("gpu.efficiency_by_architecture");
+}
+
+}  // namespace
+
+void resolve_for_device(HardwareProfile& p, const GpuSpec& gpu, std::string_view precision) {
+  resolve_architecture(p, gpu.architecture, precision);
+  if (p.gpu.memory) return;
+  if (std::optional<double> board = gpu.streaming_fraction()) {
+    p.gpu.memory = *board;
+    auto source = gpu.sources.find("streaming_gb_per_s");
+    p.sources["gpu.memory_efficiency"] =
+        fmt::format("the {}'s streaming bandwidth over its datasheet rate (GPU catalogue: {})",
+                    gpu.name, source != gpu.sources.end() ? source->second : "no source given");
+  } else {
+    p.gpu.memory = GpuEfficiency::kDefaultMemory;
+    p.sources["gpu.memory_efficiency"] = fmt::format("{} has no streaming figure: the default {}",
+                                                     gpu.name, GpuEfficiency::kDefaultMemory);
+  }
 }
 
 bool has_own_bandwidth(OpClass op_class) {
@@ -602,7 +633,7 @@ std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
 }
 
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
-  resolve_for_device(profile, scenario.machine.gpu.architecture,
+  resolve_for_device(profile, scenario.machine.gpu,
                      efficiency_precision(scenario.training.precision));
   if (auto cost = profile_sample_cpu(profile, scenario)) scenario.loader.sample_cpu = *cost;
   scenario.profile = std::move(profile);

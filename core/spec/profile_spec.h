@@ -15,6 +15,8 @@
 
 namespace epochcast {
 
+struct GpuSpec;
+
 // Precisions a profile can give efficiencies for: what the matrix units run at under each
 // training precision (amp_fp16 -> fp16, amp_bf16 -> bf16).
 inline constexpr std::string_view kEfficiencyPrecisions[] = {"fp32", "tf32", "fp16", "bf16"};
@@ -45,8 +47,12 @@ struct GpuEfficiency {
   // Per architecture ("pascal", "volta", ...): figures that replace the ones above for that
   // architecture (and precision). resolve_for_device() folds them in and empties this.
   std::map<std::string, ArchitectureEfficiency> by_architecture;
-  // Fraction of datasheet memory bandwidth reached by streaming kernels.
-  double memory = 0.8;
+  // Fraction of datasheet memory bandwidth reached by streaming kernels. Unset, the board's
+  // own (GpuSpec::streaming_fraction, a public microbenchmark's), or kDefaultMemory for a GPU
+  // described without one: resolve_for_device() fills it in.
+  std::optional<double> memory;
+  static constexpr double kDefaultMemory = 0.8;
+  double memory_or_default() const { return memory.value_or(kDefaultMemory); }
   // Per op class (kBandwidthKinds only; the others stay 1): the bandwidth its memory-bound
   // kernels reach relative to `memory`.
   std::array<double, kOpClassCount> bandwidth_relative = [] {
@@ -59,7 +65,9 @@ struct GpuEfficiency {
   // CPUs long streams run several times faster than a small batch's layer kernels, so
   // calibration fits this one apart, from the step time the profiled layers leave unexplained.
   std::optional<double> optimizer_memory;
-  double optimizer_memory_or_default() const { return optimizer_memory.value_or(memory); }
+  double optimizer_memory_or_default() const {
+    return optimizer_memory.value_or(memory_or_default());
+  }
   Seconds min_kernel;  // shortest time a kernel occupies the GPU
   // How much GPUs of one model differ in speed, as the coefficient of variation across GPUs:
   // a synchronous step of N GPUs waits for the slowest. Unset, kDefaultSpeedSpread.
@@ -156,12 +164,12 @@ struct HardwareProfile {
   std::optional<HostCosts> host_libtorch;
 };
 
-// Folds the profile's figures for `architecture` at `precision` ("fp32", "tf32", "fp16",
-// "bf16") into its defaults and drops the per-architecture table, so that every reader (the
-// device model, calibration, its output) sees the figures that apply to this device. The
-// source of gpu.efficiency then names the architecture's source too. Idempotent.
-void resolve_for_device(HardwareProfile& profile, std::string_view architecture,
-                        std::string_view precision);
+// Folds the profile's figures for the GPU's architecture at `precision` ("fp32", "tf32",
+// "fp16", "bf16") into its defaults and drops the per-architecture table, so that every reader
+// (the device model, calibration, its output) sees the figures that apply to this device; a
+// streaming efficiency that neither gives becomes the board's (GpuSpec::streaming_fraction).
+// The sources then name the architecture's and the board's. Idempotent.
+void resolve_for_device(HardwareProfile& profile, const GpuSpec& gpu, std::string_view precision);
 
 HardwareProfile load_profile(const std::filesystem::path& file);
 // The profile as a YAML file that load_profile() reads back.

@@ -534,8 +534,7 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   if (auto stragglers = top.optional("stragglers"))
     read_stragglers(*stragglers, s.machine, s.conditions);
   if (auto faults = top.optional("faults")) read_faults(*faults, s.machine, s.conditions);
-  resolve_for_device(s.profile, s.machine.gpu.architecture,
-                     efficiency_precision(s.training.precision));
+  resolve_for_device(s.profile, s.machine.gpu, efficiency_precision(s.training.precision));
   s.dataset = read_dataset(top.required("dataset"), s.model);
   if (auto target = top.optional("target")) s.target = read_target(*target);
   if (auto efficiency = top.optional("statistical_efficiency")) {

@@ -63,7 +63,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
                      convolution.channels_last} {
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.
-  resolve_for_device(profile_, gpu.architecture, efficiency_precision(precision));
+  resolve_for_device(profile_, gpu, efficiency_precision(precision));
   // Datasheet peaks are rates at the boost clock. A board that its power limit holds below
   // boost under a load on every SM (the catalogue's clocks_mhz.sustained) has that much less
   // compute in all: explain_part caps each kernel's rate there.
@@ -133,7 +133,7 @@ BytesPerSecond DeviceModel::effective_bandwidth(OpClass op_class) const {
   const double efficiency =
       op_class == OpClass::optimizer
           ? e.optimizer_memory_or_default()
-          : e.memory * e.bandwidth_relative[static_cast<std::size_t>(op_class)];
+          : e.memory_or_default() * e.bandwidth_relative[static_cast<std::size_t>(op_class)];
   return BytesPerSecond(gpu_.memory_bandwidth.value() * efficiency);
 }
 

@@ -122,10 +122,12 @@ TEST_CASE("inspect --hardware explains each kernel: time, bound, algorithm, effi
     CHECK_THAT(line, Catch::Contains(part));
   }
   CHECK_THAT(r.output, Catch::Contains("cudnn.benchmark off, channels_first"));
-  // Element-wise kernels stream at Pascal's bandwidth figure (0.76 of 484 GB/s); reductions
-  // (the bias gradient's sum) at 1.06 times that, read-only.
-  CHECK_THAT(r.output, Catch::Contains("memory 0.76: 367.8 GB/s"));
-  CHECK_THAT(r.output, Catch::Contains("memory 0.76 x reduction 1.06: 389.9 GB/s"));
+  // Element-wise kernels stream at the board's streaming figure (the catalogue's 387 of 484
+  // GB/s); reductions (the bias gradient's sum) at 1.06 times that, read-only.
+  CHECK_THAT(r.output, Catch::Contains("memory 0.8: 387 GB/s"));
+  CHECK_THAT(r.output, Catch::Contains("memory 0.8 x reduction 1.06: 410.2 GB/s"));
+  CHECK_THAT(r.output, Catch::Contains("gpu.memory_efficiency: the NVIDIA GeForce GTX 1080 Ti's "
+                                       "streaming bandwidth"));
   CHECK_THAT(r.output, Catch::Contains("gpu.bandwidth_relative: reduction: "));
   CHECK_THAT(r.output, Catch::Contains("gpu.efficiency: "));
   CHECK_THAT(r.output, Catch::Contains("for pascal at fp32"));

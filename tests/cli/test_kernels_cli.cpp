@@ -19,7 +19,10 @@ TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that l
                   " --fit --leave-one-gpu-out --write-profile " + profile + " --json " + json);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("kernel measurements of 5 GPU(s)"));
-  CHECK_THAT(r.output, Catch::Contains("gpu.memory_efficiency = "));
+  CHECK_THAT(r.output, Catch::Contains("gpu.tile_staging_cycles = "));
+  // Every measured GPU's architecture has its own fp32 GEMM efficiency in the default profile.
+  CHECK_THAT(r.output, Catch::Contains("gpu.efficiency.gemm: not fitted, each measured GPU's "
+                                       "architecture gives its own"));
   CHECK_THAT(r.output, Catch::Contains("Leave one GPU out"));
   CHECK_THAT(r.output, Catch::Contains("elementwise  t4"));
   std::ifstream in(json);
@@ -27,9 +30,10 @@ TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that l
   CHECK(report["schema"] == "epochcast.kernels/1");
   CHECK(report["accuracy"].size() == 10);  // 2 classes x 5 GPUs
   CHECK(report["leave_one_gpu_out"].size() == 5);
-  const double fitted = report["fitted"]["gpu.memory_efficiency"];
-  CHECK(fitted > 0.5);
+  const double fitted = report["fitted"]["gpu.tile_staging_cycles"];
+  CHECK(fitted > 0.3);
   CHECK(fitted < 1.0);
+  CHECK(report["held_by_architecture"] == nlohmann::json::array({"gpu.efficiency.gemm"}));
   // The written profile predicts: its figures reproduce the fit's accuracy on the same rows.
   const std::string again_json = output_file("kernels-again.json");
   CommandResult again =

@@ -385,6 +385,29 @@ TEST_CASE("bad input: clocks, memory type and L2 of a catalogue entry are checke
       {"gpus.yaml:14:14", "gpus.test-gpu.sources.clocks_mhz", "has no source"});
 }
 
+TEST_CASE("bad input: a board's streaming figure is sourced and at most its datasheet rate") {
+  auto with = [](const std::string& streaming, const std::string& source) {
+    std::string text = kCatalogue;
+    text.replace(text.find("    peak_tflops: {fp32: 10}\n"), 0,
+                 "    streaming_gb_per_s: " + streaming + "\n");
+    text.replace(text.find("pcie: e}"), 8, "pcie: e" + source + "}");
+    return text;
+  };
+  GpuCatalogue good =
+      load_gpu_catalogue_from_string(with("440", ", streaming_gb_per_s: f"), "gpus.yaml");
+  CHECK(good.gpus.front().streaming_fraction() == Approx(440.0 / 500));
+  CHECK_FALSE(load_gpu_catalogue_from_string(kCatalogue, "gpus.yaml")
+                  .gpus.front()
+                  .streaming_fraction()
+                  .has_value());
+  // No kernel streams faster than the memory's datasheet rate (500 GB/s here).
+  expect_error(
+      [&] { load_gpu_catalogue_from_string(with("520", ", streaming_gb_per_s: f"), "gpus.yaml"); },
+      {"gpus.yaml:9:25", "gpus.test-gpu.streaming_gb_per_s", "got 520"});
+  expect_error([&] { load_gpu_catalogue_from_string(with("440", ""), "gpus.yaml"); },
+               {"gpus.yaml:12:14", "gpus.test-gpu.sources.streaming_gb_per_s", "has no source"});
+}
+
 TEST_CASE("bad input: a sweep of more points than are simulated is refused before any") {
   // 1,001 GPU counts x 1,000 batches: 1,001,000 points.
   std::string gpus, batches;

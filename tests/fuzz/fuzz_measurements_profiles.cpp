@@ -131,7 +131,8 @@ std::string difference(const epochcast::HardwareProfile& a, const epochcast::Har
     return "input.sample_cpu_us changed";
   for (std::size_t i = 0; i < a.gpu.compute.size(); ++i)
     if (!near(a.gpu.compute[i], b.gpu.compute[i])) return "a gpu.efficiency changed";
-  if (!near(a.gpu.memory, b.gpu.memory) ||
+  if (a.gpu.memory.has_value() != b.gpu.memory.has_value() ||
+      (a.gpu.memory && !near(*a.gpu.memory, *b.gpu.memory)) ||
       a.gpu.optimizer_memory.has_value() != b.gpu.optimizer_memory.has_value() ||
       (a.gpu.optimizer_memory && !near(*a.gpu.optimizer_memory, *b.gpu.optimizer_memory)) ||
       !seconds(a.gpu.min_kernel, b.gpu.min_kernel))

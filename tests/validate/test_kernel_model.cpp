@@ -223,7 +223,7 @@ TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are 
   HardwareProfile truth = default_profile();
   set_profile_figure(truth, "gpu.efficiency.gemm", 0.55);
   set_profile_figure(truth, "gpu.efficiency.conv", 0.45);
-  set_profile_figure(truth, "gpu.memory_efficiency", 0.7);
+  // Streaming at each board's own figure (the catalogue's), which the fit does not move.
   set_profile_figure(truth, "gpu.bandwidth_relative.normalization", 0.5);
   // Per-architecture figures would override the ones moved: the truth has none.
   truth.gpu.by_architecture.clear();
@@ -241,7 +241,7 @@ TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are 
   INFO("staging " << fit.figures["gpu.tile_staging_cycles"]);
   CHECK(fit.figures["gpu.efficiency.gemm"] == Approx(0.55).epsilon(0.02));
   CHECK(fit.figures["gpu.efficiency.conv"] == Approx(0.45).epsilon(0.02));
-  CHECK(fit.figures["gpu.memory_efficiency"] == Approx(0.7).epsilon(0.02));
+  CHECK_FALSE(fit.figures.contains("gpu.memory_efficiency"));
   CHECK(fit.figures["gpu.bandwidth_relative.normalization"] == Approx(0.5).epsilon(0.02));
   CHECK(fit.offset_fraction == Approx(offset).epsilon(0.05));
   CHECK(fit.cost < 1e-4);

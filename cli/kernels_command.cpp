@@ -24,6 +24,14 @@ namespace epochcast::cli {
 
 namespace {
 
+// "add 0.56, ln 0.98, ...": the measuring loop's offset of each operator.
+std::string offsets_text(const validate::MeasuringOffsets& offsets) {
+  std::vector<std::string> parts;
+  for (const auto& [op, fraction] : offsets)
+    parts.push_back(fmt::format("{} {:.2f}", op, fraction));
+  return parts.empty() ? "none fitted" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
 struct KernelsArgs {
   std::vector<std::string> data;
   std::string profile = "default";
@@ -150,7 +158,7 @@ int run_kernels(const KernelsArgs& a) {
   std::ostream& say = quiet ? std::cerr : std::cout;
   const std::size_t width = output_width(quiet ? stderr : stdout);
 
-  nlohmann::json json = {{"schema", "epochcast.kernels/1"}};
+  nlohmann::json json = {{"schema", "epochcast.kernels/2"}};
   HardwareProfile profile = prior;
   say << fmt::format("{} kernel measurements of {} GPU(s), profile {}\n\n", rows.size(),
                      gpus.size(), prior.name);
@@ -167,21 +175,22 @@ int run_kernels(const KernelsArgs& a) {
                        "on; give measurements of two GPUs or more");
     }
   }
-  // The measuring loop's offset is the host's, not a profile figure: read from the element-wise
-  // rows under the profile evaluated.
-  double offset_fraction = validate::fit_measuring_offset(rows, prior, catalogue, floors);
+  // The measuring loop's offsets are the host's, not profile figures: each operator's read from
+  // its rows under the profile evaluated.
+  validate::MeasuringOffsets offsets =
+      validate::fit_measuring_offsets(rows, prior, catalogue, floors);
   if (a.fit) {
     validate::KernelFit fit = validate::fit_kernel_figures(rows, prior, catalogue, floors, stages);
     profile = fit.profile;
-    offset_fraction = fit.offset_fraction;
+    offsets = fit.offsets;
     say << "Fitted on every GPU:\n";
     nlohmann::json fitted = nlohmann::json::object();
     for (const auto& [key, value] : fit.figures) {
       say << fmt::format("  {} = {:.4g}\n", key, value);
       fitted[key] = value;
     }
-    say << fmt::format("  the measuring loop's offset = {:.3f} of its floor\n",
-                       fit.offset_fraction);
+    say << "  the measuring loop's offsets, of each operator's floor: " << offsets_text(offsets)
+        << "\n";
     for (const std::string& key : fit.unseen) {
       say << fmt::format(
           "  {}: not fitted (no row of its classes is decided by the GPU), kept at "
@@ -214,14 +223,16 @@ int run_kernels(const KernelsArgs& a) {
     }
   }
   const std::vector<validate::KernelPrediction> predictions =
-      validate::predict_kernels(rows, profile, catalogue, floors, offset_fraction);
+      validate::predict_kernels(rows, profile, catalogue, floors, offsets);
   const std::vector<validate::ClassAccuracy> accuracy = validate::class_accuracy(rows, predictions);
   TextTable table = accuracy_table();
   add_accuracy_rows(table, accuracy);
   say << (a.fit ? "Accuracy with the fitted figures" : "Accuracy of the profile's figures")
-      << fmt::format(" (measuring offset {:.3f} of the floor):\n", offset_fraction)
+      << (a.fit ? ":\n"
+                : " (the measuring loop's offsets, of each operator's floor: " +
+                      offsets_text(offsets) + "):\n")
       << table.render(width) << "\n";
-  json["offset_fraction"] = offset_fraction;
+  json["offset_fractions"] = offsets;
   json["accuracy"] = accuracy_json(accuracy);
   if (residual_out) {
     residual_out->write(
@@ -237,7 +248,7 @@ int run_kernels(const KernelsArgs& a) {
       add_accuracy_rows(held, run.held_out);
       loo.push_back({{"held_out", run.gpu_id},
                      {"fitted", run.fit.figures},
-                     {"offset_fraction", run.fit.offset_fraction},
+                     {"offset_fractions", run.fit.offsets},
                      {"accuracy", accuracy_json(run.held_out)}});
     }
     say << "Leave one GPU out (each GPU predicted from figures fitted on the others):\n"
@@ -268,10 +279,10 @@ Command add_kernels_command(CLI::App& app) {
                   "(repeatable)");
   cmd->add_option("--figures", args->figures,
                   "Profile figures to fit together to every class (keys as in calibrate's report); "
-                  "default: in steps, the measuring offset from element-wise kernels (which "
-                  "stream at each board's catalogue figure), then "
-                  "gpu.bandwidth_relative.normalization from LayerNorm "
-                  "and softmax, gpu.efficiency.gemm and gpu.tile_staging_cycles from GEMMs, "
+                  "default: in steps, each with its operators' measuring offsets: element-wise "
+                  "kernels (which stream at each board's catalogue figure), then "
+                  "gpu.bandwidth_relative.normalization from LayerNorm and softmax, "
+                  "gpu.efficiency.gemm and gpu.tile_staging_cycles from GEMMs, "
                   "gpu.efficiency.conv from convolutions")
       ->delimiter(',');
   cmd->add_flag("--fit", args->fit, "Fit the figures to every measurement and report with them");

@@ -23,6 +23,8 @@ struct Workload {
   std::vector<CostedOperator> costs;
   std::vector<const GpuSpec*> gpus;
   std::vector<double> floors;
+  std::vector<std::string> ops;    // the distinct operators, sorted
+  std::vector<std::size_t> op_of;  // each row's, as an index into ops
 };
 
 Workload make_workload(const std::vector<KernelMeasurement>& rows, const GpuCatalogue& catalogue,
@@ -38,8 +40,23 @@ Workload make_workload(const std::vector<KernelMeasurement>& rows, const GpuCata
     w.gpus.push_back(gpu);
     auto floor = floors.find({m.op, m.gpu_id});
     w.floors.push_back(floor == floors.end() ? 0.0 : floor->second);
+    w.ops.push_back(m.op);
+  }
+  std::sort(w.ops.begin(), w.ops.end());
+  w.ops.erase(std::unique(w.ops.begin(), w.ops.end()), w.ops.end());
+  for (const KernelMeasurement& m : rows) {
+    w.op_of.push_back(static_cast<std::size_t>(std::lower_bound(w.ops.begin(), w.ops.end(), m.op) -
+                                               w.ops.begin()));
   }
   return w;
+}
+
+// The offsets of the workload's operators, in the order of Workload::ops.
+std::vector<double> offsets_of(const Workload& w, const MeasuringOffsets& offsets) {
+  std::vector<double> out;
+  for (const std::string& op : w.ops)
+    out.push_back(offset_for(offsets, op));
+  return out;
 }
 
 // The device model of `gpu` as the kernel data measured it, made once per GPU.
@@ -55,19 +72,31 @@ const sim::DeviceModel& device_for(std::map<std::string, sim::DeviceModel>& mode
   return model->second;
 }
 
-std::vector<KernelPrediction> predict(const Workload& w, const HardwareProfile& profile,
-                                      double offset_fraction) {
+// The device model's time for each row's kernels under `profile`.
+std::vector<double> kernel_times(const Workload& w, const HardwareProfile& profile) {
   std::map<std::string, sim::DeviceModel> models;
-  std::vector<KernelPrediction> out;
+  std::vector<double> out;
   out.reserve(w.costs.size());
   for (std::size_t i = 0; i < w.costs.size(); ++i) {
-    const GpuSpec& gpu = *w.gpus[i];
-    const sim::DeviceModel& model = device_for(models, gpu, profile);
-    KernelPrediction p;
+    const sim::DeviceModel& model = device_for(models, *w.gpus[i], profile);
+    double seconds = 0;
     for (const KernelWork& kernel : w.costs[i].kernels)
-      p.kernel_s += model.explain(kernel, w.costs[i].batch).seconds;
+      seconds += model.explain(kernel, w.costs[i].batch).seconds;
+    out.push_back(seconds);
+  }
+  return out;
+}
+
+// Each row as measured: its kernels' time after its operator's offset, at least its floor.
+std::vector<KernelPrediction> predict(const Workload& w, const std::vector<double>& kernel_s,
+                                      const std::vector<double>& offsets) {
+  std::vector<KernelPrediction> out;
+  out.reserve(kernel_s.size());
+  for (std::size_t i = 0; i < kernel_s.size(); ++i) {
+    KernelPrediction p;
+    p.kernel_s = kernel_s[i];
     p.measured_s = (*w.rows)[i].seconds;
-    const double modelled = offset_fraction * w.floors[i] + p.kernel_s;
+    const double modelled = offsets[w.op_of[i]] * w.floors[i] + p.kernel_s;
     p.predicted_s = std::max(w.floors[i], modelled);
     p.gpu_decided = p.measured_s >= kGpuDecidedFloors * w.floors[i];
     out.push_back(p);
@@ -148,7 +177,8 @@ bool architecture_gives(const HardwareProfile& profile, const std::string& archi
 }
 
 // One stage: its figures (searched as above, each trial clamped to the figure's bounds) and,
-// when asked, the offset fraction (searched as it is: it may be 0).
+// when asked, the offset fraction of each of its operators (searched as they are: they may be
+// 0). Without figures the kernels' times do not move, and are costed once.
 void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
   std::vector<const ProfileFigure*> figures;
   std::vector<double> start;
@@ -161,7 +191,8 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
     figures.push_back(figure);
     start.push_back(to_search(*figure, std::clamp(*value, figure->lower, figure->upper)));
   }
-  if (stage.offset) start.push_back(result.offset_fraction);
+  const std::vector<double> prior_offsets = offsets_of(w, result.offsets);
+  if (stage.offset) start.insert(start.end(), prior_offsets.begin(), prior_offsets.end());
   auto profile_at = [&](const std::vector<double>& x) {
     HardwareProfile p = result.profile;
     for (std::size_t i = 0; i < figures.size(); ++i) {
@@ -171,15 +202,25 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
     }
     return p;
   };
-  auto offset = [&](const std::vector<double>& x) {
-    return stage.offset ? std::clamp(x.back(), 0.0, 1.0) : result.offset_fraction;
+  auto offsets_at = [&](const std::vector<double>& x) {
+    if (!stage.offset) return prior_offsets;
+    std::vector<double> offsets;
+    for (std::size_t i = figures.size(); i < x.size(); ++i)
+      offsets.push_back(std::clamp(x[i], 0.0, 1.0));
+    return offsets;
   };
+  const std::vector<double> fixed_times =
+      figures.empty() ? kernel_times(w, result.profile) : std::vector<double>{};
   auto cost = [&](const std::vector<double>& x) {
-    return log_cost(*w.rows, predict(w, profile_at(x), offset(x)));
+    return log_cost(
+        *w.rows,
+        predict(w, figures.empty() ? fixed_times : kernel_times(w, profile_at(x)), offsets_at(x)));
   };
   SimplexResult best = simplex_search(cost, start, 0.3, 1e-7, 400 * start.size());
   result.profile = profile_at(best.x);
-  result.offset_fraction = offset(best.x);
+  const std::vector<double> offsets = offsets_at(best.x);
+  for (std::size_t i = 0; i < w.ops.size() && stage.offset; ++i)
+    result.offsets[w.ops[i]] = offsets[i];
   result.cost = best.value;
   for (const ProfileFigure* figure : figures)
     result.figures[figure->key] = *profile_figure_value(result.profile, figure->key);
@@ -200,8 +241,9 @@ std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasuremen
                                               const HardwareProfile& profile,
                                               const GpuCatalogue& catalogue,
                                               const MeasurementFloors& floors,
-                                              double offset_fraction) {
-  return predict(make_workload(rows, catalogue, floors), profile, offset_fraction);
+                                              const MeasuringOffsets& offsets) {
+  const Workload w = make_workload(rows, catalogue, floors);
+  return predict(w, kernel_times(w, profile), offsets_of(w, offsets));
 }
 
 std::vector<std::string> modelled_kernels(const std::vector<KernelMeasurement>& rows,
@@ -259,24 +301,38 @@ std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& 
   return out;
 }
 
-double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
-                            const HardwareProfile& profile, const GpuCatalogue& catalogue,
-                            const MeasurementFloors& floors) {
+double offset_for(const MeasuringOffsets& offsets, const std::string& op) {
+  auto found = offsets.find(op);
+  return found == offsets.end() ? kDefaultOffsetFraction : found->second;
+}
+
+MeasuringOffsets fit_measuring_offsets(const std::vector<KernelMeasurement>& rows,
+                                       const HardwareProfile& profile,
+                                       const GpuCatalogue& catalogue,
+                                       const MeasurementFloors& floors) {
   KernelFit fit;
   fit.profile = profile;
-  const std::vector<KernelMeasurement> streams = rows_of(rows, {KernelClass::elementwise});
-  if (any_gpu_decided(streams, floors))
-    fit_stage(make_workload(streams, catalogue, floors), {{}, {}, true}, fit);
-  return fit.offset_fraction;
+  // One operator at a time: each offset moves only its own rows.
+  std::map<std::string, std::vector<KernelMeasurement>> by_op;
+  for (const KernelMeasurement& m : rows)
+    by_op[m.op].push_back(m);
+  for (const auto& [op, own] : by_op) {
+    if (any_gpu_decided(own, floors))
+      fit_stage(make_workload(own, catalogue, floors), {{}, {}, true}, fit);
+  }
+  return fit.offsets;
 }
 
 std::vector<FitStage> kernel_fit_stages() {
   return {
       {{KernelClass::elementwise}, {}, true},
-      {{KernelClass::layernorm, KernelClass::softmax}, {"gpu.bandwidth_relative.normalization"}},
+      {{KernelClass::layernorm, KernelClass::softmax},
+       {"gpu.bandwidth_relative.normalization"},
+       true},
       {{KernelClass::gemm, KernelClass::batched_gemm},
-       {"gpu.efficiency.gemm", "gpu.tile_staging_cycles"}},
-      {{KernelClass::conv}, {"gpu.efficiency.conv"}},
+       {"gpu.efficiency.gemm", "gpu.tile_staging_cycles"},
+       true},
+      {{KernelClass::conv}, {"gpu.efficiency.conv"}, true},
   };
 }
 
@@ -340,8 +396,8 @@ std::vector<LeaveOneOut> leave_one_gpu_out(const std::vector<KernelMeasurement>&
     LeaveOneOut l;
     l.gpu_id = fmt::format("{}", fmt::join(boards, "+"));
     l.fit = fit_kernel_figures(others, prior, catalogue, floors, stages);
-    l.held_out = class_accuracy(
-        own, predict_kernels(own, l.fit.profile, catalogue, floors, l.fit.offset_fraction));
+    l.held_out =
+        class_accuracy(own, predict_kernels(own, l.fit.profile, catalogue, floors, l.fit.offsets));
     out.push_back(std::move(l));
   }
   return out;

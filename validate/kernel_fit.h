@@ -9,9 +9,10 @@
 // data set's shortest times are 25-60 us per operator whatever its size, and above them each
 // (operator, device) follows t = offset + bytes / bandwidth to within 1% for element-wise
 // kernels, with the offset 0.53-0.87 of that floor. So a measured operator is predicted as
-//   max(floor, offset_fraction x floor + the device model's kernel time),
+//   max(floor, offset_fraction(operator) x floor + the device model's kernel time),
 // the floor read from each (operator, device)'s own shortest time (a property of the measuring
-// host, not of the GPU; a held-out GPU's too) and offset_fraction fitted on element-wise kernels.
+// host, not of the GPU; a held-out GPU's too) and each operator's offset fraction fitted with
+// its class's figures (how much of its host work precedes its launch is its code path's).
 // Accuracy is judged on the rows the GPU decides: those measured at 1.5 floors or more (by the
 // measured time alone, so that no fit can drop a row by predicting it faster).
 #pragma once
@@ -38,8 +39,14 @@ MeasurementFloors measurement_floors(const std::vector<KernelMeasurement>& rows)
 inline constexpr TrainingPrecision kKernelMeasurementPrecision = TrainingPrecision::fp32_strict;
 inline constexpr ConvolutionSettings kKernelMeasurementConvolution{.cudnn_benchmark = true};
 
-// What the measuring loop adds: the part of the floor before the kernel's launch.
+// What the measuring loop adds before an operator's kernel, per operator ("add", "ln", ...):
+// the part of its floor that precedes the launch, a fraction in [0, 1]. The host's code path
+// decides it (LayerNorm allocates its statistics before launching, an element-wise op does
+// part of its work after), not the GPU, so it transfers between GPUs measured by one harness.
+// An operator not listed takes kDefaultOffsetFraction.
+using MeasuringOffsets = std::map<std::string, double>;
 inline constexpr double kDefaultOffsetFraction = 0.6;
+double offset_for(const MeasuringOffsets& offsets, const std::string& op);
 
 // A row's prediction.
 struct KernelPrediction {
@@ -55,7 +62,7 @@ std::vector<KernelPrediction> predict_kernels(const std::vector<KernelMeasuremen
                                               const HardwareProfile& profile,
                                               const GpuCatalogue& catalogue,
                                               const MeasurementFloors& floors,
-                                              double offset_fraction = kDefaultOffsetFraction);
+                                              const MeasuringOffsets& offsets = {});
 
 // What the device model runs for each row: the algorithm of the operator's longest kernel
 // ("GEMM 215x6233x512, tiles 64x128", "Winograd batched GEMM (36) ...", "implicit GEMM ..."),
@@ -79,26 +86,27 @@ std::vector<ClassAccuracy> class_accuracy(const std::vector<KernelMeasurement>& 
                                           const std::vector<KernelPrediction>& predictions);
 
 // One step of a fit: `figures` (keys of profile_figures.h) moved to fit the rows of `classes`,
-// the figures of earlier steps held; with `offset`, the measuring loop's offset fraction too.
+// the figures of earlier steps held; with `offset`, the measuring loop's offset of each of its
+// operators too.
 struct FitStage {
   std::vector<KernelClass> classes;
   std::vector<std::string> figures;
   bool offset = false;
 };
-// Each figure from the class that sees it most plainly: the measuring loop's offset from
-// element-wise kernels (whose times follow offset + bytes / bandwidth to within 1%, the
-// bandwidth each board's own streaming figure from the catalogue: one fitted efficiency would
-// replace every board's), then the row-wise kernels' relative bandwidth, then the GEMM efficiency
-// with the batched GEMM tiles' staging cost, then the convolution efficiency, each with the figures
-// before it held.
+// Each figure from the class that sees it most plainly, every stage with its operators'
+// offsets: the element-wise kernels' offsets alone (their times follow offset + bytes /
+// bandwidth to within 1%, the bandwidth each board's own streaming figure from the catalogue:
+// one fitted efficiency would replace every board's), then the row-wise kernels' relative
+// bandwidth, then the GEMM efficiency with the batched GEMM tiles' staging cost, then the
+// convolution efficiency, each with the figures before it held.
 std::vector<FitStage> kernel_fit_stages();
-// One stage over every class: `figures` and the offset, fitted together.
+// One stage over every class: `figures` and every operator's offset, fitted together.
 std::vector<FitStage> joint_fit(const std::vector<std::string>& figures);
 
 struct KernelFit {
-  HardwareProfile profile;                          // the prior with the fitted figures
-  std::map<std::string, double> figures;            // key -> fitted value, in the key's unit
-  double offset_fraction = kDefaultOffsetFraction;  // the measuring loop's
+  HardwareProfile profile;                // the prior with the fitted figures
+  std::map<std::string, double> figures;  // key -> fitted value, in the key's unit
+  MeasuringOffsets offsets;               // the measuring loop's, of the operators fitted
   double cost = 0;  // the last stage's: mean over its classes of the mean squared log ratio
   // Figures of stages whose classes have rows but no GPU-decided one: kept at the prior, not
   // fitted. (Stages with no row at all keep the prior silently.)
@@ -117,11 +125,12 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
                              const HardwareProfile& prior, const GpuCatalogue& catalogue,
                              const MeasurementFloors& floors, const std::vector<FitStage>& stages);
 
-// The measuring loop's offset fraction that fits the element-wise rows under `profile` (the
-// kernels whose times show it most plainly); kDefaultOffsetFraction without such rows.
-double fit_measuring_offset(const std::vector<KernelMeasurement>& rows,
-                            const HardwareProfile& profile, const GpuCatalogue& catalogue,
-                            const MeasurementFloors& floors);
+// Each operator's offset fraction that fits its rows under `profile`; an operator without a
+// GPU-decided row is not listed (it takes kDefaultOffsetFraction).
+MeasuringOffsets fit_measuring_offsets(const std::vector<KernelMeasurement>& rows,
+                                       const HardwareProfile& profile,
+                                       const GpuCatalogue& catalogue,
+                                       const MeasurementFloors& floors);
 
 // For each GPU of the rows: figures fitted on the other GPUs' rows, accuracy on its own. Boards
 // of one chip (the same architecture and SM count: A100 PCIe 40 GB and 80 GB) are one GPU here,

@@ -27,13 +27,21 @@ TEST_CASE("kernels reports each class per GPU, fits, and writes a profile that l
   CHECK_THAT(r.output, Catch::Contains("elementwise  t4"));
   std::ifstream in(json);
   const nlohmann::json report = nlohmann::json::parse(in);
-  CHECK(report["schema"] == "epochcast.kernels/1");
+  CHECK(report["schema"] == "epochcast.kernels/2");
   CHECK(report["accuracy"].size() == 10);  // 2 classes x 5 GPUs
   CHECK(report["leave_one_gpu_out"].size() == 5);
   const double fitted = report["fitted"]["gpu.tile_staging_cycles"];
   CHECK(fitted > 0.3);
   CHECK(fitted < 1.0);
   CHECK(report["held_by_architecture"] == nlohmann::json::array({"gpu.efficiency.gemm"}));
+  // A measuring offset per operator, within its bounds: the share of its floor before its launch.
+  REQUIRE(report["offset_fractions"].size() == 2);
+  for (const char* op : {"add", "linear"}) {
+    CHECK(report["offset_fractions"][op].get<double>() >= 0);
+    CHECK(report["offset_fractions"][op].get<double>() <= 1);
+  }
+  CHECK_THAT(r.output, Catch::Contains("the measuring loop's offsets, of each operator's floor: "
+                                       "add "));
   // The written profile predicts: its figures reproduce the fit's accuracy on the same rows.
   const std::string again_json = output_file("kernels-again.json");
   CommandResult again =

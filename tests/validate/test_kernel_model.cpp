@@ -215,7 +215,7 @@ TEST_CASE("simplex search finds the minimum of a curved valley, the same way eve
   CHECK(a.evaluations == b.evaluations);
 }
 
-TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are recovered",
+TEST_CASE("kernel figures: a synthetic truth's figures and measuring offsets are recovered",
           "[kernels]") {
   // The sample's shapes and floors, measured times replaced by what a known profile predicts.
   const std::vector<KernelMeasurement> real = sample();
@@ -227,10 +227,13 @@ TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are 
   set_profile_figure(truth, "gpu.bandwidth_relative.normalization", 0.5);
   // Per-architecture figures would override the ones moved: the truth has none.
   truth.gpu.by_architecture.clear();
-  const double offset = 0.45;
+  // Each operator's host path has its own share of the floor before the launch.
+  const MeasuringOffsets offsets = {{"add", 0.45},     {"bmm", 0.8}, {"conv", 0.9}, {"gelu", 0.5},
+                                    {"linear", 0.7},   {"ln", 0.95}, {"mul", 0.45}, {"relu", 0.4},
+                                    {"softmax", 0.85}, {"tanh", 0.5}};
   std::vector<KernelMeasurement> synthetic = real;
   const std::vector<KernelPrediction> made =
-      predict_kernels(real, truth, bundled_gpu_catalogue(), floors, offset);
+      predict_kernels(real, truth, bundled_gpu_catalogue(), floors, offsets);
   for (std::size_t i = 0; i < synthetic.size(); ++i)
     synthetic[i].seconds = made[i].predicted_s;
 
@@ -243,7 +246,10 @@ TEST_CASE("kernel figures: a synthetic truth's figures and measuring offset are 
   CHECK(fit.figures["gpu.efficiency.conv"] == Approx(0.45).epsilon(0.02));
   CHECK_FALSE(fit.figures.contains("gpu.memory_efficiency"));
   CHECK(fit.figures["gpu.bandwidth_relative.normalization"] == Approx(0.5).epsilon(0.02));
-  CHECK(fit.offset_fraction == Approx(offset).epsilon(0.05));
+  for (const auto& [op, offset] : offsets) {
+    INFO(op);
+    CHECK(offset_for(fit.offsets, op) == Approx(offset).epsilon(0.05));
+  }
   CHECK(fit.cost < 1e-4);
 }
 

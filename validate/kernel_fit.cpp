@@ -176,9 +176,51 @@ bool architecture_gives(const HardwareProfile& profile, const std::string& archi
   return false;
 }
 
+// Each operator's rows as a workload of its own, to fit its offset alone: an operator's offset
+// moves only its rows. `index` maps its rows to the whole workload's.
+struct OperatorRows {
+  std::vector<KernelMeasurement> rows;
+  Workload w;
+  std::vector<std::size_t> index;
+};
+std::vector<OperatorRows> rows_by_operator(const Workload& w) {
+  std::vector<OperatorRows> out(w.ops.size());
+  for (std::size_t i = 0; i < w.op_of.size(); ++i) {
+    OperatorRows& o = out[w.op_of[i]];
+    o.rows.push_back((*w.rows)[i]);
+    o.w.floors.push_back(w.floors[i]);
+    o.w.op_of.push_back(0);
+    o.index.push_back(i);
+  }
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k].w.rows = &out[k].rows;  // no reallocation after this
+    out[k].w.ops = {w.ops[k]};
+  }
+  return out;
+}
+
+// The offset of each operator (in the order of Workload::ops) that brings its own rows closest
+// in log ratio, its kernels' times given (searched from `start`, each within 0 and 1).
+std::vector<double> fitted_offsets(const std::vector<OperatorRows>& operators,
+                                   const std::vector<double>& kernel_s,
+                                   const std::vector<double>& start) {
+  std::vector<double> out = start;
+  for (std::size_t k = 0; k < operators.size(); ++k) {
+    const OperatorRows& o = operators[k];
+    std::vector<double> own_s;
+    for (std::size_t i : o.index)
+      own_s.push_back(kernel_s[i]);
+    auto cost = [&](const std::vector<double>& x) {
+      return log_cost(o.rows, predict(o.w, own_s, {std::clamp(x[0], 0.0, 1.0)}));
+    };
+    out[k] = std::clamp(simplex_search(cost, {start[k]}, 0.3, 1e-7, 400).x[0], 0.0, 1.0);
+  }
+  return out;
+}
+
 // One stage: its figures (searched as above, each trial clamped to the figure's bounds) and,
 // when asked, the offset fraction of each of its operators (searched as they are: they may be
-// 0). Without figures the kernels' times do not move, and are costed once.
+// 0), each the best for its rows at every trial of the figures.
 void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
   std::vector<const ProfileFigure*> figures;
   std::vector<double> start;
@@ -191,8 +233,6 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
     figures.push_back(figure);
     start.push_back(to_search(*figure, std::clamp(*value, figure->lower, figure->upper)));
   }
-  const std::vector<double> prior_offsets = offsets_of(w, result.offsets);
-  if (stage.offset) start.insert(start.end(), prior_offsets.begin(), prior_offsets.end());
   auto profile_at = [&](const std::vector<double>& x) {
     HardwareProfile p = result.profile;
     for (std::size_t i = 0; i < figures.size(); ++i) {
@@ -202,26 +242,28 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
     }
     return p;
   };
-  auto offsets_at = [&](const std::vector<double>& x) {
-    if (!stage.offset) return prior_offsets;
-    std::vector<double> offsets;
-    for (std::size_t i = figures.size(); i < x.size(); ++i)
-      offsets.push_back(std::clamp(x[i], 0.0, 1.0));
-    return offsets;
+  const std::vector<double> prior_offsets = offsets_of(w, result.offsets);
+  const std::vector<OperatorRows> operators =
+      stage.offset ? rows_by_operator(w) : std::vector<OperatorRows>{};
+  auto offsets_for = [&](const std::vector<double>& kernel_s) {
+    return stage.offset ? fitted_offsets(operators, kernel_s, prior_offsets) : prior_offsets;
   };
-  const std::vector<double> fixed_times =
-      figures.empty() ? kernel_times(w, result.profile) : std::vector<double>{};
   auto cost = [&](const std::vector<double>& x) {
-    return log_cost(
-        *w.rows,
-        predict(w, figures.empty() ? fixed_times : kernel_times(w, profile_at(x)), offsets_at(x)));
+    const std::vector<double> kernel_s = kernel_times(w, profile_at(x));
+    return log_cost(*w.rows, predict(w, kernel_s, offsets_for(kernel_s)));
   };
-  SimplexResult best = simplex_search(cost, start, 0.3, 1e-7, 400 * start.size());
-  result.profile = profile_at(best.x);
-  const std::vector<double> offsets = offsets_at(best.x);
+  std::vector<double> best_x = start;
+  if (figures.empty()) {
+    result.cost = cost(start);
+  } else {
+    SimplexResult best = simplex_search(cost, start, 0.3, 1e-7, 400 * start.size());
+    best_x = best.x;
+    result.cost = best.value;
+  }
+  result.profile = profile_at(best_x);
+  const std::vector<double> offsets = offsets_for(kernel_times(w, result.profile));
   for (std::size_t i = 0; i < w.ops.size() && stage.offset; ++i)
     result.offsets[w.ops[i]] = offsets[i];
-  result.cost = best.value;
   for (const ProfileFigure* figure : figures)
     result.figures[figure->key] = *profile_figure_value(result.profile, figure->key);
 }

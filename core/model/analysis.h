@@ -79,6 +79,10 @@ struct GemmShape {
   // Handed to BLAS (cuBLAS: nn.Linear, matmul, bmm), or computed inside a fused kernel with
   // tiles of its own (FlashAttention, memory-efficient attention).
   bool blas = true;
+  // Whether the library may split the reduction (k) across blocks when too few output tiles
+  // fill the GPU (cuBLAS's split-K; cuDNN's weight-gradient kernels). cuDNN's forward and
+  // data-gradient implicit GEMMs do not: a block reduces its tile's whole window of channels.
+  bool split_reduction = true;
 };
 
 // What a convolution kernel computes, for the choice of algorithm: cuDNN's fast algorithms

@@ -105,10 +105,12 @@ ConvPlan implicit_gemm(const KernelWork& conv, const ConvContext& cx) {
     case ConvPass::forward:
       shape.n = fixed(k);
       shape.k = fixed(c * window);
+      shape.split_reduction = false;
       break;
     case ConvPass::backward_data:
       shape.n = fixed(c);
       shape.k = fixed(k * window);
+      shape.split_reduction = false;
       break;
     case ConvPass::backward_weight:
       shape.m = fixed(k);

@@ -154,8 +154,10 @@ TileChoice DeviceModel::tiles(const KernelWork& kernel, std::int64_t batch, bool
   // "nn"/"nt" products (no kernel data; openai-gemm's cuBLAS table is reproduced by the
   // architecture's rule) keep the architecture's family.
   if (!is_cublas(kernel) || tensor_cores || sgemm == tile_family_) {
+    TileCosts costs;
+    costs.split_reduction = g.split_reduction;
     return choose_tiles(batches, dimension(g.m), dimension(g.n), dimension(g.k), gpu_.sm_count,
-                        tile_family_);
+                        tile_family_, costs);
   }
   // cuBLAS's CUDA-core SGEMM, as the public kernel data show it on five GPUs
   // (shared/data/kernels, docs/evidence/sgemm-tiles.md; `epochcast kernels` fits the staging

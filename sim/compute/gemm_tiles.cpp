@@ -125,7 +125,8 @@ TileChoice padded_choice(const Tile (&candidates)[N], double batches, double m, 
   TileChoice choices[N];
   double least = 0;
   for (std::size_t i = 0; i < N; ++i) {
-    choices[i] = padded_cost(candidates[i], batches, m, n, k, capacity, costs, may_split);
+    choices[i] = padded_cost(candidates[i], batches, m, n, k, capacity, costs,
+                             may_split && costs.split_reduction);
     if (i == 0 || choices[i].slot_work < least) least = choices[i].slot_work;
   }
   for (const TileChoice& c : choices) {

@@ -58,7 +58,8 @@ struct TileCosts {
   // tile reaches (the architecture's large-GEMM figure), so where staging bounds even that tile
   // (an SM with many lanes) every step is costed relative to it.
   double staging = 0;
-  int tiles_per_sm = 2;  // tiles in flight on an SM at once
+  int tiles_per_sm = 2;         // tiles in flight on an SM at once
+  bool split_reduction = true;  // whether too few tiles may split k (GemmShape::split_reduction)
 };
 
 struct TileChoice {

@@ -190,3 +190,27 @@ TEST_CASE("DeepBench's V100 fp32 convolutions lie between the heuristic's and th
     CHECK(slow > row.published_s);
   }
 }
+
+TEST_CASE("implicit GEMM: only the weight gradient splits its reduction across blocks") {
+  // cuDNN's forward (and data-gradient) implicit GEMMs reduce a tile's whole window of channels
+  // in one block: every scudnn forward kernel of the public kernel data launches a grid of
+  // depth 1 (shared/data/kernels/conv, five GPUs). A small image with many channels makes few
+  // output tiles and a long reduction: the forward waits out its reduction on a few SMs, where
+  // the weight gradient (its reduction over positions and samples) splits it.
+  ConvKernels c =
+      first_conv("[256, 7, 7]", "{type: conv2d, out_channels: 256, kernel: 3, padding: 1}");
+  ConvContext fp32;
+  CHECK_FALSE(gemm_of(conv_plans(*c.forward, fp32).front()).work.gemm.split_reduction);
+  CHECK_FALSE(gemm_of(conv_plans(*c.data, fp32).front()).work.gemm.split_reduction);
+  CHECK(gemm_of(conv_plans(*c.weight, fp32).front()).work.gemm.split_reduction);
+  ConvolutionSettings heuristic;  // no cudnn.benchmark: the implicit GEMM runs
+  DeviceModel v100(gpu("v100-pcie-32gb"), default_profile(), TrainingPrecision::fp32_strict,
+                   heuristic);
+  // Batch 2: 98 output positions x 256 filters, 8 tiles of 64x64 on 80 SMs, each reducing
+  // 2,304 (256 channels x 9 taps) alone.
+  const KernelExplanation forward = v100.explain(*c.forward, 2);
+  CHECK_THAT(forward.algorithm, !Catch::Contains("split-K"));
+  CHECK(forward.compute_utilisation < 0.05);
+  // Batch 32: 256 x 2,304 weights in 36 tiles of 128x128, their 1,568 positions split 4 ways.
+  CHECK_THAT(v100.explain(*c.weight, 32).algorithm, Catch::Contains("split-K 4"));
+}

@@ -79,15 +79,16 @@ TEST_CASE("mnist-cnn is host-bound at small batch: host time per step sets the e
     INFO("batch " << batch);
     CHECK(host > gpu);
     // The CPU cannot finish before its own work, nor take longer than running everything
-    // back to back; in between, its own work is nearly all of it.
+    // back to back; in between, its own work is most of it.
     CHECK(r.epoch_seconds >= host);
     CHECK(r.epoch_seconds <= host + gpu);
     // What the CPU does not cover is the GPU's work after the step's last launch, exposed at
-    // the loss read: the first layer's gradients and the optimizer.
-    CHECK(host / r.epoch_seconds > 0.8);
-    // The small network leaves the GPU idle about half the time: the host or the GPU may name
-    // the larger share, never by much.
-    CHECK(r.gpu_busy_fraction < 0.55);
+    // the loss read: the convolutions' gradients (their few output tiles, unsplit, leave most
+    // SMs idle) and the optimizer.
+    CHECK(host / r.epoch_seconds > 0.65);
+    // The small network leaves the GPU idle over a third of the time: the host or the GPU may
+    // name the larger share, never by much.
+    CHECK(r.gpu_busy_fraction < 0.65);
     CHECK((r.bottleneck == "host" || r.bottleneck == "compute"));
   }
   // Hence epoch time falls as 1/batch while host-bound.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -252,16 +253,12 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
     const std::vector<double> kernel_s = kernel_times(w, profile_at(x));
     return log_cost(*w.rows, predict(w, kernel_s, offsets_for(kernel_s)));
   };
-  std::vector<double> best_x = start;
-  if (figures.empty()) {
-    result.cost = cost(start);
-  } else {
-    SimplexResult best = simplex_search(cost, start, 0.3, 1e-7, 400 * start.size());
-    best_x = best.x;
-    result.cost = best.value;
-  }
+  const std::vector<double> best_x =
+      figures.empty() ? start : simplex_search(cost, start, 0.3, 1e-7, 400 * start.size()).x;
   result.profile = profile_at(best_x);
-  const std::vector<double> offsets = offsets_for(kernel_times(w, result.profile));
+  const std::vector<double> kernel_s = kernel_times(w, result.profile);
+  const std::vector<double> offsets = offsets_for(kernel_s);
+  result.cost = log_cost(*w.rows, predict(w, kernel_s, offsets));
   for (std::size_t i = 0; i < w.ops.size() && stage.offset; ++i)
     result.offsets[w.ops[i]] = offsets[i];
   for (const ProfileFigure* figure : figures)
@@ -352,16 +349,17 @@ MeasuringOffsets fit_measuring_offsets(const std::vector<KernelMeasurement>& row
                                        const HardwareProfile& profile,
                                        const GpuCatalogue& catalogue,
                                        const MeasurementFloors& floors) {
+  // The operators with a row the GPU decides: the others' offsets are not seen.
+  std::set<std::string> decided;
+  for (const KernelMeasurement& m : rows) {
+    if (m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id})) decided.insert(m.op);
+  }
+  std::vector<KernelMeasurement> seen;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(seen),
+               [&](const KernelMeasurement& m) { return decided.contains(m.op); });
   KernelFit fit;
   fit.profile = profile;
-  // One operator at a time: each offset moves only its own rows.
-  std::map<std::string, std::vector<KernelMeasurement>> by_op;
-  for (const KernelMeasurement& m : rows)
-    by_op[m.op].push_back(m);
-  for (const auto& [op, own] : by_op) {
-    if (any_gpu_decided(own, floors))
-      fit_stage(make_workload(own, catalogue, floors), {{}, {}, true}, fit);
-  }
+  if (!seen.empty()) fit_stage(make_workload(seen, catalogue, floors), {{}, {}, true}, fit);
   return fit.offsets;
 }
 
@@ -400,11 +398,14 @@ KernelFit fit_kernel_figures(const std::vector<KernelMeasurement>& rows,
     }
     // A figure that every measured GPU's architecture gives is that architecture's, from its
     // own source: the rows could not move it.
+    std::set<std::string> architectures;
+    for (const KernelMeasurement& m : seen) {
+      if (const GpuSpec* gpu = catalogue.find(m.gpu_id)) architectures.insert(gpu->architecture);
+    }
     std::erase_if(stage.figures, [&](const std::string& key) {
-      const bool held = std::all_of(seen.begin(), seen.end(), [&](const KernelMeasurement& m) {
-        const GpuSpec* gpu = catalogue.find(m.gpu_id);
-        return gpu != nullptr && architecture_gives(prior, gpu->architecture, key);
-      });
+      const bool held =
+          std::all_of(architectures.begin(), architectures.end(),
+                      [&](const std::string& a) { return architecture_gives(prior, a, key); });
       if (held && std::find(result.held.begin(), result.held.end(), key) == result.held.end())
         result.held.push_back(key);
       return held;

@@ -1,4 +1,5 @@
 // `epochcast calibrate MEASUREMENTS... -o PROFILE`: fit the simulator to measurements.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -112,8 +113,17 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
   }
   if (fit.kept_prior) {
     print_prose(out,
-                fmt::format("  the fit is not kept: it predicts left-out points worse ({:.1f}%) "
-                            "than the prior ({:.1f}%)\n",
+                fmt::format("  the fit is not kept: refitted without it, each point is predicted "
+                            "{:.1f}% off on average, worse than the prior's {:.1f}% (the fit "
+                            "chases what these figures cannot explain)\n",
+                            fit.leave_one_out_mape_pct, fit.prior_mape_pct),
+                4);
+  } else if (fit.effective_figures > 0) {
+    print_prose(out,
+                fmt::format("  kept: {:.1f} effective figures take the points from {:.1f}% to "
+                            "{:.1f}%; refitted without it, each point is predicted {:.1f}% off "
+                            "(the prior: {:.1f}%)\n",
+                            fit.effective_figures, fit.prior_mape_pct, fit.fitted_mape_pct,
                             fit.leave_one_out_mape_pct, fit.prior_mape_pct),
                 4);
   }
@@ -201,7 +211,14 @@ Command add_calibrate_command(CLI::App& app) {
       progress.clear();
     }
     print_calibration(out, c);
-    if (c.fitted.empty()) {
+    // A fit that ran (some figure seen by the points) writes its profile even when it keeps the
+    // prior's figures: the file records that they were checked against the points.
+    const bool fit_ran =
+        c.end_to_end && std::any_of(c.end_to_end->figures.begin(), c.end_to_end->figures.end(),
+                                    [](const validate::FigureEstimate& e) {
+                                      return e.constraint != validate::Constraint::unseen;
+                                    });
+    if (c.fitted.empty() && !fit_ran) {
       throw InputError(SourceMark{args->measurements.front(), 0, 0}, "",
                        "nothing to calibrate: no measured point or microbenchmark determines any "
                        "figure of the profile (points that ran out of memory, were skipped or "

@@ -419,8 +419,8 @@ void fit_end_to_end_figures(const std::vector<MeasuredScenario>& inputs, const P
   }
   if (fit.kept_prior) {
     out.notes.push_back(fmt::format(
-        "end-to-end: kept the prior: the fit predicts each left-out point {:.1f}% off on "
-        "average, the prior {:.1f}%",
+        "end-to-end: kept the prior: a fit to the other points predicts each point {:.1f}% off "
+        "on average, the prior {:.1f}%",
         fit.leave_one_out_mape_pct, fit.prior_mape_pct));
   }
   for (const FigureEstimate& e : fit.figures) {

@@ -33,6 +33,8 @@ constexpr double kSeenThreshold = 0.1;
 constexpr int kMaxIterations = 50;
 // Candidates for the next measured point, at most, per fit.
 constexpr std::size_t kMaxCandidates = 64;
+// Refits of the cross-validation, at most: leave-one-out up to this many points, folds beyond.
+constexpr std::size_t kMaxFolds = 12;
 constexpr double kNoiseFloor = kAssumedRelativeNoise;
 
 // fn(i) for i in [0, count), spread over the machine's cores: the points of one evaluation are
@@ -265,6 +267,15 @@ Eigen::MatrixXd posterior_covariance(const Eigen::MatrixXd& J, std::size_t m, do
   const Eigen::MatrixXd information =
       data.transpose() * data / (noise_scale * noise_scale) + identity;
   return information.ldlt().solve(identity);
+}
+
+// The sum of the points' squared whitened errors (NaN-free: every fitted point simulates).
+double squared_sum(const std::vector<double>& relative_errors,
+                   const std::vector<FitPoint>& points) {
+  double sum = 0;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    sum += std::pow(relative_errors[i] / points[i].sigma, 2);
+  return sum;
 }
 
 double mape_pct(const std::vector<double>& relative_errors) {
@@ -533,36 +544,47 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     J = jacobian(model, best.x);
     covariance = posterior_covariance(J, m, 1);
     const Eigen::MatrixXd data = J.topRows(static_cast<Eigen::Index>(m));
-    const double effective = (data.transpose() * data * covariance).trace();
-    double chi2 = 0;
-    for (std::size_t i = 0; i < m; ++i)
-      chi2 += std::pow(fitted[i] / points[i].sigma, 2);
-    const double dof = static_cast<double>(m) - effective;
-    if (dof > 0.5) out.noise_scale = std::max(1.0, std::sqrt(chi2 / dof));
+    out.effective_figures = (data.transpose() * data * covariance).trace();
+    const double dof = static_cast<double>(m) - out.effective_figures;
+    if (dof > 0.5) out.noise_scale = std::max(1.0, std::sqrt(squared_sum(fitted, points) / dof));
   }
 
-  // Leave-one-out: each point predicted by the fit to the others. The refit is one Gauss-Newton
-  // step from the solution without the point (at the solution the gradient vanishes, so the step
-  // is (H - j j')^-1 j r, j and r the point's Jacobian row and residual); the left-out point is
-  // then simulated there, so the simulator's own nonlinearity is kept where it matters.
-  std::vector<double> left_out;
-  for (std::size_t i = 0; i < m && m >= 2; ++i) {
-    report(fmt::format("leaving each point out: {} of {}", i + 1, m),
-           0.85 + 0.15 * static_cast<double>(i) / static_cast<double>(m));
-    std::vector<double> x = best.x;
-    if (n > 0) {
-      const Eigen::VectorXd j = J.row(static_cast<Eigen::Index>(i)).transpose();
-      const Eigen::MatrixXd H = J.transpose() * J - j * j.transpose();
-      const Eigen::VectorXd step = H.ldlt().solve(j * (fitted[i] / points[i].sigma));
-      for (std::size_t k = 0; k < n; ++k)
-        x[k] = std::clamp(x[k] + step(static_cast<Eigen::Index>(k)), free[k].lower, free[k].upper);
-    }
-    left_out.push_back(model.relative_errors(model.profile_at(x.data()))[i]);
+  // Cross-validation: each point predicted by the fit to the others, refitted from the solution
+  // (beyond kMaxFolds points, each of kMaxFolds folds of every kMaxFolds-th point left out
+  // together). The prior stays in every refit, so a figure that rested on the left-out points
+  // falls back towards it: the fit is judged as the prior is, on points it did not see. The
+  // refits move the figures the points constrain (their spread below 0.9 of the prior's); the
+  // others, which all the points together hardly move, keep their fitted values.
+  std::vector<double> left_out(m, std::numeric_limits<double>::quiet_NaN());
+  const std::size_t folds = m >= 2 ? std::min(m, kMaxFolds) : 0;
+  std::vector<FreeFigure> constrained;
+  std::vector<double> constrained_x;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto K = static_cast<Eigen::Index>(k);
+    if (covariance(K, K) >= 0.81) continue;
+    constrained.push_back(free[k]);
+    constrained_x.push_back(best.x[k]);
   }
-  out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
+  for (std::size_t fold = 0; fold < folds; ++fold) {
+    report(fmt::format("leaving points out to check the fit: {} of {}", fold + 1, folds),
+           0.85 + 0.15 * static_cast<double>(fold) / static_cast<double>(folds));
+    std::vector<FitPoint> kept;
+    for (std::size_t i = 0; i < m; ++i) {
+      if (i % folds != fold) kept.push_back(points[i]);
+    }
+    PointModel without(inputs, kept, out.profile);
+    without.set_free(constrained);
+    const Solution refit = solve(without, constrained_x, {});
+    model.count(without.simulations());
+    const std::vector<double> errors = model.relative_errors(without.profile_at(refit.x.data()));
+    for (std::size_t i = fold; i < m; i += folds)
+      left_out[i] = errors[i];
+  }
+  out.leave_one_out_mape_pct = folds == 0 ? out.fitted_mape_pct : mape_pct(left_out);
   if (n > 0 && out.noise_scale > 1) covariance = posterior_covariance(J, m, out.noise_scale);
-  // Never worse: a fit that predicts unseen points worse than the prior does is not kept.
-  out.kept_prior = m >= 3 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
+  // Like with like: a fit that predicts the points it did not see worse than the prior predicts
+  // them (it never saw any) is not kept.
+  out.kept_prior = n > 0 && folds > 0 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
 
   for (std::size_t k = 0; k < n; ++k) {
     const FreeFigure& f = free[k];

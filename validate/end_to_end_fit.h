@@ -7,9 +7,10 @@
 // standard errors as their spreads, so those measurements keep their weight in the same fit.
 //
 // At the solution the Jacobian gives each figure's standard error and whether the points
-// constrain it, the covariance stored in the profile, the sweep point that would shrink the
-// predicted uncertainty most, and leave-one-out errors; a fit that predicts the points it did
-// not see worse than the prior predicts them is reported and not kept.
+// constrain it, the covariance stored in the profile, and the sweep point that would shrink the
+// predicted uncertainty most. Each point is then predicted by a refit without it (the prior
+// still in place); a fit that predicts the points it did not see worse than the prior predicts
+// them is reported and not kept.
 #pragma once
 
 #include <functional>
@@ -67,7 +68,11 @@ struct EndToEndFit {
   ProfileUncertainty uncertainty;       // over the fitted figures
   double prior_mape_pct = 0;            // of the start profile on the points
   double fitted_mape_pct = 0;
-  double leave_one_out_mape_pct = 0;  // each point predicted by a fit without it
+  // Each point predicted by a refit without it (beyond 12 points, by twelve folds).
+  double leave_one_out_mape_pct = 0;
+  // What the points determine beyond the priors, in figures: the trace of the points' share of
+  // the posterior information.
+  double effective_figures = 0;
   bool kept_prior = false;
   std::optional<NextPoint> next_point;
   int starts = 0;

@@ -112,6 +112,43 @@ TEST_CASE("calibrate writes no profile when nothing determines a figure") {
   CHECK_FALSE(std::filesystem::exists(profile));
 }
 
+TEST_CASE("a fit that only chases noise is not kept, and calibrate still writes the profile") {
+  // Four epochs the default profile predicts within +-10%, the error alternating from point to
+  // point: no figure explains it, so the fit is not kept; but it ran, so exit 0 and a profile.
+  std::string linear = (source_dir() / "scenarios/seed-001/linear.yaml").string();
+  auto predict = [&](const std::string& json, const std::string& extra) {
+    CommandResult r = run_command(epochcast_binary() + " predict " + linear +
+                                  " --gpus 1,2 --batch 20,200 --json " + json + extra);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(std::ifstream(json));
+  };
+  const nlohmann::json prior = predict(out_path("alternating-prior.json"), "");
+  std::string table = out_path("alternating.csv");
+  {
+    std::ofstream out(table);
+    out << "gpus,global_batch,epoch_s\n";
+    int i = 0;
+    for (const nlohmann::json& p : prior["points"]) {
+      const double factor = i++ % 2 == 0 ? 1.10 : 0.90;
+      out << p["gpus"].get<int>() << "," << p["global_batch"].get<long>() << ","
+          << p["epoch_s"].get<double>() * factor << "\n";
+    }
+  }
+  std::string profile = out_path("alternating-profile.yaml");
+  std::filesystem::remove(profile);
+  CommandResult r = run_command(epochcast_binary() + " calibrate " + table + " --scenario " +
+                                linear + " -o " + profile);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("the fit is not kept"));
+  REQUIRE(std::filesystem::exists(profile));
+  // The profile keeps the prior's figures: predictions unchanged.
+  const nlohmann::json kept = predict(out_path("alternating-kept.json"), " --profile " + profile);
+  REQUIRE(kept["points"].size() == prior["points"].size());
+  for (std::size_t i = 0; i < kept["points"].size(); ++i)
+    CHECK(kept["points"][i]["epoch_s"].get<double>() ==
+          Approx(prior["points"][i]["epoch_s"].get<double>()).epsilon(1e-9));
+}
+
 TEST_CASE("calibrate refuses to write its profile over a measurement file it reads") {
   std::string measured = edited_measurements("kept.json", [](nlohmann::json&) {});
   std::string before = nlohmann::json::parse(std::ifstream(measured)).dump();

@@ -565,7 +565,7 @@ TEST_CASE("a calibration tells its progress through the fit's stages and gives t
     previous = fraction;
     screened = screened || stage.starts_with("screening");
     fitted = fitted || stage.find("start 1 of") != std::string::npos;
-    left_out = left_out || stage.starts_with("leaving each point out");
+    left_out = left_out || stage.starts_with("leaving points out");
   }
   CHECK(screened);
   CHECK(fitted);

@@ -127,6 +127,8 @@ void print_identifiability(std::FILE* out, const validate::EndToEndFit& fit) {
                             fit.leave_one_out_mape_pct, fit.prior_mape_pct),
                 4);
   }
+  for (const std::string& finding : fit.findings)
+    print_prose(out, fmt::format("  gap: {}\n", finding), 4);
   if (fit.next_point) {
     print_prose(out,
                 fmt::format("  measure next: {} at {} GPU{}, batch {} (predicted +-{:.1f}% now, "
@@ -154,6 +156,8 @@ void print_calibration(std::FILE* out, const validate::Calibration& c) {
   fmt::print(out, "{}", table.render(output_width(out)));
   for (const std::string& note : c.notes)
     print_prose(out, fmt::format("  {}\n", note), 4);
+  for (const std::string& gap : c.gaps)
+    print_prose(out, fmt::format("  structural gap: {}\n", gap), 4);
   if (c.end_to_end && c.end_to_end->points > 0) print_identifiability(out, *c.end_to_end);
 }
 

@@ -196,6 +196,12 @@ void print_summary(std::FILE* out, const std::string& title, const validate::Val
                           title, s.points, s.mape_pct, s.worst_pct, s.spearman,
                           s.best_matches ? "found" : "missed", s.measured_best, s.predicted_best,
                           s.best_within_spread ? ": within the measured spread" : ""));
+  if (s.intervals > 0) {
+    print_prose(out,
+                fmt::format("  95% intervals hold {} of {} measured ({:.0f}%; nominally 95%)\n",
+                            s.covered, s.intervals, 100.0 * s.covered / s.intervals),
+                4);
+  }
 }
 
 nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
@@ -206,7 +212,9 @@ nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
           {"best_matches", s.best_matches},
           {"best_within_spread", s.best_within_spread},
           {"measured_best", s.measured_best},
-          {"predicted_best", s.predicted_best}};
+          {"predicted_best", s.predicted_best},
+          {"intervals", s.intervals},
+          {"intervals_covering", s.covered}};
 }
 
 // Epoch time against batch, a measured/predicted line pair per GPU count (measured solid with
@@ -442,6 +450,7 @@ Command add_validate_command(CLI::App& app) {
                           {"predicted_s", p.predicted_s},
                           {"error_pct", p.error_pct},
                           {"held_out", p.held_out}});
+        if (p.interval) points.back()["interval_s"] = {p.interval->first, p.interval->second};
       }
       j["points"] = std::move(points);
       j["all"] = summary_json(report.all);

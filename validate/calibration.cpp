@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/input_error.h"
 #include "core/spec/profile_figures.h"
@@ -68,6 +71,7 @@ struct UnitKernel {
 struct Observation {
   double seconds = 0;
   std::vector<UnitKernel> kernels;
+  std::string what;          // the layer's type and pass, e.g. maxpool2d forward
   double point_seconds = 0;  // the sum of all layer times of its point (see weight_scale)
   std::size_t point = 0;     // which measured point it belongs to (numbered across files)
 };
@@ -115,10 +119,11 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
     for (const LayerTiming& t : p.layers) {
       if (t.index < 0 || static_cast<std::size_t>(t.index) >= analysis.layers.size()) continue;
       const LayerCosts& layer = analysis.layers[static_cast<std::size_t>(t.index)];
-      Observation forward{t.forward_s, {}};
+      const std::string type(to_string(layer.layer.type));
+      Observation forward{t.forward_s, {}, type + " forward"};
       cost(layer.forward, batch, forward.kernels);
       if (forward.seconds > 0 && !forward.kernels.empty()) observations.push_back(forward);
-      Observation backward{t.backward_s, {}};
+      Observation backward{t.backward_s, {}, type + " backward"};
       cost(layer.backward_input, batch, backward.kernels);
       cost(layer.backward_weight, batch, backward.kernels);
       if (backward.seconds > 0 && !backward.kernels.empty()) observations.push_back(backward);
@@ -259,7 +264,56 @@ void scale_to_point_sums(const std::vector<Observation>& observations, std::vect
 // its arithmetic. So the solve also starts from each op class taken as compute-bound (its
 // prior inverse efficiency times 1000), and from all of them at once, and keeps the start with
 // the smallest weighted residual (the prior wins ties: it comes first).
-void fit_efficiencies(const std::vector<Observation>& observations, Calibration& out) {
+// A figure of the layer fit held to its GPU range: what the layers wanted, what is kept, and
+// its column of theta.
+struct HeldFigure {
+  std::string key;
+  double wanted = 0, kept = 0;
+  std::size_t column = 0;
+};
+
+// The observations a column bounded as the layers wanted it (`wanted`), by what they are, with
+// the median ratio of their measured time to the fit's with the figure held (`theta`), and
+// their time beyond it per measured point.
+std::string unexplained_layers(const std::vector<Observation>& observations,
+                               const std::vector<double>& wanted, const std::vector<double>& theta,
+                               std::size_t column) {
+  std::map<std::string, std::vector<double>> ratios;
+  double excess = 0, measured = 0;
+  std::set<std::size_t> points;
+  for (const Observation& o : observations) {
+    points.insert(o.point);
+    measured += o.seconds;
+    bool bound = false;
+    double predicted = 0;
+    for (const UnitKernel& k : o.kernels) {
+      predicted += kernel_time(k, theta);
+      const double t = kernel_time(k, wanted);
+      if (column == kMinKernelColumn) {
+        bound = bound || t == wanted[column];
+      } else if (is_memory_column(column)) {
+        bound = bound || (k.memory_column == column && t == k.memory_s * wanted[column]);
+      } else {
+        bound = bound || (k.op_class == column && t == k.compute_s * wanted[column]);
+      }
+    }
+    if (!bound || predicted <= 0) continue;
+    ratios[o.what].push_back(o.seconds / predicted);
+    excess += std::max(0.0, o.seconds - predicted);
+  }
+  std::vector<std::string> parts;
+  for (auto& [what, r] : ratios) {
+    std::sort(r.begin(), r.end());
+    parts.push_back(
+        fmt::format("{} ({} measured, {:.2g}x the fit's time)", what, r.size(), r[r.size() / 2]));
+  }
+  const double steps = static_cast<double>(std::max<std::size_t>(1, points.size()));
+  return fmt::format("{}; {:.3g} ms a measured point ({:.0f}% of its layer time) left unexplained",
+                     fmt::join(parts, ", "), excess / steps * 1e3,
+                     measured > 0 ? excess / measured * 100 : 0.0);
+}
+
+void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Calibration& out) {
   HardwareProfile& p = out.profile;
   std::vector<double> prior(kColumns);
   for (std::size_t c = 0; c < kOpClassCount; ++c)
@@ -302,6 +356,42 @@ void fit_efficiencies(const std::vector<Observation>& observations, Calibration&
   }
 
   scale_to_point_sums(observations, theta, out);
+
+  // On a GPU, every figure within its physical range (gpu_physical_range): where the layers want
+  // one outside, its bound is kept and the layers that wanted more are named as a structural gap.
+  std::vector<HeldFigure> held;
+  const std::vector<double> wanted_theta = theta;
+  // The figure is `scale` / theta (inverse efficiencies), or theta in microseconds when
+  // `scale` is 0 (the minimum kernel time).
+  auto hold = [&](const std::string& key, std::size_t column, double scale) {
+    if (!gpu || active_count[column] == 0) return;
+    const std::optional<PhysicalRange> range = gpu_physical_range(key);
+    if (!range) return;
+    const bool time = scale == 0;
+    const double wanted = time ? theta[column] * 1e6 : scale / theta[column];
+    const double kept = std::clamp(wanted, range->lower, range->upper);
+    if (kept == wanted) return;
+    held.push_back({key, wanted, kept, column});
+    theta[column] = time ? kept * 1e-6 : scale / kept;
+  };
+  for (std::size_t c = 0; c < kOpClassCount; ++c)
+    hold(fmt::format("gpu.efficiency.{}", kOpClassNames[c]), c, 1.0);
+  hold("gpu.memory_efficiency", kMemoryColumn, 1.0);
+  const double memory =
+      active_count[kMemoryColumn] > 0 ? 1.0 / theta[kMemoryColumn] : p.gpu.memory_or_default();
+  for (OpClass kind : kBandwidthKinds) {
+    hold(fmt::format("gpu.bandwidth_relative.{}", to_string(kind)),
+         memory_column(static_cast<std::size_t>(kind)), 1.0 / memory);
+  }
+  if (!floors.empty()) hold("gpu.min_kernel_us", kMinKernelColumn, 0);
+  for (const HeldFigure& h : held) {
+    const PhysicalRange range = *gpu_physical_range(h.key);
+    out.gaps.push_back(fmt::format(
+        "{}: the per-layer times want {:.3g}, outside its physical range {:g}-{:g} ({}); kept "
+        "at {:g}. The model lacks something for {}",
+        h.key, h.wanted, range.lower, range.upper, range.why, h.kept,
+        unexplained_layers(observations, wanted_theta, theta, h.column)));
+  }
 
   auto add = [&](std::string key, double value, std::size_t column) {
     double rms = rms_relative(observations, theta, [&](const Observation& o) {
@@ -651,7 +741,7 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   if (observations.empty()) {
     out.notes.push_back("gpu.*: kept: no per-layer profile (run with --profile-layers)");
   } else {
-    fit_efficiencies(observations, out);
+    fit_efficiencies(observations, !is_cpu_architecture(machine.gpu.architecture), out);
   }
 
   std::vector<double> dispatch, sample_cpu, sample_bytes;

@@ -55,6 +55,10 @@ struct Calibration {
   HardwareProfile profile;
   std::vector<FittedParameter> fitted;
   std::vector<std::string> notes;  // parameters left at their prior, and why
+  // Structural gaps: what the measurements show that no figure within its physical range can
+  // represent (the figure is held at its range's bound, and the measurements that wanted it
+  // beyond are named with the time they leave unexplained).
+  std::vector<std::string> gaps;
   // The end-to-end fit's report: every figure's estimate and whether the points constrain it,
   // leave-one-out error, the next point worth measuring.
   std::shared_ptr<const EndToEndFit> end_to_end;

@@ -35,6 +35,8 @@ constexpr int kMaxIterations = 50;
 constexpr std::size_t kMaxCandidates = 64;
 // Refits of the cross-validation, at most: leave-one-out up to this many points, folds beyond.
 constexpr std::size_t kMaxFolds = 12;
+// Solver iterations of a refit: it starts at the solution, a point or a fold away from its own.
+constexpr int kMaxRefitIterations = 4;
 constexpr double kNoiseFloor = kAssumedRelativeNoise;
 
 // fn(i) for i in [0, count), spread over the machine's cores: the points of one evaluation are
@@ -209,7 +211,7 @@ class IterationReport : public ceres::IterationCallback {
 };
 
 Solution solve(const PointModel& model, std::vector<double> x,
-               const std::function<void(int)>& on_iteration) {
+               const std::function<void(int)>& on_iteration, int iterations = kMaxIterations) {
   // The points see no figure (too noisy, or too few): nothing to fit, and Ceres aborts the
   // process on a residual block without parameters. The cost only ranks the starts, and with no
   // figure there is one start (starts(0)), so it is not simulated.
@@ -227,7 +229,7 @@ Solution solve(const PointModel& model, std::vector<double> x,
   }
   ceres::Solver::Options options;
   options.linear_solver_type = ceres::DENSE_QR;
-  options.max_num_iterations = kMaxIterations;
+  options.max_num_iterations = iterations;
   options.function_tolerance = 1e-4;
   options.parameter_tolerance = 1e-3;
   options.logging_type = ceres::SILENT;
@@ -322,8 +324,16 @@ std::vector<FreeFigure> candidates(const std::vector<MeasuredScenario>& inputs,
                    m.scenario.dataset.sample_shape == first.dataset.sample_shape &&
                    m.scenario.loader.sample_cpu.value() == first.loader.sample_cpu.value();
   }
+  // On a GPU each figure stays within its physical range (profile_figures.h).
+  const bool gpu = std::none_of(inputs.begin(), inputs.end(), [](const MeasuredScenario& m) {
+    return is_cpu_architecture(m.scenario.machine.gpu.architecture);
+  });
   std::vector<FreeFigure> out;
-  for (const ProfileFigure& figure : profile_figures()) {
+  for (ProfileFigure figure : profile_figures()) {
+    if (const std::optional<PhysicalRange> range = gpu_physical_range(figure.key); gpu && range) {
+      figure.lower = range->lower;
+      figure.upper = range->upper;
+    }
     std::optional<double> value = profile_figure_value(start, figure.key);
     if (figure.key == "input.sample_cpu_us") {
       if (!one_pipeline) continue;
@@ -450,6 +460,101 @@ std::optional<NextPoint> suggest_next_point(const PointModel& model, const std::
   return best;
 }
 
+// A move of more than this many prior spreads is reported: a figure pushed that far is more
+// often absorbing a mechanism the model lacks than correcting a prior.
+constexpr double kFarFromPrior = 3;
+
+// Figures the fit left at a bound of their range (the points wanted them beyond it), or moved
+// far from their prior.
+void held_at_bounds(const std::vector<FreeFigure>& free, const std::vector<double>& x,
+                    std::vector<std::string>& findings) {
+  for (std::size_t k = 0; k < free.size(); ++k) {
+    const FreeFigure& f = free[k];
+    const bool low = x[k] <= f.lower + 1e-6, high = x[k] >= f.upper - 1e-6;
+    if (!low && !high) {
+      if (std::abs(x[k]) > kFarFromPrior) {
+        findings.push_back(fmt::format(
+            "{} moved {:.1f} prior spreads from its prior ({:.4g} -> {:.4g}): check that the "
+            "value is physical; a figure pushed that far often stands in for a mechanism the "
+            "model lacks",
+            f.key, std::abs(x[k]), f.prior, f.prior * std::exp(x[k] * f.log_sd)));
+      }
+      continue;
+    }
+    const std::optional<PhysicalRange> range = gpu_physical_range(f.key);
+    findings.push_back(fmt::format(
+        "{} is held at the {} of its range ({:g}-{:g}{}): the points want it beyond, so what "
+        "they show there is a mechanism the model lacks, not this figure",
+        f.key, low ? "floor" : "ceiling", f.lowest, f.highest,
+        range && range->lower == f.lowest && range->upper == f.highest
+            ? fmt::format(": {}", range->why)
+            : std::string()));
+  }
+}
+
+// Structure in the fitted points' relative errors that no figure took up: one sign at every
+// point, or a monotone trend with the per-GPU batch or the GPU count, each beyond the points'
+// noise.
+void residual_structure(const std::vector<FitPoint>& points, const std::vector<double>& errors,
+                        std::vector<std::string>& findings) {
+  const std::size_t m = points.size();
+  if (m < 3) return;
+  double noise = 0, lowest = errors[0], highest = errors[0];
+  for (std::size_t i = 0; i < m; ++i) {
+    noise = std::max(noise, points[i].sigma);
+    lowest = std::min(lowest, errors[i]);
+    highest = std::max(highest, errors[i]);
+  }
+  if (lowest > noise || highest < -noise) {
+    const bool slow = lowest > 0;
+    findings.push_back(fmt::format(
+        "every point is predicted too {} after the fit ({:+.1f}% to {:+.1f}%): {} at every point "
+        "that no figure within its range takes up",
+        slow ? "slow" : "fast", lowest * 100, highest * 100,
+        slow ? "the model charges a cost the runs do not pay"
+             : "the runs pay a cost the model lacks"));
+  }
+  if (highest - lowest < 2 * noise || m < 4) return;
+  auto trend = [&](auto value, const char* name) {
+    std::vector<double> v, e;
+    std::set<double> distinct;
+    for (std::size_t i = 0; i < m; ++i) {
+      v.push_back(value(points[i]));
+      e.push_back(errors[i]);
+      distinct.insert(v.back());
+    }
+    if (distinct.size() < 3) return 0.0;
+    const double rho = spearman(v, e);
+    if (std::abs(rho) < 0.8) return 0.0;
+    const auto [first, last] = std::minmax_element(v.begin(), v.end());
+    findings.push_back(fmt::format(
+        "the errors {} with the {} (Spearman {:.2f}; {:+.1f}% at {:g}, {:+.1f}% at {:g})",
+        rho > 0 ? "rise" : "fall", name, rho, e[static_cast<std::size_t>(first - v.begin())] * 100,
+        *first, e[static_cast<std::size_t>(last - v.begin())] * 100, *last));
+    return rho;
+  };
+  const double batch =
+      trend([](const FitPoint& p) { return static_cast<double>(p.point.per_gpu_batch); },
+            "per-GPU batch");
+  if (batch > 0) {
+    findings.back() +=
+        ": small batches run slower than predicted, large ones faster: a cost per step the model "
+        "lacks (a per-step floor, host dispatch the steps wait for), or too much per sample";
+  } else if (batch < 0) {
+    findings.back() +=
+        ": the model charges too much per step or too little per sample (a per-sample cost such "
+        "as the loader's, or memory traffic that grows with the batch)";
+  }
+  const double gpus =
+      trend([](const FitPoint& p) { return static_cast<double>(p.point.gpus); }, "GPU count");
+  if (gpus != 0) {
+    findings.back() += gpus > 0 ? ": more GPUs run faster than predicted: communication or "
+                                  "synchronisation counted too dear"
+                                : ": more GPUs run slower than predicted: communication, "
+                                  "synchronisation or stragglers the model lacks";
+  }
+}
+
 }  // namespace
 
 const char* constraint_name(Constraint c) {
@@ -534,6 +639,8 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   out.profile = model.profile_at(best.x.data());
   const std::vector<double> fitted = model.relative_errors(out.profile);
   out.fitted_mape_pct = mape_pct(fitted);
+  held_at_bounds(free, best.x, out.findings);
+  residual_structure(points, fitted, out.findings);
 
   // The points' scatter against the assumed noise, over the degrees of freedom the priors leave.
   const std::size_t n = free.size(), m = points.size();
@@ -574,7 +681,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     }
     PointModel without(inputs, kept, out.profile);
     without.set_free(constrained);
-    const Solution refit = solve(without, constrained_x, {});
+    const Solution refit = solve(without, constrained_x, {}, kMaxRefitIterations);
     model.count(without.simulations());
     const std::vector<double> errors = model.relative_errors(without.profile_at(refit.x.data()));
     for (std::size_t i = fold; i < m; i += folds)

@@ -78,6 +78,10 @@ struct EndToEndFit {
   int starts = 0;
   int simulations = 0;     // simulated points, all stages of the fit
   double noise_scale = 1;  // residuals' spread over the assumed measurement noise, when above 1
+  // What the fit could not absorb, in words: figures held at a bound of their physical range,
+  // and structure left in the points' errors (one sign everywhere, a trend with the batch or
+  // the GPU count), each with the mechanism that would explain it.
+  std::vector<std::string> findings;
 };
 
 // The points of `inputs` that `use` admits, fitted from `start` with `priors` replacing the

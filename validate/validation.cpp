@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/predict/predict.h"
+#include "sim/predict/uncertainty.h"
 
 namespace epochcast::validate {
 
@@ -62,6 +63,11 @@ ValidationSummary summarise(const std::vector<ValidatedPoint>& points) {
     predicted.push_back(p.predicted_s / p.samples);
   }
   s.mape_pct = sum / static_cast<double>(points.size());
+  for (const ValidatedPoint& p : points) {
+    if (!p.interval) continue;
+    ++s.intervals;
+    s.covered += p.interval->first <= p.measured_s && p.measured_s <= p.interval->second;
+  }
   s.spearman = spearman(measured, predicted);
   auto fastest = [&](const std::vector<double>& v) {
     return static_cast<std::size_t>(std::min_element(v.begin(), v.end()) - v.begin());
@@ -88,22 +94,23 @@ MeasuredFigure measured_figure(const MeasuredPoint& point) {
 }
 
 PredictedFigure predict_figure(const ScenarioSpec& scenario, const MeasuredPoint& point,
-                               Figure figure) {
+                               Figure figure, bool with_interval) {
   const SweepPoint p{point.gpus, point.global_batch, point.per_gpu_batch};
   PredictedFigure out;
-  if (figure == Figure::epoch) {
-    sim::PointResult r = sim::predict_point(scenario, p);
-    out.simulated = r.simulated && r.train_iterations > 0;
-    out.seconds = r.epoch_seconds;
-    out.steps = r.train_iterations;
-    return out;
-  }
-  ScenarioSpec training_only = scenario;
-  training_only.dataset.validation_samples = 0;
-  sim::PointResult r = sim::predict_point(training_only, p);
+  ScenarioSpec simulated = scenario;
+  if (figure == Figure::iteration) simulated.dataset.validation_samples = 0;
+  sim::PointResult r = sim::predict_point(simulated, p);
   out.simulated = r.simulated && r.train_iterations > 0;
-  out.seconds = r.iteration_seconds;
-  out.steps = 1;
+  out.seconds = figure == Figure::epoch ? r.epoch_seconds : r.iteration_seconds;
+  out.steps = figure == Figure::epoch ? r.train_iterations : 1;
+  if (with_interval && out.simulated) {
+    sim::add_epoch_interval(simulated, r);
+    if (r.epoch_interval) {
+      const double sd = r.epoch_relative_sd;
+      out.interval = {out.seconds * std::exp(-sim::kInterval95 * sd),
+                      out.seconds * std::exp(sim::kInterval95 * sd)};
+    }
+  }
   return out;
 }
 
@@ -113,7 +120,7 @@ ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& m
   for (const MeasuredPoint& m : measured.points) {
     if (m.status != PointStatus::ok) continue;
     MeasuredFigure measured_point = measured_figure(m);
-    PredictedFigure predicted = predict_figure(scenario, m, measured_point.figure);
+    PredictedFigure predicted = predict_figure(scenario, m, measured_point.figure, true);
     // Predicted OOM where it ran: shown by predict, not comparable.
     if (!predicted.simulated) continue;
     ValidatedPoint v;
@@ -122,6 +129,7 @@ ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& m
     v.figure = measured_point.figure;
     v.measured_s = measured_point.seconds;
     v.predicted_s = predicted.seconds;
+    v.interval = predicted.interval;
     if (m.iteration_s.median > 0 && m.iteration_s.count > 1)
       v.relative_spread = (m.iteration_s.p90 - m.iteration_s.p10) / m.iteration_s.median;
     v.samples = static_cast<double>(

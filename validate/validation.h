@@ -34,6 +34,8 @@ struct ValidatedPoint {
   // The measurement's own spread relative to it: (p90 - p10) / median of its iteration times
   // (0 when it has none, as a results table's figure).
   double relative_spread = 0;
+  // The prediction's 95% interval, when the profile carries a calibration's uncertainty.
+  std::optional<std::pair<double, double>> interval;
 };
 
 struct ValidationSummary {
@@ -45,6 +47,8 @@ struct ValidationSummary {
   // than the two points' measured spread (a gap the measurements cannot tell from noise).
   bool best_matches = false;
   bool best_within_spread = false;  // matched only within the measured spread
+  // Points with a 95% interval, and how many measured figures it holds (nominally 95% of them).
+  int intervals = 0, covered = 0;
   std::string measured_best;
   std::string predicted_best;
 };
@@ -68,11 +72,14 @@ struct PredictedFigure {
   double seconds = 0;
   // Training steps in the figure: an epoch's iterations, or 1 for an iteration.
   std::int64_t steps = 0;
+  // With `with_interval` and a profile that carries a calibration's uncertainty: the figure's
+  // 95% interval (sim/predict/uncertainty.h; an iteration takes its epoch's relative spread).
+  std::optional<std::pair<double, double>> interval;
 };
 // The simulated counterpart of `figure`: the epoch, or the mean training iteration of the epoch
 // without its validation pass (what a user's iteration clock or throughput counter sees).
 PredictedFigure predict_figure(const ScenarioSpec& scenario, const MeasuredPoint& point,
-                               Figure figure);
+                               Figure figure, bool with_interval = false);
 
 // Predicts every ok point of `measured` with `scenario` (its profile as given) and compares.
 ValidationReport validate(const ScenarioSpec& scenario, const MeasurementFile& measured,

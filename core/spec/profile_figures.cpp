@@ -91,6 +91,43 @@ Slot<Profile> slot(Profile& p, std::string_view key) {
 
 }  // namespace
 
+std::optional<PhysicalRange> gpu_physical_range(std::string_view key) {
+  // GEMMs reach 0.44-0.97 of their precision's peak in the public kernel measurements
+  // (shared/data/kernels, five GPUs, fp32/TF32/fp16: the default profile's
+  // efficiency_by_architecture), cuDNN's fp32 convolutions 0.55-0.85 at the tiles they launch
+  // (docs/evidence/cudnn-conv-kernels.md) and the H200's bf16 convolutions 0.23 in its per-layer
+  // campaign: a product class below a fifth of its peak is time the products do not take.
+  if (key == "gpu.efficiency.gemm" || key == "gpu.efficiency.conv")
+    return PhysicalRange{0.2, 1,
+                         "matrix products reach 0.23-0.97 of their peak in kernel "
+                         "measurements"};
+  // Every other class streams memory on a GPU; a fit that makes one compute-bound below a
+  // twentieth of the vector peak is absorbing time its bytes and FLOPs do not explain.
+  if (key.starts_with("gpu.efficiency."))
+    return PhysicalRange{0.05, 1,
+                         "a streaming kernel class bound by its arithmetic at under a "
+                         "twentieth of the vector peak"};
+  // Public BabelStream-type figures put every board in the catalogue at 0.75-0.94 of its
+  // datasheet bandwidth (docs/evidence/streaming-bandwidth.md).
+  if (key == "gpu.memory_efficiency")
+    return PhysicalRange{0.5, 1, "boards stream at 0.75-0.94 of their datasheet bandwidth"};
+  // The optimizer's many small per-tensor kernels may stream well below a copy's rate.
+  if (key == "gpu.optimizer_memory_efficiency")
+    return PhysicalRange{0.2, 1,
+                         "an optimizer's per-tensor kernels stream at a fifth of the "
+                         "datasheet bandwidth or more"};
+  // LayerNorm and softmax stream at 1.02-1.09 of the element-wise rate on five GPUs (the kernel
+  // measurements); a kind at under half or over twice it is not streaming as costed.
+  if (key.starts_with("gpu.bandwidth_relative."))
+    return PhysicalRange{0.5, 2,
+                         "row-wise and reduction kernels stream at 1.02-1.09 of the "
+                         "element-wise rate in kernel measurements"};
+  // A kernel launch and its shortest run take a few microseconds on every GPU generation.
+  if (key == "gpu.min_kernel_us")
+    return PhysicalRange{1, 20, "a GPU kernel's launch-to-finish floor is a few microseconds"};
+  return std::nullopt;
+}
+
 const std::vector<ProfileFigure>& profile_figures() {
   static const std::vector<ProfileFigure> figures = make_figures();
   return figures;

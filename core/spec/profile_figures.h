@@ -26,6 +26,19 @@ struct ProfileFigure {
   double lower = 0, upper = 0;  // physical bounds, in the key's unit
 };
 
+// The range a figure can physically take on a GPU, narrower than ProfileFigure's bounds (which
+// any device, a CPU's included, may need): a fit that wants to leave it is not finding a figure
+// but absorbing a mechanism the model lacks, and calibration names that gap instead. `why` says
+// where the range comes from.
+struct PhysicalRange {
+  double lower = 0, upper = 0;  // in the key's unit
+  std::string_view why;
+};
+// The GPU range of the GPU figures that have one (gpu.efficiency.*, gpu.memory_efficiency,
+// gpu.optimizer_memory_efficiency, gpu.bandwidth_relative.*, gpu.min_kernel_us); none for the
+// others, whose ProfileFigure bounds stand.
+std::optional<PhysicalRange> gpu_physical_range(std::string_view key);
+
 // Every figure calibration may move, in a fixed order.
 const std::vector<ProfileFigure>& profile_figures();
 const ProfileFigure* find_profile_figure(std::string_view key);

@@ -172,6 +172,34 @@ TEST_CASE("the issue's six-point design keeps its fit under noise and predicts t
   CHECK(others >= 90);
 }
 
+TEST_CASE("a per-step floor the model lacks is named, not absorbed") {
+  // The linear model on one GPU, every step taking at least twice the smallest batch's step
+  // (a floor such as the H200's 21 ms ResNet-50 steps): small batches run at the floor, large
+  // ones as simulated. No figure makes a floor; the report says what the errors show.
+  std::vector<MeasuredScenario> inputs = measure({{"linear", 1, 10},
+                                                  {"linear", 1, 20},
+                                                  {"linear", 1, 50},
+                                                  {"linear", 1, 200},
+                                                  {"linear", 1, 600}});
+  ScenarioSpec truth_scenario = seed_001("linear");
+  apply_profile(truth_scenario, truth());
+  const double floor = 2 * sim::predict_point(truth_scenario, {1, 10, 10}).iteration_seconds;
+  for (MeasuredPoint& p : inputs.front().measurements.points) {
+    sim::PointResult r = sim::predict_point(truth_scenario, {1, p.global_batch, p.global_batch});
+    const double steps = static_cast<double>(r.train_iterations + r.validation_iterations);
+    p.epoch_s_estimated = std::max(p.epoch_s_estimated, steps * floor);
+  }
+  Calibration c = calibrate(inputs, {}, {"floor.csv"});
+  REQUIRE(c.end_to_end);
+  const EndToEndFit& fit = *c.end_to_end;
+  std::string findings;
+  for (const std::string& f : fit.findings)
+    findings += f + "\n";
+  INFO("fitted " << fit.fitted_mape_pct << "%\n" << findings);
+  CHECK_FALSE(fit.findings.empty());
+  CHECK_THAT(findings, Catch::Contains("a mechanism the model lacks"));
+}
+
 TEST_CASE("a design that cannot see a figure reports it unseen and leaves it at the prior") {
   // One GPU only: no GPU-to-GPU traffic, so nothing about the host bridge.
   const std::vector<MeasuredScenario> inputs =

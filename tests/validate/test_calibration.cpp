@@ -193,15 +193,25 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   CHECK(report.all.best_matches);
 }
 
+namespace {
+
+// MobileNetV2 on one GPU at four batch sizes: its BatchNorm kernels stream at the normalisation
+// bandwidth, its ReLU6 and adds at the streaming one.
+ScenarioSpec mobilenet_on_one_gpu() {
+  return load_scenario(source("scenarios/seed-000/mobilenet-v2.yaml"),
+                       {{"sweep.gpus", "[1]", ""},
+                        {"sweep.batch", "[16, 32, 64, 128]", ""},
+                        {"training.strategy", "single", ""},
+                        {"dataset.train_samples", "2048", ""},
+                        {"dataset.validation_samples", "0", ""}});
+}
+
+}  // namespace
+
 TEST_CASE("calibration recovers a kind's own bandwidth beside the streaming one") {
   // MobileNetV2's BatchNorm kernels stream at the normalisation bandwidth, its ReLU6 and adds at
   // the streaming one: per-layer times separate the two.
-  ScenarioSpec scenario = load_scenario(source("scenarios/seed-000/mobilenet-v2.yaml"),
-                                        {{"sweep.gpus", "[1]", ""},
-                                         {"sweep.batch", "[16, 32, 64, 128]", ""},
-                                         {"training.strategy", "single", ""},
-                                         {"dataset.train_samples", "2048", ""},
-                                         {"dataset.validation_samples", "0", ""}});
+  ScenarioSpec scenario = mobilenet_on_one_gpu();
   HardwareProfile truth = scenario.profile;
   const auto normalization = static_cast<std::size_t>(OpClass::normalization);
   truth.gpu.memory = 0.7;
@@ -227,12 +237,7 @@ TEST_CASE("a kernel class 3x slower than costed is named as a structural gap, no
   // normalisation's relative bandwidth (0.5-2 on a GPU), so no figure takes it up. The fit
   // keeps the range's floor and names the layers with the time they leave unexplained; the
   // streaming figure the other layers fix is still recovered.
-  ScenarioSpec scenario = load_scenario(source("scenarios/seed-000/mobilenet-v2.yaml"),
-                                        {{"sweep.gpus", "[1]", ""},
-                                         {"sweep.batch", "[16, 32, 64, 128]", ""},
-                                         {"training.strategy", "single", ""},
-                                         {"dataset.train_samples", "2048", ""},
-                                         {"dataset.validation_samples", "0", ""}});
+  ScenarioSpec scenario = mobilenet_on_one_gpu();
   HardwareProfile truth = scenario.profile;
   const auto normalization = static_cast<std::size_t>(OpClass::normalization);
   truth.gpu.memory = 0.7;

@@ -688,6 +688,11 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
       left_out[i] = errors[i];
   }
   out.leave_one_out_mape_pct = folds == 0 ? out.fitted_mape_pct : mape_pct(left_out);
+  // What refits without a point get wrong about it is the model's error at a point it has not
+  // seen: the intervals carry it beside the figures' covariance.
+  double model_variance = 0;
+  for (std::size_t i = 0; i < m && folds > 0; ++i)
+    model_variance += std::pow(std::log1p(left_out[i]), 2) / static_cast<double>(m);
   if (n > 0 && out.noise_scale > 1) covariance = posterior_covariance(J, m, out.noise_scale);
   // Like with like: a fit that predicts the points it did not see worse than the prior predicts
   // them (it never saw any) is not kept.
@@ -704,6 +709,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
                            sd_ratio * f.log_sd, constraint, prior_from[f.key]});
     out.uncertainty.figures.push_back(f.key);
   }
+  out.uncertainty.model_log_sd = std::sqrt(model_variance);
   for (std::size_t a = 0; a < n; ++a) {
     std::vector<double> row;
     for (std::size_t b = 0; b < n; ++b)

@@ -80,8 +80,9 @@ Bytes mebibytes(const yaml::Node& node) {
 
 // The covariance calibrate wrote: figures it fitted, and a symmetric matrix over them.
 ProfileUncertainty read_uncertainty(const yaml::Node& node) {
-  yaml::MapReader reader(node, {"figures", "log_covariance"});
+  yaml::MapReader reader(node, {"figures", "log_covariance", "model_log_sd"});
   ProfileUncertainty u;
+  if (auto model = reader.optional("model_log_sd")) u.model_log_sd = model->as_number_in(0, 5);
   std::vector<std::string_view> keys;
   for (const ProfileFigure& f : profile_figures())
     keys.push_back(f.key);
@@ -528,6 +529,10 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
       for (std::size_t j = 0; j < row.size(); ++j)
         y += (j ? ", " : "") + number(row[j]);
       y += "]\n";
+    }
+    if (p.uncertainty.model_log_sd > 0) {
+      y += "  # the error of points predicted by refits without them, beyond the figures'\n";
+      y += "  model_log_sd: " + number(p.uncertainty.model_log_sd) + "\n";
     }
   }
   y += "sources:\n";

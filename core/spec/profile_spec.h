@@ -137,6 +137,11 @@ struct CalibrationOrigin {
 struct ProfileUncertainty {
   std::vector<std::string> figures;  // keys of profile_figures.h
   std::vector<std::vector<double>> log_covariance;
+  // The error no fitted figure accounts for: the spread (standard deviation of the natural log
+  // of predicted over measured) with which refits without each point predicted it. Added to the
+  // figures' share, so that an interval covers what the model gets wrong, not only what the
+  // calibration left uncertain.
+  double model_log_sd = 0;
   bool empty() const { return figures.empty(); }
 };
 

@@ -46,7 +46,8 @@ void add_epoch_interval(const ScenarioSpec& scenario, PointResult& result,
     PointResult r = predict_point(moved, result.point, options);
     if (r.simulated && r.epoch_seconds > 0) slope[k] = (std::log(r.epoch_seconds) - base) / step;
   }
-  double variance = 0;
+  // The figures' share, then the error no figure accounts for (independent of it).
+  double variance = u.model_log_sd * u.model_log_sd;
   for (std::size_t a = 0; a < n; ++a)
     for (std::size_t b = 0; b < n; ++b)
       variance += slope[a] * u.log_covariance[a][b] * slope[b];

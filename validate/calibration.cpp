@@ -264,6 +264,14 @@ void scale_to_point_sums(const std::vector<Observation>& observations, std::vect
 // its arithmetic. So the solve also starts from each op class taken as compute-bound (its
 // prior inverse efficiency times 1000), and from all of them at once, and keeps the start with
 // the smallest weighted residual (the prior wins ties: it comes first).
+// Whether `column` of theta is the bound that sets kernel `k`'s time.
+bool bound_by(const UnitKernel& k, const std::vector<double>& theta, std::size_t column) {
+  const double t = kernel_time(k, theta);
+  if (column == kMinKernelColumn) return t == theta[column];
+  if (is_memory_column(column)) return k.memory_column == column && t == k.memory_s * theta[column];
+  return k.op_class == column && t == k.compute_s * theta[column];
+}
+
 // A figure of the layer fit held to its GPU range: what the layers wanted, what is kept, and
 // its column of theta.
 struct HeldFigure {
@@ -288,14 +296,7 @@ std::string unexplained_layers(const std::vector<Observation>& observations,
     double predicted = 0;
     for (const UnitKernel& k : o.kernels) {
       predicted += kernel_time(k, theta);
-      const double t = kernel_time(k, wanted);
-      if (column == kMinKernelColumn) {
-        bound = bound || t == wanted[column];
-      } else if (is_memory_column(column)) {
-        bound = bound || (k.memory_column == column && t == k.memory_s * wanted[column]);
-      } else {
-        bound = bound || (k.op_class == column && t == k.compute_s * wanted[column]);
-      }
+      bound = bound || bound_by(k, wanted, column);
     }
     if (!bound || predicted <= 0) continue;
     ratios[o.what].push_back(o.seconds / predicted);
@@ -395,13 +396,8 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
 
   auto add = [&](std::string key, double value, std::size_t column) {
     double rms = rms_relative(observations, theta, [&](const Observation& o) {
-      return std::any_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
-        return column == kMinKernelColumn ? kernel_time(k, theta) == theta[kMinKernelColumn]
-               : is_memory_column(column)
-                   ? k.memory_column == column &&
-                         kernel_time(k, theta) == k.memory_s * theta[column]
-                   : k.op_class == column && kernel_time(k, theta) == k.compute_s * theta[column];
-      });
+      return std::any_of(o.kernels.begin(), o.kernels.end(),
+                         [&](const UnitKernel& k) { return bound_by(k, theta, column); });
     });
     out.fitted.push_back({std::move(key), value, active_count[column], rms,
                           "per-layer forward/backward times (--profile-layers)"});

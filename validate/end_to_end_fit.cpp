@@ -29,6 +29,8 @@ constexpr double kSpreadToSd = 1 / 2.563;
 constexpr double kStep = 0.01;
 // A figure is seen when moving it by its prior spread moves some point by a tenth of its noise.
 constexpr double kSeenThreshold = 0.1;
+// A fitted figure's spread over its prior's below which the points fix it, or constrain it.
+constexpr double kFixedSpread = 0.5, kConstrainedSpread = 0.9;
 // Solver iterations of a fit.
 constexpr int kMaxIterations = 50;
 // Candidates for the next measured point, at most, per fit.
@@ -668,7 +670,7 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
   std::vector<double> constrained_x;
   for (std::size_t k = 0; k < n; ++k) {
     const auto K = static_cast<Eigen::Index>(k);
-    if (covariance(K, K) >= 0.81) continue;
+    if (covariance(K, K) >= kConstrainedSpread * kConstrainedSpread) continue;
     constrained.push_back(free[k]);
     constrained_x.push_back(best.x[k]);
   }
@@ -687,24 +689,27 @@ EndToEndFit fit_end_to_end(const std::vector<MeasuredScenario>& inputs, const Po
     for (std::size_t i = fold; i < m; i += folds)
       left_out[i] = errors[i];
   }
-  out.leave_one_out_mape_pct = folds == 0 ? out.fitted_mape_pct : mape_pct(left_out);
+  // A point that does not simulate under its refit (it would not fit in memory there) is left
+  // out of both figures below.
+  std::erase_if(left_out, [](double e) { return !std::isfinite(e); });
+  out.leave_one_out_mape_pct = left_out.empty() ? out.fitted_mape_pct : mape_pct(left_out);
   // What refits without a point get wrong about it is the model's error at a point it has not
   // seen: the intervals carry it beside the figures' covariance.
   double model_variance = 0;
-  for (std::size_t i = 0; i < m && folds > 0; ++i)
-    model_variance += std::pow(std::log1p(left_out[i]), 2) / static_cast<double>(m);
+  for (double e : left_out)
+    model_variance += std::pow(std::log1p(e), 2) / static_cast<double>(left_out.size());
   if (n > 0 && out.noise_scale > 1) covariance = posterior_covariance(J, m, out.noise_scale);
   // Like with like: a fit that predicts the points it did not see worse than the prior predicts
   // them (it never saw any) is not kept.
-  out.kept_prior = n > 0 && folds > 0 && out.leave_one_out_mape_pct >= out.prior_mape_pct;
+  out.kept_prior = n > 0 && !left_out.empty() && out.leave_one_out_mape_pct >= out.prior_mape_pct;
 
   for (std::size_t k = 0; k < n; ++k) {
     const FreeFigure& f = free[k];
     const double sd_ratio = std::sqrt(
         std::max(0.0, covariance(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(k))));
-    const Constraint constraint = sd_ratio < 0.5   ? Constraint::fixed
-                                  : sd_ratio < 0.9 ? Constraint::partly
-                                                   : Constraint::unconstrained;
+    const Constraint constraint = sd_ratio < kFixedSpread         ? Constraint::fixed
+                                  : sd_ratio < kConstrainedSpread ? Constraint::partly
+                                                                  : Constraint::unconstrained;
     out.figures.push_back({f.key, f.prior, f.log_sd, *profile_figure_value(out.profile, f.key),
                            sd_ratio * f.log_sd, constraint, prior_from[f.key]});
     out.uncertainty.figures.push_back(f.key);

@@ -18,6 +18,7 @@
 #include "options/scenario_options.h"
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
+#include "validate/kernel_trace.h"
 #include "validate/measurement_input.h"
 #include "validate/time_to_target.h"
 
@@ -61,6 +62,14 @@ void calibrate_statistical_efficiency(const std::string& file, const OutputFile&
       kFigureSourceNames[static_cast<int>(fit->noise_source)], fit->min_steps);
   if (output.kind() != OutputFile::Kind::standard_output) fmt::print(out, "{}", block);
   output.write(block);
+}
+
+// ", left out: not float32 3, ..." : the operators of a trace that are no rows, and why.
+std::string skipped_text(const std::map<std::string, int>& skipped) {
+  std::vector<std::string> parts;
+  for (const auto& [why, count] : skipped)
+    parts.push_back(fmt::format("{} {}", why, count));
+  return parts.empty() ? "" : fmt::format(" (left out: {})", fmt::join(parts, ", "));
 }
 
 }  // namespace
@@ -169,7 +178,8 @@ Command add_calibrate_command(CLI::App& app) {
       "measurements by least squares and write a hardware profile");
   command
       ->add_option("measurements", args->measurements,
-                   "Measurement files (epochcast run/bench) or results tables (.csv); or one "
+                   "Measurement files (epochcast run/bench), results tables (.csv) or profiler "
+                   "traces (kernel times: run --kernel-trace, torch.profiler); or one "
                    "time-to-target file (run --to-target): its statistical_efficiency block")
       ->required();
   command->add_option("-o,--output", args->output, "Profile to write (YAML)")->required();
@@ -193,10 +203,45 @@ Command add_calibrate_command(CLI::App& app) {
       calibrate_statistical_efficiency(args->measurements.front(), output, out);
       return 0;
     }
-    std::vector<validate::MeasuredScenario> inputs = validate::load_measurement_inputs(
-        args->measurements, args->scenario.empty()
-                                ? ""
-                                : options::resolve_scenario_argument(args->scenario, "--scenario"));
+    // Profiler traces are kernel times; the other files are measured points and benchmarks.
+    std::vector<std::string> traces, files;
+    for (const std::string& file : args->measurements)
+      (file != "-" && validate::is_kernel_trace(file) ? traces : files).push_back(file);
+    const std::string scenario_file =
+        args->scenario.empty() ? ""
+                               : options::resolve_scenario_argument(args->scenario, "--scenario");
+    std::vector<validate::MeasuredScenario> inputs;
+    if (!files.empty()) {
+      inputs = validate::load_measurement_inputs(files, scenario_file);
+    } else if (!scenario_file.empty()) {
+      // Kernel times alone: the scenario says which device and which profile they calibrate.
+      validate::MeasuredScenario kernels_only;
+      kernels_only.file = traces.front();
+      kernels_only.scenario = load_scenario(scenario_file);
+      inputs.push_back(std::move(kernels_only));
+    } else {
+      throw InputError(SourceMark{"<command line>", 0, 0}, "--scenario",
+                       "profiler traces alone do not say which machine and profile they "
+                       "calibrate: give --scenario (or the run files measured beside them)");
+    }
+    std::vector<validate::KernelMeasurement> kernels;
+    for (const std::string& file : traces) {
+      const validate::KernelTrace trace = validate::read_kernel_trace(
+          file, bundled_gpu_catalogue(), inputs.front().scenario.machine.gpu.id);
+      fmt::print(out,
+                 "{}: {} kernels of {}, {} attributed to {} operator shapes the kernel model "
+                 "fits{}\n",
+                 file, trace.kernels, trace.device, trace.attributed, trace.rows.size(),
+                 skipped_text(trace.skipped));
+      kernels.insert(kernels.end(), trace.rows.begin(), trace.rows.end());
+    }
+    if (!traces.empty() && kernels.empty()) {
+      throw InputError(SourceMark{traces.front(), 0, 0}, "traceEvents",
+                       "no operator of the traces is one the kernel model fits (float32 linear, "
+                       "bmm, conv2d, layer_norm, softmax, add, mul, relu, gelu or tanh with "
+                       "record_shapes): record the trace in float32 (epochcast run "
+                       "--kernel-trace, tools/pytorch_reference.py --kernel-trace)");
+    }
     for (const validate::MeasuredScenario& m : inputs) {
       std::string note = validate::measured_device_note(m.scenario, m.measurements.environment);
       if (!note.empty()) fmt::print(stderr, "warning: {}: {}\n", m.file, note);
@@ -208,10 +253,12 @@ Command add_calibrate_command(CLI::App& app) {
     {
       // On a terminal, after a couple of seconds: the fit's stage and an estimate of what is left.
       SweepProgress progress("calibrate", 0);
-      c = validate::calibrate(inputs, use, args->measurements,
-                              [&progress](const std::string& stage, double fraction) {
-                                progress.stage(stage, fraction);
-                              });
+      c = validate::calibrate(
+          inputs, use, args->measurements,
+          [&progress](const std::string& stage, double fraction) {
+            progress.stage(stage, fraction);
+          },
+          kernels);
       progress.clear();
     }
     print_calibration(out, c);

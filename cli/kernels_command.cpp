@@ -19,6 +19,7 @@
 #include "core/spec/profile_spec.h"
 #include "options/command_line.h"
 #include "validate/kernel_fit.h"
+#include "validate/kernel_trace.h"
 
 namespace epochcast::cli {
 
@@ -42,6 +43,7 @@ struct KernelsArgs {
   std::string write_profile;
   std::string json;
   std::string residuals;
+  std::string gpu;  // of the traces, when their device name is not enough
 };
 
 std::string percent(double fraction) {
@@ -143,12 +145,33 @@ int run_kernels(const KernelsArgs& a) {
   const std::vector<validate::FitStage> stages =
       a.figures.empty() ? validate::kernel_fit_stages() : validate::joint_fit(a.figures);
 
+  if (!a.gpu.empty() && catalogue.find(a.gpu) == nullptr) {
+    throw InputError(cli, "--gpu", fmt::format("no catalogue entry '{}'", a.gpu));
+  }
+  const bool quiet_early = a.json == "-" || a.residuals == "-";
+  std::ostream& note = quiet_early ? std::cerr : std::cout;
   std::vector<validate::KernelMeasurement> rows;
   for (const std::string& path : a.data) {
-    std::vector<validate::KernelMeasurement> more =
-        std::filesystem::is_directory(path) ? validate::read_kernel_directory(path, catalogue)
-                                            : validate::read_kernel_measurements(path, catalogue);
+    std::vector<validate::KernelMeasurement> more;
+    if (std::filesystem::is_directory(path)) {
+      more = validate::read_kernel_directory(path, catalogue);
+    } else if (validate::is_kernel_trace(path)) {
+      validate::KernelTrace trace = validate::read_kernel_trace(path, catalogue, a.gpu);
+      note << fmt::format("{}: {} kernels of {}, {} attributed to {} operator shapes\n", path,
+                          trace.kernels, trace.device, trace.attributed, trace.rows.size());
+      for (const auto& [why, count] : trace.skipped)
+        note << fmt::format("  left out: {} ({})\n", why, count);
+      more = std::move(trace.rows);
+    } else {
+      more = validate::read_kernel_measurements(path, catalogue);
+    }
     rows.insert(rows.end(), more.begin(), more.end());
+  }
+  if (rows.empty()) {
+    throw InputError(cli, "data",
+                     "no kernel measurement in the files given (a trace's operators must be "
+                     "float32 linear, bmm, conv2d, layer_norm, softmax or element-wise ones, "
+                     "recorded with their shapes)");
   }
   const validate::MeasurementFloors floors = validate::measurement_floors(rows);
   std::set<std::string> gpus;
@@ -270,8 +293,12 @@ Command add_kernels_command(CLI::App& app) {
       "some GPUs predict another (--leave-one-gpu-out)");
   cmd->add_option("data", args->data,
                   "Kernel measurement files or directories of them (CSV, plain or .csv.gz, in the "
-                  "columns of shared/data/kernels; docs/formats.md)")
+                  "columns of shared/data/kernels; docs/formats.md), or profiler traces "
+                  "(epochcast run --kernel-trace, torch.profiler's Chrome trace)")
       ->required();
+  cmd->add_option("--gpu", args->gpu,
+                  "The catalogue GPU the profiler traces ran on, where the trace's device name "
+                  "is not one entry's (\"NVIDIA H200\": h200-sxm or h200-nvl)");
   cmd->add_option("--profile", args->profile,
                   "The hardware profile whose figures predict (bundled name or path)");
   cmd->add_option("--catalogue", args->catalogues,

@@ -30,6 +30,7 @@
 #include "runtime/measure/environment.h"
 #include "runtime/measure/host_memory.h"
 #include "runtime/measure/watchdog.h"
+#include "runtime/train/kernel_trace.h"
 #include "runtime/train/to_target.h"
 
 namespace {
@@ -195,6 +196,11 @@ int main(int argc, char** argv) {
   run_command->add_flag("--full-epoch", run.full_epoch, "Also run and time one whole epoch");
   run_command->add_flag("--profile-layers", run.profile_layers,
                         "Time every layer's forward and backward in a separate pass");
+  run_command
+      ->add_option("--kernel-trace", run.kernel_trace,
+                   "Directory for each point's kernel trace: a few steps under PyTorch's "
+                   "profiler, every kernel's name, launch and GPU time (calibrate reads them)")
+      ->check(CLI::ExistingDirectory);
   run_command->add_option("--timeout", run.timeout_s, "Seconds allowed per point")
       ->capture_default_str()
       ->check(epochcast::options::number_within(1e-6, 1e7));
@@ -348,6 +354,18 @@ int main(int argc, char** argv) {
       if (!rewritable) output->write(epochcast::to_json(file));
       if (!a.campaign.quiet) std::cerr << "time-to-target runs written to " << a.output << "\n";
       return stop.requested.load() ? 130 : 0;
+    }
+    if (!a.campaign.run.kernel_trace.empty()) {
+      std::string why;
+      if (!epochcast::runtime::kernel_tracing_available(why)) {
+        throw epochcast::InputError(
+            {"<command line>", 0, 0}, "--kernel-trace",
+            fmt::format("this LibTorch cannot write profiler traces ({}); build epochcast-run "
+                        "against PyTorch's own LibTorch (a pip wheel's, as "
+                        "tools/calibration_loop.sh does on a GPU machine), or leave "
+                        "--kernel-trace out",
+                        why));
+      }
     }
     std::optional<epochcast::Benchmarks> benchmarks;
     if (a.bench) {

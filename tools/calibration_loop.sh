@@ -274,6 +274,14 @@ fi
 
 # --- Measure --------------------------------------------------------------------------------
 warnings=0
+# Kernel traces where the LibTorch built against is PyTorch's own with Kineto and a GPU: the
+# Python environment's, as above (Debian's CPU-only libtorch has no Kineto).
+kernel_traces=0
+if ((measure)) && [[ $device != cpu ]] && python3 -c 'import torch
+assert torch.cuda.is_available() and torch.autograd.profiler.kineto_available()' 2> /dev/null
+then
+  kernel_traces=1
+fi
 if ((measure)); then
   {
     # EPOCHCAST_COMMIT first: a lent machine's copy of .git may not be the working tree's.
@@ -308,11 +316,18 @@ if ((measure)); then
     ((timeout > 0)) && point_timeout=(--timeout $((share < 120 ? share : 120)))
     # SIGTERM at the share's end: the run saves its finished points and stops; a second signal
     # 15 s later ends it whatever it is doing.
+    # On a GPU with PyTorch's own LibTorch (Kineto built in): each point's kernel trace too,
+    # every kernel's name, launch and GPU time (calibrate fits the kernel model to them).
+    traces=()
+    if ((kernel_traces)); then
+      mkdir -p "$data/kernels/$name"
+      traces=(--kernel-trace "$data/kernels/$name")
+    fi
     status=0
     timeout --signal=TERM --kill-after=15 "$share" \
       "$epochcast_run" run "$s" --set "hardware=$machine" --device "$device" --profile-layers \
-      "${bench[@]}" --rounds "$rounds" --iterations "$iterations" --warmup "$warmup" --resume \
-      "${point_timeout[@]}" --quiet -o "$measured" || status=$?
+      "${bench[@]}" "${traces[@]}" --rounds "$rounds" --iterations "$iterations" \
+      --warmup "$warmup" --resume "${point_timeout[@]}" --quiet -o "$measured" || status=$?
     if ((status != 0)); then
       # One scenario's failure (a point that failed, a crash, its time up) is a warning: the
       # others are still measured, and what this one finished is in its file.
@@ -325,10 +340,19 @@ if ((measure)); then
       # The same model, batch sizes and optimizer in a plain PyTorch eager Python loop: what
       # the harness's step time is compared against (tools/pytorch_reference.py).
       left=$(($(seconds_left) - reserve))
+      python_traces=()
+      if ((kernel_traces)); then
+        mkdir -p "$data/kernels/$name-pytorch"
+        python_traces=(--kernel-trace "$data/kernels/$name-pytorch")
+      fi
       timeout $((left < 60 ? left : 60)) python3 tools/pytorch_reference.py "$s" \
-        --iterations "$iterations" \
-        --warmup "$warmup" -o "$data/$name.pytorch.json" \
+        --iterations "$iterations" --warmup "$warmup" "${python_traces[@]}" \
+        -o "$data/$name.pytorch.json" \
         || { echo "warning: the PyTorch reference of $name failed" >&2; warnings=$((warnings + 1)); }
+    fi
+    # Traces compress about tenfold: what a lent machine brings back stays within its limits.
+    if [[ -d $data/kernels ]]; then
+      find "$data/kernels" -name '*.json' -exec gzip -f -9 {} +
     fi
   done
 fi
@@ -361,7 +385,15 @@ done
 # the summary (one model's held-out figure flatters a profile that only knows that model).
 echo "== one profile from all ${#files[@]} files"
 # Each run file records its scenario and --set arguments, so calibrate needs no --scenario.
-"$epochcast" calibrate "${files[@]}" -o "$data/profile.yaml" | tee "$data/profile.txt"
+# The kernel traces, where the measurements have them: kernel times the kernel model is fitted
+# to beside the layers and epochs.
+kernel_files=()
+if [[ -d $data/kernels ]]; then
+  while IFS= read -r -d '' trace; do kernel_files+=("$trace"); done \
+    < <(find "$data/kernels" -name 'kernels-*.json*' -print0 | sort -z)
+fi
+"$epochcast" calibrate "${files[@]}" "${kernel_files[@]}" -o "$data/profile.yaml" \
+  | tee "$data/profile.txt"
 for s in "${scenarios[@]}"; do
   name=$(basename "$s" .yaml)
   "$epochcast" validate "$s" "$data/$name.json" --set "hardware=$(machine_of "$s")" \

@@ -9,7 +9,13 @@ times every iteration with CUDA events as the harness does: whole iterations, an
 (batches made beforehand). The loop's summary prints the two side by side.
 
     tools/pytorch_reference.py SCENARIO.yaml [--iterations N] [--warmup N] -o REFERENCE.json
+        [--kernel-trace DIR]
     tools/pytorch_reference.py --compare MEASURED.json REFERENCE.json
+
+With --kernel-trace, three more steps per batch size run under torch.profiler (CPU operators
+with their shapes, CUDA kernels with their launch and GPU time), saved as
+DIR/kernels-1gpu-batchB.json: the Chrome trace `epochcast calibrate` and `epochcast kernels`
+read, with an "epochcast" object saying the precision and whether cuDNN could use TF32.
 
 Needs PyTorch with CUDA, and PyYAML. Single-GPU scenarios only (strategy single); the layer
 types of the calibration models (conv1d/2d, linear, pooling, activations, dropout, flatten,
@@ -108,7 +114,28 @@ def math_flags(precision, torch):
     torch.backends.cudnn.allow_tf32 = cudnn
 
 
-def measure(scenario_path, iterations, warmup):
+KERNEL_TRACE_STEPS = 3  # as the harness's --kernel-trace (runtime/train/kernel_trace.h)
+
+
+def write_kernel_trace(path, precision, torch, steps):
+    """`steps()` under torch.profiler, its Chrome trace written whole to `path`."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 record_shapes=True) as prof:
+        steps()
+        torch.cuda.synchronize()
+    temporary = path + ".partial"
+    prof.export_chrome_trace(temporary)
+    with open(temporary, encoding="utf-8") as f:
+        trace = json.load(f)
+    trace["epochcast"] = {"precision": precision,
+                          "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(trace, f)
+    os.replace(temporary, path)
+
+
+def measure(scenario_path, iterations, warmup, kernel_trace=None):
     import torch
     if not torch.cuda.is_available():
         fail("needs a CUDA GPU")
@@ -223,10 +250,19 @@ def measure(scenario_path, iterations, warmup):
             # The step alone: batches made beforehand (two, alternating), the copy included.
             ready = [sample_batch(0), sample_batch(1)]
             step_samples = timed(lambda i: step(ready[i % 2]))
-            result["points"].append({"global_batch": batch, "status": "ok",
-                                     "median_s": statistics.median(samples),
-                                     "step_median_s": statistics.median(step_samples),
-                                     "samples_s": samples, "step_samples_s": step_samples})
+            point = {"global_batch": batch, "status": "ok",
+                     "median_s": statistics.median(samples),
+                     "step_median_s": statistics.median(step_samples),
+                     "samples_s": samples, "step_samples_s": step_samples}
+            if kernel_trace:
+                path = os.path.join(kernel_trace, f"kernels-1gpu-batch{batch}.json")
+
+                def traced_steps():
+                    for i in range(KERNEL_TRACE_STEPS):
+                        step(ready[i % 2])
+                write_kernel_trace(path, precision, torch, traced_steps)
+                point["kernel_trace"] = path
+            result["points"].append(point)
         except torch.cuda.OutOfMemoryError:
             result["points"].append({"global_batch": batch, "status": "oom"})
         del model, optimizer
@@ -266,13 +302,17 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("-o", "--output")
     parser.add_argument("--compare", nargs=2, metavar=("MEASURED", "REFERENCE"))
+    parser.add_argument("--kernel-trace", metavar="DIR",
+                        help="also write each batch size's kernel trace (torch.profiler) to DIR")
     args = parser.parse_args()
     if args.compare:
         compare(*args.compare)
         return
     if not args.scenario or not args.output:
         fail("give a scenario and -o REFERENCE.json (or --compare MEASURED REFERENCE)")
-    result = measure(args.scenario, args.iterations, max(args.warmup, 1))
+    if args.kernel_trace and not os.path.isdir(args.kernel_trace):
+        fail(f"--kernel-trace: '{args.kernel_trace}' is no directory")
+    result = measure(args.scenario, args.iterations, max(args.warmup, 1), args.kernel_trace)
     temporary = args.output + ".partial"
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

@@ -16,6 +16,7 @@
 #include "sim/network/topology.h"
 #include "sim/predict/predict.h"
 #include "validate/end_to_end_fit.h"
+#include "validate/kernel_fit.h"
 #include "validate/least_squares.h"
 #include "validate/validation.h"
 
@@ -222,42 +223,6 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
   return {std::move(theta), std::move(active_count), rms};
 }
 
-// The bound fit (solve_active_bounds) weighs each layer's relative error, so that small layers
-// count; the epoch is their sum, and on CPUs the sum comes out biased (some 15% short on mnist-cnn:
-// its large layers run slower per FLOP than its small ones). Scaling every bound by one factor
-// keeps the layers' proportions and makes each point's simulated sum match the measured one on
-// average (least squares on the relative error of each point's sum).
-void scale_to_point_sums(const std::vector<Observation>& observations, std::vector<double>& theta,
-                         Calibration& out) {
-  std::vector<double> measured_sum, simulated_sum;
-  for (const Observation& o : observations) {
-    if (o.point >= measured_sum.size()) {
-      measured_sum.resize(o.point + 1, 0.0);
-      simulated_sum.resize(o.point + 1, 0.0);
-    }
-    measured_sum[o.point] += o.seconds;
-    for (const UnitKernel& k : o.kernels)
-      simulated_sum[o.point] += kernel_time(k, theta);
-  }
-  double ratio_sum = 0, ratio_squares = 0;
-  for (std::size_t i = 0; i < measured_sum.size(); ++i) {
-    if (measured_sum[i] <= 0) continue;
-    double r = simulated_sum[i] / measured_sum[i];
-    ratio_sum += r;
-    ratio_squares += r * r;
-  }
-  if (ratio_squares > 0) {
-    const double scale = ratio_sum / ratio_squares;
-    for (std::size_t j = 0; j < kColumns; ++j)
-      theta[j] =
-          j == kMinKernelColumn ? theta[j] * scale : std::max(least_inverse(j), theta[j] * scale);
-    out.notes.push_back(fmt::format(
-        "gpu.*: every fitted bound scaled by {:.3g} so that the simulated layer times of each "
-        "measured point add up to the measured ones on average",
-        scale));
-  }
-}
-
 // Which bound a kernel sits at is itself fitted, and the iterated solve only moves between
 // neighbouring active sets: from the prior, where pooling and elementwise kernels are
 // memory-bound, it never finds that a CPU's max-pooling or dropout (random numbers) is bound by
@@ -314,6 +279,57 @@ std::string unexplained_layers(const std::vector<Observation>& observations,
                      measured > 0 ? excess / measured * 100 : 0.0);
 }
 
+// Layers whose measured times sit on one side of the fit's, far from it, in every measurement:
+// the figures of their classes serve the other layers too, and what is left is a mechanism the
+// model lacks for them (another kernel, another library path, a cache), not noise.
+// Layers already named by a figure held at its bound (`skip`) are not repeated.
+constexpr double kLayerGapRatio = 1.5;         // measured over fitted, or its inverse
+constexpr int kLayerGapLeastObservations = 3;  // fewer cannot show "every time"
+constexpr double kLayerGapLeastShare = 0.01;   // of the measured layer time
+void report_layer_gaps(const std::vector<Observation>& observations,
+                       const std::vector<double>& theta,
+                       const std::function<bool(const Observation&)>& skip, Calibration& out) {
+  struct Group {
+    std::vector<double> ratios;
+    double measured = 0, fitted = 0;
+    std::set<std::size_t> points;
+  };
+  std::map<std::string, Group> groups;
+  double measured = 0;
+  std::set<std::size_t> points;
+  for (const Observation& o : observations) {
+    measured += o.seconds;
+    points.insert(o.point);
+    if (skip(o)) continue;
+    double fitted = 0;
+    for (const UnitKernel& k : o.kernels)
+      fitted += kernel_time(k, theta);
+    if (fitted <= 0) continue;
+    Group& g = groups[o.what];
+    g.ratios.push_back(o.seconds / fitted);
+    g.measured += o.seconds;
+    g.fitted += fitted;
+    g.points.insert(o.point);
+  }
+  for (auto& [what, g] : groups) {
+    if (static_cast<int>(g.ratios.size()) < kLayerGapLeastObservations) continue;
+    std::sort(g.ratios.begin(), g.ratios.end());
+    const double low = g.ratios.front(), high = g.ratios.back();
+    const bool slower = low >= kLayerGapRatio, faster = high <= 1 / kLayerGapRatio;
+    if (!(slower || faster) || std::abs(g.measured - g.fitted) < kLayerGapLeastShare * measured)
+      continue;
+    const double steps = static_cast<double>(std::max<std::size_t>(1, points.size()));
+    out.gaps.push_back(fmt::format(
+        "{}: measured {:.2g}x its fitted time in all {} of its measurements ({:.2g}-{:.2g}x, over "
+        "{} measured points): one sign and far beyond the noise, so the model lacks something for "
+        "this layer's kernels; {:.3g} ms a measured point ({:.0f}% of the layer time) {}",
+        what, g.ratios[g.ratios.size() / 2], g.ratios.size(), low, high, g.points.size(),
+        std::abs(g.measured - g.fitted) / steps * 1e3,
+        measured > 0 ? std::abs(g.measured - g.fitted) / measured * 100 : 0.0,
+        slower ? "left unexplained" : "predicted that it does not take"));
+  }
+}
+
 void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Calibration& out) {
   HardwareProfile& p = out.profile;
   std::vector<double> prior(kColumns);
@@ -356,8 +372,6 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
     active_count[kMinKernelColumn] = static_cast<int>(floors.size());
   }
 
-  scale_to_point_sums(observations, theta, out);
-
   // On a GPU, every figure within its physical range (gpu_physical_range): where the layers want
   // one outside, its bound is kept and the layers that wanted more are named as a structural gap.
   std::vector<HeldFigure> held;
@@ -393,14 +407,30 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
         h.key, h.wanted, range.lower, range.upper, range.why, h.kept,
         unexplained_layers(observations, wanted_theta, theta, h.column)));
   }
+  report_layer_gaps(
+      observations, theta,
+      [&](const Observation& o) {
+        return std::any_of(held.begin(), held.end(), [&](const HeldFigure& h) {
+          return std::any_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
+            return bound_by(k, wanted_theta, h.column);
+          });
+        });
+      },
+      out);
 
   auto add = [&](std::string key, double value, std::size_t column) {
-    double rms = rms_relative(observations, theta, [&](const Observation& o) {
+    auto bounded = [&](const Observation& o) {
       return std::any_of(o.kernels.begin(), o.kernels.end(),
                          [&](const UnitKernel& k) { return bound_by(k, theta, column); });
-    });
+    };
+    const double rms = rms_relative(observations, theta, bounded);
+    std::set<std::size_t> points;
+    for (const Observation& o : observations) {
+      if (bounded(o)) points.insert(o.point);
+    }
     out.fitted.push_back({std::move(key), value, active_count[column], rms,
-                          "per-layer forward/backward times (--profile-layers)"});
+                          "per-layer forward/backward times (--profile-layers)",
+                          static_cast<int>(points.size())});
   };
   for (std::size_t c = 0; c < kOpClassCount; ++c) {
     if (active_count[c] == 0) {
@@ -454,6 +484,42 @@ double rms(const std::vector<double>& values) {
   return values.empty() ? 0 : std::sqrt(sum / static_cast<double>(values.size()));
 }
 
+// The kernel model's figures from kernel times (kernel_fit.h's stages, the fit that built the
+// default profile), replacing what the per-layer fit gave for the same figures.
+void fit_kernel_times(const std::vector<KernelMeasurement>& kernels, const GpuSpec& gpu,
+                      Calibration& out) {
+  std::vector<KernelMeasurement> rows;
+  for (const KernelMeasurement& m : kernels) {
+    if (m.gpu_id != gpu.id) {
+      throw InputError(m.mark, "deviceProperties",
+                       fmt::format("kernel times of '{}', but the measurements are of '{}': a "
+                                   "profile describes one kind of device",
+                                   m.gpu_id, gpu.id));
+    }
+    rows.push_back(m);
+  }
+  GpuCatalogue catalogue;
+  catalogue.gpus.push_back(gpu);
+  const MeasurementFloors floors = measurement_floors(rows);
+  const KernelFit fit =
+      fit_kernel_figures(rows, out.profile, catalogue, floors, kernel_fit_stages());
+  const std::vector<KernelPrediction> predicted =
+      predict_kernels(rows, fit.profile, catalogue, floors, fit.offsets);
+  std::vector<double> relative;
+  for (const KernelPrediction& p : predicted) {
+    if (p.measured_s > 0) relative.push_back((p.predicted_s - p.measured_s) / p.measured_s);
+  }
+  const double spread = rms(relative);
+  for (const auto& [key, value] : fit.figures) {
+    set_profile_figure(out.profile, key, value);
+    std::erase_if(out.fitted, [&](const FittedParameter& f) { return f.key == key; });
+    out.fitted.push_back({key, value, static_cast<int>(rows.size()), spread,
+                          "kernel times (profiler trace: each kernel's own GPU time)"});
+  }
+  for (const std::string& key : fit.unseen)
+    out.notes.push_back(fmt::format("{}: no kernel time decides it: kept", key));
+}
+
 // Fit quality of a latency-bandwidth line: each measurement's relative error against it.
 double latency_bandwidth_rms(const std::vector<double>& bytes, const std::vector<double>& seconds,
                              double alpha, double inverse_bandwidth) {
@@ -475,14 +541,15 @@ double spread_rms(const std::vector<double>& values, double value) {
 }
 
 // Figures fitted above enter the end-to-end fit with those fits as their priors: the fit's own
-// relative residual over the square root of its observations as the spread (at least
+// relative residual over the square root of its independent observations as the spread (at least
 // kLeastMeasuredSpread), so that layer times and microbenchmarks keep their weight.
 std::vector<FigurePrior> measured_priors(const Calibration& c) {
   std::vector<FigurePrior> priors;
   for (const FittedParameter& f : c.fitted) {
+    const int independent = f.independent > 0 ? f.independent : f.observations;
     const double spread =
         std::max(kLeastMeasuredSpread,
-                 f.rms_relative_residual / std::sqrt(std::max(1.0, double(f.observations))));
+                 f.rms_relative_residual / std::sqrt(std::max(1.0, double(independent))));
     std::vector<std::string> keys{f.key};
     if (f.key == kHostOpsKey) keys.assign(std::begin(kHostOpFigures), std::end(kHostOpFigures));
     for (const std::string& key : keys) {
@@ -697,7 +764,8 @@ bool add_python_loop_costs(const std::vector<MeasuredScenario>& inputs, Calibrat
 }  // namespace
 
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                      const std::vector<std::string>& file_names, const FitProgress& progress) {
+                      const std::vector<std::string>& file_names, const FitProgress& progress,
+                      const std::vector<KernelMeasurement>& kernels) {
   if (inputs.empty()) throw std::invalid_argument("calibrate needs measurements");
   Calibration out;
   out.profile = inputs.front().scenario.profile;
@@ -734,11 +802,12 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
       each.point += first_point;
     observations.insert(observations.end(), o.begin(), o.end());
   }
-  if (observations.empty()) {
+  if (observations.empty() && kernels.empty()) {
     out.notes.push_back("gpu.*: kept: no per-layer profile (run with --profile-layers)");
-  } else {
+  } else if (!observations.empty()) {
     fit_efficiencies(observations, !is_cpu_architecture(machine.gpu.architecture), out);
   }
+  if (!kernels.empty()) fit_kernel_times(kernels, machine.gpu, out);
 
   std::vector<double> dispatch, sample_cpu, sample_bytes;
   for (const MeasuredScenario& input : inputs) {

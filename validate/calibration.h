@@ -21,6 +21,7 @@
 
 #include "core/measure/measurements.h"
 #include "core/spec/scenario_spec.h"
+#include "validate/kernel_measurements.h"
 
 namespace epochcast::validate {
 
@@ -47,6 +48,10 @@ struct FittedParameter {
   // the measurement (the others).
   double rms_relative_residual = 0;
   std::string from;  // which measurements
+  // How many of the observations are independent: the layer times of one profiling pass share
+  // that pass's conditions (a busier host slows all of them), so a layer figure counts the
+  // measured points it was fitted over. 0: all of them.
+  int independent = 0;
 };
 
 struct EndToEndFit;
@@ -66,7 +71,13 @@ struct Calibration {
 
 // Starts from each scenario's own profile (they must share a machine) and fits what the
 // measurements determine. `progress` hears how the end-to-end fit, the long part, goes.
+//
+// `kernels` are kernel times measured as kernels (profiler traces, validate/kernel_trace.h) of
+// the same device: the kernel model's figures are fitted to them as the default profile's were
+// (validate/kernel_fit.h), and replace what the per-layer times give for the same figures
+// (kernel times hold nothing of the host's; a layer's replay does).
 Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFilter& use,
-                      const std::vector<std::string>& file_names, const FitProgress& progress = {});
+                      const std::vector<std::string>& file_names, const FitProgress& progress = {},
+                      const std::vector<KernelMeasurement>& kernels = {});
 
 }  // namespace epochcast::validate

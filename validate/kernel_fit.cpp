@@ -18,6 +18,13 @@ namespace epochcast::validate {
 
 namespace {
 
+// A row's measuring floor: its (operator, GPU)'s, or none for a kernel's own time.
+double floor_of(const KernelMeasurement& m, const MeasurementFloors& floors) {
+  if (m.kernel_only) return 0.0;
+  auto floor = floors.find({m.op, m.gpu_id});
+  return floor == floors.end() ? 0.0 : floor->second;
+}
+
 // The rows with what does not change while figures move: their kernels, GPUs and floors.
 struct Workload {
   const std::vector<KernelMeasurement>* rows = nullptr;
@@ -39,8 +46,7 @@ Workload make_workload(const std::vector<KernelMeasurement>& rows, const GpuCata
       throw InputError(m.mark, "Device", fmt::format("no catalogue entry '{}'", m.gpu_id));
     }
     w.gpus.push_back(gpu);
-    auto floor = floors.find({m.op, m.gpu_id});
-    w.floors.push_back(floor == floors.end() ? 0.0 : floor->second);
+    w.floors.push_back(floor_of(m, floors));
     w.ops.push_back(m.op);
   }
   std::sort(w.ops.begin(), w.ops.end());
@@ -133,7 +139,7 @@ double log_cost(const std::vector<KernelMeasurement>& rows,
 // Whether some row is measured at kGpuDecidedFloors floors or more (the rows a fit can use).
 bool any_gpu_decided(const std::vector<KernelMeasurement>& rows, const MeasurementFloors& floors) {
   return std::any_of(rows.begin(), rows.end(), [&](const KernelMeasurement& m) {
-    return m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id});
+    return m.seconds >= kGpuDecidedFloors * floor_of(m, floors);
   });
 }
 
@@ -270,6 +276,7 @@ void fit_stage(const Workload& w, const FitStage& stage, KernelFit& result) {
 MeasurementFloors measurement_floors(const std::vector<KernelMeasurement>& rows) {
   MeasurementFloors floors;
   for (const KernelMeasurement& m : rows) {
+    if (m.kernel_only) continue;  // no measuring loop's floor in a kernel's own time
     auto [it, added] = floors.emplace(std::make_pair(m.op, m.gpu_id), m.seconds);
     if (!added) it->second = std::min(it->second, m.seconds);
   }
@@ -352,7 +359,7 @@ MeasuringOffsets fit_measuring_offsets(const std::vector<KernelMeasurement>& row
   // The operators with a row the GPU decides: the others' offsets are not seen.
   std::set<std::string> decided;
   for (const KernelMeasurement& m : rows) {
-    if (m.seconds >= kGpuDecidedFloors * floors.at({m.op, m.gpu_id})) decided.insert(m.op);
+    if (m.seconds >= kGpuDecidedFloors * floor_of(m, floors)) decided.insert(m.op);
   }
   std::vector<KernelMeasurement> seen;
   std::copy_if(rows.begin(), rows.end(), std::back_inserter(seen),

@@ -54,6 +54,9 @@ struct KernelMeasurement {
   std::vector<std::int64_t> shape;
   std::string library_kernel;  // `Kernel Name` when given
   SourceMark mark;             // the row
+  // The kernels' own GPU time, with nothing of a measuring loop's host in it (a profiler trace,
+  // validate/kernel_trace.h): no floor, no offset (kernel_fit.h).
+  bool kernel_only = false;
 };
 
 // The catalogue entry a measured device is: a known CUDA device name of the public kernel data

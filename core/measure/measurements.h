@@ -108,7 +108,9 @@ struct MeasuredPoint {
   // nvidia-smi sees of the process beside the context) and the CUDA context's own bytes.
   std::optional<std::int64_t> peak_reserved_bytes;
   std::optional<std::int64_t> cuda_context_bytes;
-  std::string profile_note;  // why `layers` is empty although profiling was asked for
+  // Why `layers` is empty although profiling was asked for, or why a --kernel-trace was not
+  // written: the point's timings stand either way.
+  std::string profile_note;
 };
 
 // nccl-tests' figures for one collective size.

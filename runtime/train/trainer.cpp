@@ -20,6 +20,7 @@
 #include "runtime/model/torch_model.h"
 #include "runtime/train/data_parallel.h"
 #include "runtime/train/ddp_reducer.h"
+#include "runtime/train/kernel_trace.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
@@ -690,6 +691,24 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
             profile.calls);
         rig.model->zero_grad();
         release_cached_memory(device);
+      }
+    }
+    if (!options.kernel_trace.empty() && group.rank() == 0) {
+      // Kernel by kernel, as the steps ran (without the reducer: compute kernels only).
+      rig.loader->seek(0);
+      try {
+        record_kernel_trace(device, training.precision,
+                            kernel_trace_path(options.kernel_trace, point), [&] {
+                              for (int i = 0; i < kKernelTraceSteps; ++i)
+                                rig.step();
+                            });
+      } catch (const std::exception& error) {
+        // The point's timings stand without its trace.
+        if (is_out_of_memory(error)) release_cached_memory(device);
+        const std::string what = error.what();
+        result.profile_note +=
+            fmt::format("{}the kernel trace was not written: {}",
+                        result.profile_note.empty() ? "" : "; ", what.substr(0, what.find('\n')));
       }
     }
     group.barrier();

@@ -25,7 +25,10 @@ struct RunOptions {
   int timed_iterations = 10;
   bool full_epoch = false;      // also run (and time) one whole epoch
   bool profile_layers = false;  // per-layer forward/backward times, in a separate pass
-  double timeout_s = 600;       // per point: stops timing and records `timeout`
+  // A directory: each point's kernel trace (runtime/train/kernel_trace.h), written by rank 0
+  // after its timings. Empty: none.
+  std::string kernel_trace;
+  double timeout_s = 600;  // per point: stops timing and records `timeout`
   std::uint64_t seed = 1;
   DeviceChoice device = DeviceChoice::automatic;
   int validation_iterations = 3;  // timed forward-only iterations when the data set has some

@@ -13,6 +13,7 @@
 #include "runtime/train/coalesced_buffers.h"
 #include "runtime/train/data_parallel.h"
 #include "runtime/train/ddp_reducer.h"
+#include "runtime/train/kernel_trace.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
@@ -30,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <ATen/record_function.h>
@@ -253,6 +255,44 @@ TEST_CASE("a point trained on the CPU reports its iteration spread, epoch and me
   CHECK(m.peak_memory_bytes > 0);
   CHECK(m.memory_source == "process_peak_rss");
   CHECK_FALSE(m.parameters_identical);  // one rank: nothing to compare
+}
+
+TEST_CASE(
+    "a point's kernel trace is written where LibTorch has Kineto; its timings stand either "
+    "way") {
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
+  RunOptions options;
+  options.warmup_iterations = 1;
+  options.timed_iterations = 2;
+  options.validation_iterations = 0;
+  const std::filesystem::path directory(epochcast::test::output_file("kernel-traces"));
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  options.kernel_trace = directory.string();
+  std::atomic<bool> interrupted{false};
+  SweepPoint point{1, 32, 32};
+  MeasuredPoint m = measure_point(scenario, point, options, plan_devices(DeviceChoice::cpu),
+                                  world(), interrupted);
+  REQUIRE(m.status == PointStatus::ok);
+  CHECK(m.iteration_samples_s.size() == 2);
+  const std::filesystem::path trace = kernel_trace_path(directory.string(), point);
+  CHECK(trace.filename() == "kernels-1gpu-batch32.json");
+  std::string why;
+  if (kernel_tracing_available(why)) {
+    // PyTorch's own LibTorch: the trace holds the steps' operators with their shapes, and how
+    // they ran.
+    REQUIRE(std::filesystem::exists(trace));
+    std::stringstream text;
+    text << std::ifstream(trace).rdbuf();
+    CHECK_THAT(text.str(), Catch::Contains("\"traceEvents\"") &&
+                               Catch::Contains("\"cudnn_allow_tf32\"") &&
+                               Catch::Contains("aten::conv2d") && Catch::Contains("Input Dims"));
+  } else {
+    // Debian's libtorch 1.13 has no Kineto: no file, and the point says why.
+    CHECK_THAT(why, Catch::Contains("Kineto"));
+    CHECK_FALSE(std::filesystem::exists(trace));
+    CHECK_THAT(m.profile_note, Catch::Contains("the kernel trace was not written"));
+  }
 }
 
 TEST_CASE("a segmentation model trains against a label per pixel") {

@@ -67,22 +67,6 @@ MeasuredScenario synthetic_measurements(const ScenarioSpec& scenario,
   return m;
 }
 
-// The sum of the simulated forward and backward times of every layer at `batch`.
-double simulated_layer_seconds(const ScenarioSpec& scenario, const HardwareProfile& profile,
-                               std::int64_t batch) {
-  sim::DeviceModel device(scenario.machine.gpu, profile, scenario.training.precision);
-  ModelAnalysis analysis =
-      analyze_model(scenario.model, sim::cost_options(scenario.training.precision));
-  double total = 0;
-  for (const LayerCosts& layer : analysis.layers) {
-    for (const auto* kernels : {&layer.forward, &layer.backward_input, &layer.backward_weight}) {
-      for (const KernelWork& k : *kernels)
-        total += device.kernel_time(k, batch).seconds();
-    }
-  }
-  return total;
-}
-
 }  // namespace
 
 TEST_CASE("non-negative least squares solves exact systems and keeps coefficients >= 0") {
@@ -329,40 +313,50 @@ TEST_CASE(
   CHECK(validate::validate(calibrated, measured.measurements).all.mape_pct < 2.0);
 }
 
-TEST_CASE("the fitted layer times add up to the measured ones") {
-  // The long layers run half as fast again as their op class's short ones (as on CPUs, where
-  // one memory efficiency serves very different kernels): no set of per-class efficiencies
-  // reproduces both, and the fit, weighing each layer's relative error, would favour the many
-  // short ones and come out short of the sum.
-  ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
-  // Layer times alone (no epoch or iteration figure for the end-to-end fit to weigh): the
-  // property is the layer fit's own.
-  MeasuredScenario measured = synthetic_measurements(scenario, scenario.profile);
-  for (MeasuredPoint& p : measured.measurements.points) {
-    for (LayerTiming& t : p.layers) {
-      double slowdown = t.forward_s + t.backward_s > 1e-3 ? 1.5 : 1.0;
-      t.forward_s *= slowdown;
-      t.backward_s *= slowdown;
+TEST_CASE("a layer slower than its class in every measurement is named, not absorbed") {
+  // Two CPU models calibrated together, one convolution efficiency for both (the truth's), but
+  // the conv1d model's convolutions measured at three times their cost forward and backward (as
+  // a library path the model does not know would make them). Layer times alone, so that the
+  // layer fit's own report is what is checked. No figure is scaled to take the slow layers up:
+  // the report names them, in both passes, with the time they leave unexplained.
+  HardwareProfile truth =
+      load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml")).profile;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::conv)] = 0.5;
+  truth.gpu.memory = 0.6;
+  std::vector<MeasuredScenario> inputs;
+  for (const char* file : {"tests/validate/scenarios/cpu-mnist-cnn.yaml",
+                           "tests/validate/scenarios/cpu-spoken-digits-conv1d.yaml"}) {
+    ScenarioSpec scenario = load_scenario(source(file));
+    MeasuredScenario measured = synthetic_measurements(scenario, truth);
+    const ModelAnalysis analysis =
+        analyze_model(scenario.model, sim::cost_options(scenario.training.precision));
+    for (MeasuredPoint& p : measured.measurements.points) {
+      for (LayerTiming& t : p.layers) {
+        if (analysis.layers[static_cast<std::size_t>(t.index)].layer.type == LayerType::conv1d) {
+          t.forward_s *= 3;
+          t.backward_s *= 3;
+        }
+      }
+      p.epoch_s_estimated = 0;
+      p.iteration_s = {};
+      p.samples_per_s = 0;
     }
-    p.epoch_s_estimated = 0;
-    p.epoch_s_measured.reset();
-    p.iteration_s = {};
-    p.samples_per_s = 0;
+    measured.file = file;
+    inputs.push_back(std::move(measured));
   }
-  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
-  // The scale minimises the squared relative errors of the sums, sum((r - 1)^2) over points with
-  // r = simulated / measured: at the minimum, sum(r^2) = sum(r).
-  double ratio_sum = 0, ratio_squares = 0;
-  for (const MeasuredPoint& p : measured.measurements.points) {
-    double measured_seconds = 0;
-    for (const LayerTiming& t : p.layers)
-      measured_seconds += t.forward_s + t.backward_s;
-    double ratio = simulated_layer_seconds(scenario, c.profile, p.global_batch) / measured_seconds;
-    WARN("batch " << p.global_batch << ": simulated/measured layer time " << ratio);
-    ratio_sum += ratio;
-    ratio_squares += ratio * ratio;
-  }
-  CHECK(ratio_squares / ratio_sum == Approx(1).epsilon(0.002));
+  Calibration c = calibrate(inputs, {}, {"mnist.json", "conv1d.json"});
+  // Least squares lets the slow layers pull the shared figure somewhat (0.42 here), but it
+  // stays with the many layers that agree, not with the slow ones (0.5 / 3).
+  const double conv = c.profile.gpu.compute[static_cast<std::size_t>(OpClass::conv)];
+  CHECK(conv > 0.4);
+  CHECK(conv < 0.6);
+  for (const std::string& note : c.notes)
+    CHECK_THAT(note, !Catch::Contains("scaled by"));
+  REQUIRE(c.gaps.size() == 2);
+  CHECK_THAT(c.gaps[0], Catch::StartsWith("conv1d backward: measured 2.5x its fitted time in all "
+                                          "15 of its measurements") &&
+                            Catch::Contains("left unexplained"));
+  CHECK_THAT(c.gaps[1], Catch::StartsWith("conv1d forward: measured 2.5x"));
 }
 
 namespace {

@@ -631,7 +631,9 @@ std::int64_t loader_sample_bytes(const ScenarioSpec& scenario) {
 
 std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
                                           const ScenarioSpec& scenario) {
-  if (!profile.sample_cpu) return std::nullopt;
+  // Batches made once on the GPU cost the loader nothing per sample.
+  if (!profile.sample_cpu || scenario.loader.source == LoaderSource::synthetic_gpu)
+    return std::nullopt;
   const double per_byte = profile.sample_cpu_per_byte.value_or(0);
   return Seconds(profile.sample_cpu->value() +
                  per_byte * static_cast<double>(loader_sample_bytes(scenario)));

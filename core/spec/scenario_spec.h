@@ -71,7 +71,15 @@ struct DatasetSpec {
 };
 
 // The input pipeline, as a PyTorch DataLoader runs it.
+// Where batches come from: made (read, decoded, transformed) on the host by the loader and
+// copied to the GPU; or made once on the GPU and handed out again every step, as
+// DeepLearningExamples' synthetic backend does to measure the GPU alone (no loader cost, no
+// host-to-device copy).
+enum class LoaderSource { host, synthetic_gpu };
+inline constexpr std::string_view kLoaderSourceNames[] = {"host", "synthetic_gpu"};
+
 struct LoaderSpec {
+  LoaderSource source = LoaderSource::host;
   int workers = 0;          // 0: the training thread loads each batch itself
   int prefetch_factor = 2;  // batches each worker prepares ahead
   bool pin_memory = false;  // pinned batches copy asynchronously at full PCIe speed

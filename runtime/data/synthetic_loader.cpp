@@ -54,6 +54,10 @@ SyntheticLoader::SyntheticLoader(SampleShape sample, LoaderOptions options, torc
     throw std::invalid_argument("drop_last leaves no batch: the batch exceeds the data set");
   }
   if (device_.is_cpu()) options_.pin_memory = false;  // nothing to copy to
+  if (options_.made_on_device) {
+    options_.workers = 0;  // one batch per size, made here when first asked for
+    options_.prefetch_to_device = false;
+  }
 #ifdef EPOCHCAST_TORCH_CUDA
   if (options_.prefetch_to_device && device_.is_cuda())
     side_ = std::make_unique<SideStream>(device_.index());
@@ -218,6 +222,19 @@ Batch SyntheticLoader::to_device(Host host) {
 Batch SyntheticLoader::next() {
   auto start = std::chrono::steady_clock::now();
   Batch batch;
+  if (options_.made_on_device) {
+    const std::int64_t size = batch_size(next_index_);
+    auto made = on_device_.find(size);
+    if (made == on_device_.end()) {
+      // take_host_batch() moves next_index_ on.
+      made = on_device_.emplace(size, to_device(take_host_batch())).first;
+    } else {
+      ++next_index_;
+    }
+    wait_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return made->second;
+  }
 #ifdef EPOCHCAST_TORCH_CUDA
   if (side_) {
     auto on_side_stream = [&] {

@@ -39,6 +39,10 @@ struct LoaderOptions {
   // caller computes, and the caller's stream waits for it when next() hands it over (apex's
   // data_prefetcher, timm's PrefetchLoader). On a CPU there is no copy to overlap.
   bool prefetch_to_device = false;
+  // Each batch size's batch is made once, copied once, and handed out again every step
+  // (scenario loader.source synthetic_gpu, DeepLearningExamples' synthetic backend): the loop
+  // then measures the device alone. No workers, no copies after the first.
+  bool made_on_device = false;
   std::uint64_t seed = 0;
   std::int64_t sample_offset = 0;  // the first sample index of this rank's share
 };
@@ -101,6 +105,7 @@ class SyntheticLoader {
   std::unique_ptr<SideStream> side_;  // set when prefetching to a CUDA device
   std::optional<Batch> prefetched_;   // the next batch, on its way to the device
   double wait_seconds_ = 0;
+  std::map<std::int64_t, Batch> on_device_;  // made_on_device: the batch of each size
 
   mutable std::mutex mutex_;
   std::condition_variable ready_;      // a batch was made

@@ -33,6 +33,11 @@ namespace epochcast::runtime {
 
 namespace {
 
+// loader.source synthetic_gpu: batches made once on the device, handed out again every step.
+bool batches_made_on_device(const ScenarioSpec& scenario) {
+  return scenario.loader.source == LoaderSource::synthetic_gpu;
+}
+
 using Clock = std::chrono::steady_clock;
 
 bool is_out_of_memory(const std::exception& error) {
@@ -412,6 +417,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     loader_options.pin_memory = scenario.loader.pin_memory;
     loader_options.normalize_on_device = scenario.loader.normalize_on_gpu;
     loader_options.prefetch_to_device = scenario.loader.prefetch_to_gpu;
+    loader_options.made_on_device = batches_made_on_device(scenario);
     loader_options.seed = options.seed;
     loader_options.sample_offset = group.rank() * rig.share.samples;
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
@@ -615,6 +621,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       v.pin_memory = scenario.loader.pin_memory;
       v.normalize_on_device = scenario.loader.normalize_on_gpu;
       v.prefetch_to_device = scenario.loader.prefetch_to_gpu;
+      v.made_on_device = batches_made_on_device(scenario);
       v.seed = options.seed + 1;
       SyntheticLoader validation(sample_shape_of(scenario, rig.model->analysis()), v, device);
       rig.model->eval();

@@ -692,6 +692,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"memory_format", kMemoryFormatNames[s.training.convolution.channels_last ? 1 : 0]},
         {"optimizer_implementation",
          kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
+        {"loader_source", kLoaderSourceNames[static_cast<int>(s.loader.source)]},
         {"normalize_on_gpu", s.loader.normalize_on_gpu},
         {"prefetch_to_gpu", s.loader.prefetch_to_gpu},
         {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6},

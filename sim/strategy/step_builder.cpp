@@ -362,6 +362,7 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
   const HostCosts& costs = context_.device.profile().host;
   host("training loop step", Category::host, costs.step_overhead);
   const LoaderSpec& spec = context_.scenario.loader;
+  if (spec.source == LoaderSource::synthetic_gpu) return;  // the same batch, on the GPU already
   if (spec.workers == 0) {
     host(fmt::format("load batch of {} in the main thread", batch), Category::data,
          Seconds(spec.sample_cpu.value() * static_cast<double>(batch)));
@@ -373,6 +374,7 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
 
 std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
   const LoaderSpec& loader = context_.scenario.loader;
+  if (loader.source == LoaderSource::synthetic_gpu) return last_cpu_op_;  // made on the GPU
   const bool normalize = loader.normalize_on_gpu;
   const bool prefetch = loader.prefetch_to_gpu;
   std::int64_t bytes = checked_product(sample_transfer_bytes(context_.analysis, loader), batch);

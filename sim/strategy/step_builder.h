@@ -71,7 +71,8 @@ class StepBuilder {
   void wait_for(std::int32_t op) { pending_.push_back(op); }
 
   // The start of a step: loop overhead, then the batch — loaded in place without workers, or
-  // fetched from loader `loader`'s workers.
+  // fetched from loader `loader`'s workers; nothing more with the loader's source
+  // synthetic_gpu (the batch was made on the GPU once).
   void take_batch(std::int64_t batch, int loader);
   // Host-to-device copy of `batch` samples on the copy engine, in stream order; the next kernel
   // waits for it. Pageable copies also block the CPU thread. With the loader's
@@ -80,7 +81,8 @@ class StepBuilder {
   // With the loader's prefetch_to_gpu, the copy (and normalisation) is of the next step's batch,
   // on a side stream that overlaps this step's kernels; this step's batch is already there, and
   // await_prefetched_batch() must close the step. With the loader's gpu_decode_us, the copy
-  // carries the encoded files and a decoding kernel follows it on the compute stream.
+  // carries the encoded files and a decoding kernel follows it on the compute stream. With the
+  // loader's source synthetic_gpu there is no copy: the batch is on the device already.
   std::int32_t copy_batch(std::int64_t batch);
   // The end of a step under prefetch_to_gpu: the compute stream waits for the batch prefetched
   // during this step, so that the next step's kernels start only once it is on the device.

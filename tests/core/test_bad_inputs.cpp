@@ -565,6 +565,18 @@ TEST_CASE("bad input: normalize_on_gpu for a model that takes token ids") {
                {"bad.yaml:6:28", "loader.normalize_on_gpu", "takes integer int64 inputs"});
 }
 
+TEST_CASE("bad input: a host loader's settings with source synthetic_gpu, an unknown source") {
+  auto with_loader = [](const std::string& loader) {
+    return scenario("training: {", "loader: " + loader + "\ntraining: {");
+  };
+  scenario_error(with_loader("{source: synthetic_gpu, workers: 4}"),
+                 {"bad.yaml:6:42", "loader.workers", "means nothing with source synthetic_gpu"});
+  scenario_error(with_loader("{source: synthetic_gpu, pin_memory: true}"),
+                 {"bad.yaml:6:45", "loader.pin_memory", "use source: host"});
+  scenario_error(with_loader("{source: synthetic_cpu}"),
+                 {"bad.yaml:6:18", "loader.source", "(did you mean 'synthetic_gpu'?)"});
+}
+
 TEST_CASE("bad input: GPU decoding without its encoded size, beside normalize_on_gpu, for tokens") {
   auto with_loader = [](const std::string& loader) {
     return scenario("training: {", "loader: " + loader + "\ntraining: {");

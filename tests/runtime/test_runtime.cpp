@@ -162,6 +162,28 @@ TEST_CASE("prefetch_to_device hands out the same batches in the same order, seek
   }
 }
 
+TEST_CASE("made on the device, each batch size's batch is made once and handed out every step") {
+  // loader.source synthetic_gpu: the loop then measures the device alone.
+  torch::Device device =
+      torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  LoaderOptions o;
+  o.samples = 10;
+  o.batch = 4;
+  o.workers = 2;  // nothing to do for them
+  o.made_on_device = true;
+  SyntheticLoader loader(mnist_sample(), o, device);
+  Batch first = loader.next(), second = loader.next(), partial = loader.next(),
+        again = loader.next();
+  CHECK(first.samples == 4);
+  CHECK(partial.samples == 2);  // the epoch's last batch, made once too
+  CHECK(again.samples == 4);    // the next epoch
+  CHECK(first.inputs.device() == device);
+  CHECK(second.inputs.data_ptr() == first.inputs.data_ptr());
+  CHECK(again.inputs.data_ptr() == first.inputs.data_ptr());
+  CHECK(again.labels.data_ptr() == first.labels.data_ptr());
+  CHECK(partial.inputs.data_ptr() != first.inputs.data_ptr());
+}
+
 TEST_CASE("seeking restarts the workers at the requested batch") {
   SyntheticLoader reference(mnist_sample(), loader_options(0), torch::kCPU);
   reference.next();

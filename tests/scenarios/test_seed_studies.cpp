@@ -144,6 +144,7 @@ TEST_CASE("seed 004: memory grows with the batch, throughput until the GPU is fu
 TEST_CASE("the GPU calibration scenarios run on one H100 or one H200, the H200 no slower") {
   for (const auto& entry :
        std::filesystem::directory_iterator(test::source_dir() / "scenarios" / "calibration")) {
+    if (!entry.is_regular_file()) continue;  // gpu-bound/: the next test's
     INFO(entry.path().string());
     ScenarioSpec h100 = load_scenario(entry.path());
     // Odd, so that every other batch size starts and ends the calibrated half (header).
@@ -158,6 +159,33 @@ TEST_CASE("the GPU calibration scenarios run on one H100 or one H200, the H200 n
       CHECK(on_h200[i].epoch_seconds <= on_h100[i].epoch_seconds);
     }
   }
+}
+
+TEST_CASE(
+    "the GPU-bound campaign: batches made on the GPU, every point the GPU's, half its memory") {
+  // scenarios/calibration/gpu-bound/ (issue 46): what the campaign measures must be the GPU's
+  // time, so no input or copy time; five batch sizes, the largest predicted within half the
+  // H200's memory; every batch divides the data set (no partial batch to time).
+  int scenarios = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() / "scenarios" /
+                                                               "calibration" / "gpu-bound")) {
+    INFO(entry.path().string());
+    ++scenarios;
+    ScenarioSpec s = load_scenario(entry.path());
+    CHECK(s.loader.source == LoaderSource::synthetic_gpu);
+    CHECK(s.machine.gpu.id == "h200-sxm");
+    CHECK(s.sweep.batch.size() == 5);
+    std::filesystem::path relative = entry.path().lexically_relative(test::source_dir());
+    for (const PointResult& r : predict_file(relative.string())) {
+      REQUIRE(r.simulated);
+      CHECK(r.breakdown.data == 0);
+      CHECK(r.breakdown.h2d == 0);
+      CHECK(r.memory.fits);
+      CHECK(r.memory.peak.value() < s.machine.gpu.memory.value() / 2);
+      CHECK(s.dataset.train_samples % r.point.global_batch == 0);
+    }
+  }
+  CHECK(scenarios == 5);
 }
 
 TEST_CASE("seed 000 and 004 with their assumed noise scales: time to the target per point") {

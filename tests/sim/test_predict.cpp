@@ -593,6 +593,52 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
   CHECK(normalise_ns > 0);
 }
 
+TEST_CASE(
+    "loader.source synthetic_gpu: no loading, no copy; the rest of the step as with a host "
+    "loader") {
+  ScenarioSpec host = scenario(R"(model: resnet-50
+hardware: h200-sxm-1gpu
+dataset: {name: imagenet, train_samples: 2560, classes: 1000, sample_shape: [3, 224, 224]}
+loader: {workers: 0, pin_memory: true, sample_cpu_us: 1500}
+training: {strategy: single, optimizer: sgd, precision: amp_bf16}
+sweep: {gpus: [1], batch: [128], batch_is: global}
+)");
+  ScenarioSpec gpu = scenario(R"(model: resnet-50
+hardware: h200-sxm-1gpu
+dataset: {name: imagenet, train_samples: 2560, classes: 1000, sample_shape: [3, 224, 224]}
+loader: {source: synthetic_gpu}
+training: {strategy: single, optimizer: sgd, precision: amp_bf16}
+sweep: {gpus: [1], batch: [128], batch_is: global}
+)");
+  CHECK(gpu.loader.sample_cpu.value() == 0);  // the profile's loader cost does not apply
+  ModelAnalysis analysis = analyze_model(gpu.model, cost_options(gpu.training.precision));
+  DeviceModel device(gpu.machine.gpu, gpu.profile, gpu.training.precision);
+  auto of = [&](const ScenarioSpec& s, Category category) {
+    IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, 128);
+    std::int64_t ns = 0;
+    int ops = 0;
+    for (const PlanEntry& op : ops_of(plan)) {
+      if (op.category != category) continue;
+      ns += op.work_ns;
+      ++ops;
+    }
+    return std::pair{ns, ops};
+  };
+  CHECK(of(gpu, Category::data).second == 0);
+  CHECK(of(gpu, Category::h2d).second == 0);
+  CHECK(of(host, Category::data).first > 0);
+  CHECK(of(host, Category::h2d).first > 0);
+  // The same kernels on the GPU.
+  CHECK(of(gpu, Category::forward) == of(host, Category::forward));
+  CHECK(of(gpu, Category::backward) == of(host, Category::backward));
+  // Over the epoch: no input time, and faster than the host loader's 1.5 ms a sample.
+  const PointResult with_gpu = predict_point(gpu, expand_sweep(gpu).front());
+  const PointResult with_host = predict_point(host, expand_sweep(host).front());
+  CHECK(with_gpu.breakdown.data == 0);
+  CHECK(with_gpu.breakdown.h2d == 0);
+  CHECK(with_gpu.epoch_seconds < with_host.epoch_seconds);
+}
+
 TEST_CASE("prefetch_to_gpu: the next batch's copy hides behind the step's kernels") {
   ScenarioSpec s = scenario(R"(model: resnet-50
 hardware: h100-sxm-1gpu

@@ -36,6 +36,8 @@ Options:
   --deps DIR              unpack DIR/*.deb (from --fetch-deps) and build against them
   --fetch-deps DIR        download the build's Debian packages into DIR, then stop
   --skip-tests            do not run the runtime's GPU tests before measuring
+  --no-layer-profile      measure without --profile-layers (a large model's layer replays
+                          cost some 60 steps a point; its kernel traces hold kernel times)
   --no-measure            keep the measurement files as they are and redo the calibrations and
                           reports (after a change to the simulator or the calibration)
   --measure-only          build only the runtime (no simulator, no Ceres) and measure: the
@@ -60,10 +62,17 @@ DEB_PACKAGES=(libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 nlohmann-json3-d
 # cuDNN, the microbenchmarks) takes about 40 s, and one point of a small model 1.5 s a round (its
 # layer profile, partial batch and validation) plus its iterations at up to 20 ms each.
 EST_BUILD_S=180 EST_TESTS_S=30 EST_RUN_START_S=40 EST_POINT_S=1.5 EST_ITERATION_S=0.02
+# Where epochcast is built here the plan takes each point's step from `epochcast predict`
+# instead of EST_ITERATION_S: a layer profile costs about 60 steps (10 back-to-back calls x 5
+# trials of every layer, forward and backward), a kernel trace 3 steps and about 2 s to write,
+# the Python reference its start (importing torch and the model's library), a model build per
+# point and its two timed loops.
+EST_LAYER_PROFILE_STEPS=60 EST_TRACE_S=2 EST_PYTHON_START_S=8 EST_PYTHON_POINT_S=1
+KERNEL_TRACE_STEPS=3
 OUT_FILES_LIMIT=8  # files a lent machine brings back from $OUT
 
 device=auto hardware="" data="" rounds=3 iterations=20 warmup=3 build=build deps=""
-run_tests=1 measure=1 report=1 timeout=0 out="" dry_run=0 scenarios=()
+run_tests=1 measure=1 report=1 timeout=0 out="" dry_run=0 scenarios=() layer_profile=1
 while (($#)); do
   case "$1" in
     --device|--hardware|--data|--rounds|--iterations|--warmup|--build|--deps|--fetch-deps|\
@@ -82,6 +91,7 @@ while (($#)); do
     --timeout) timeout=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --skip-tests) run_tests=0; shift ;;
+    --no-layer-profile) layer_profile=0; shift ;;
     --no-measure) measure=0; run_tests=0; shift ;;
     --measure-only) report=0; shift ;;
     --dry-run) dry_run=1; shift ;;
@@ -146,6 +156,15 @@ sweep_points() {
   echo $((${gpus:-1} * ${batches:-1}))
 }
 
+# Each point's predicted step (seconds, space-separated), where epochcast is built here and
+# python3 reads its JSON; nothing otherwise.
+predicted_steps() {
+  [[ -x $build/cli/epochcast ]] && command -v python3 > /dev/null || return 1
+  "$build/cli/epochcast" predict "$1" --set "hardware=$(machine_of "$1")" --json - 2> /dev/null \
+    | python3 -c 'import json, sys
+print(" ".join(str(p["iteration_s"]) for p in json.load(sys.stdin)["points"]))'
+}
+
 build_targets=()
 ((measure)) && build_targets+=(epochcast-run)
 ((measure && run_tests)) && build_targets+=(epochcast_cuda_tests)
@@ -169,13 +188,26 @@ ${EST_BUILD_S} s on 16 cores" || echo "already built"))"
     estimate=$((estimate + EST_TESTS_S))
   fi
   if ((measure)); then
+    # On a GPU: kernel traces and the Python reference as well (where PyTorch has CUDA there).
+    on_gpu=$([[ $device != cpu ]] && echo 1 || echo 0)
     for s in "${scenarios[@]}"; do
       points=$(sweep_points "$s")
-      scenario_s=$(awk -v p="$points" -v r="$rounds" -v i="$iterations" -v w="$warmup" \
-        -v start="$EST_RUN_START_S" -v per="$EST_POINT_S" -v it="$EST_ITERATION_S" \
-        'BEGIN { printf "%d", start + p * r * (per + (i + w) * it) + 0.999 }')
-      echo "measure: $s, $points points x $rounds rounds x ($warmup + $iterations) iterations," \
-        "about $scenario_s s"
+      steps=$(predicted_steps "$s") || steps=""
+      [[ -n $steps ]] || steps=$(printf "$EST_ITERATION_S %.0s" $(seq "$points"))
+      scenario_s=$(echo "$steps" | awk -v r="$rounds" -v i="$iterations" -v w="$warmup" \
+        -v start="$EST_RUN_START_S" -v per="$EST_POINT_S" -v layers="$layer_profile" \
+        -v layer_steps="$EST_LAYER_PROFILE_STEPS" -v gpu="$on_gpu" -v trace="$EST_TRACE_S" \
+        -v trace_steps="$KERNEL_TRACE_STEPS" -v python_start="$EST_PYTHON_START_S" \
+        -v python_point="$EST_PYTHON_POINT_S" '
+        { for (k = 1; k <= NF; ++k) {
+            t = $k
+            total += per + r * (i + w) * t + layers * layer_steps * t
+            if (gpu) total += 2 * (trace + trace_steps * t) + python_point + 2 * (i + w) * t
+          } }
+        END { printf "%d", start + gpu * python_start + total + 0.999 }')
+      echo "measure: $s, $points points x $rounds rounds x ($warmup + $iterations) iterations" \
+        "$( ((layer_profile)) && echo "with" || echo "without") layer profiles$( ((on_gpu)) \
+          && echo ", with kernel traces and the Python reference")," "about $scenario_s s"
       estimate=$((estimate + scenario_s))
     done
   fi
@@ -318,6 +350,8 @@ if ((measure)); then
     # 15 s later ends it whatever it is doing.
     # On a GPU with PyTorch's own LibTorch (Kineto built in): each point's kernel trace too,
     # every kernel's name, launch and GPU time (calibrate fits the kernel model to them).
+    layers=()
+    ((layer_profile)) && layers=(--profile-layers)
     traces=()
     if ((kernel_traces)); then
       mkdir -p "$data/kernels/$name"
@@ -325,7 +359,7 @@ if ((measure)); then
     fi
     status=0
     timeout --signal=TERM --kill-after=15 "$share" \
-      "$epochcast_run" run "$s" --set "hardware=$machine" --device "$device" --profile-layers \
+      "$epochcast_run" run "$s" --set "hardware=$machine" --device "$device" "${layers[@]}" \
       "${bench[@]}" "${traces[@]}" --rounds "$rounds" --iterations "$iterations" \
       --warmup "$warmup" --resume "${point_timeout[@]}" --quiet -o "$measured" || status=$?
     if ((status != 0)); then

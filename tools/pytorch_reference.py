@@ -17,15 +17,20 @@ with their shapes, CUDA kernels with their launch and GPU time), saved as
 DIR/kernels-1gpu-batchB.json: the Chrome trace `epochcast calibrate` and `epochcast kernels`
 read, with an "epochcast" object saying the precision and whether cuDNN could use TF32.
 
-Needs PyTorch with CUDA, and PyYAML. Single-GPU scenarios only (strategy single); the layer
-types of the calibration models (conv1d/2d, linear, pooling, activations, dropout, flatten,
-reshape); anything else is refused by name.
+Needs PyTorch with CUDA (or --device cpu, for a dry run with tiny sizes), and PyYAML. Single-GPU
+scenarios only (strategy single). Models: built from the zoo's YAML where it holds only the
+calibration models' layer types (conv1d/2d, linear, pooling, activations, dropout, flatten,
+reshape); ResNet-50 and ViT-B/16 from torchvision, BERT-base and GPT-2 small from transformers
+(eager attention, as the zoo's models run it), as users train them; anything else is refused by
+name. `loader.source: synthetic_gpu` makes each batch size's batch once on the device;
+`training.memory_format: channels_last` converts the model and its inputs.
 """
 import argparse
 import json
 import os
 import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -106,6 +111,48 @@ def Reshape(target, torch):
     return _Reshape()
 
 
+# The zoo's composite models as their libraries build them (what users train).
+LIBRARY_MODELS = {"resnet-50": "torchvision.models.resnet50",
+                  "vit-b-16": "torchvision.models.vit_b_16",
+                  "bert-base": "transformers BertForSequenceClassification",
+                  "gpt2-small": "transformers GPT2LMHeadModel"}
+
+
+def library_model(name, classes, torch):
+    """The zoo model `name` from torchvision or transformers, returning logits."""
+    if name in ("resnet-50", "vit-b-16"):
+        try:
+            import torchvision
+        except ImportError:
+            fail(f"model {name} needs torchvision")
+        build = (torchvision.models.resnet50 if name == "resnet-50"
+                 else torchvision.models.vit_b_16)
+        return build(weights=None, num_classes=classes)
+    try:
+        import transformers
+    except ImportError:
+        fail(f"model {name} needs transformers")
+    if name == "bert-base":
+        config = transformers.BertConfig(num_labels=classes)
+        auto = transformers.AutoModelForSequenceClassification
+    else:
+        config = transformers.GPT2Config()
+        auto = transformers.AutoModelForCausalLM
+    try:  # eager attention, as the zoo's transformer_encoder runs it
+        model = auto.from_config(config, attn_implementation="eager")
+    except TypeError:  # transformers before 4.36
+        model = auto.from_config(config)
+
+    class Logits(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(input_ids=x).logits
+    return Logits(model)
+
+
 def math_flags(precision, torch):
     """PyTorch's defaults for fp32 (cuDNN TF32 on, cuBLAS TF32 off), as the runtime sets them."""
     cublas, cudnn = {"fp32": (False, True), "tf32": (True, True),
@@ -120,25 +167,34 @@ KERNEL_TRACE_STEPS = 3  # as the harness's --kernel-trace (runtime/train/kernel_
 def write_kernel_trace(path, precision, torch, steps):
     """`steps()` under torch.profiler, its Chrome trace written whole to `path`."""
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 record_shapes=True) as prof:
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, record_shapes=True) as prof:
         steps()
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
     temporary = path + ".partial"
-    prof.export_chrome_trace(temporary)
-    with open(temporary, encoding="utf-8") as f:
-        trace = json.load(f)
-    trace["epochcast"] = {"precision": precision,
-                          "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(trace, f)
-    os.replace(temporary, path)
+    try:
+        prof.export_chrome_trace(temporary)
+        with open(temporary, encoding="utf-8") as f:
+            trace = json.load(f)
+        if isinstance(trace, list):  # a PyTorch without Kineto writes the events alone
+            trace = {"traceEvents": trace}
+        trace["epochcast"] = {"precision": precision,
+                              "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+        with open(temporary, "w", encoding="utf-8") as f:
+            json.dump(trace, f)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
-def measure(scenario_path, iterations, warmup, kernel_trace=None):
+def measure(scenario_path, iterations, warmup, kernel_trace=None, device_name="cuda",
+            batches=None):
     import torch
-    if not torch.cuda.is_available():
-        fail("needs a CUDA GPU")
+    if device_name == "cuda" and not torch.cuda.is_available():
+        fail("needs a CUDA GPU (or --device cpu for a dry run)")
     scenario = load_yaml(scenario_path)
     training = scenario.get("training", {})
     if training.get("strategy", "single") != "single":
@@ -151,12 +207,14 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
     optimizer_name = training.get("optimizer", "sgd")
     sync_every_step = training.get("sync_every_step", True)
     # What the reference cannot mirror is refused rather than silently run another way.
-    unsupported = {"memory_format": "channels_first", "framework": "pytorch-2",
-                   "gradient_accumulation": 1, "optimizer_implementation": "auto"}
+    unsupported = {"framework": "pytorch-2", "gradient_accumulation": 1,
+                   "optimizer_implementation": "auto"}
     for key, default in unsupported.items():
         if training.get(key, default) != default:
             fail(f"training.{key}: {training[key]} is not mirrored here (only {default})")
+    channels_last = training.get("memory_format", "channels_first") == "channels_last"
     loader = scenario.get("loader") or {}
+    on_device = loader.get("source", "host") == "synthetic_gpu"
     if loader.get("workers", 0) != 0:
         fail("loader.workers: only 0 (batches made in the training loop) is mirrored here")
     for key in ("normalize_on_gpu", "prefetch_to_gpu", "gpu_decode_us"):
@@ -165,16 +223,29 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
     pin = loader.get("pin_memory", False)
     torch.backends.cudnn.benchmark = training.get("cudnn_benchmark", False)
     math_flags(precision, torch)
-    device = torch.device("cuda", 0)
+    cuda = device_name == "cuda"
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     autocast_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(precision)
+    token_ids = model_spec["input"].get("dtype") == "int64"
+    vocabulary = model_spec["layers"][0].get("num_embeddings", 2) if token_ids else 0
     result = {"scenario": scenario.get("name"), "torch": torch.__version__,
-              "device": torch.cuda.get_device_name(0), "precision": precision,
+              "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+              "model": LIBRARY_MODELS.get(scenario["model"], "built from the zoo's layers"),
+              "loader_source": "synthetic_gpu" if on_device else "host",
+              "memory_format": "channels_last" if channels_last else "channels_first",
+              "precision": precision,
               "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
               "cublas_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
               "optimizer": optimizer_name, "points": []}
-    for batch in scenario["sweep"]["batch"]:
+    for batch in batches or scenario["sweep"]["batch"]:
         torch.manual_seed(1)
-        model = build_model(model_spec, torch).to(device).train()
+        if scenario["model"] in LIBRARY_MODELS:
+            model = library_model(scenario["model"], classes, torch)
+        else:
+            model = build_model(model_spec, torch)
+        model = model.to(device).train()
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
         parameters = list(model.parameters())
         # torch.optim's defaults: foreach on CUDA tensors (PyTorch 2), as the simulator costs.
         if optimizer_name == "adam":
@@ -185,17 +256,18 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
             optimizer = torch.optim.SGD(parameters, lr=1e-2, momentum=0.9)
         else:
             optimizer = torch.optim.SGD(parameters, lr=1e-2)
-        scaler_type = (torch.amp.GradScaler if hasattr(torch.amp, "GradScaler")
-                       else torch.cuda.amp.GradScaler)  # torch.amp's from PyTorch 2.3
-        scaler = (scaler_type("cuda", enabled=precision == "amp_fp16")
-                  if scaler_type is torch.amp.GradScaler
-                  else scaler_type(enabled=precision == "amp_fp16"))
+        if hasattr(torch.amp, "GradScaler"):  # torch.amp's from PyTorch 2.3
+            scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp_fp16")
+        else:
+            scaler = torch.cuda.amp.GradScaler(enabled=precision == "amp_fp16")
         loss_fn = torch.nn.CrossEntropyLoss()
 
         # One label per output row, as the harness draws them: a sequence model's output has
         # a row per token, the others one per sample.
+        probe_dtype = torch.long if token_ids else torch.float32
         with torch.no_grad():
-            out_shape = list(model.eval()(torch.zeros([1] + list(shape), device=device)).shape)
+            out_shape = list(model.eval()(
+                torch.zeros([1] + list(shape), device=device, dtype=probe_dtype)).shape)
         model.train()
         rows = 1
         for d in out_shape[1:-1]:
@@ -209,16 +281,23 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
             xs, ys = [], []
             for i in range(batch):
                 g = torch.Generator().manual_seed(1000003 * index + i)
-                x = torch.randn(list(shape), generator=g) * 3.0 + 1.0
-                xs.append((x - x.mean()) / (x.std() + 1e-6))
+                if token_ids:
+                    xs.append(torch.randint(0, vocabulary, list(shape), generator=g))
+                else:
+                    x = torch.randn(list(shape), generator=g) * 3.0 + 1.0
+                    xs.append((x - x.mean()) / (x.std() + 1e-6))
                 ys.append(torch.randint(0, labels, (rows,), generator=g))
             x, y = torch.stack(xs), torch.stack(ys).reshape(-1)
-            return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
+            if on_device:  # made once, on the device (loader.source synthetic_gpu)
+                return x.to(device), y.to(device)
+            return (x.pin_memory(), y.pin_memory()) if pin and cuda else (x, y)
 
         def step(host_batch):
             x = host_batch[0].to(device, non_blocking=pin)
             y = host_batch[1].to(device, non_blocking=pin)
-            with torch.autocast("cuda", dtype=autocast_dtype or torch.float16,
+            if channels_last and x.dim() == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16,
                                 enabled=autocast_dtype is not None):
                 logits = model(x)
             loss = loss_fn(logits.float().reshape(-1, logits.shape[-1]), y)
@@ -232,6 +311,13 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
         def timed(body):
             for i in range(warmup):
                 body(i)
+            if not cuda:  # a dry run: the host's clock
+                times = []
+                for i in range(iterations):
+                    start = time.perf_counter()
+                    body(warmup + i)
+                    times.append(time.perf_counter() - start)
+                return times
             torch.cuda.synchronize()
             events = []
             for i in range(iterations):
@@ -245,8 +331,13 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
             return [s.elapsed_time(e) / 1e3 for s, e in events]
 
         try:
-            # The whole iteration, data included, as the harness times it.
-            samples = timed(lambda i: step(sample_batch(i)))
+            # The whole iteration, data included, as the harness times it; with batches made on
+            # the device, the same batch every step.
+            if on_device:
+                made = sample_batch(0)
+                samples = timed(lambda i: step(made))
+            else:
+                samples = timed(lambda i: step(sample_batch(i)))
             # The step alone: batches made beforehand (two, alternating), the copy included.
             ready = [sample_batch(0), sample_batch(1)]
             step_samples = timed(lambda i: step(ready[i % 2]))
@@ -266,7 +357,8 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None):
         except torch.cuda.OutOfMemoryError:
             result["points"].append({"global_batch": batch, "status": "oom"})
         del model, optimizer
-        torch.cuda.empty_cache()
+        if cuda:
+            torch.cuda.empty_cache()
     return result
 
 
@@ -304,6 +396,10 @@ def main():
     parser.add_argument("--compare", nargs=2, metavar=("MEASURED", "REFERENCE"))
     parser.add_argument("--kernel-trace", metavar="DIR",
                         help="also write each batch size's kernel trace (torch.profiler) to DIR")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: a dry run (host clock), to check a campaign before a GPU")
+    parser.add_argument("--batch", type=int, action="append",
+                        help="measure this batch size instead of the sweep's (repeatable)")
     args = parser.parse_args()
     if args.compare:
         compare(*args.compare)
@@ -312,7 +408,8 @@ def main():
         fail("give a scenario and -o REFERENCE.json (or --compare MEASURED REFERENCE)")
     if args.kernel_trace and not os.path.isdir(args.kernel_trace):
         fail(f"--kernel-trace: '{args.kernel_trace}' is no directory")
-    result = measure(args.scenario, args.iterations, max(args.warmup, 1), args.kernel_trace)
+    result = measure(args.scenario, args.iterations, max(args.warmup, 1), args.kernel_trace,
+                     args.device, args.batch)
     temporary = args.output + ".partial"
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

@@ -223,6 +223,43 @@ TEST_CASE("calibrate fits the kernel model to a profiler trace's kernel times") 
   CHECK_THAT(r.output, Catch::Contains("--scenario"));
 }
 
+TEST_CASE("the calibration loop's plan takes each point's step from the simulator") {
+  // A GPU-bound scenario's dry run on a GPU: the run, the kernel traces and the Python reference
+  // each cost steps of the predicted length, and a layer profile about 60 more a point.
+  const std::filesystem::path build =
+      std::filesystem::path(epochcast_binary()).parent_path().parent_path();
+  auto plan = [&](const std::string& extra) {
+    CommandResult r = run_command((source_dir() / "tools/calibration_loop.sh").string() +
+                                  " --build " + build.string() +
+                                  " --dry-run --measure-only --skip-tests --device cuda --rounds 1"
+                                  " --iterations 10 --warmup 2 " +
+                                  extra + " scenarios/calibration/gpu-bound/resnet50-fp32.yaml");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::smatch about;
+    REQUIRE(std::regex_search(r.output, about,
+                              std::regex("with kernel traces and the Python "
+                                         "reference, about ([0-9]+) s")));
+    return std::stod(about[1]);
+  };
+  const std::string json = out_path("gpu-bound-resnet50.json");
+  REQUIRE(
+      run_command(epochcast_binary() + " predict " +
+                  (source_dir() / "scenarios/calibration/gpu-bound/resnet50-fp32.yaml").string() +
+                  " --json " + json)
+          .exit_code == 0);
+  const nlohmann::json predicted = nlohmann::json::parse(std::ifstream(json));
+  double steps = 0;  // the five points' predicted steps
+  for (const nlohmann::json& p : predicted["points"])
+    steps += p["iteration_s"].get<double>();
+  REQUIRE(steps > 0);
+  const double without = plan("--no-layer-profile"), with = plan("");
+  CHECK(with - without == Approx(60 * steps).margin(1.5));
+  // The fixed costs (the run's start, the Python reference's, 6.5 s a point) and 42 steps a point
+  // (12 timed, 3 traced, and the reference's 24 timed and 3 traced).
+  CHECK(without == Approx(40 + 8 + 5 * 6.5 + 42 * steps).margin(1.5));
+}
+
 TEST_CASE("calibrate refuses to write its profile over a measurement file it reads") {
   std::string measured = edited_measurements("kept.json", [](nlohmann::json&) {});
   std::string before = nlohmann::json::parse(std::ifstream(measured)).dump();

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -274,5 +275,59 @@ TEST_CASE(
           Approx(row["algbw_gb_per_s"].get<double>() * (rooted ? 1.0 : 15.0 / 16)));
     CHECK(row["algorithm"] == (std::string(op) == "alltoall" ? "direct" : "hierarchical ring"));
     CHECK(row["busbw_gb_per_s"].get<double>() > 0);
+  }
+}
+
+namespace {
+
+// A public nccl-tests table (tests/sim/data/nccl-tests/, each file citing its source): size and
+// bus bandwidth per row.
+std::vector<std::pair<double, double>> published_busbw(const std::string& file) {
+  std::ifstream in(source_dir() / "tests/sim/data/nccl-tests" / file);
+  REQUIRE(in.good());
+  std::vector<std::pair<double, double>> rows;
+  std::string line, header;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.front() == '#') continue;
+    if (header.empty()) {
+      header = line;
+      continue;
+    }
+    std::stringstream cells(line);
+    std::vector<std::string> values;
+    for (std::string cell; std::getline(cells, cell, ',');)
+      values.push_back(cell);
+    rows.emplace_back(std::stod(values.front()), std::stod(values.back()));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes: large sizes within 10%") {
+  // The bus bandwidth epochcast predicts for each size a table measured, one 8-GPU NVSwitch box
+  // each. From 512 MiB on, within 10% on all three (within 5% from 1 GiB). Below, known gaps
+  // (issue 47): mid sizes 2-128 MiB predicted up to 1.5x faster than measured, and small ones
+  // depend on how the measurement launched (one process per GPU, or one thread driving eight).
+  struct Table {
+    std::string file, machine;
+  };
+  for (const Table& t : {Table{"dgx-h100-all-reduce.csv", "dgx-h100"},
+                         Table{"azure-nd-h200-v5-all-reduce.csv", "dgx-h200"},
+                         Table{"azure-nd-a100-v4-all-reduce.csv", "dgx-a100"}}) {
+    const nlohmann::json predicted =
+        rows_of(t.machine + " -b 512M -e 8G -f 2", t.machine + "-published.json");
+    std::map<double, double> busbw;
+    for (const nlohmann::json& row : predicted["rows"])
+      busbw[row["size_bytes"].get<double>()] = row["busbw_gb_per_s"].get<double>();
+    int compared = 0;
+    for (const auto& [size, measured] : published_busbw(t.file)) {
+      if (size < 512.0 * (1 << 20) || !busbw.contains(size)) continue;
+      INFO(t.file << ": " << size << " B, measured " << measured << " GB/s, predicted "
+                  << busbw[size]);
+      CHECK(busbw[size] == Approx(measured).epsilon(size >= 1024.0 * (1 << 20) ? 0.05 : 0.10));
+      ++compared;
+    }
+    CHECK(compared >= 5);
   }
 }

@@ -162,6 +162,30 @@ std::vector<KernelWork> forward_kernels(Layer layer, std::vector<std::int64_t> i
 
 }  // namespace
 
+std::optional<ShapeProblem> shape_problem(std::string_view op,
+                                          const std::vector<std::int64_t>& shape) {
+  const std::vector<std::string_view>& columns = shape_columns(op);
+  if (shape.size() != columns.size()) return ShapeProblem{"", "not the operator's columns"};
+  const bool conv = op == "conv";
+  double product = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::int64_t lowest = conv && columns[i] == "Padding" ? 0 : 1;
+    if (shape[i] < lowest || shape[i] > kMaxShapeValue) {
+      return ShapeProblem{std::string(columns[i]),
+                          fmt::format("{} is outside {} to {}", shape[i], lowest, kMaxShapeValue)};
+    }
+    product *= static_cast<double>(std::max<std::int64_t>(shape[i], 1));
+  }
+  if (product > kMaxShapeProduct) {
+    return ShapeProblem{"B", fmt::format("the shape's sizes multiply to {:.3g}, more than 2^60: "
+                                         "no kernel a GPU runs",
+                                         product)};
+  }
+  if (conv && shape[3] > shape[4] + 2 * shape[6])
+    return ShapeProblem{"Kernel_Szie", "the kernel is larger than the padded input"};
+  return std::nullopt;
+}
+
 KernelClass kernel_class(std::string_view op) {
   if (op == "linear") return KernelClass::gemm;
   if (op == "bmm") return KernelClass::batched_gemm;
@@ -257,19 +281,8 @@ std::vector<KernelMeasurement> read_kernel_measurements(const std::filesystem::p
       const std::int64_t lowest = conv && name == "Padding" ? 0 : 1;
       m.shape.push_back(integer_cell(cells[column(name)], name, lowest, kMaxShapeValue));
     }
-    double product = 1;
-    for (std::int64_t v : m.shape)
-      product *= static_cast<double>(std::max<std::int64_t>(v, 1));
-    if (product > kMaxShapeProduct) {
-      throw InputError(cells[column("B")].mark, "B",
-                       fmt::format("the shape's sizes multiply to {:.3g}, more than 2^60: no "
-                                   "kernel a GPU runs",
-                                   product));
-    }
-    if (conv && (m.shape[3] > m.shape[4] + 2 * m.shape[6])) {
-      throw InputError(cells[column("Kernel_Szie")].mark, "Kernel_Szie",
-                       "the kernel is larger than the padded input");
-    }
+    if (auto bad = shape_problem(m.op, m.shape))
+      throw InputError(cells[column(bad->column)].mark, bad->column, bad->problem);
     if (kernel_column != columns.end()) m.library_kernel = cells[kernel_column->second].text;
     if (rows.size() == kMaxRows) {
       throw InputError(m.mark, "", "more than 2,000,000 rows: split the file");

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,16 @@ struct KernelMeasurement {
 // (Tesla T4 -> t4, ...), else the entry whose `name` is the device name with or without a
 // leading "NVIDIA ". Empty when there is none.
 std::string gpu_for_device(std::string_view device, const GpuCatalogue& catalogue);
+
+// Why an operator's shape (in its columns' order) cannot be costed: a size outside 1 to 2^31 - 1
+// (a convolution's padding may be 0), sizes multiplying past 2^60 (no kernel a GPU runs), or a
+// convolution's kernel larger than its padded input. `column` names the column at fault.
+struct ShapeProblem {
+  std::string column;
+  std::string problem;
+};
+std::optional<ShapeProblem> shape_problem(std::string_view op,
+                                          const std::vector<std::int64_t>& shape);
 
 // Reads one file (plain or gzip). Rows of a device the catalogue lacks are InputError (the
 // message lists the catalogue's ids); so are missing columns and malformed cells.

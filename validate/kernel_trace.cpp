@@ -239,10 +239,29 @@ bool is_kernel_trace(const std::filesystem::path& file) {
           head.find("\"schemaVersion\"") != std::string::npos);
 }
 
+namespace {
+KernelTrace read_parsed_trace(const std::string& name, const std::string& text,
+                              const GpuCatalogue& catalogue, const std::string& gpu_id);
+}  // namespace
+
 KernelTrace read_kernel_trace(const std::filesystem::path& file, const GpuCatalogue& catalogue,
                               const std::string& gpu_id) {
   const std::string name = file.string();
   const std::string text = read_all(file);
+  try {
+    return read_parsed_trace(name, text, catalogue, gpu_id);
+  } catch (const Json::exception& e) {
+    // A field of another type than Kineto writes ("ph": 5, "args": [...]).
+    throw InputError(
+        SourceMark{name, 0, 0}, "traceEvents",
+        fmt::format("an event is not as a PyTorch profiler trace writes it: {}", e.what()));
+  }
+}
+
+namespace {
+
+KernelTrace read_parsed_trace(const std::string& name, const std::string& text,
+                              const GpuCatalogue& catalogue, const std::string& gpu_id) {
   Json trace;
   try {
     trace = Json::parse(text);
@@ -367,11 +386,14 @@ KernelTrace read_kernel_trace(const std::filesystem::path& file, const GpuCatalo
                "cudnn_allow_tf32 false)"];
         continue;
       }
-      const Shape shape = shape_of(op);
-      const bool valid = std::all_of(shape.values.begin(), shape.values.end(),
-                                     [](std::int64_t v) { return v > 0; });
-      if (!shape.why_not.empty() || !valid || op.kernel_us <= 0) {
-        ++out.skipped[shape.why_not.empty() ? "empty or too large a shape" : shape.why_not];
+      Shape shape = shape_of(op);
+      if (shape.why_not.empty()) {
+        if (shape_problem(op.kind, shape.values))
+          shape.why_not = "a shape the kernel model cannot cost";
+      }
+      if (shape.why_not.empty() && op.kernel_us <= 0) shape.why_not = "no kernel time";
+      if (!shape.why_not.empty()) {
+        ++out.skipped[shape.why_not];
         continue;
       }
       const auto key = std::make_pair(op.kind, shape.values);
@@ -393,5 +415,7 @@ KernelTrace read_kernel_trace(const std::filesystem::path& file, const GpuCatalo
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace epochcast::validate

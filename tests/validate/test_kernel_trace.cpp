@@ -121,6 +121,9 @@ TEST_CASE("kernel trace: kernels belong to the operator that launched them, repe
   w.op("aten::relu", {{64, 256}}, {"c10::BFloat16"}, 2);       // not float32
   w.op("aten::conv2d", {{8, 64, 56, 56}, {64, 64, 3, 3}, {}}, fp32x2, 40,
        {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"});
+  // A 1x1 convolution without padding (ResNet's) is a row too.
+  w.op("aten::conv2d", {{8, 64, 56, 56}, {256, 64, 1, 1}, {}}, fp32x2, 20,
+       {"", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "1"});
   w.stray_kernel(30);
   w.ran_with(/*cudnn_allow_tf32=*/false);
   const std::string path = test::output_file("trace.json");
@@ -128,16 +131,16 @@ TEST_CASE("kernel trace: kernels belong to the operator that launched them, repe
 
   KernelTrace trace = read_kernel_trace(path, bundled_gpu_catalogue());
   CHECK(trace.device == "NVIDIA H100 SXM5 80GB");
-  CHECK(trace.kernels == 8);
-  CHECK(trace.attributed == 7);  // all but the stray one
+  CHECK(trace.kernels == 9);
+  CHECK(trace.attributed == 8);  // all but the stray one
   CHECK(trace.skipped["not two tensors of one shape"] == 1);
   CHECK(trace.skipped["not float32"] == 1);
-  REQUIRE(trace.rows.size() == 3);
+  REQUIRE(trace.rows.size() == 4);
   // Sorted by operator, then shape.
-  const KernelMeasurement& conv = trace.rows[0];
-  CHECK(conv.op == "conv");
-  CHECK(conv.shape == std::vector<std::int64_t>{8, 64, 64, 3, 56, 1, 1});
-  const KernelMeasurement& linear = trace.rows[1];
+  CHECK(trace.rows[0].op == "conv");
+  CHECK(trace.rows[0].shape == std::vector<std::int64_t>{8, 64, 64, 3, 56, 1, 1});
+  CHECK(trace.rows[1].shape == std::vector<std::int64_t>{8, 64, 256, 1, 56, 1, 0});
+  const KernelMeasurement& linear = trace.rows[2];
   CHECK(linear.op == "linear");
   CHECK(linear.gpu_id == "h100-sxm");
   CHECK(linear.shape == std::vector<std::int64_t>{4096, 1, 512, 1024});
@@ -145,8 +148,8 @@ TEST_CASE("kernel trace: kernels belong to the operator that launched them, repe
   CHECK(linear.kernel_only);
   CHECK_THAT(linear.library_kernel, Contains("sm90_xmma_gemm") && Contains("grid [66,2,1]") &&
                                         Contains("block [256,1,1]"));
-  CHECK(trace.rows[2].op == "ln");
-  CHECK(trace.rows[2].shape == std::vector<std::int64_t>{4096, 1024});
+  CHECK(trace.rows[3].op == "ln");
+  CHECK(trace.rows[3].shape == std::vector<std::int64_t>{4096, 1024});
 
   // A kernel's own time has no measuring floor: it is predicted as the kernel model's time.
   const MeasurementFloors floors = measurement_floors(trace.rows);
@@ -167,7 +170,7 @@ TEST_CASE("kernel trace: kernels belong to the operator that launched them, repe
   CHECK(trace.rows.size() == 2);
   CHECK(trace.skipped.size() == 3);
   // A GPU without TF32 (the V100) runs it in float32 whatever the flag.
-  CHECK(read_kernel_trace(path, bundled_gpu_catalogue(), "v100-sxm2-16gb").rows.size() == 3);
+  CHECK(read_kernel_trace(path, bundled_gpu_catalogue(), "v100-sxm2-16gb").rows.size() == 4);
 }
 
 TEST_CASE("kernel trace: the kernel model's figures are recovered from a synthetic truth's trace",
@@ -230,6 +233,10 @@ TEST_CASE("kernel trace: a trace that is not one, or has no GPU kernel, is refus
           "[kernels]") {
   CHECK_THAT(error_of("{\"traceEvents\": [\n  {\"ph\": \"X\",, }\n]}"),
              Contains("trace-bad.json:2:") && Contains("not a JSON profiler trace"));
+  // A field of another type than Kineto writes.
+  CHECK_THAT(error_of(R"({"traceEvents": [{"ph": 5}, {"ph": "X", "cat": "kernel", "ts": 1,
+                        "dur": 2, "args": {"correlation": 1, "grid": 3}}, {"ph": "X", "cat": 7}]})"),
+             Contains("trace-bad.json") && Contains("not as a PyTorch profiler trace writes it"));
   CHECK_THAT(error_of("{\"schemaVersion\": 1}"),
              Contains("traceEvents") && Contains("export_chrome_trace"));
   // A CPU-only trace: operators, no kernel.

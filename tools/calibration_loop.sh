@@ -38,6 +38,9 @@ Options:
   --skip-tests            do not run the runtime's GPU tests before measuring
   --no-layer-profile      measure without --profile-layers (a large model's layer replays
                           cost some 60 steps a point; its kernel traces hold kernel times)
+  --kernel-traces         on a GPU, also write each point's kernel trace (run --kernel-trace,
+                          and the Python reference's), which calibrate fits the kernel model
+                          to; needs PyTorch's own LibTorch (Kineto)
   --no-measure            keep the measurement files as they are and redo the calibrations and
                           reports (after a change to the simulator or the calibration)
   --measure-only          build only the runtime (no simulator, no Ceres) and measure: the
@@ -73,6 +76,7 @@ OUT_FILES_LIMIT=8  # files a lent machine brings back from $OUT
 
 device=auto hardware="" data="" rounds=3 iterations=20 warmup=3 build=build deps=""
 run_tests=1 measure=1 report=1 timeout=0 out="" dry_run=0 scenarios=() layer_profile=1
+want_traces=0
 while (($#)); do
   case "$1" in
     --device|--hardware|--data|--rounds|--iterations|--warmup|--build|--deps|--fetch-deps|\
@@ -92,6 +96,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --skip-tests) run_tests=0; shift ;;
     --no-layer-profile) layer_profile=0; shift ;;
+    --kernel-traces) want_traces=1; shift ;;
     --no-measure) measure=0; run_tests=0; shift ;;
     --measure-only) report=0; shift ;;
     --dry-run) dry_run=1; shift ;;
@@ -188,26 +193,31 @@ ${EST_BUILD_S} s on 16 cores" || echo "already built"))"
     estimate=$((estimate + EST_TESTS_S))
   fi
   if ((measure)); then
-    # On a GPU: kernel traces and the Python reference as well (where PyTorch has CUDA there).
+    # On a GPU: the Python reference as well (where PyTorch has CUDA there), and kernel traces
+    # when asked for.
     on_gpu=$([[ $device != cpu ]] && echo 1 || echo 0)
+    traced=$((on_gpu && want_traces))
     for s in "${scenarios[@]}"; do
       points=$(sweep_points "$s")
       steps=$(predicted_steps "$s") || steps=""
       [[ -n $steps ]] || steps=$(printf "$EST_ITERATION_S %.0s" $(seq "$points"))
       scenario_s=$(echo "$steps" | awk -v r="$rounds" -v i="$iterations" -v w="$warmup" \
         -v start="$EST_RUN_START_S" -v per="$EST_POINT_S" -v layers="$layer_profile" \
-        -v layer_steps="$EST_LAYER_PROFILE_STEPS" -v gpu="$on_gpu" -v trace="$EST_TRACE_S" \
+        -v layer_steps="$EST_LAYER_PROFILE_STEPS" -v gpu="$on_gpu" -v traced="$traced" \
+        -v trace="$EST_TRACE_S" \
         -v trace_steps="$KERNEL_TRACE_STEPS" -v python_start="$EST_PYTHON_START_S" \
         -v python_point="$EST_PYTHON_POINT_S" '
         { for (k = 1; k <= NF; ++k) {
             t = $k
             total += per + r * (i + w) * t + layers * layer_steps * t
-            if (gpu) total += 2 * (trace + trace_steps * t) + python_point + 2 * (i + w) * t
+            if (gpu) total += python_point + 2 * (i + w) * t
+            if (traced) total += 2 * (trace + trace_steps * t)
           } }
         END { printf "%d", start + gpu * python_start + total + 0.999 }')
       echo "measure: $s, $points points x $rounds rounds x ($warmup + $iterations) iterations" \
         "$( ((layer_profile)) && echo "with" || echo "without") layer profiles$( ((on_gpu)) \
-          && echo ", with kernel traces and the Python reference")," "about $scenario_s s"
+          && echo ", with the Python reference")$( ((traced)) && echo " and kernel traces")," \
+        "about $scenario_s s"
       estimate=$((estimate + scenario_s))
     done
   fi
@@ -306,10 +316,10 @@ fi
 
 # --- Measure --------------------------------------------------------------------------------
 warnings=0
-# Kernel traces where the LibTorch built against is PyTorch's own with Kineto and a GPU: the
-# Python environment's, as above (Debian's CPU-only libtorch has no Kineto).
+# Kernel traces, when asked for, where the LibTorch built against is PyTorch's own with Kineto
+# and a GPU: the Python environment's, as above (Debian's CPU-only libtorch has no Kineto).
 kernel_traces=0
-if ((measure)) && [[ $device != cpu ]] && python3 -c 'import torch
+if ((measure && want_traces)) && [[ $device != cpu ]] && python3 -c 'import torch
 assert torch.cuda.is_available() and torch.autograd.profiler.kineto_available()' 2> /dev/null
 then
   kernel_traces=1

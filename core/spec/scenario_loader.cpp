@@ -358,6 +358,7 @@ TrainingSpec read_training(const yaml::Node& node) {
                              "gradient_accumulation",
                              "bucket_cap_mib",
                              "first_bucket_mib",
+                             "gradient_dtype",
                              "collectives",
                              "collective_algorithm",
                              "cudnn_benchmark",
@@ -414,6 +415,14 @@ TrainingSpec read_training(const yaml::Node& node) {
   };
   if (auto cap = map.optional("bucket_cap_mib")) training.bucket_cap = mebibytes(*cap);
   if (auto first = map.optional("first_bucket_mib")) training.first_bucket_cap = mebibytes(*first);
+  if (auto dtype = map.optional("gradient_dtype")) {
+    training.gradient_dtype = static_cast<GradientDtype>(dtype->as_choice(kGradientDtypeNames));
+    if (training.gradient_dtype != GradientDtype::fp32 && training.strategy != Strategy::ddp) {
+      dtype->fail(
+          "a compressed all-reduce is modelled for the ddp strategy (a DDP communication hook); "
+          "use strategy: ddp, or leave gradient_dtype out");
+    }
+  }
   if (auto fidelity = map.optional("collectives")) {
     training.analytic_collectives = fidelity->as_choice(kCollectiveFidelityNames) == 1;
   }

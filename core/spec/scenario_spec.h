@@ -108,6 +108,14 @@ struct ConvolutionSettings {
 };
 inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "channels_last"};
 
+// The dtype ddp all-reduces its gradient buckets in: fp32, the parameters' (PyTorch's default);
+// fp16 or bf16 through a compression hook, as PyTorch's fp16_compress_hook and
+// bf16_compress_hook run it (torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py): each
+// bucket cast down and divided by the world size before its all-reduce (half the bytes on the
+// wire), and cast back into the fp32 bucket after.
+enum class GradientDtype { fp32, fp16, bf16 };
+inline constexpr std::string_view kGradientDtypeNames[] = {"fp32", "fp16", "bf16"};
+
 enum class TrainingLoop { python, libtorch };
 inline constexpr std::string_view kTrainingLoopNames[] = {"python", "libtorch"};
 
@@ -151,6 +159,8 @@ struct TrainingSpec {
   // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).
   Bytes bucket_cap = Bytes(25 * kMiB);
   Bytes first_bucket_cap = Bytes(1 * kMiB);
+  // The dtype ddp all-reduces its buckets in (see GradientDtype).
+  GradientDtype gradient_dtype = GradientDtype::fp32;
   // How collectives are simulated: as flows on the network (exact contention) or by their
   // analytic alpha-beta cost (fast).
   bool analytic_collectives = false;

@@ -313,6 +313,12 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
     // Its samples are synthetic tensors: there are no encoded files, and DALI is not linked.
     return "loader.gpu_decode_us: the runtime has no encoded files to decode on the GPU";
   }
+  if (t.gradient_dtype != GradientDtype::fp32) {
+    return fmt::format(
+        "training.gradient_dtype {}: the runtime's ddp reducer all-reduces fp32 buckets (it has "
+        "no compression hook)",
+        kGradientDtypeNames[static_cast<std::size_t>(t.gradient_dtype)]);
+  }
   switch (t.strategy) {
     case Strategy::single:
       if (point.gpus != 1) return "strategy single trains on one device";

@@ -233,7 +233,12 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
 
   // What each strategy holds beside the model's own memory.
   Bytes buffers(0);
-  if (ddp) buffers = Bytes(checked_product(analysis.params, element));  // the gradient buckets
+  if (ddp) {
+    buffers = Bytes(checked_product(analysis.params, element));  // the gradient buckets
+    // A compression hook's half-precision copy of every bucket, alive until backward ends.
+    if (training.gradient_dtype != GradientDtype::fp32)
+      buffers = Bytes(checked_sum(buffers.value(), checked_product(analysis.params, 2)));
+  }
   if (dp) {
     // GPU 0 holds the whole batch, everyone's outputs and two coalescing buffers.
     const std::int64_t per_sample =

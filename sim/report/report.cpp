@@ -698,6 +698,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6},
         {"loop", kTrainingLoopNames[static_cast<int>(s.training.loop)]},
         {"broadcast_buffers", s.training.broadcast_buffers},
+        {"gradient_dtype", kGradientDtypeNames[static_cast<int>(s.training.gradient_dtype)]},
         {"every_rank", s.training.every_rank}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",

@@ -48,6 +48,18 @@ SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
   return c.step.device.kernel_time(k, 1);
 }
 
+// An element-wise kernel over `elements` that reads `read` and writes `written` bytes of each
+// (a cast, an in-place division).
+SimTime elementwise_time(const MultiGpuContext& c, std::int64_t elements, int read, int written) {
+  KernelWork k;
+  k.name = "elementwise";
+  k.op_class = OpClass::elementwise;
+  k.flops = {Flops(0), Flops(elements)};
+  k.bytes = {Bytes(0), Bytes(elements * (read + written))};
+  k.launch = launch::elementwise({0, std::max<std::int64_t>(1, elements)});
+  return c.step.device.kernel_time(k, 1);
+}
+
 // The share of the backward pass's kernel time that memory bandwidth bounds, at `batch`.
 double memory_bound_share(const MultiGpuContext& c, std::int64_t batch) {
   double memory = 0, total = 0;
@@ -414,6 +426,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const ModelAnalysis& analysis = c.step.analysis;
   std::vector<GradientBucket> buckets =
       ddp_buckets(analysis, training.first_bucket_cap, training.bucket_cap);
+  const bool compressed = training.gradient_dtype != GradientDtype::fp32;
+  const std::string_view dtype_name =
+      kGradientDtypeNames[static_cast<std::size_t>(training.gradient_dtype)];
+  const std::int64_t parameter_element = element_bytes(analysis.options.parameter_dtype);
   // The layer after whose backward each bucket is complete (its earliest layer).
   std::vector<int> tensor_layer;
   for (std::size_t l = 0; l < analysis.layers.size(); ++l) {
@@ -511,11 +527,21 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     auto finished = complete_after.find(calls[k].layer);
     if (finished == complete_after.end()) continue;
     // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
-    // bucket's all-reduce is launched from the autograd thread right away.
+    // bucket's all-reduce is launched from the autograd thread right away. A compression hook
+    // first casts the bucket down and divides it by the world size, on the compute stream.
     for (std::size_t bucket : finished->second) {
       std::int32_t copied =
           b.kernel(fmt::format("copy gradients into bucket {}", bucket), Category::backward,
                    costs.backward_op, copy_time(c, buckets[bucket].bytes.value()));
+      if (compressed) {
+        const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
+        b.kernel(fmt::format("compress bucket {} to {}", bucket, dtype_name),
+                 Category::communication, costs.backward_op,
+                 elementwise_time(c, elements, static_cast<int>(parameter_element), 2));
+        copied = b.kernel(fmt::format("divide compressed bucket {} by the world size", bucket),
+                          Category::communication, costs.backward_op,
+                          elementwise_time(c, elements, 2, 2));
+      }
       std::int32_t launched = b.host(fmt::format("launch all-reduce of bucket {}", bucket),
                                      Category::communication, c.profile.links.collective_launch);
       ready[bucket] = {copied, launched};
@@ -526,20 +552,31 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     const double memory_bound = memory_bound_share(c, batch);
     std::vector<std::vector<std::int32_t>> ends(buckets.size());
     for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
-      const CollectiveChoice& choice = c.collective(Collective::all_reduce, buckets[bucket].bytes);
+      // Compressed, two bytes an element cross the wire.
+      const Bytes wire = compressed ? Bytes(buckets[bucket].bytes.value() / parameter_element * 2)
+                                    : buckets[bucket].bytes;
+      const CollectiveChoice& choice = c.collective(Collective::all_reduce, wire);
       ends[bucket] =
           add_collective(plan, choice, c.analytic, sites_after(ready[bucket]),
-                         fmt::format("all-reduce bucket {} ({:.1f} MiB)", bucket,
-                                     static_cast<double>(buckets[bucket].bytes.value()) / kMiB),
+                         fmt::format("all-reduce bucket {} ({:.1f} MiB{})", bucket,
+                                     static_cast<double>(wire.value()) / kMiB,
+                                     compressed ? fmt::format(", {}", dtype_name) : std::string()),
                          true, compute_speed_beside(c, choice, memory_bound));
     }
     // finalize_backward: the compute stream waits for each all-reduce, then the averaged
-    // bucket is copied back into the gradients.
+    // bucket is copied back into the gradients (a compressed one is cast back into the bucket
+    // first).
     plan.begin_replicas(replicas.front());
     for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
+      std::vector<std::int32_t> after{plan.per_replica(ends[bucket])};
+      if (compressed) {
+        const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
+        b.kernel(fmt::format("decompress bucket {}", bucket), Category::backward, costs.backward_op,
+                 elementwise_time(c, elements, 2, static_cast<int>(parameter_element)), after);
+        after.clear();
+      }
       b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
-               costs.backward_op, copy_time(c, buckets[bucket].bytes.value()),
-               {plan.per_replica(ends[bucket])});
+               costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), after);
     }
     b.optimizer_step();
     plan.end_replicas(replicas);

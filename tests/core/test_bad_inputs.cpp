@@ -565,6 +565,17 @@ TEST_CASE("bad input: normalize_on_gpu for a model that takes token ids") {
                {"bad.yaml:6:28", "loader.normalize_on_gpu", "takes integer int64 inputs"});
 }
 
+TEST_CASE("bad input: a compressed all-reduce outside ddp, an unknown gradient dtype") {
+  auto with = [](const std::string& strategy, const std::string& dtype) {
+    return scenario("training: {strategy: dp,",
+                    "training: {strategy: " + strategy + ", gradient_dtype: " + dtype + ",");
+  };
+  scenario_error(with("single", "bf16"),
+                 {"bad.yaml:6:46", "training.gradient_dtype", "modelled for the ddp strategy"});
+  scenario_error(with("ddp", "fp8"),
+                 {"bad.yaml:6:43", "training.gradient_dtype", "fp32, fp16 or bf16"});
+}
+
 TEST_CASE("bad input: a host loader's settings with source synthetic_gpu, an unknown source") {
   auto with_loader = [](const std::string& loader) {
     return scenario("training: {", "loader: " + loader + "\ntraining: {");

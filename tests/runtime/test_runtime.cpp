@@ -280,7 +280,7 @@ TEST_CASE("a point trained on the CPU reports its iteration spread, epoch and me
 }
 
 TEST_CASE(
-    "a point's kernel trace is written where LibTorch has Kineto; its timings stand either "
+    "a point's kernel trace is written where LibTorch has Kineto, and its timings stand either "
     "way") {
   ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/mnist-cnn-cpu.yaml"));
   RunOptions options;

@@ -594,7 +594,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
 }
 
 TEST_CASE(
-    "loader.source synthetic_gpu: no loading, no copy; the rest of the step as with a host "
+    "loader.source synthetic_gpu: no loading, no copy, the rest of the step as with a host "
     "loader") {
   ScenarioSpec host = scenario(R"(model: resnet-50
 hardware: h200-sxm-1gpu

@@ -326,7 +326,7 @@ void report_layer_gaps(const std::vector<Observation>& observations,
         what, g.ratios[g.ratios.size() / 2], g.ratios.size(), low, high, g.points.size(),
         std::abs(g.measured - g.fitted) / steps * 1e3,
         measured > 0 ? std::abs(g.measured - g.fitted) / measured * 100 : 0.0,
-        slower ? "left unexplained" : "predicted that it does not take"));
+        slower ? "left unexplained" : "predicted beyond what was measured"));
   }
 }
 

@@ -118,6 +118,13 @@ std::string encode_point(const PointResult& p) {
   for (double v : {p.communication_seconds, p.gpu_busy_fraction, p.speedup, p.scaling_efficiency})
     w.f64(v);
   w.flag(p.one_gpu_faster);
+  w.flag(p.scaling_loss.has_value());
+  if (p.scaling_loss) {
+    const ScalingLoss& l = *p.scaling_loss;
+    w.i64(l.reference_batch);
+    for (double v : {l.ideal_epoch, l.loss, l.communication, l.compute, l.input, l.host, l.other})
+      w.f64(v);
+  }
   w.text(p.bottleneck);
   w.text(p.diagnosis);
   w.flag(p.epoch_interval.has_value());
@@ -180,6 +187,14 @@ PointResult decode_point(std::string_view bytes) {
        {&p.communication_seconds, &p.gpu_busy_fraction, &p.speedup, &p.scaling_efficiency})
     *v = r.f64();
   p.one_gpu_faster = r.flag();
+  if (r.flag()) {
+    ScalingLoss l;
+    l.reference_batch = r.i64();
+    for (double* v :
+         {&l.ideal_epoch, &l.loss, &l.communication, &l.compute, &l.input, &l.host, &l.other})
+      *v = r.f64();
+    p.scaling_loss = l;
+  }
   p.bottleneck = r.text();
   p.diagnosis = r.text();
   if (r.flag()) {

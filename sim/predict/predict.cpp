@@ -541,6 +541,9 @@ std::vector<std::int64_t> OneGpuComparison::references(const SweepPoint& point) 
   std::vector<std::int64_t> batches = {
       scenario_.sweep.batch_is == BatchMeaning::per_gpu ? point.per_gpu_batch : point.global_batch};
   if (point.gpus > 1) batches.push_back(point.global_batch);
+  // ddp's scaling loss: each rank's work on one GPU.
+  if (point.gpus > 1 && scenario_.training.strategy == Strategy::ddp)
+    batches.push_back(point.per_gpu_batch);
   return batches;
 }
 
@@ -582,6 +585,23 @@ bool OneGpuComparison::ready(const PointResult& result) const {
   return true;
 }
 
+ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu) {
+  const double n = point.point.gpus;
+  const Breakdown& a = point.breakdown;
+  const Breakdown& b = one_gpu.breakdown;
+  ScalingLoss loss;
+  loss.reference_batch = one_gpu.point.global_batch;
+  loss.ideal_epoch = one_gpu.epoch_seconds / n;
+  loss.loss = point.epoch_seconds - loss.ideal_epoch;
+  loss.communication = a.communication - b.communication / n;
+  loss.compute =
+      (a.forward + a.backward + a.optimizer) - (b.forward + b.backward + b.optimizer) / n;
+  loss.input = (a.data + a.h2d) - (b.data + b.h2d) / n;
+  loss.host = a.host - b.host / n;
+  loss.other = a.other - b.other / n;
+  return loss;
+}
+
 const PointResult& OneGpuComparison::reference(std::int64_t batch) {
   auto found = one_gpu_.find(batch);
   if (found != one_gpu_.end()) return found->second;
@@ -600,6 +620,10 @@ void OneGpuComparison::apply(PointResult& r) {
     r.scaling_efficiency = r.speedup / r.point.gpus;
   }
   if (r.point.gpus == 1) return;
+  if (batches.size() > 2) {
+    const PointResult& rank_work = reference(batches[2]);
+    if (rank_work.simulated) r.scaling_loss = scaling_loss(r, rank_work);
+  }
   const PointResult& same_batch = reference(batches[1]);
   if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {
     r.one_gpu_faster = true;

@@ -39,6 +39,19 @@ struct Breakdown {
   double other = 0;          // GPU idle with the host idle too
 };
 
+// Where a ddp point's epoch goes beyond perfect scaling: against one GPU at the same per-GPU
+// batch (each rank's work), whose epoch over the GPU count is the ideal; each part is the point's
+// breakdown minus the reference's over the GPU count, seconds per epoch, and the parts add up to
+// the loss. compute: kernels that run longer or more often (the reducer's bucket copies, the
+// collectives' SMs and memory bandwidth taken from backward); communication: collectives
+// exposed, and waiting for the slowest rank; input: loading and copying batches; host: dispatch
+// and contention for the node's cores.
+struct ScalingLoss {
+  std::int64_t reference_batch = 0;
+  double ideal_epoch = 0, loss = 0;
+  double communication = 0, compute = 0, input = 0, host = 0, other = 0;
+};
+
 struct PointResult {
   SweepPoint point;
   std::int64_t train_iterations = 0;
@@ -59,8 +72,9 @@ struct PointResult {
   double speedup = 0;
   double scaling_efficiency = 0;
   bool one_gpu_faster = false;  // one GPU takes less time per epoch at this global batch
-  std::string bottleneck;       // one word: compute, host, input, copy, communication, memory
-  std::string diagnosis;        // a sentence a user understands
+  std::optional<ScalingLoss> scaling_loss;  // ddp on several GPUs
+  std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
+  std::string diagnosis;   // a sentence a user understands
   // With a calibrated profile's uncertainty (sim/predict/uncertainty.h): the epoch's 95%
   // interval and the standard deviation of its logarithm.
   std::optional<std::pair<double, double>> epoch_interval;
@@ -84,6 +98,8 @@ std::string mirror_not_exact(const MachineSpec& machine, int gpus);
 // faults (ScenarioSpec::conditions) that touch some of its nodes and not others; "" when node 0
 // can stand for every node.
 std::string every_rank_reason(const ScenarioSpec& scenario, int gpus);
+// The scaling loss of a ddp `point` against `one_gpu`, one GPU at its per-GPU batch.
+ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu);
 // Every point, with speedup and scaling efficiency against one GPU.
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
 // Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the

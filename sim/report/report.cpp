@@ -656,6 +656,17 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         point["speedup"] = r.speedup;
         point["scaling_efficiency"] = r.scaling_efficiency;
       }
+      if (r.scaling_loss) {
+        const ScalingLoss& l = *r.scaling_loss;
+        point["scaling_loss_s"] = {{"reference_batch", l.reference_batch},
+                                   {"ideal_epoch", l.ideal_epoch},
+                                   {"loss", l.loss},
+                                   {"communication", l.communication},
+                                   {"compute", l.compute},
+                                   {"input", l.input},
+                                   {"host", l.host},
+                                   {"other", l.other}};
+      }
       point["kernels_per_epoch"] = r.stats.kernels;
       point["simulated_iterations"] = r.stats.simulated_iterations;
       if (!r.ranks_simulated.empty()) point["ranks_simulated"] = r.ranks_simulated;

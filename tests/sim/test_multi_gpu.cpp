@@ -332,6 +332,31 @@ TEST_CASE("gradient_dtype bf16: half the bytes on the wire, three casting kernel
         full.memory.strategy_buffers.value() + 25'557'032LL * 2);
 }
 
+TEST_CASE("a ddp point's scaling loss adds up, and its ideal is one GPU's epoch over the count") {
+  // DDP ResNet-50 on a DGX A100 at 64 images per GPU: one GPU at 64 is the reference, its epoch
+  // over 8 the ideal; the parts (exposed communication, longer or extra kernels, input, host,
+  // other) add up to the epoch's excess, which is 1 - the weak-scaling efficiency of it.
+  const std::vector<PointResult> results = predict(scenario(kDdpResnet));
+  const PointResult& one = results.front();
+  const PointResult& eight = results.back();
+  REQUIRE(eight.point.gpus == 8);
+  CHECK_FALSE(one.scaling_loss);
+  REQUIRE(eight.scaling_loss);
+  const ScalingLoss& l = *eight.scaling_loss;
+  CHECK(l.reference_batch == 64);
+  CHECK(l.ideal_epoch == Approx(one.epoch_seconds / 8));
+  CHECK(l.loss == Approx(eight.epoch_seconds - l.ideal_epoch));
+  CHECK(l.communication + l.compute + l.input + l.host + l.other ==
+        Approx(l.loss).margin(1e-9 * eight.epoch_seconds));
+  CHECK(l.ideal_epoch / eight.epoch_seconds == Approx(eight.scaling_efficiency));
+  CHECK(l.loss > 0);
+  // Over PCIe without peer-to-peer the exposed communication is most of it.
+  const std::vector<PointResult> pcie =
+      predict(scenario(kDdpResnet, {{"hardware", "rtx4090-8x-pcie", ""}}));
+  REQUIRE(pcie.back().scaling_loss);
+  CHECK(pcie.back().scaling_loss->communication > 0.5 * pcie.back().scaling_loss->loss);
+}
+
 TEST_CASE("gradient accumulation all-reduces once per cycle of micro-batches") {
   ScenarioSpec once = scenario(kDdpResnet);
   ScenarioSpec four = scenario(kDdpResnet, {{"training.gradient_accumulation", "4", ""}});

@@ -37,6 +37,7 @@ struct PredictArgs {
   int trace_iterations = 3;
   bool exact = false;
   bool wide = false;
+  bool explain_scaling = false;
   SweepSimulation simulation;
 };
 
@@ -75,6 +76,9 @@ Command add_predict_command(CLI::App& app) {
   command->add_flag("--wide", args->wide,
                     "Print every column (where GPU 0's epoch went, the largest batch that fits, "
                     "the bottleneck in words) whatever the terminal's width");
+  command->add_flag("--explain-scaling", args->explain_scaling,
+                    "After the table, where each ddp point on several GPUs loses its scaling: "
+                    "exposed communication, longer or extra kernels, input, host");
   add_sweep_simulation_options(*command, args->simulation);
   return [args, trace_point, trace_iterations] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
@@ -167,6 +171,8 @@ Command add_predict_command(CLI::App& app) {
     } else {
       fmt::print(table, "{}", sim::render_table(scenario, results, layout));
     }
+    if (args->explain_scaling)
+      fmt::print(table, "{}", sim::render_scaling_loss(results, layout.wide ? 0 : layout.width));
     std::fflush(table);
     if (csv) csv->write(sim::render_csv(scenario, results));
     if (json) json->write(sim::render_json(scenario, results));

@@ -463,6 +463,40 @@ std::string render_table(const ScenarioSpec& s, const std::vector<PointResult>& 
   return out + closing_lines(s, results, shape, layout.width);
 }
 
+std::string render_scaling_loss(const std::vector<PointResult>& results, std::size_t width) {
+  TextTable table;
+  table.add_column("gpus");
+  table.add_column("per-GPU");
+  table.add_column("epoch");
+  table.add_column("ideal");
+  table.add_column("loss");
+  for (const char* part : {"communication", "compute", "input", "host", "other"})
+    table.add_column(part);
+  bool any = false;
+  for (const PointResult& r : results) {
+    if (!r.scaling_loss) continue;
+    any = true;
+    const ScalingLoss& l = *r.scaling_loss;
+    auto part = [&](double seconds) {
+      return fmt::format("{:.2f} s ({:.1f}%)", seconds, 100 * seconds / r.epoch_seconds);
+    };
+    table.add_row({std::to_string(r.point.gpus), std::to_string(r.point.per_gpu_batch),
+                   fmt::format("{:.4g} s", r.epoch_seconds), fmt::format("{:.4g} s", l.ideal_epoch),
+                   part(l.loss), part(l.communication), part(l.compute), part(l.input),
+                   part(l.host), part(l.other)});
+  }
+  if (!any) return "Scaling loss: no ddp point on several GPUs in this sweep.\n";
+  return "\n" +
+         wrap_lines(
+             "Scaling loss of each ddp point: its epoch against one GPU's at the same per-GPU "
+             "batch over the GPU count (ideal), and where the rest goes (seconds per epoch and "
+             "shares of it; communication: collectives exposed and waiting for the slowest rank; "
+             "compute: kernels longer or more, the reducer's copies and the collectives' SMs and "
+             "memory bandwidth; the parts add up to the loss):\n",
+             width) +
+         table.render(width);
+}
+
 struct StreamedTable::Impl {
   ScenarioSpec scenario;
   TableLayout layout;

@@ -51,6 +51,11 @@ class StreamedTable {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+// Where each ddp point on several GPUs loses its scaling (PointResult::scaling_loss): the ideal
+// epoch, the loss and its parts, in seconds and as shares of the epoch; a line saying so when
+// no point has one.
+std::string render_scaling_loss(const std::vector<PointResult>& results, std::size_t width = 0);
+
 // One row per point; with a scenario `target`, the way to it in the last columns (empty where
 // the point does not run or a figure has no spread), as the JSON has it.
 std::string render_csv(const ScenarioSpec& scenario, const std::vector<PointResult>& results);

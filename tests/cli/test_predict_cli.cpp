@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -610,4 +611,29 @@ TEST_CASE("in a sweep of per-GPU batches, '1 GPU faster' says it compares the sa
   CHECK_THAT(r.output, Catch::Contains("1 GPU faster at this global batch"));
   CHECK_THAT(r.output, Catch::Contains("at the same per-GPU batch"));
   CHECK_THAT(r.output, Catch::Contains("\"1 GPU faster\": one GPU trains the same global batch"));
+}
+
+TEST_CASE("predict --explain-scaling splits each ddp point's scaling loss after the table") {
+  const std::string rtx =
+      (source_dir() / "scenarios/what-if/resnet50-rtx4090-or-h100.yaml").string();
+  CommandResult r = run_command("COLUMNS=200 " + epochcast_binary() + " predict " + rtx +
+                                " --gpus 1,8 --batch 64 --explain-scaling");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("Scaling loss of each ddp point") &&
+                           Catch::Contains("communication") && Catch::Contains("compute"));
+  // One row, the 8-GPU point: its loss, then the parts, in seconds with shares of the epoch.
+  std::smatch row;
+  REQUIRE(
+      std::regex_search(r.output, row,
+                        std::regex("\\n +8 +64 +[0-9.]+ s +[0-9.]+ s +([0-9.]+) s \\([0-9.]+%\\)"
+                                   " +([0-9.]+) s \\([0-9.]+%\\) +([0-9.]+) s")));
+  const double loss = std::stod(row[1]), communication = std::stod(row[2]),
+               compute = std::stod(row[3]);
+  CHECK(communication > compute);  // PCIe without peer-to-peer
+  CHECK(communication + compute <= loss + 0.02);
+  // A sweep without ddp says there is nothing to split.
+  CHECK_THAT(
+      run_command(epochcast_binary() + " predict " + seed("linear") + " --explain-scaling").output,
+      Catch::Contains("Scaling loss: no ddp point on several GPUs"));
 }

@@ -63,13 +63,16 @@ DEB_PACKAGES=(libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 nlohmann-json3-d
 # What the time estimate assumes (a --dry-run prints it): a fresh 16-core machine builds the
 # runtime alone in about 3 minutes (most of it LibTorch's headers), a run's start (CUDA context,
 # cuDNN, the microbenchmarks) takes about 40 s, and one point of a small model 1.5 s a round (its
-# layer profile, partial batch and validation) plus its iterations at up to 20 ms each.
+# partial batch, validation and fixed costs) plus its iterations at up to 20 ms each.
 EST_BUILD_S=180 EST_TESTS_S=30 EST_RUN_START_S=40 EST_POINT_S=1.5 EST_ITERATION_S=0.02
 # Where epochcast is built here the plan takes each point's step from `epochcast predict`
-# instead of EST_ITERATION_S: a layer profile costs about 60 steps (10 back-to-back calls x 5
-# trials of every layer, forward and backward), a kernel trace 3 steps and about 2 s to write,
+# instead of EST_ITERATION_S. A layer profile costs about 60 steps: 10 back-to-back calls x 5
+# trials of every layer's forward and of its backward, with the forwards that prepare each
+# backward trial. A kernel trace costs KERNEL_TRACE_STEPS steps (runtime/train/kernel_trace.h's
+# kKernelTraceSteps, tools/pytorch_reference.py's KERNEL_TRACE_STEPS) and the time to write it;
 # the Python reference its start (importing torch and the model's library), a model build per
-# point and its two timed loops.
+# point and its two timed loops. EST_TRACE_S and EST_PYTHON_* are estimates no lent machine has
+# timed yet: replace them with a campaign's figures.
 EST_LAYER_PROFILE_STEPS=60 EST_TRACE_S=2 EST_PYTHON_START_S=8 EST_PYTHON_POINT_S=1
 KERNEL_TRACE_STEPS=3
 OUT_FILES_LIMIT=8  # files a lent machine brings back from $OUT

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "core/measure/measurements.h"
+
 namespace epochcast::validate {
 
 namespace {
@@ -45,21 +47,6 @@ std::string read_all(const std::filesystem::path& file) {
   }
   gzclose(in);
   return text;
-}
-
-// Line and column of a byte offset, for a parse error.
-SourceMark mark_at(const std::string& file, const std::string& text, std::size_t offset) {
-  offset = std::min(offset, text.size());
-  int line = 1, column = 1;
-  for (std::size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {file, line, column};
 }
 
 // The operators the kernel fit knows, by the ATen name the profiler records.
@@ -216,13 +203,6 @@ Shape shape_of(const Operator& op) {
   return {{leading(rank - 1), d[rank - 1]}, ""};
 }
 
-// The median of a row's repeats.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 bool is_kernel_trace(const std::filesystem::path& file) {
@@ -265,9 +245,14 @@ KernelTrace read_parsed_trace(const std::string& name, const std::string& text,
   Json trace;
   try {
     trace = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InputError(mark_at(name, text, e.byte > 0 ? e.byte - 1 : 0), "",
-                     fmt::format("not a JSON profiler trace: {}", e.what()));
+  } catch (const Json::parse_error&) {
+    // The measurement files' reader says where the syntax broke, at its line and column.
+    try {
+      check_json_syntax(text, name);
+    } catch (const InputError& e) {
+      throw InputError(e.mark(), "", fmt::format("not a JSON profiler trace ({})", e.problem()));
+    }
+    throw;
   }
   const SourceMark whole{name, 0, 0};
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array()) {
@@ -406,7 +391,7 @@ KernelTrace read_parsed_trace(const std::string& name, const std::string& text,
     m.op = key.first;
     m.device = out.device;
     m.gpu_id = gpu;
-    m.seconds = median(seconds);
+    m.seconds = spread_of(seconds).median;
     m.shape = key.second;
     m.library_kernel = library[key];
     m.mark = whole;

@@ -104,11 +104,6 @@ constexpr std::string_view kLoaderKeys[] = {
     "pin_memory",      "sample_cpu_us", "normalize_on_gpu",
     "prefetch_to_gpu", "gpu_decode_us", "encoded_sample_bytes"};
 
-// What only a host loader has: keys that mean nothing when the batches are made on the GPU.
-constexpr std::string_view kHostLoaderKeys[] = {
-    "workers",          "prefetch_factor", "pin_memory",    "sample_cpu_us",
-    "normalize_on_gpu", "prefetch_to_gpu", "gpu_decode_us", "encoded_sample_bytes"};
-
 LoaderSpec read_loader(const yaml::Node& node) {
   yaml::MapReader map(node, kLoaderKeys);
   LoaderSpec loader;
@@ -116,8 +111,9 @@ LoaderSpec read_loader(const yaml::Node& node) {
     loader.source = static_cast<LoaderSource>(source->as_choice(kLoaderSourceNames));
   }
   if (loader.source == LoaderSource::synthetic_gpu) {
-    for (std::string_view key : kHostLoaderKeys) {
-      if (map.has(key)) {
+    // Every other key describes a host loader.
+    for (std::string_view key : kLoaderKeys) {
+      if (key != "source" && map.has(key)) {
         map.required(key).fail(fmt::format(
             "means nothing with source synthetic_gpu: the batches are made once on the GPU "
             "(no loader, no copy); leave {} out, or use source: host",

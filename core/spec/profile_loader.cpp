@@ -287,8 +287,8 @@ HardwareProfile read_profile(const yaml::Document& document) {
                                std::span<const std::string_view>(kLinkKindKeys));
   // Profiles written before the host bridge had its own figures gave one PCIe figure for both;
   // those written before the shared-memory transport had its own took the host bridge's for it.
-  // Those written before NVLink SHARP had figures take NCCL's own model of it: its efficiency
-  // on top of the NVSwitch links' (nvlsEfficiency, Hopper 0.85) and its latency (25 us), as
+  // Those written before NVLink SHARP had figures take the default's: its efficiency relative
+  // to the NVSwitch links' (0.74 of 0.80) and 6 us per iteration of NVLS's loop, as
   // topologies/profiles/default.yaml cites them.
   // Those written before SHARP had figures take NCCL's model of CollNet: the network links'
   // efficiency times 0.85 and 31 us a step (tuning.cc), as default.yaml cites them.
@@ -311,7 +311,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
       continue;
     }
     if (i == kNvls) {
-      nccl_model(i, kNvswitch, 0.85, 25);  // nvlsEfficiency, hwLat NVLINK
+      nccl_model(i, kNvswitch, 0.925, 6);  // default.yaml's 0.74 over its NVSwitch 0.80
       continue;
     }
     if (i == kHostBridge || i == kShm) {

@@ -153,12 +153,31 @@ inline TransferPlan hierarchical_all_reduce(const Hierarchy& hierarchy, Bytes by
 int hierarchy_pieces(Bytes bytes, std::size_t local_gpus);
 inline constexpr std::int64_t kHierarchyPieces = 8;
 
+// How NCCL's NVLS kernels walk a buffer (src/enqueue.cc for the chunk; src/device/all_reduce.h,
+// reduce_scatter.h, all_gather.h for the loop): each of channels x heads concurrent operations
+// (heads: the node's GPUs) takes a chunk per loop iteration, so a loop covers loop_bytes. The
+// chunk is 128 KiB (NCCL_NVLS_CHUNKSIZE), halved to 64 KiB below 64 loops' worth of 128 KiB
+// chunks, to 32 KiB below 8 loops' worth, to 16 KiB below 2. Each loop passes through the
+// kernel's warp groups in turn, `stages` of them: all-reduce scatters into the switch's buffer,
+// reduces and multicasts, gathers (3); reduce-scatter and all-gather have two. A pipeline of
+// `stages` over `loops` iterations takes loops + stages - 1 iteration times.
+struct NvlsLoop {
+  std::int64_t chunk_bytes = 0;
+  std::int64_t loop_bytes = 0;
+  std::int64_t loops = 0;
+  int stages = 0;
+};
+NvlsLoop nvls_loop(Collective collective, Bytes bytes, int heads);
+
 // NVLink SHARP (nvls.cpp): the NVSwitch reduces and multicasts, so each GPU exchanges its data
 // with the switch once instead of stepping it around a ring. All-reduce: every GPU's NVSwitch
 // links carry S (1 + 1/n) each way (the switch reads every GPU's S/n shards for the reduction,
 // each GPU gets its reduced S/n and stores it once to the multicast address, which delivers
 // every shard to every GPU), one round-trip fabric transfer per rank; all-gather and
-// reduce-scatter move S one way and S/n the other, two one-way transfers per rank.
+// reduce-scatter move S one way and S/n the other, two one-way transfers per rank. Each
+// transfer is the NVLS loop's pipeline (nvls_loop): one step of links.step_latency_us.nvls per
+// iteration time, and the first loop's data once more for each stage it fills and drains (an
+// idle stage costs the time its data would take).
 TransferPlan nvls_collective(Collective collective, const std::vector<int>& ranks, Bytes bytes);
 // Whether NCCL can run NVLS over `ranks`: one node, 3 GPUs or more (ncclNvlsInit returns for 2
 // or fewer), a Hopper or later GPU (multicast objects need NVSwitch gen3 and CUDA 12.1; NCCL

@@ -67,31 +67,43 @@ TEST_CASE("collective speaks nccl-tests: sizes from -b to -e by -f, busbw = algb
   CHECK(rows.back()["busbw_gb_per_s"].get<double>() == Approx(450 * 0.8).epsilon(0.02));
 }
 
-TEST_CASE("collective on an H100 NVSwitch node: NVLS for large all-reduces, as NCCL's model") {
-  // 8 GPUs: each GPU's 18 NVLink4 links (450 GB/s each way) at the profile's nvls efficiency
-  // (0.8 x NCCL's nvlsEfficiency 0.85) carry S (1 + 1/8): busbw = 450 x 0.68 / (9/8) x 2 x 7/8.
+namespace {
+
+// NVLS's all-reduce of S = 8 GiB over n GPUs of an H100 node (sim/collectives/algorithms.h,
+// nvls_loop): 128 KiB chunks, 16 channels x n heads of them a loop, three warp groups in turn,
+// so loops + 2 iterations of 6 us and the first loop's data twice more, S (1 + 1/n) each way
+// over each GPU's 18 NVLink4 links (450 GB/s) at the profile's 0.74. Bus bandwidth in GB/s.
+double nvls_8g_busbw(int n) {
+  const double size = 8.0 * (1 << 30), loop = 16.0 * n * (128 << 10);
+  const double seconds =
+      (size / loop + 2) * 6e-6 + (size + 2 * loop) * (1 + 1.0 / n) / (450e9 * 0.74);
+  return size / seconds / 1e9 * 2 * (n - 1) / n;
+}
+
+}  // namespace
+
+TEST_CASE("collective on an H100 NVSwitch node: NVLS for large all-reduces, in its loop") {
   const nlohmann::json eight = rows_of("dgx-h100 -b 8G -e 8G", "nvls-8.json")["rows"][0];
   CHECK(eight["algorithm"] == "nvls");
   CHECK(eight["protocol"] == "simple");
   CHECK(eight["channels"] == 16);
-  const double expected = 450 * 0.68 / (9.0 / 8) * 2 * 7 / 8;  // 476 GB/s
-  CHECK(eight["busbw_gb_per_s"].get<double>() == Approx(expected).epsilon(0.01));
+  CHECK(eight["busbw_gb_per_s"].get<double>() == Approx(nvls_8g_busbw(8)).epsilon(0.01));
   // Above the ring's 360 GB/s, as NCCL_ALGO=RING shows; NVLS forced costs the same as chosen.
   const double ring =
       rows_of("dgx-h100 -b 8G -e 8G --algo ring", "ring-8.json")["rows"][0]["busbw_gb_per_s"];
   CHECK(ring == Approx(450 * 0.8).epsilon(0.02));
+  CHECK(eight["busbw_gb_per_s"].get<double>() > 1.2 * ring);
   CHECK(rows_of("dgx-h100 -b 8G -e 8G --algo nvls",
                 "nvls-forced.json")["rows"][0]["busbw_gb_per_s"] == eight["busbw_gb_per_s"]);
-  // Its busbw grows with the GPU count (the switch's reduction saves more), the ring's does not.
+  // Its busbw grows with the GPU count (the switch's reduction saves more, and each loop
+  // carries more heads' chunks), the ring's does not.
   double previous = 0;
   for (int gpus : {3, 4, 6, 8}) {
     const nlohmann::json row =
         rows_of("dgx-h100 -b 8G -e 8G --algo nvls -g " + std::to_string(gpus),
                 "nvls-" + std::to_string(gpus) + ".json")["rows"][0];
-    const double n = gpus;
     INFO(gpus << " GPUs");
-    CHECK(row["busbw_gb_per_s"].get<double>() ==
-          Approx(450 * 0.68 / (1 + 1 / n) * 2 * (n - 1) / n).epsilon(0.01));
+    CHECK(row["busbw_gb_per_s"].get<double>() == Approx(nvls_8g_busbw(gpus)).epsilon(0.01));
     CHECK(row["busbw_gb_per_s"].get<double>() > previous);
     previous = row["busbw_gb_per_s"].get<double>();
   }
@@ -304,25 +316,34 @@ std::vector<std::pair<double, double>> published_busbw(const std::string& file) 
 
 }  // namespace
 
-TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes: large sizes within 10%") {
+TEST_CASE(
+    "all-reduce against public nccl-tests tables of 8-GPU boxes, where the GPUs set the time") {
   // The bus bandwidth epochcast predicts for each size a table measured, one 8-GPU NVSwitch box
-  // each. From 512 MiB on, within 10% on all three (within 5% from 1 GiB). Below, known gaps
-  // (issue 47): mid sizes 2-128 MiB predicted up to 1.5x faster than measured, and small ones
-  // depend on how the measurement launched (one process per GPU, or one thread driving eight).
+  // each, within 10% (5% from 1 GiB), from the size where the table times the GPUs:
+  // - DGX H100, one rank per process: from 1 MiB, NVLS's loop (its figures were fitted to
+  //   this table, default.yaml). Below, NCCL's rings under LL are known to be 13-23% off
+  //   (issue 47: channels and threads by size, enqueue.cc, not modelled).
+  // - Azure ND H200 v5, NCCL_ALGO=NVLS, one thread driving all eight GPUs (nccl-tests -g 8,
+  //   Benchmarks/NVIDIA/NCCLBandwidth.py in the same repository): from 2 MiB; below, the
+  //   thread's eight launches an iteration take about 30 us, which a simulator of the GPUs
+  //   does not time. Not fitted to: it checks the H100 fit on another machine.
+  // - Azure ND A100 v4 (-g 8): from 512 MiB; 2-128 MiB on its rings are predicted up to 1.5x
+  //   fast (issue 47).
   struct Table {
-    std::string file, machine;
+    std::string file, arguments;
+    double from_bytes;
   };
-  for (const Table& t : {Table{"dgx-h100-all-reduce.csv", "dgx-h100"},
-                         Table{"azure-nd-h200-v5-all-reduce.csv", "dgx-h200"},
-                         Table{"azure-nd-a100-v4-all-reduce.csv", "dgx-a100"}}) {
-    const nlohmann::json predicted =
-        rows_of(t.machine + " -b 512M -e 8G -f 2", t.machine + "-published.json");
+  for (const Table& t : {Table{"dgx-h100-all-reduce.csv", "dgx-h100", 1 << 20},
+                         Table{"azure-nd-h200-v5-all-reduce.csv", "dgx-h200 --algo nvls", 2 << 20},
+                         Table{"azure-nd-a100-v4-all-reduce.csv", "dgx-a100", 512.0 * (1 << 20)}}) {
+    const std::string json = t.file.substr(0, t.file.find('.')) + "-predicted.json";
+    const nlohmann::json predicted = rows_of(t.arguments + " -b 1M -e 8G -f 2", json);
     std::map<double, double> busbw;
     for (const nlohmann::json& row : predicted["rows"])
       busbw[row["size_bytes"].get<double>()] = row["busbw_gb_per_s"].get<double>();
     int compared = 0;
     for (const auto& [size, measured] : published_busbw(t.file)) {
-      if (size < 512.0 * (1 << 20) || !busbw.contains(size)) continue;
+      if (size < t.from_bytes || !busbw.contains(size)) continue;
       INFO(t.file << ": " << size << " B, measured " << measured << " GB/s, predicted "
                   << busbw[size]);
       CHECK(busbw[size] == Approx(measured).epsilon(size >= 1024.0 * (1 << 20) ? 0.05 : 0.10));

@@ -355,6 +355,7 @@ TrainingSpec read_training(const yaml::Node& node) {
                              "bucket_cap_mib",
                              "first_bucket_mib",
                              "gradient_dtype",
+                             "gradient_as_bucket_view",
                              "collectives",
                              "collective_algorithm",
                              "cudnn_benchmark",
@@ -417,6 +418,14 @@ TrainingSpec read_training(const yaml::Node& node) {
       dtype->fail(
           "a compressed all-reduce is modelled for the ddp strategy (a DDP communication hook); "
           "use strategy: ddp, or leave gradient_dtype out");
+    }
+  }
+  if (auto view = map.optional("gradient_as_bucket_view")) {
+    training.gradient_as_bucket_view = view->as_bool();
+    if (training.gradient_as_bucket_view && training.strategy != Strategy::ddp) {
+      view->fail(
+          "gradient buckets are DistributedDataParallel's; use strategy: ddp, or leave "
+          "gradient_as_bucket_view out");
     }
   }
   if (auto fidelity = map.optional("collectives")) {

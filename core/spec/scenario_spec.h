@@ -161,6 +161,10 @@ struct TrainingSpec {
   Bytes first_bucket_cap = Bytes(1 * kMiB);
   // The dtype ddp all-reduces its buckets in (see GradientDtype).
   GradientDtype gradient_dtype = GradientDtype::fp32;
+  // ddp: the gradients are views into the buckets (DistributedDataParallel's
+  // gradient_as_bucket_view=True): no copy back from the buckets after the all-reduces, and the
+  // buckets take no memory beside the gradients. False (PyTorch's default): both.
+  bool gradient_as_bucket_view = false;
   // How collectives are simulated: as flows on the network (exact contention) or by their
   // analytic alpha-beta cost (fast).
   bool analytic_collectives = false;

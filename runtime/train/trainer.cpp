@@ -319,6 +319,12 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
         "no compression hook)",
         kGradientDtypeNames[static_cast<std::size_t>(t.gradient_dtype)]);
   }
+  if (t.gradient_as_bucket_view) {
+    // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook), which
+    // would add each raw gradient into a bucket that is also the .grad.
+    return "training.gradient_as_bucket_view: the runtime's ddp reducer copies buckets back "
+           "into the gradients";
+  }
   switch (t.strategy) {
     case Strategy::single:
       if (point.gpus != 1) return "strategy single trains on one device";

@@ -234,7 +234,9 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   // What each strategy holds beside the model's own memory.
   Bytes buffers(0);
   if (ddp) {
-    buffers = Bytes(checked_product(analysis.params, element));  // the gradient buckets
+    // The gradient buckets, unless the gradients are views into them.
+    if (!training.gradient_as_bucket_view)
+      buffers = Bytes(checked_product(analysis.params, element));
     // A compression hook's half-precision copy of every bucket, alive until backward ends.
     if (training.gradient_dtype != GradientDtype::fp32)
       buffers = Bytes(checked_sum(buffers.value(), checked_product(analysis.params, 2)));

@@ -744,6 +744,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"loop", kTrainingLoopNames[static_cast<int>(s.training.loop)]},
         {"broadcast_buffers", s.training.broadcast_buffers},
         {"gradient_dtype", kGradientDtypeNames[static_cast<int>(s.training.gradient_dtype)]},
+        {"gradient_as_bucket_view", s.training.gradient_as_bucket_view},
         {"every_rank", s.training.every_rank}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",

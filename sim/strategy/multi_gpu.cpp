@@ -565,8 +565,11 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     }
     // finalize_backward: the compute stream waits for each all-reduce, then the averaged
     // bucket is copied back into the gradients (a compressed one is cast back into the bucket
-    // first).
+    // first). Gradients that are views into their buckets need no copy (reducer.cpp copies
+    // bucket to gradient only without gradient_as_bucket_view); the hooks' copy in stays, as
+    // a division in place where the gradient already is the bucket's view.
     plan.begin_replicas(replicas.front());
+    std::vector<std::int32_t> viewed;  // the all-reduces of buckets the gradients are views of
     for (std::size_t bucket = 0; bucket < buckets.size(); ++bucket) {
       std::vector<std::int32_t> after{plan.per_replica(ends[bucket])};
       if (compressed) {
@@ -575,9 +578,17 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
                  elementwise_time(c, elements, 2, static_cast<int>(parameter_element)), after);
         after.clear();
       }
+      if (training.gradient_as_bucket_view) {
+        viewed.insert(viewed.end(), after.begin(), after.end());
+        continue;
+      }
       b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
                costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), after);
     }
+    // Gradients that are views of their buckets are not copied, but the optimizer reads the
+    // buckets: the compute stream waits for their all-reduces (the work's wait() in
+    // finalize_backward).
+    if (!viewed.empty()) b.stream_waits("compute stream waits for the all-reduces", viewed);
     b.optimizer_step();
     plan.end_replicas(replicas);
   }

@@ -482,6 +482,15 @@ void StepBuilder::await_prefetched_batch() {
   prefetched_ = -1;
 }
 
+void StepBuilder::stream_waits(std::string_view name, std::vector<std::int32_t> ops) {
+  PlanOp wait;
+  wait.category = Category::communication;
+  wait.lane = Lane{LaneKind::compute, gpu_};
+  wait.deps = std::move(ops);
+  if (last_gpu_op_ >= 0) wait.deps.push_back(last_gpu_op_);
+  last_gpu_op_ = plan_.add(wait, name);
+}
+
 void StepBuilder::sync(std::string name) {
   std::vector<std::int32_t> deps;
   if (last_gpu_op_ >= 0) deps.push_back(last_gpu_op_);

@@ -87,6 +87,9 @@ class StepBuilder {
   // The end of a step under prefetch_to_gpu: the compute stream waits for the batch prefetched
   // during this step, so that the next step's kernels start only once it is on the device.
   void await_prefetched_batch();
+  // The compute stream waits for `ops` (an event wait, no kernel): what it runs next queues
+  // behind them. Counted with the kernels, as the engine's lanes count their ops.
+  void stream_waits(std::string_view name, std::vector<std::int32_t> ops);
   // loss.item(): the CPU waits for everything issued so far on the GPU.
   void sync(std::string name);
   // The optimizer step as GradScaler drives it: under fp16, gradients are checked (and

@@ -576,6 +576,17 @@ TEST_CASE("bad input: a compressed all-reduce outside ddp, an unknown gradient d
                  {"bad.yaml:6:43", "training.gradient_dtype", "fp32, fp16 or bf16"});
 }
 
+TEST_CASE("bad input: gradient_as_bucket_view outside ddp, or not a boolean") {
+  auto with = [](const std::string& strategy, const std::string& view) {
+    return scenario("training: {strategy: dp,", "training: {strategy: " + strategy +
+                                                    ", gradient_as_bucket_view: " + view + ",");
+  };
+  scenario_error(with("single", "true"),
+                 {"bad.yaml:6:55", "training.gradient_as_bucket_view", "use strategy: ddp"});
+  scenario_error(with("ddp", "maybe"),
+                 {"bad.yaml:6:52", "training.gradient_as_bucket_view", "true or false"});
+}
+
 TEST_CASE("bad input: a host loader's settings with source synthetic_gpu, an unknown source") {
   auto with_loader = [](const std::string& loader) {
     return scenario("training: {", "loader: " + loader + "\ntraining: {");

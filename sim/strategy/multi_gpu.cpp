@@ -430,20 +430,29 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const std::string_view dtype_name =
       kGradientDtypeNames[static_cast<std::size_t>(training.gradient_dtype)];
   const std::int64_t parameter_element = element_bytes(analysis.options.parameter_dtype);
-  // The layer after whose backward each bucket is complete (its earliest layer).
+  // The layer after whose backward each bucket is complete (its earliest layer), the parameter
+  // tensors each layer's backward produces, and the bucket of each.
   std::vector<int> tensor_layer;
+  std::vector<std::vector<std::size_t>> layer_tensors(analysis.layers.size());
   for (std::size_t l = 0; l < analysis.layers.size(); ++l) {
     for (std::size_t t = 0; t < analysis.layers[l].param_tensors.size(); ++t) {
+      layer_tensors[l].push_back(tensor_layer.size());
       tensor_layer.push_back(static_cast<int>(l));
     }
   }
+  std::vector<std::size_t> tensor_bucket(tensor_layer.size());
   std::map<int, std::vector<std::size_t>> complete_after;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     int earliest = static_cast<int>(analysis.layers.size());
-    for (std::size_t t : buckets[b].tensors)
+    for (std::size_t t : buckets[b].tensors) {
       earliest = std::min(earliest, tensor_layer[t]);
+      tensor_bucket[t] = b;
+    }
     complete_after[earliest].push_back(b);
   }
+  auto tensor_bytes = [&](std::size_t t) {
+    return checked_product(analysis.param_tensors[t].elements, parameter_element);
+  };
 
   // Every rank makes the same calls: one builder makes rank 0's, and the plan repeats each
   // block of them for every rank (with every rank of a large cluster, building and storing
@@ -520,19 +529,31 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   b.emit(forward);
   b.emit(loss_forward);
   b.emit(loss_backward);
+  // The last op of each bucket's gradients on the compute stream.
+  std::vector<std::int32_t> filled(buckets.size(), -1);
   for (std::size_t k = 0; k < calls.size(); ++k) {
     b.emit(calls[k]);
     bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
     if (!communicate || !layer_done) continue;
+    // The reducer's autograd hook on each of the layer's parameters copies its gradient into
+    // its bucket, pre-divided by the world size: one kernel a parameter (reducer.cpp,
+    // mark_variable_ready_dense: mul_out into the bucket's view, or div_ in place where the
+    // gradient already is that view), and its C++ work on the autograd thread.
+    const auto layer = static_cast<std::size_t>(calls[k].layer);
+    if (layer < layer_tensors.size()) {
+      for (std::size_t t : layer_tensors[layer]) {
+        filled[tensor_bucket[t]] =
+            b.kernel(fmt::format("copy gradient into bucket {}", tensor_bucket[t]),
+                     Category::backward, costs.backward_op, copy_time(c, tensor_bytes(t)));
+      }
+    }
     auto finished = complete_after.find(calls[k].layer);
     if (finished == complete_after.end()) continue;
-    // The reducer's hooks copy (and pre-divide) each gradient into its bucket; the full
-    // bucket's all-reduce is launched from the autograd thread right away. A compression hook
-    // first casts the bucket down and divides it by the world size, on the compute stream.
+    // The full bucket's all-reduce is launched from the autograd thread right away. A
+    // compression hook first casts the bucket down and divides it by the world size, on the
+    // compute stream.
     for (std::size_t bucket : finished->second) {
-      std::int32_t copied =
-          b.kernel(fmt::format("copy gradients into bucket {}", bucket), Category::backward,
-                   costs.backward_op, copy_time(c, buckets[bucket].bytes.value()));
+      std::int32_t copied = filled[bucket];
       if (compressed) {
         const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
         b.kernel(fmt::format("compress bucket {} to {}", bucket, dtype_name),
@@ -582,8 +603,13 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
         viewed.insert(viewed.end(), after.begin(), after.end());
         continue;
       }
-      b.kernel(fmt::format("copy bucket {} back to gradients", bucket), Category::backward,
-               costs.backward_op, copy_time(c, buckets[bucket].bytes.value()), after);
+      // One copy a parameter (reducer.cpp, copy_bucket_to_grad), the first after the bucket's
+      // all-reduce.
+      for (std::size_t t : buckets[bucket].tensors) {
+        b.kernel(fmt::format("copy bucket {} back to a gradient", bucket), Category::backward,
+                 costs.backward_op, copy_time(c, tensor_bytes(t)), after);
+        after.clear();
+      }
     }
     // Gradients that are views of their buckets are not copied, but the optimizer reads the
     // buckets: the compute stream waits for their all-reduces (the work's wait() in

@@ -3,10 +3,15 @@
 // (symmetric clusters, steady-state skipping) against full simulation.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
+#include <utility>
 
 #include <catch2/catch.hpp>
 
+#include "core/model/analysis.h"
 #include "core/spec/rank_share.h"
 #include "core/spec/scenario_spec.h"
 #include "sim/collectives/algorithms.h"
@@ -357,6 +362,43 @@ TEST_CASE("a ddp point's scaling loss adds up, and its ideal is one GPU's epoch 
   CHECK(pcie.back().scaling_loss->communication > 0.5 * pcie.back().scaling_loss->loss);
 }
 
+TEST_CASE("DDP's cost per step against the plain step, as PyTorch's DDP benchmark measured it") {
+  // tests/sim/data/pytorch-ddp-benchmark/: ResNet-50 at 32 a GPU on a DGX-1 V100. Measured, a
+  // DDP step over the plain one: 1.031 on 1 GPU (the reducer's copies, one kernel a parameter
+  // each way), 1.062 on 2 and 4, 1.072 on 8. The prediction is within 3% on 1 GPU and within
+  // 5% (under) on 2-8: the exposed share of the all-reduce and NCCL's contention come out
+  // about 2-4 ms short of what was measured (issue 47).
+  const std::filesystem::path folder = test::source_dir() / "tests/sim/data/pytorch-ddp-benchmark";
+  std::map<int, double> measured;
+  {
+    std::ifstream in(folder / "resnet50-dgx1-v100.csv");
+    REQUIRE(in.good());
+    std::string line;
+    bool header = true;
+    while (std::getline(in, line)) {
+      if (line.empty() || line.front() == '#') continue;
+      if (std::exchange(header, false)) continue;
+      const std::size_t comma = line.find(',');
+      measured[std::stoi(line.substr(0, comma))] = std::stod(line.substr(comma + 1));
+    }
+  }
+  REQUIRE(measured.size() == 5);
+  const ScenarioSpec ddp = load_scenario(folder / "resnet50-dgx1-v100.yaml");
+  const ScenarioSpec plain =
+      load_scenario(folder / "resnet50-dgx1-v100.yaml",
+                    {{"training.strategy", "single", ""}, {"sweep.gpus", "[1]", ""}});
+  const double plain_step = predict_point(plain, SweepPoint{1, 32, 32}).iteration_seconds;
+  for (int gpus : {1, 2, 4, 8}) {
+    const double step =
+        predict_point(ddp, SweepPoint{gpus, 32 * gpus, 32}).iteration_seconds / plain_step;
+    const double truth = measured[gpus] / measured[0];
+    INFO(gpus << " GPUs: a DDP step over a plain one, measured " << truth << ", predicted "
+              << step);
+    CHECK(step > 1.0);
+    CHECK(step == Approx(truth).epsilon(gpus == 1 ? 0.03 : 0.05));
+  }
+}
+
 TEST_CASE("gradient_as_bucket_view: no copy back from the buckets, no bucket memory") {
   // reducer.cpp copies each averaged bucket back into the gradients only when they are not
   // views of it; with views the buckets are the gradients' storage (DDP's documentation: the
@@ -368,9 +410,12 @@ TEST_CASE("gradient_as_bucket_view: no copy back from the buckets, no bucket mem
   const PointResult viewed = predict_point(scenario(kDdpResnet, views), SweepPoint{8, 512, 64});
   CHECK(viewed.stats.collectives == copied.stats.collectives);
   CHECK(viewed.stats.collective_bytes == copied.stats.collective_bytes);
-  // Five copies back a rank and step gone, one stream wait for the all-reduces in their place.
-  INFO(copied.train_iterations << " iterations");
-  CHECK(viewed.stats.kernels == copied.stats.kernels - (5 - 1) * 8 * copied.train_iterations);
+  // A copy back per parameter tensor, a rank and a step, gone; one stream wait for the
+  // all-reduces in their place.
+  const auto tensors =
+      static_cast<std::int64_t>(analyze_model(scenario(kDdpResnet).model).param_tensors.size());
+  INFO(copied.train_iterations << " iterations, " << tensors << " parameter tensors");
+  CHECK(viewed.stats.kernels == copied.stats.kernels - (tensors - 1) * 8 * copied.train_iterations);
   CHECK(viewed.epoch_seconds < copied.epoch_seconds);
   CHECK(copied.memory.strategy_buffers.value() == 25'557'032LL * 4);
   CHECK(viewed.memory.strategy_buffers.value() == 0);

@@ -2,6 +2,7 @@
 // tensor held for backward is counted once however many layers hold it.
 #include "core/model/analysis.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -299,6 +300,16 @@ class Analyzer {
 };
 
 }  // namespace
+
+StridePhases stride_phases(const ConvGeometry& g) {
+  StridePhases phases;
+  for (int d = 0; d < g.spatial_dims && d < 2; ++d) {
+    const std::int64_t stride = std::max<std::int64_t>(1, g.stride[d]);
+    phases.all *= stride;
+    phases.with_taps *= std::min(stride, std::max<std::int64_t>(1, g.window[d]));
+  }
+  return phases;
+}
 
 PerBatch<Flops> LayerCosts::forward_flops() const {
   return sum(forward, &KernelWork::flops);

@@ -99,6 +99,17 @@ struct ConvGeometry {
   std::int64_t in_size[2] = {1, 1}, out_size[2] = {1, 1};  // the layer's input and output
 };
 
+// The data gradient of a strided convolution as cuDNN computes it: by stride phase (an input
+// position's phase is its index modulo the stride, per dimension), each phase a stride-1
+// convolution over its own positions with only the filter taps that land on them, so that its
+// work is the forward's rather than stride^2 times it. `with_taps` phases have at least one tap
+// (min(stride, window) per dimension), of `all` (the stride's product); every tap belongs to
+// exactly one phase. A stride of 1 is one phase with every tap.
+struct StridePhases {
+  std::int64_t with_taps = 1, all = 1;
+};
+StridePhases stride_phases(const ConvGeometry& g);
+
 // How the library that runs a kernel cuts it into CUDA thread blocks, in the terms of its launch
 // code; sim/compute/kernel_launch.h turns it into a grid for a GPU and a memory format (GEMMs
 // and convolutions are cut into tiles instead: sim/compute/gemm_tiles.h).

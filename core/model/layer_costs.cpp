@@ -268,10 +268,15 @@ PrimitiveCosts conv(PrimitiveCosts p, const CostOptions& o, bool needs_grad, std
         kernel("add_bias", OpClass::elementwise, flops(e_out), bytes(2 * a * e_out), each(e_out)));
   }
   if (needs_grad) {
-    p.costs.backward_input.push_back(
-        with_geometry(gemm("conv_backward_data", op_class, fixed(g), per_sample(in_positions),
-                           fixed(c_in / g), fixed((c_out / g) * window), traffic),
-                      ConvPass::backward_data));
+    // Per group: the input positions of the phases with taps × in channels, reducing over out
+    // channels × those phases' taps (stride_phases): the forward's work for any stride.
+    const StridePhases phases = stride_phases(geometry);
+    p.costs.backward_input.push_back(with_geometry(
+        gemm("conv_backward_data", op_class, fixed(g),
+             per_sample((in_positions * phases.with_taps + phases.all - 1) / phases.all),
+             fixed(c_in / g),
+             fixed(((c_out / g) * window + phases.with_taps - 1) / phases.with_taps), traffic),
+        ConvPass::backward_data));
   }
   p.costs.backward_weight.push_back(
       with_geometry(gemm("conv_backward_weight", op_class, fixed(g), fixed(c_out / g),

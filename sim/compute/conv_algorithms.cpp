@@ -108,8 +108,9 @@ ConvPlan implicit_gemm(const KernelWork& conv, const ConvContext& cx) {
       shape.split_reduction = false;
       break;
     case ConvPass::backward_data:
+      // By stride phase, each reducing over its own taps only (stride_phases).
       shape.n = fixed(c);
-      shape.k = fixed(k * window);
+      shape.k = fixed(std::ceil(k * window / static_cast<double>(stride_phases(g).with_taps)));
       shape.split_reduction = false;
       break;
     case ConvPass::backward_weight:

@@ -70,7 +70,8 @@ struct EpochInput {
 inline constexpr std::int64_t kDefaultSimulationBudget = std::int64_t{1} << 26;
 // ...or, where that is more, this many iterations' work: the largest plan's ops and one state
 // snapshot's values (every rank of 1,024 GPUs: about a million ops and 15 million values).
-inline constexpr std::int64_t kBudgetIterations = 32;
+// Every rank of 128 H100s training ResNet-50 repeats exactly only after 43 iterations.
+inline constexpr std::int64_t kBudgetIterations = 64;
 
 struct EpochOptions {
   bool steady_state_shortcut = true;

@@ -446,7 +446,7 @@ TEST_CASE("on a terminal the rows come as points finish, the same rows a pipe ge
 }
 
 TEST_CASE("long work shows no progress line in a pipe, only the table") {
-  // Two points of about a second and a half each, every rank of 64 and 128 GPUs.
+  // Two points of several seconds each, every rank of 64 and 128 GPUs.
   CommandResult r =
       run_command(epochcast_binary() + " predict " +
                   (source_dir() / "scenarios/what-if/ddp-resnet50-h100-cluster.yaml").string() +

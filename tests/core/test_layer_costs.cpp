@@ -97,6 +97,31 @@ TEST_CASE("grouped and depthwise convolutions divide the work by the groups") {
   CHECK(depthwise.layers[0].forward[0].op_class == OpClass::depthwise_conv);
 }
 
+TEST_CASE("a strided convolution's data gradient does the forward's work, phase by phase") {
+  // cuDNN computes it by stride phase (stride_phases): for 1x1 at stride 2 one phase of the four
+  // has a tap, over a quarter of the input positions; for 3x3 at stride 2 all four do, 9/4 taps
+  // each on average. Either way the forward's multiply-adds, not stride^2 times them.
+  for (const char* conv :
+       {"{type: conv2d, out_channels: 32, kernel: 1, stride: 2, bias: false}",
+        "{type: conv2d, out_channels: 32, kernel: 3, stride: 2, padding: 1, bias: false}",
+        "{type: conv2d, out_channels: 32, kernel: 3, padding: 1, bias: false}"}) {
+    ModelAnalysis a = analyze_text(
+        std::string("  - {type: conv2d, out_channels: 16, kernel: 1, bias: false}\n  - ") + conv +
+            "\n",
+        "[8, 56, 56]");
+    INFO(conv);
+    REQUIRE(a.layers[1].backward_input.size() == 1);
+    CHECK(total_flops(a.layers[1].backward_input, 1) == total_flops(a.layers[1].forward, 1));
+  }
+  ConvGeometry g;
+  g.window[0] = g.window[1] = 3;
+  CHECK((stride_phases(g).with_taps == 1 && stride_phases(g).all == 1));
+  g.stride[0] = g.stride[1] = 2;
+  CHECK((stride_phases(g).with_taps == 4 && stride_phases(g).all == 4));
+  g.window[0] = g.window[1] = 1;
+  CHECK((stride_phases(g).with_taps == 1 && stride_phases(g).all == 4));
+}
+
 TEST_CASE("a tensor held by two layers is counted once") {
   // ReLU holds its output for backward; the following linear holds the same tensor as input.
   ModelAnalysis a = analyze_text(

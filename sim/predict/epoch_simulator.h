@@ -70,7 +70,7 @@ struct EpochInput {
 inline constexpr std::int64_t kDefaultSimulationBudget = std::int64_t{1} << 26;
 // ...or, where that is more, this many iterations' work: the largest plan's ops and one state
 // snapshot's values (every rank of 1,024 GPUs: about a million ops and 15 million values).
-// Every rank of 128 H100s training ResNet-50 repeats exactly only after 43 iterations.
+// A cluster simulated rank by rank can take a few tens of iterations to repeat exactly.
 inline constexpr std::int64_t kBudgetIterations = 64;
 
 struct EpochOptions {

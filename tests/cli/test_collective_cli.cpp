@@ -10,6 +10,7 @@
 
 #include "support/paths.h"
 #include "support/run_command.h"
+#include "support/text.h"
 
 using namespace epochcast::test;
 
@@ -295,22 +296,11 @@ namespace {
 // A public nccl-tests table (tests/sim/data/nccl-tests/, each file citing its source): size and
 // bus bandwidth per row.
 std::vector<std::pair<double, double>> published_busbw(const std::string& file) {
-  std::ifstream in(source_dir() / "tests/sim/data/nccl-tests" / file);
-  REQUIRE(in.good());
+  const auto table = commented_csv_rows(source_dir() / "tests/sim/data/nccl-tests" / file);
+  REQUIRE(!table.empty());
   std::vector<std::pair<double, double>> rows;
-  std::string line, header;
-  while (std::getline(in, line)) {
-    if (line.empty() || line.front() == '#') continue;
-    if (header.empty()) {
-      header = line;
-      continue;
-    }
-    std::stringstream cells(line);
-    std::vector<std::string> values;
-    for (std::string cell; std::getline(cells, cell, ',');)
-      values.push_back(cell);
-    rows.emplace_back(std::stod(values.front()), std::stod(values.back()));
-  }
+  for (const std::vector<std::string>& cells : table)
+    rows.emplace_back(std::stod(cells.front()), std::stod(cells.back()));
   return rows;
 }
 

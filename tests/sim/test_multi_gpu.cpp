@@ -4,10 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
-#include <utility>
 
 #include <catch2/catch.hpp>
 
@@ -21,6 +19,7 @@
 #include "sim/predict/stragglers.h"
 #include "sim/report/report.h"
 #include "support/paths.h"
+#include "support/text.h"
 
 using namespace epochcast;
 using namespace epochcast::sim;
@@ -370,18 +369,9 @@ TEST_CASE("DDP's cost per step against the plain step, as PyTorch's DDP benchmar
   // about 2-4 ms short of what was measured (issue 47).
   const std::filesystem::path folder = test::source_dir() / "tests/sim/data/pytorch-ddp-benchmark";
   std::map<int, double> measured;
-  {
-    std::ifstream in(folder / "resnet50-dgx1-v100.csv");
-    REQUIRE(in.good());
-    std::string line;
-    bool header = true;
-    while (std::getline(in, line)) {
-      if (line.empty() || line.front() == '#') continue;
-      if (std::exchange(header, false)) continue;
-      const std::size_t comma = line.find(',');
-      measured[std::stoi(line.substr(0, comma))] = std::stod(line.substr(comma + 1));
-    }
-  }
+  for (const std::vector<std::string>& cells :
+       test::commented_csv_rows(folder / "resnet50-dgx1-v100.csv"))
+    measured[std::stoi(cells.at(0))] = std::stod(cells.at(1));
   REQUIRE(measured.size() == 5);
   const ScenarioSpec ddp = load_scenario(folder / "resnet50-dgx1-v100.yaml");
   const ScenarioSpec plain =

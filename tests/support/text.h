@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace epochcast::test {
 
@@ -24,6 +26,25 @@ inline std::size_t widest_line(const std::string& text) {
   for (std::string line; std::getline(lines, line);)
     widest = std::max(widest, line.size());
   return widest;
+}
+
+// The rows of a small CSV table kept for a test, its cells split at commas: lines starting
+// with '#' (the table's source) and blank lines skipped, the first remaining line taken as the
+// header and left out. Empty when the file cannot be read.
+inline std::vector<std::vector<std::string>> commented_csv_rows(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  bool header = true;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    if (std::exchange(header, false)) continue;
+    std::vector<std::string> cells;
+    std::stringstream split(line);
+    for (std::string cell; std::getline(split, cell, ',');)
+      cells.push_back(cell);
+    rows.push_back(std::move(cells));
+  }
+  return rows;
 }
 
 }  // namespace epochcast::test

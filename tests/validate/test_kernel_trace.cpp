@@ -35,22 +35,8 @@ class TraceWriter {
           const Json& concrete = Json()) {
     Json args = {{"Input Dims", dims}, {"Input type", types}};
     if (!concrete.is_null()) args["Concrete Inputs"] = concrete;
-    events().push_back({{"ph", "X"},
-                        {"cat", "cpu_op"},
-                        {"name", name},
-                        {"pid", 1},
-                        {"tid", 1},
-                        {"ts", now_},
-                        {"dur", 20},
-                        {"args", args}});
-    events().push_back({{"ph", "X"},
-                        {"cat", "cpu_op"},
-                        {"name", "aten::addmm"},
-                        {"pid", 1},
-                        {"tid", 1},
-                        {"ts", now_ + 2},
-                        {"dur", 15},
-                        {"args", Json::object()}});
+    complete_event("cpu_op", name, 1, 1, now_, 20, args);
+    complete_event("cpu_op", "aten::addmm", 1, 1, now_ + 2, 15, Json::object());
     launch(now_ + 5, 1, kernel_us);
     now_ += 100;
   }
@@ -69,26 +55,25 @@ class TraceWriter {
   Json& events() { return trace_["traceEvents"]; }
   void launch(double at, int thread, double kernel_us) {
     ++correlation_;
+    complete_event("cuda_runtime", "cudaLaunchKernel", 1, thread, at, 4,
+                   {{"correlation", correlation_}});
+    complete_event("kernel", "sm90_xmma_gemm_f32f32_tilesize128x128x32", 0, 7, at + 10, kernel_us,
+                   {{"correlation", correlation_},
+                    {"grid", {66, 2, 1}},
+                    {"block", {256, 1, 1}},
+                    {"device", 0}});
+  }
+  // A complete ("X") event of Chrome's trace format, `us` long from `at`.
+  void complete_event(const std::string& category, const std::string& name, int pid, int tid,
+                      double at, double us, Json args) {
     events().push_back({{"ph", "X"},
-                        {"cat", "cuda_runtime"},
-                        {"name", "cudaLaunchKernel"},
-                        {"pid", 1},
-                        {"tid", thread},
+                        {"cat", category},
+                        {"name", name},
+                        {"pid", pid},
+                        {"tid", tid},
                         {"ts", at},
-                        {"dur", 4},
-                        {"args", {{"correlation", correlation_}}}});
-    events().push_back({{"ph", "X"},
-                        {"cat", "kernel"},
-                        {"name", "sm90_xmma_gemm_f32f32_tilesize128x128x32"},
-                        {"pid", 0},
-                        {"tid", 7},
-                        {"ts", at + 10},
-                        {"dur", kernel_us},
-                        {"args",
-                         {{"correlation", correlation_},
-                          {"grid", {66, 2, 1}},
-                          {"block", {256, 1, 1}},
-                          {"device", 0}}}});
+                        {"dur", us},
+                        {"args", std::move(args)}});
   }
   Json trace_;
   double now_ = 1000;

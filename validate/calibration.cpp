@@ -15,6 +15,7 @@
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/predict.h"
+#include "sim/strategy/strategy.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/kernel_fit.h"
 #include "validate/least_squares.h"
@@ -86,7 +87,9 @@ HardwareProfile unit_profile(HardwareProfile p) {
 }
 
 std::int64_t layer_batch(const ScenarioSpec& s, const MeasuredPoint& p) {
-  return s.training.strategy == Strategy::ddp ? p.per_gpu_batch : p.global_batch;
+  // A process per GPU runs its own share; one process drives the global batch.
+  return sim::strategy_model(s.training.strategy).process_per_gpu() ? p.per_gpu_batch
+                                                                    : p.global_batch;
 }
 
 std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use) {

@@ -342,32 +342,50 @@ StatisticalEfficiencySpec read_statistical_efficiency(const yaml::Node& node,
   return out;
 }
 
+DdpSpec read_ddp(const yaml::Node& node) {
+  yaml::MapReader map(
+      node, {"bucket_cap_mib", "first_bucket_mib", "gradient_as_bucket_view", "broadcast_buffers"});
+  auto mebibytes = [](const yaml::Node& n) {
+    double mib = n.as_number_in(1.0 / kMiB, 1e6);
+    return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
+  };
+  DdpSpec ddp;
+  if (auto cap = map.optional("bucket_cap_mib")) ddp.bucket_cap = mebibytes(*cap);
+  if (auto first = map.optional("first_bucket_mib")) ddp.first_bucket_cap = mebibytes(*first);
+  if (auto view = map.optional("gradient_as_bucket_view"))
+    ddp.gradient_as_bucket_view = view->as_bool();
+  if (auto sync = map.optional("broadcast_buffers")) ddp.broadcast_buffers = sync->as_bool();
+  return ddp;
+}
+
 TrainingSpec read_training(const yaml::Node& node) {
-  yaml::MapReader map(node, {"strategy",
-                             "optimizer",
-                             "optimizer_implementation",
-                             "precision",
-                             "framework",
-                             "epochs",
-                             "drop_last",
-                             "sync_every_step",
-                             "gradient_accumulation",
-                             "bucket_cap_mib",
-                             "first_bucket_mib",
-                             "gradient_dtype",
-                             "gradient_as_bucket_view",
-                             "collectives",
-                             "collective_algorithm",
-                             "cudnn_benchmark",
-                             "memory_format",
-                             "wait_for_slowest_gpu",
-                             "nccl_sm_contention",
-                             "share_cpu_cores",
-                             "nccl_memory_contention",
-                             "broadcast_buffers",
-                             "loop",
-                             "every_rank",
-                             "learning_rate"});
+  yaml::MapReader map(node,
+                      {"strategy",
+                       "optimizer",
+                       "optimizer_implementation",
+                       "precision",
+                       "framework",
+                       "epochs",
+                       "drop_last",
+                       "sync_every_step",
+                       "gradient_accumulation",
+                       "gradient_dtype",
+                       "collectives",
+                       "collective_algorithm",
+                       "cudnn_benchmark",
+                       "memory_format",
+                       "wait_for_slowest_gpu",
+                       "nccl_sm_contention",
+                       "share_cpu_cores",
+                       "nccl_memory_contention",
+                       "ddp",
+                       "loop",
+                       "every_rank",
+                       "learning_rate"},
+                      {{"bucket_cap_mib", "training.ddp.bucket_cap_mib"},
+                       {"first_bucket_mib", "training.ddp.first_bucket_mib"},
+                       {"gradient_as_bucket_view", "training.ddp.gradient_as_bucket_view"},
+                       {"broadcast_buffers", "training.ddp.broadcast_buffers"}});
   TrainingSpec training;
   training.strategy = read_enum<Strategy>(map.required("strategy"), kStrategyNames);
   training.optimizer = read_enum<Optimizer>(map.required("optimizer"), kOptimizerNames);
@@ -395,7 +413,6 @@ TrainingSpec read_training(const yaml::Node& node) {
     training.nccl_sm_contention = contention->as_bool();
   }
   if (auto cores = map.optional("share_cpu_cores")) training.share_cpu_cores = cores->as_bool();
-  if (auto sync = map.optional("broadcast_buffers")) training.broadcast_buffers = sync->as_bool();
   if (auto every = map.optional("every_rank")) training.every_rank = every->as_bool();
   if (auto rate = map.optional("learning_rate")) training.learning_rate = read_learning_rate(*rate);
   if (auto loop = map.optional("loop"))
@@ -406,26 +423,13 @@ TrainingSpec read_training(const yaml::Node& node) {
       accumulate->fail("gradient accumulation is modelled for the ddp strategy");
     }
   }
-  auto mebibytes = [](const yaml::Node& n) {
-    double mib = n.as_number_in(1.0 / kMiB, 1e6);
-    return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
-  };
-  if (auto cap = map.optional("bucket_cap_mib")) training.bucket_cap = mebibytes(*cap);
-  if (auto first = map.optional("first_bucket_mib")) training.first_bucket_cap = mebibytes(*first);
+  if (auto ddp = map.optional("ddp")) training.ddp = read_ddp(*ddp);
   if (auto dtype = map.optional("gradient_dtype")) {
     training.gradient_dtype = static_cast<GradientDtype>(dtype->as_choice(kGradientDtypeNames));
     if (training.gradient_dtype != GradientDtype::fp32 && training.strategy != Strategy::ddp) {
       dtype->fail(
           "a compressed all-reduce is modelled for the ddp strategy (a DDP communication hook); "
           "use strategy: ddp, or leave gradient_dtype out");
-    }
-  }
-  if (auto view = map.optional("gradient_as_bucket_view")) {
-    training.gradient_as_bucket_view = view->as_bool();
-    if (training.gradient_as_bucket_view && training.strategy != Strategy::ddp) {
-      view->fail(
-          "gradient buckets are DistributedDataParallel's; use strategy: ddp, or leave "
-          "gradient_as_bucket_view out");
     }
   }
   if (auto fidelity = map.optional("collectives")) {

@@ -133,6 +133,22 @@ struct LearningRateSpec {
 // The rate at a global batch (after warm-up), `fallback` standing for an unset base.
 double learning_rate_at(const LearningRateSpec& rule, std::int64_t global_batch, double fallback);
 
+// DistributedDataParallel's own settings (training.ddp), with PyTorch's defaults.
+struct DdpSpec {
+  // The gradient buckets (bucket_cap_mb 25; the first bucket 1 MiB,
+  // dist._DEFAULT_FIRST_BUCKET_BYTES).
+  Bytes bucket_cap = Bytes(25 * kMiB);
+  Bytes first_bucket_cap = Bytes(1 * kMiB);
+  // The gradients are views into the buckets (gradient_as_bucket_view=True): no copy back from
+  // the buckets after the all-reduces, and the buckets take no memory beside the gradients.
+  // False (PyTorch's default): both.
+  bool gradient_as_bucket_view = false;
+  // Before the forward of each step (the first after a synchronised backward) rank 0's buffers
+  // (batch-norm statistics) are broadcast to every rank, as broadcast_buffers=True, the
+  // default, does; false: no broadcast.
+  bool broadcast_buffers = true;
+};
+
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
@@ -156,25 +172,17 @@ struct TrainingSpec {
   bool share_cpu_cores = true;
   // ddp: micro-batches per optimizer step; gradients are all-reduced on the last only.
   int gradient_accumulation = 1;
-  // ddp gradient buckets (PyTorch's defaults: 25 MiB, the first 1 MiB).
-  Bytes bucket_cap = Bytes(25 * kMiB);
-  Bytes first_bucket_cap = Bytes(1 * kMiB);
   // The dtype ddp all-reduces its buckets in (see GradientDtype).
   GradientDtype gradient_dtype = GradientDtype::fp32;
-  // ddp: the gradients are views into the buckets (DistributedDataParallel's
-  // gradient_as_bucket_view=True): no copy back from the buckets after the all-reduces, and the
-  // buckets take no memory beside the gradients. False (PyTorch's default): both.
-  bool gradient_as_bucket_view = false;
   // How collectives are simulated: as flows on the network (exact contention) or by their
   // analytic alpha-beta cost (fast).
   bool analytic_collectives = false;
   // Which all-reduce algorithm across nodes, as NCCL_ALGO forces it: auto lets the tuner pick.
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
   ConvolutionSettings convolution;
-  // ddp: before the forward of each step (the first after a synchronised backward) rank 0's
-  // buffers (batch-norm statistics) are broadcast to every rank, as DistributedDataParallel's
-  // broadcast_buffers=True, its default, does; false: no broadcast.
-  bool broadcast_buffers = true;
+  // The settings of each strategy, read whatever the strategy (a scenario can be switched
+  // between strategies with --set) and used by their own.
+  DdpSpec ddp;
   // Who drives the step: a Python training loop (PyTorch eager, what users run) or a C++ one on
   // LibTorch (epochcast-run, whose measurements say so); the profile's host costs for it.
   TrainingLoop loop = TrainingLoop::python;

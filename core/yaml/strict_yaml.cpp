@@ -244,8 +244,9 @@ std::string readable_integer(std::int64_t value) {
   return digits;
 }
 
-MapReader::MapReader(const Node& map, std::initializer_list<std::string_view> allowed)
-    : map_(map), allowed_(allowed) {
+MapReader::MapReader(const Node& map, std::initializer_list<std::string_view> allowed,
+                     std::initializer_list<Moved> moved)
+    : map_(map), allowed_(allowed), moved_(moved) {
   check_keys();
 }
 
@@ -275,6 +276,12 @@ void MapReader::check_keys() const {
     bool known = false;
     for (std::string_view candidate : allowed_)
       known = known || candidate == name;
+    for (const Moved& m : moved_) {
+      if (!known && m.key == name) {
+        throw InputError(mark, child_path(name),
+                         fmt::format("this setting has moved: write it as {}", m.now));
+      }
+    }
     if (!known) {
       throw InputError(mark, child_path(name),
                        fmt::format("unknown key{}; expected one of {}",

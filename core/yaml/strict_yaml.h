@@ -109,7 +109,14 @@ class Node {
 // `allowed` (with a "did you mean" suggestion), so a reader that exists is a clean map.
 class MapReader {
  public:
-  MapReader(const Node& map, std::initializer_list<std::string_view> allowed);
+  // A key the format no longer has here, and the path where its setting now lives.
+  struct Moved {
+    std::string_view key;
+    std::string_view now;
+  };
+  // `moved`: keys refused with where they went, instead of as unknown.
+  MapReader(const Node& map, std::initializer_list<std::string_view> allowed,
+            std::initializer_list<Moved> moved = {});
   MapReader(const Node& map, std::span<const std::string_view> allowed);
 
   bool has(std::string_view key) const;
@@ -129,6 +136,7 @@ class MapReader {
 
   Node map_;
   std::vector<std::string_view> allowed_;
+  std::vector<Moved> moved_;
 };
 
 // A whole YAML file. Loading rejects unreadable files, empty files, YAML syntax errors and

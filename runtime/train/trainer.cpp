@@ -234,7 +234,7 @@ struct Rig {
       bool last = m + 1 == micro_batches;
       // DDP syncs buffers in the forward that follows a synchronised backward: the first
       // micro-batch of each step (no_sync() turns it off for the others).
-      if (reducer && m == 0 && scenario.training.broadcast_buffers)
+      if (reducer && m == 0 && scenario.training.ddp.broadcast_buffers)
         reducer->sync_buffers(model->buffers());
       if (reducer) reducer->prepare(last);
       torch::Tensor loss = cross_entropy(forward(batch.inputs), batch.labels);
@@ -319,10 +319,10 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
         "no compression hook)",
         kGradientDtypeNames[static_cast<std::size_t>(t.gradient_dtype)]);
   }
-  if (t.gradient_as_bucket_view) {
+  if (t.ddp.gradient_as_bucket_view) {
     // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook), which
     // would add each raw gradient into a bucket that is also the .grad.
-    return "training.gradient_as_bucket_view: the runtime's ddp reducer copies buckets back "
+    return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets back "
            "into the gradients";
   }
   switch (t.strategy) {
@@ -490,9 +490,10 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
             },
             [nccl] { nccl->abort(); });
       }
-      rig.reducer = std::make_unique<DdpReducer>(
-          rig.parameters, group, training.first_bucket_cap.value(), training.bucket_cap.value(),
-          rig.nccl.get(), rig.comm_stream.get(), rig.collective_watchdog.get());
+      rig.reducer =
+          std::make_unique<DdpReducer>(rig.parameters, group, training.ddp.first_bucket_cap.value(),
+                                       training.ddp.bucket_cap.value(), rig.nccl.get(),
+                                       rig.comm_stream.get(), rig.collective_watchdog.get());
     } catch (const std::exception& error) {
       ready = false;
       why = error.what();

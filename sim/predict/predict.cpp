@@ -26,6 +26,7 @@
 #include "sim/predict/stragglers.h"
 #include "sim/strategy/multi_gpu.h"
 #include "sim/strategy/step_builder.h"
+#include "sim/strategy/strategy.h"
 
 namespace epochcast::sim {
 
@@ -133,9 +134,8 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
         percent(b.host / epoch), x.step->kernels, host_per_step * 1e3);
   } else if (r.bottleneck == std::string("input")) {
     const LoaderSpec& loader = s.loader;
-    // DataParallel loads the global batch in one process; DDP ranks load their own shares.
-    const std::int64_t loaded =
-        s.training.strategy == Strategy::ddp ? r.point.per_gpu_batch : r.point.global_batch;
+    // One process loads global batches; a process per GPU loads its own share.
+    const std::int64_t loaded = strategy_model(s.training.strategy).loader_batch(r.point);
     double batch_load = loader.sample_cpu.value() * static_cast<double>(loaded);
     r.diagnosis = fmt::format(
         "input-bound: the GPU waits {} of the epoch for data; a batch takes {:.1f} ms of CPU to "
@@ -151,9 +151,7 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
         s.loader.pin_memory ? "pinned" : "pageable");
   } else {
     double per_step = static_cast<double>(st.collective_bytes) / static_cast<double>(steps) / kMiB;
-    std::string what = s.training.strategy == Strategy::dp
-                           ? "(parameters out by broadcast, gradients back by reduce)"
-                           : "of gradients (all-reduce)";
+    const std::string what = strategy_model(s.training.strategy).collective_words();
     r.diagnosis = fmt::format(
         "communication-bound: the GPU waits {} of the epoch for collectives; {:.1f} MiB {} cross "
         "{} every step",
@@ -227,43 +225,21 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   ModelAnalysis analysis = analyze_model(scenario.model, cost_options(training.precision));
   StepContext context{scenario, analysis, device};
   const bool multi = point.gpus > 1 && training.strategy != Strategy::single;
-  const bool ddp = training.strategy == Strategy::ddp;
-  const bool dp = multi && training.strategy == Strategy::dp;
-  const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
-
-  // What each strategy holds beside the model's own memory.
-  Bytes buffers(0);
-  if (ddp) {
-    // The gradient buckets, unless the gradients are views into them.
-    if (!training.gradient_as_bucket_view)
-      buffers = Bytes(checked_product(analysis.params, element));
-    // A compression hook's half-precision copy of every bucket, alive until backward ends.
-    if (training.gradient_dtype != GradientDtype::fp32)
-      buffers = Bytes(checked_sum(buffers.value(), checked_product(analysis.params, 2)));
-  }
-  if (dp) {
-    // GPU 0 holds the whole batch, everyone's outputs and two coalescing buffers.
-    const std::int64_t per_sample =
-        checked_sum(sample_transfer_bytes(analysis),
-                    checked_product(analysis.output_shape.elements(),
-                                    element_bytes(analysis.options.activation_dtype)));
-    buffers = Bytes(
-        checked_sum(checked_product(point.global_batch, per_sample), 2 * kDataParallelBucketBytes));
-  }
-  r.memory = estimate_memory(analysis, point.per_gpu_batch, training.optimizer, training.precision,
-                             scenario.profile, machine.gpu.memory, buffers);
+  const StrategyModel& strategy = strategy_model(training.strategy);
+  r.memory = strategy.memory(context, point);
 
   EpochInput input;
   input.loader = scenario.loader;
   input.cpu_cores_per_node = training.share_cpu_cores ? machine.host.cores : 0;
   input.gpus_per_node = machine.gpus_per_node;
-  // Each DDP rank loads its share of the data set; one process loads global batches of all of it.
-  const int loading_ranks = ddp ? point.gpus : 1;
-  const std::int64_t loader_batch = ddp ? point.per_gpu_batch : point.global_batch;
-  input.train =
-      make_phase(scenario.dataset.train_samples, loading_ranks, loader_batch, training.drop_last);
+  // A process per GPU loads its share of the data set; one process loads global batches of all
+  // of it.
+  const int loading_processes = strategy.loading_processes(point);
+  const std::int64_t loader_batch = strategy.loader_batch(point);
+  input.train = make_phase(scenario.dataset.train_samples, loading_processes, loader_batch,
+                           training.drop_last);
   input.validation =
-      make_phase(scenario.dataset.validation_samples, loading_ranks, loader_batch, false);
+      make_phase(scenario.dataset.validation_samples, loading_processes, loader_batch, false);
   r.train_iterations = input.train.iterations;
   r.validation_iterations = input.validation.iterations;
   if (!r.memory.fits) {
@@ -310,34 +286,25 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
     multi_context.nodes.push_back(gpus);
   }
 
-  auto train_step = [&](std::int64_t batch, int micro) {
-    if (ddp) {
-      int k = training.gradient_accumulation;
-      return ddp_training_step(multi_context, batch, micro % k == k - 1, micro % k == 0);
-    }
-    if (dp) return data_parallel_training_step(multi_context, point.gpus, batch);
-    return single_device_training_step(context, batch);
+  auto train_step = [&](std::int64_t batch, MicroStep micro) {
+    return strategy.training_step(multi_context, point, batch, micro);
   };
   auto validation_step = [&](std::int64_t batch) {
-    if (ddp) return ddp_validation_step(multi_context, batch);
-    if (dp) return data_parallel_validation_step(multi_context, point.gpus, batch);
-    return single_device_validation_step(context, batch);
+    return strategy.validation_step(multi_context, point, batch);
   };
-  const int cycle = ddp ? training.gradient_accumulation : 1;
+  const int cycle = strategy.accumulation_cycle(training);
   // The epoch's last micro-batch always completes its step (and zeroes the gradients where it
   // is also the first of its cycle).
-  const int last_micro = ddp ? static_cast<int>((input.train.iterations - 1) % cycle) : 0;
+  const int last_micro = static_cast<int>((input.train.iterations - 1) % cycle);
   auto last_step = [&] {
-    if (ddp && last_micro == 0 && cycle > 1)
-      return ddp_training_step(multi_context, input.train.last_batch, true, true);
-    return train_step(input.train.last_batch, ddp ? cycle - 1 : 0);
+    return train_step(input.train.last_batch, MicroStep{last_micro == 0, true});
   };
   // With every rank of a large cluster, building a plan takes seconds: the last one is built
   // on a thread of its own meanwhile (the same plan; the collectives it shares with the others
   // are chosen once, under the cache's lock). Where no thread can be had, after the others.
   std::mutex cache_mutex;
   std::future<IterationPlan> last_plan;
-  if (ddp && !symmetric &&
+  if (strategy.process_per_gpu() && !symmetric &&
       multi_context.ranks().size() >= static_cast<std::size_t>(kRanksWorthAThread)) {
     multi_context.cache_mutex = &cache_mutex;
     try {
@@ -350,7 +317,8 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   for (int micro = 0; micro < cycle; ++micro) {
     const bool between = micro > 0 && micro < cycle - 1;
     if (!between || micro == 1) {
-      input.train.plans.push_back(train_step(input.train.full_batch, micro));
+      input.train.plans.push_back(
+          train_step(input.train.full_batch, MicroStep{micro == 0, micro == cycle - 1}));
     }
     input.train.cycle.push_back(between ? 1 : input.train.plans.size() - 1);
   }
@@ -368,7 +336,7 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
 #ifdef __GLIBC__
   if (!symmetric && nodes > 1) malloc_trim(0);
 #endif
-  input.loaders = ddp ? static_cast<int>(multi_context.ranks().size()) : 1;
+  input.loaders = strategy.process_per_gpu() ? static_cast<int>(multi_context.ranks().size()) : 1;
   input.topology = &topology;
   input.profile = &scenario.profile;
 
@@ -399,10 +367,8 @@ PointResult simulate_point(const ScenarioSpec& scenario, const SweepPoint& point
   // the former and the latter's busy time, so it never exceeds this.
   r.communication_seconds = seconds(st.communication) + busy(Category::communication);
   r.gpu_busy_fraction = seconds(st.gpu_busy_total()) / r.epoch_seconds;
-  std::int64_t trained =
-      ddp ? point.per_gpu_batch * point.gpus * ((input.train.iterations - 1)) +
-                input.train.last_batch * point.gpus
-          : point.global_batch * (input.train.iterations - 1) + input.train.last_batch;
+  const std::int64_t trained =
+      (loader_batch * (input.train.iterations - 1) + input.train.last_batch) * loading_processes;
   r.samples_per_second =
       static_cast<double>(std::min(trained, scenario.dataset.train_samples)) / r.epoch_seconds;
   r.iteration_seconds = r.epoch_seconds / static_cast<double>(r.train_iterations);
@@ -543,8 +509,8 @@ std::vector<std::int64_t> OneGpuComparison::references(const SweepPoint& point) 
   std::vector<std::int64_t> batches = {
       scenario_.sweep.batch_is == BatchMeaning::per_gpu ? point.per_gpu_batch : point.global_batch};
   if (point.gpus > 1) batches.push_back(point.global_batch);
-  // ddp's scaling loss: each rank's work on one GPU.
-  if (point.gpus > 1 && scenario_.training.strategy == Strategy::ddp)
+  // The scaling loss of a process per GPU: each rank's work on one GPU.
+  if (point.gpus > 1 && strategy_model(scenario_.training.strategy).process_per_gpu())
     batches.push_back(point.per_gpu_batch);
   return batches;
 }

@@ -14,6 +14,7 @@
 #include "sim/predict/stragglers.h"
 #include "sim/predict/time_to_target.h"
 #include "sim/strategy/step_builder.h"
+#include "sim/strategy/strategy.h"
 
 namespace epochcast::sim {
 
@@ -118,7 +119,8 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   }
   // Threads that may want the node's cores at once: each process's training thread and its
   // loader workers (ddp: a process per GPU of the node).
-  const int processes = s.training.strategy == Strategy::ddp ? most_gpus_in_node(s) : 1;
+  const StrategyModel& strategy = strategy_model(s.training.strategy);
+  const int processes = strategy.process_per_gpu() ? most_gpus_in_node(s) : 1;
   const int threads = processes * (1 + s.loader.workers);
   if (s.training.share_cpu_cores && threads > s.machine.host.cores) {
     out.push_back(fmt::format(
@@ -127,31 +129,15 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.share_cpu_cores: false gives each its own",
         threads, s.machine.host.cores));
   }
-  if (several && s.training.strategy == Strategy::ddp && s.training.nccl_sm_contention) {
-    out.push_back(fmt::format(
-        "ddp's all-reduces hold one of the {}'s {} SMs per NCCL channel (24 over NVLink rings, 16 "
-        "under NVLS, 2 otherwise) from the backward pass beside them; "
-        "training.nccl_sm_contention: false leaves it out",
-        s.machine.gpu.name, s.machine.gpu.sm_count));
-  }
-  if (several && s.training.strategy == Strategy::ddp && s.training.nccl_memory_contention) {
-    out.push_back(
-        "ddp's all-reduces move their data through GPU memory (three accesses per byte a GPU "
-        "receives, two under NVLS) and the memory-bound kernels of the backward pass beside them "
-        "get the rest of its bandwidth; training.nccl_memory_contention: false leaves it out");
+  if (several) {
+    for (std::string& assumption : strategy.assumptions(s))
+      out.push_back(std::move(assumption));
   }
   if (std::any_of(s.analysis.layers.begin(), s.analysis.layers.end(),
                   [](const LayerCosts& l) { return l.layer.fused_attention; })) {
     out.push_back(
         "attention: sdpa's fused kernel runs at the profile's GEMM efficiency (FlashAttention-2 "
         "reports 50-73% of peak forward, less backward); calibrating on measured runs corrects it");
-  }
-  if (several && s.training.strategy == Strategy::ddp && s.training.broadcast_buffers &&
-      s.analysis.buffers > 0) {
-    out.push_back(
-        "ddp broadcasts rank 0's buffers (batch-norm statistics) before each step's forward, as "
-        "DistributedDataParallel's default broadcast_buffers=True does; "
-        "training.broadcast_buffers: false leaves it out");
   }
   bool convolutions = false;
   for (const LayerCosts& layer : s.analysis.layers) {
@@ -742,9 +728,9 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"prefetch_to_gpu", s.loader.prefetch_to_gpu},
         {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6},
         {"loop", kTrainingLoopNames[static_cast<int>(s.training.loop)]},
-        {"broadcast_buffers", s.training.broadcast_buffers},
+        {"broadcast_buffers", s.training.ddp.broadcast_buffers},
         {"gradient_dtype", kGradientDtypeNames[static_cast<int>(s.training.gradient_dtype)]},
-        {"gradient_as_bucket_view", s.training.gradient_as_bucket_view},
+        {"gradient_as_bucket_view", s.training.ddp.gradient_as_bucket_view},
         {"every_rank", s.training.every_rank}}},
       {"assumptions", library_assumptions(s)},
       {"uncertainty",

@@ -1,8 +1,6 @@
-// Data-parallel strategies over several GPUs, as iteration plans:
-//   dp  - PyTorch nn.DataParallel (one process; GPU 0 scatters, broadcasts the model, gathers
-//         and alone steps the optimizer);
-//   ddp - PyTorch DistributedDataParallel (a process per GPU; gradients all-reduced in buckets
-//         as backward produces them, overlapping it; every rank steps).
+// What the data-parallel strategies over several GPUs share: the ranks simulated and the
+// collectives chosen for them, the kernels that run around collectives, and PyTorch's
+// coalescing of tensors into buffers. The strategies themselves: data_parallel.h (dp), ddp.h.
 #pragma once
 
 #include <map>
@@ -35,11 +33,6 @@ struct MultiGpuContext {
   const CollectiveChoice& collective(Collective kind, Bytes bytes, int root = 0) const;
 };
 
-// nn.DataParallel's parameter buckets (torch.cuda.comm's 10 MiB buffers), in registration order.
-inline constexpr std::int64_t kDataParallelBucketBytes = 10 * kMiB;
-// DistributedDataParallel's broadcast_bucket_size, for its per-forward buffer sync.
-inline constexpr std::int64_t kDdpBufferBroadcastBytes = 250 * kMiB;
-
 // Bytes of each coalesced transfer of the model's parameters, or of its buffers (batch-norm
 // running statistics in float32, its step count in int64), cut as torch's take_tensors cuts
 // them (torch/csrc/utils/tensor_flatten.cpp): each dtype fills a buffer of its own in order,
@@ -56,26 +49,17 @@ std::vector<CoalescedBuffer> coalesced_module_buffers(const ModelAnalysis& analy
 // first, so a buffer passes the cap only by holding one large tensor.
 std::vector<CoalescedBuffer> coalesced_gradients(const ModelAnalysis& analysis, std::int64_t cap);
 
-// DataParallel over the first `gpus` GPUs with a global batch of `batch`.
-IterationPlan data_parallel_training_step(const MultiGpuContext& context, int gpus,
-                                          std::int64_t batch);
-IterationPlan data_parallel_validation_step(const MultiGpuContext& context, int gpus,
-                                            std::int64_t batch);
-
-// DistributedDataParallel, `batch` samples per rank. With gradient accumulation, a step either
-// only accumulates (`communicate` false: no all-reduce, no optimizer) or completes the cycle.
-// `zero_grad` opens a cycle.
-IterationPlan ddp_training_step(const MultiGpuContext& context, std::int64_t batch,
-                                bool communicate, bool zero_grad);
-IterationPlan ddp_validation_step(const MultiGpuContext& context, std::int64_t batch);
-
-// DDP's gradient buckets: parameter tensors in reverse registration order; a bucket closes once
-// it holds first_cap (the first) or cap (the others) bytes, so by its last tensor it may hold
-// more, as in PyTorch's reducer.
-struct GradientBucket {
-  std::vector<std::size_t> tensors;  // indices into the analysis' param_tensors
-  Bytes bytes;
-};
-std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap);
+// A memory-bound copy kernel over `bytes` (read and written: 2x the traffic).
+SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes);
+// An element-wise kernel over `elements` that reads `read` and writes `written` bytes of each
+// (a cast, an in-place division).
+SimTime elementwise_time(const MultiGpuContext& c, std::int64_t elements, int read, int written);
+// The share of the backward pass's kernel time that memory bandwidth bounds, at `batch`.
+double memory_bound_share(const MultiGpuContext& c, std::int64_t batch);
+// The compute stream's speed, as a fraction of its own, while the collective `choice` runs
+// beside it on the communication stream, for kernels of which `memory_bound` is the share that
+// memory bandwidth bounds.
+double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& choice,
+                            double memory_bound);
 
 }  // namespace epochcast::sim

@@ -576,15 +576,24 @@ TEST_CASE("bad input: a compressed all-reduce outside ddp, an unknown gradient d
                  {"bad.yaml:6:43", "training.gradient_dtype", "fp32, fp16 or bf16"});
 }
 
-TEST_CASE("bad input: gradient_as_bucket_view outside ddp, or not a boolean") {
-  auto with = [](const std::string& strategy, const std::string& view) {
-    return scenario("training: {strategy: dp,", "training: {strategy: " + strategy +
-                                                    ", gradient_as_bucket_view: " + view + ",");
+TEST_CASE("bad input: ddp's settings outside their block, or not of their type") {
+  // Moved to training.ddp: refused where they stood, with where they go.
+  for (const std::string key : {"bucket_cap_mib: 1", "first_bucket_mib: 1",
+                                "gradient_as_bucket_view: true", "broadcast_buffers: false"}) {
+    const std::string name = key.substr(0, key.find(':'));
+    INFO(key);
+    scenario_error(scenario("training: {strategy: dp,", "training: {strategy: ddp, " + key + ","),
+                   {"bad.yaml:6:27", "training." + name, "write it as training.ddp." + name});
+  }
+  auto with = [](const std::string& block) {
+    return scenario("training: {strategy: dp,", "training: {strategy: ddp, ddp: " + block + ",");
   };
-  scenario_error(with("single", "true"),
-                 {"bad.yaml:6:55", "training.gradient_as_bucket_view", "use strategy: ddp"});
-  scenario_error(with("ddp", "maybe"),
-                 {"bad.yaml:6:52", "training.gradient_as_bucket_view", "true or false"});
+  scenario_error(with("{gradient_as_bucket_view: maybe}"),
+                 {"bad.yaml:6:58", "training.ddp.gradient_as_bucket_view", "true or false"});
+  scenario_error(with("{bucket_cap_mib: 0}"),
+                 {"bad.yaml:6:49", "training.ddp.bucket_cap_mib", "expected a number from"});
+  scenario_error(with("{bucket_cap: 25}"),
+                 {"bad.yaml:6:33", "training.ddp.bucket_cap", "expected one of bucket_cap_mib"});
 }
 
 TEST_CASE("bad input: a host loader's settings with source synthetic_gpu, an unknown source") {

@@ -296,7 +296,7 @@ TEST_CASE("DDP scales worse on 8 RTX 4090 without peer-to-peer than on a DGX A10
 }
 
 TEST_CASE("DDP all-reduces each bucket once per step: 25 MiB buckets after a 1 MiB first one") {
-  ScenarioSpec s = scenario(kDdpResnet, {{"training.broadcast_buffers", "false", ""}});
+  ScenarioSpec s = scenario(kDdpResnet, {{"training.ddp.broadcast_buffers", "false", ""}});
   PointResult r = predict_point(s, SweepPoint{8, 512, 64});
   // ResNet-50's 25,557,032 fp32 gradients (97.5 MiB) make a 1 MiB bucket and four of at most
   // 25 MiB; steps are whole-data-set iterations.
@@ -319,7 +319,7 @@ TEST_CASE("gradient_dtype bf16: half the bytes on the wire, three casting kernel
   // its all-reduce, cast back after. Without peer-to-peer (8 RTX 4090s over PCIe) the saved
   // bytes outweigh the kernels.
   const std::vector<yaml::Override> pcie = {{"hardware", "rtx4090-8x-pcie", ""},
-                                            {"training.broadcast_buffers", "false", ""}};
+                                            {"training.ddp.broadcast_buffers", "false", ""}};
   std::vector<yaml::Override> bf16 = pcie;
   bf16.push_back({"training.gradient_dtype", "bf16", ""});
   const PointResult full = predict_point(scenario(kDdpResnet, pcie), SweepPoint{8, 512, 64});
@@ -393,9 +393,9 @@ TEST_CASE("gradient_as_bucket_view: no copy back from the buckets, no bucket mem
   // reducer.cpp copies each averaged bucket back into the gradients only when they are not
   // views of it; with views the buckets are the gradients' storage (DDP's documentation: the
   // memory saved is the gradients' size).
-  const std::vector<yaml::Override> copies = {{"training.broadcast_buffers", "false", ""}};
+  const std::vector<yaml::Override> copies = {{"training.ddp.broadcast_buffers", "false", ""}};
   std::vector<yaml::Override> views = copies;
-  views.push_back({"training.gradient_as_bucket_view", "true", ""});
+  views.push_back({"training.ddp.gradient_as_bucket_view", "true", ""});
   const PointResult copied = predict_point(scenario(kDdpResnet, copies), SweepPoint{8, 512, 64});
   const PointResult viewed = predict_point(scenario(kDdpResnet, views), SweepPoint{8, 512, 64});
   CHECK(viewed.stats.collectives == copied.stats.collectives);
@@ -469,7 +469,7 @@ TEST_CASE("with rings across nodes, a symmetric cluster gives exactly every node
   // an estimate (test_collectives: "broadcast and reduce across nodes"), so the buffers'
   // broadcast is left out here; the next case has it.
   ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""},
-                                          {"training.broadcast_buffers", "false", ""}});
+                                          {"training.ddp.broadcast_buffers", "false", ""}});
   PredictOptions every_node;
   every_node.symmetric_clusters = false;
   for (const SweepPoint& p : expand_sweep(s)) {
@@ -604,7 +604,7 @@ TEST_CASE("an asymmetric fabric is simulated with every rank, and its spine slow
   // 4 nodes (32 GPUs) on the H100 cluster's fabric, rings; the buffers' broadcast left out, as
   // in the case above, so that the mirror is exact where it applies.
   ScenarioSpec s = scenario(kDdpCluster, {{"training.collective_algorithm", "ring", ""},
-                                          {"training.broadcast_buffers", "false", ""}});
+                                          {"training.ddp.broadcast_buffers", "false", ""}});
   const SweepPoint point{32, 2048, 64};
   PredictOptions every_node;
   every_node.symmetric_clusters = false;

@@ -74,7 +74,7 @@ std::vector<int> runnable_gpu_counts(const ScenarioSpec& scenario, const Machine
   for (int g : scenario.sweep.gpus) {
     if (g > m.total_gpus()) continue;
     if (scenario.training.strategy == Strategy::dp && g > m.gpus_per_node) continue;
-    if (scenario.training.strategy == Strategy::ddp && g > m.gpus_per_node &&
+    if (process_per_gpu(scenario.training.strategy) && g > m.gpus_per_node &&
         g % m.gpus_per_node != 0)
       continue;
     gpus.push_back(g);

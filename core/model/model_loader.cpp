@@ -16,6 +16,15 @@ namespace epochcast {
 
 namespace {
 
+// Marks every layer of `node` (and of its residual branches) as a part of `block`.
+void mark_block(ModelNode& node, const std::string& block) {
+  node.layer.block = block;
+  for (ModelNode& part : node.body)
+    mark_block(part, block);
+  for (ModelNode& part : node.shortcut)
+    mark_block(part, block);
+}
+
 // `attention: math | sdpa`: PyTorch's unfused path (nn.MultiheadAttention with need_weights, the
 // default) or F.scaled_dot_product_attention's fused kernel (Hugging Face's "sdpa").
 bool read_attention(const yaml::Node& node) {
@@ -370,6 +379,8 @@ void ModelReader::read_entry(const yaml::Node& entry, const std::string& default
       out.push_back(primitive(read_primitive(*type, map, instance_name, entry.mark())));
     } else {
       expand_block(type_name, map, instance_name, entry.mark(), i, out);
+      for (std::size_t n = first; n < out.size(); ++n)
+        mark_block(out[n], instance_name);
     }
     out[first].inputs = inputs;
     // A block's output is its last node's (a bottleneck's final relu, say).

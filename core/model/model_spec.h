@@ -66,6 +66,9 @@ struct Layer {
   LayerType type = LayerType::relu;
   std::string name;  // unique dotted path, e.g. "layer1.0.conv1" or "3"
   SourceMark mark;   // where it was written (for a block's parts: where the block was)
+  // The block it is a part of ("layer1.0" for a bottleneck's parts, "h.3" for a transformer
+  // block's); empty for a layer written on its own.
+  std::string block;
 
   std::int64_t out_features = 0;  // linear out_features, conv out_channels
   std::vector<std::int64_t> kernel, stride, padding, dilation;  // one entry per spatial dim

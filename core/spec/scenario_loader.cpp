@@ -358,6 +358,23 @@ DdpSpec read_ddp(const yaml::Node& node) {
   return ddp;
 }
 
+FsdpSpec read_fsdp(const yaml::Node& node) {
+  yaml::MapReader map(node, {"wrap", "backward_prefetch", "forward_prefetch", "limit_all_gathers",
+                             "reshard_after_forward"});
+  FsdpSpec fsdp;
+  if (auto wrap = map.optional("wrap"))
+    fsdp.wrap = static_cast<FsdpWrap>(wrap->as_choice(kFsdpWrapNames));
+  if (auto prefetch = map.optional("backward_prefetch")) {
+    fsdp.backward_prefetch =
+        static_cast<FsdpBackwardPrefetch>(prefetch->as_choice(kFsdpBackwardPrefetchNames));
+  }
+  if (auto prefetch = map.optional("forward_prefetch")) fsdp.forward_prefetch = prefetch->as_bool();
+  if (auto limit = map.optional("limit_all_gathers")) fsdp.limit_all_gathers = limit->as_bool();
+  if (auto reshard = map.optional("reshard_after_forward"))
+    fsdp.reshard_after_forward = reshard->as_bool();
+  return fsdp;
+}
+
 TrainingSpec read_training(const yaml::Node& node) {
   yaml::MapReader map(node,
                       {"strategy",
@@ -379,6 +396,7 @@ TrainingSpec read_training(const yaml::Node& node) {
                        "share_cpu_cores",
                        "nccl_memory_contention",
                        "ddp",
+                       "fsdp",
                        "loop",
                        "every_rank",
                        "learning_rate"},
@@ -419,11 +437,13 @@ TrainingSpec read_training(const yaml::Node& node) {
     training.loop = static_cast<TrainingLoop>(loop->as_choice(kTrainingLoopNames));
   if (auto accumulate = map.optional("gradient_accumulation")) {
     training.gradient_accumulation = accumulate->as_int32_in(1, limits::kMaxGradientAccumulation);
-    if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp) {
-      accumulate->fail("gradient accumulation is modelled for the ddp strategy");
+    if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp &&
+        training.strategy != Strategy::zero1) {
+      accumulate->fail("gradient accumulation is modelled for the ddp and zero1 strategies");
     }
   }
   if (auto ddp = map.optional("ddp")) training.ddp = read_ddp(*ddp);
+  if (auto fsdp = map.optional("fsdp")) training.fsdp = read_fsdp(*fsdp);
   if (auto dtype = map.optional("gradient_dtype")) {
     training.gradient_dtype = static_cast<GradientDtype>(dtype->as_choice(kGradientDtypeNames));
     if (training.gradient_dtype != GradientDtype::fp32 && training.strategy != Strategy::ddp) {
@@ -480,7 +500,8 @@ std::string gpu_count_problem(const ScenarioSpec& s, int gpus) {
                        s.machine.nodes);
   }
   if (gpus > 1 && s.training.strategy == Strategy::single) {
-    return fmt::format("strategy 'single' runs on one GPU; use dp or ddp for {} GPUs", gpus);
+    return fmt::format(
+        "strategy 'single' runs on one GPU; use dp, ddp, zero1, zero2 or fsdp for {} GPUs", gpus);
   }
   if (s.training.strategy == Strategy::dp && gpus > s.machine.gpus_per_node) {
     return fmt::format(
@@ -488,9 +509,10 @@ std::string gpu_count_problem(const ScenarioSpec& s, int gpus) {
         "across nodes",
         s.machine.gpus_per_node);
   }
-  if (s.training.strategy == Strategy::ddp && gpus > s.machine.gpus_per_node &&
+  if (process_per_gpu(s.training.strategy) && gpus > s.machine.gpus_per_node &&
       gpus % s.machine.gpus_per_node != 0) {
-    return fmt::format("across nodes ddp uses whole nodes: a multiple of {} GPUs",
+    return fmt::format("across nodes {} uses whole nodes: a multiple of {} GPUs",
+                       kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
                        s.machine.gpus_per_node);
   }
   return "";

@@ -18,8 +18,17 @@
 
 namespace epochcast {
 
-enum class Strategy { single, dp, ddp };
-inline constexpr std::string_view kStrategyNames[] = {"single", "dp", "ddp"};
+// single: one device. dp: nn.DataParallel. ddp: DistributedDataParallel. zero1: DDP with the
+// optimizer state sharded (torch's ZeroRedundancyOptimizer). zero2: FSDP's SHARD_GRAD_OP
+// (gradients and optimizer state sharded). fsdp: FSDP's FULL_SHARD (ZeRO stage 3: parameters
+// too).
+enum class Strategy { single, dp, ddp, zero1, zero2, fsdp };
+inline constexpr std::string_view kStrategyNames[] = {"single", "dp",    "ddp",
+                                                      "zero1",  "zero2", "fsdp"};
+// A process per GPU, each over its own share of the data set.
+inline bool process_per_gpu(Strategy strategy) {
+  return strategy != Strategy::single && strategy != Strategy::dp;
+}
 
 enum class Optimizer { sgd, momentum, adam, adamw };
 inline constexpr std::string_view kOptimizerNames[] = {"sgd", "momentum", "adam", "adamw"};
@@ -149,6 +158,32 @@ struct DdpSpec {
   bool broadcast_buffers = true;
 };
 
+// What FSDP wraps as its units, each all-gathered and reduce-scattered on its own: every block
+// of the model (a transformer block, a residual block; the layers outside blocks stay in the
+// root unit, as transformer_auto_wrap_policy leaves the embeddings and head), every layer with
+// parameters, or the whole model as one unit.
+enum class FsdpWrap { block, layer, model };
+inline constexpr std::string_view kFsdpWrapNames[] = {"block", "layer", "model"};
+// When a unit's all-gather for backward is issued: before this unit's gradients are computed
+// (BACKWARD_PRE, the default), after them (BACKWARD_POST), or when the unit's backward starts.
+enum class FsdpBackwardPrefetch { pre, post, none };
+inline constexpr std::string_view kFsdpBackwardPrefetchNames[] = {"pre", "post", "none"};
+
+// PyTorch FullyShardedDataParallel's settings (training.fsdp), used by zero2 and fsdp, with its
+// defaults.
+struct FsdpSpec {
+  FsdpWrap wrap = FsdpWrap::block;
+  FsdpBackwardPrefetch backward_prefetch = FsdpBackwardPrefetch::pre;
+  // Issue the next unit's all-gather before this unit's forward (forward_prefetch=True).
+  bool forward_prefetch = false;
+  // At most two all-gathers in flight: the third waits until the unit two back is freed
+  // (limit_all_gathers=True).
+  bool limit_all_gathers = true;
+  // fsdp: free each unit's gathered parameters after its forward and gather them again for
+  // backward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP, which zero2 is).
+  bool reshard_after_forward = true;
+};
+
 struct TrainingSpec {
   Strategy strategy = Strategy::single;
   Optimizer optimizer = Optimizer::sgd;
@@ -183,6 +218,7 @@ struct TrainingSpec {
   // The settings of each strategy, read whatever the strategy (a scenario can be switched
   // between strategies with --set) and used by their own.
   DdpSpec ddp;
+  FsdpSpec fsdp;
   // Who drives the step: a Python training loop (PyTorch eager, what users run) or a C++ one on
   // LibTorch (epochcast-run, whose measurements say so); the profile's host costs for it.
   TrainingLoop loop = TrainingLoop::python;

@@ -326,6 +326,11 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
            "into the gradients";
   }
   switch (t.strategy) {
+    case Strategy::zero1:
+    case Strategy::zero2:
+    case Strategy::fsdp:
+      return fmt::format("strategy {}: the runtime executes single, dp and ddp steps only",
+                         kStrategyNames[static_cast<std::size_t>(t.strategy)]);
     case Strategy::single:
       if (point.gpus != 1) return "strategy single trains on one device";
       return "";

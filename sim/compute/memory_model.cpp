@@ -8,8 +8,6 @@
 
 namespace epochcast::sim {
 
-namespace {
-
 std::int64_t optimizer_state_per_param(Optimizer optimizer) {
   switch (optimizer) {
     case Optimizer::sgd:
@@ -22,6 +20,16 @@ std::int64_t optimizer_state_per_param(Optimizer optimizer) {
   }
   return 0;
 }
+
+double model_state_bytes(double params, double weight, double gradient, double optimizer,
+                         const StateSharding& sharding) {
+  const double n = std::max(1, sharding.ranks);
+  auto share = [&](double bytes, bool partitioned) { return partitioned ? bytes / n : bytes; };
+  return params * (share(weight, sharding.weights) + share(gradient, sharding.gradients) +
+                   share(optimizer, sharding.optimizer));
+}
+
+namespace {
 
 // Weights that autocast casts to 16 bits: those of matrix (GEMM/convolution) layers.
 std::int64_t matrix_params(const ModelAnalysis& analysis) {
@@ -42,7 +50,7 @@ std::int64_t matrix_params(const ModelAnalysis& analysis) {
 MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
                                Optimizer optimizer, TrainingPrecision precision,
                                const HardwareProfile& profile, Bytes capacity,
-                               Bytes strategy_buffers) {
+                               Bytes strategy_buffers, const StateSharding& sharding) {
   const std::int64_t param_bytes = element_bytes(analysis.options.parameter_dtype);
   const std::int64_t activation_bytes = element_bytes(analysis.options.activation_dtype);
   // Reported sizes are clamped far above any GPU, so absurd models and batches cannot overflow;
@@ -54,11 +62,16 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
   MemoryEstimate m;
   m.capacity = capacity;
   m.context = profile.memory.context;
-  m.weights = bytes(params * static_cast<double>(param_bytes));
-  m.gradients = m.weights;
-  m.optimizer_state = bytes(params * static_cast<double>(optimizer_state_per_param(optimizer)));
+  // Each state alone through the formula, so that the parts add up to it.
+  const auto element = static_cast<double>(param_bytes);
+  m.weights = bytes(model_state_bytes(params, element, 0, 0, sharding));
+  m.gradients = bytes(model_state_bytes(params, 0, element, 0, sharding));
+  m.optimizer_state = bytes(model_state_bytes(
+      params, 0, 0, static_cast<double>(optimizer_state_per_param(optimizer)), sharding));
   bool mixed = precision == TrainingPrecision::amp_fp16 || precision == TrainingPrecision::amp_bf16;
-  m.weight_copies = bytes(mixed ? static_cast<double>(matrix_params(analysis)) * 2 : 0);
+  m.weight_copies = bytes(mixed && !sharding.copies_made_by_gather
+                              ? static_cast<double>(matrix_params(analysis)) * 2
+                              : 0);
   m.workspace = profile.memory.workspace;
   m.strategy_buffers = strategy_buffers;
 

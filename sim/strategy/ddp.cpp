@@ -30,7 +30,7 @@ std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes fir
 }
 
 IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bool communicate,
-                                bool zero_grad) {
+                                bool zero_grad, const ShardedOptimizer* sharded) {
   IterationPlan plan;
   plan.samples = batch;
   const HostCosts& costs = c.profile.host;
@@ -74,21 +74,8 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   for (std::size_t i = 0; i < ranks.size(); ++i)
     replicas.push_back(Replica{ranks[i], ranks[i], static_cast<int>(i)});
   StepBuilder b(c.step, plan, ranks.front(), ranks.front());
-  // Each rank's copies of rank 0's ops `ops`.
-  auto per_rank = [&](const std::vector<std::int32_t>& ops) {
-    std::vector<std::vector<std::int32_t>> out(ranks.size());
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      for (std::int32_t op : ops)
-        out[i].push_back(plan.replica_op(op, i));
-    }
-    return out;
-  };
   auto sites_after = [&](const std::vector<std::int32_t>& ops) {
-    std::vector<CollectiveSite> sites;
-    std::vector<std::vector<std::int32_t>> ready = per_rank(ops);
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      sites.push_back({ranks[i], Lane{LaneKind::comm, ranks[i]}, std::move(ready[i])});
-    return sites;
+    return rank_sites(plan, ranks, ops);
   };
   const bool accumulate = training.framework == Framework::pytorch1 || !zero_grad;
   // DDP's buffer sync (broadcast_buffers): in the forward after a synchronised backward, the
@@ -227,8 +214,33 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     // buckets: the compute stream waits for their all-reduces (the work's wait() in
     // finalize_backward).
     if (!viewed.empty()) b.stream_waits("compute stream waits for the all-reduces", viewed);
-    b.optimizer_step();
-    plan.end_replicas(replicas);
+    if (sharded == nullptr) {
+      b.optimizer_step();
+      plan.end_replicas(replicas);
+    } else {
+      b.optimizer_step(sharded->rank_shard);
+      // The broadcasts are issued from the host, each after its owner's step, on NCCL's
+      // stream; the next step's kernels wait for all of them (the works' wait()).
+      std::int32_t launched = b.host("launch broadcasts of the updated parameters",
+                                     Category::communication, c.profile.links.collective_launch);
+      std::vector<std::int32_t> stepped = {b.last_gpu_op(), launched};
+      plan.end_replicas(replicas);
+      std::vector<std::vector<std::int32_t>> broadcast_ends;
+      for (const ShardedOptimizer::Broadcast& cast : sharded->broadcasts) {
+        const int root = ranks.at(static_cast<std::size_t>(cast.owner) % ranks.size());
+        broadcast_ends.push_back(
+            add_collective(plan, c.collective(Collective::broadcast, cast.bytes, root), c.analytic,
+                           sites_after(stepped),
+                           fmt::format("broadcast rank {}'s parameters ({:.2f} MiB)", cast.owner,
+                                       to_mib(cast.bytes))));
+      }
+      plan.begin_replicas(replicas.front());
+      std::vector<std::int32_t> arrived;
+      for (std::vector<std::int32_t>& end : broadcast_ends)
+        arrived.push_back(plan.per_replica(std::move(end)));
+      b.stream_waits("compute stream waits for the parameters", arrived);
+      plan.end_replicas(replicas);
+    }
   }
   plan.begin_replicas(replicas.front());
   if (training.sync_every_step) b.sync("loss.item()");

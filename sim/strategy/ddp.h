@@ -15,11 +15,24 @@ class StrategyModel;
 // DistributedDataParallel's broadcast_bucket_size, for its per-forward buffer sync.
 inline constexpr std::int64_t kDdpBufferBroadcastBytes = 250 * kMiB;
 
+// torch's ZeroRedundancyOptimizer over DDP (zero1): each rank's optimizer steps the parameter
+// tensors it owns, then every tensor is broadcast from its owner to the others (_sync_params,
+// a broadcast a tensor without parameters_as_bucket_view).
+struct ShardedOptimizer {
+  const StepContext* rank_shard = nullptr;  // rank 0's tensors, standing for every rank's
+  struct Broadcast {
+    int owner = 0;  // the rank that stepped it
+    Bytes bytes;
+  };
+  std::vector<Broadcast> broadcasts;  // in _sync_params' order: rank by rank
+};
+
 // DistributedDataParallel, `batch` samples per rank. With gradient accumulation, a step either
 // only accumulates (`communicate` false: no all-reduce, no optimizer) or completes the cycle.
-// `zero_grad` opens a cycle.
+// `zero_grad` opens a cycle. `sharded`: the optimizer is ZeroRedundancyOptimizer's.
 IterationPlan ddp_training_step(const MultiGpuContext& context, std::int64_t batch,
-                                bool communicate, bool zero_grad);
+                                bool communicate, bool zero_grad,
+                                const ShardedOptimizer* sharded = nullptr);
 IterationPlan ddp_validation_step(const MultiGpuContext& context, std::int64_t batch);
 
 // DDP's gradient buckets: parameter tensors in reverse registration order; a bucket closes once

@@ -37,6 +37,18 @@ const CollectiveChoice& MultiGpuContext::collective(Collective kind, Bytes bytes
   return cache->emplace(key, choose_collective(request, topology, profile)).first->second;
 }
 
+std::vector<CollectiveSite> rank_sites(const IterationPlan& plan, const std::vector<int>& ranks,
+                                       const std::vector<std::int32_t>& ops) {
+  std::vector<CollectiveSite> sites;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    CollectiveSite site{ranks[i], Lane{LaneKind::comm, ranks[i]}, {}};
+    for (std::int32_t op : ops)
+      site.ready.push_back(plan.replica_op(op, i));
+    sites.push_back(std::move(site));
+  }
+  return sites;
+}
+
 // A memory-bound copy kernel over `bytes` (read and written: 2x the traffic).
 SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes) {
   KernelWork k;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/collectives/alpha_beta.h"
+#include "sim/strategy/collective_ops.h"
 #include "sim/strategy/step_builder.h"
 
 namespace epochcast::sim {
@@ -48,6 +49,11 @@ std::vector<CoalescedBuffer> coalesced_module_buffers(const ModelAnalysis& analy
 // _take_tensors (torch/_utils.py): a tensor that would take the open buffer past `cap` closes it
 // first, so a buffer passes the cap only by holding one large tensor.
 std::vector<CoalescedBuffer> coalesced_gradients(const ModelAnalysis& analysis, std::int64_t cap);
+
+// Where each of `ranks` takes part in a collective on its communication stream, once its copy
+// of `ops` (ops of rank 0's part of a step, repeated for every rank) is done.
+std::vector<CollectiveSite> rank_sites(const IterationPlan& plan, const std::vector<int>& ranks,
+                                       const std::vector<std::int32_t>& ops);
 
 // A memory-bound copy kernel over `bytes` (read and written: 2x the traffic).
 SimTime copy_time(const MultiGpuContext& c, std::int64_t bytes);

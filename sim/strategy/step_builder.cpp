@@ -168,9 +168,10 @@ std::vector<Call> zero_grad_calls(const StepContext& context) {
   return calls;
 }
 
-std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training) {
+std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training,
+                                bool cast_weights) {
   const HostCosts& costs = context.device.profile().host;
-  bool mixed = mixed_precision(context.device.precision());
+  bool mixed = cast_weights && mixed_precision(context.device.precision());
   std::vector<Call> calls;
   const auto& layers = context.analysis.layers;
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -497,8 +498,8 @@ void StepBuilder::sync(std::string name) {
   host(std::move(name), Category::sync, context_.device.profile().host.sync, std::move(deps));
 }
 
-void StepBuilder::optimizer_step() {
-  std::vector<Call> calls = optimizer_calls(context_);
+void StepBuilder::optimizer_step(const StepContext* over) {
+  std::vector<Call> calls = optimizer_calls(over != nullptr ? *over : context_);
   // GradScaler.step (torch/amp/grad_scaler.py): a fused optimizer gets grad_scale and found_inf
   // on the device and skips a bad step itself; any other reads found_inf first, a host sync.
   if (context_.device.precision() != TrainingPrecision::amp_fp16 ||

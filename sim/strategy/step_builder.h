@@ -34,7 +34,10 @@ struct Call {
 
 // The calls of each part of a step, in issue order.
 std::vector<Call> zero_grad_calls(const StepContext& context);
-std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training);
+// `cast_weights`: under autocast, each matrix layer's weights are cast to 16 bits on use; false
+// where they come in 16 bits already (FSDP's mixed precision gathers them so).
+std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training,
+                                bool cast_weights = true);
 std::vector<Call> loss_forward_calls(const StepContext& context, std::int64_t batch);
 // The loss's gradient (and, under fp16 autocast, the GradScaler's scaling of it).
 std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t batch);
@@ -94,7 +97,8 @@ class StepBuilder {
   void sync(std::string name);
   // The optimizer step as GradScaler drives it: under fp16, gradients are checked (and
   // unscaled) first, and a non-fused optimizer then reads found_inf on the host (a sync).
-  void optimizer_step();
+  // `over`: the parameters it steps, where they are not the model's (a rank's shard).
+  void optimizer_step(const StepContext* over = nullptr);
 
   std::int32_t last_gpu_op() const { return last_gpu_op_; }
   std::int32_t last_cpu_op() const { return last_cpu_op_; }

@@ -3,6 +3,7 @@
 
 #include "sim/strategy/data_parallel.h"
 #include "sim/strategy/ddp.h"
+#include "sim/strategy/sharded.h"
 
 namespace epochcast::sim {
 
@@ -39,6 +40,12 @@ const StrategyModel& strategy_model(Strategy strategy) {
       return data_parallel_strategy();
     case Strategy::ddp:
       return ddp_strategy();
+    case Strategy::zero1:
+      return zero1_strategy();
+    case Strategy::zero2:
+      return zero2_strategy();
+    case Strategy::fsdp:
+      return fsdp_strategy();
   }
   return single;
 }

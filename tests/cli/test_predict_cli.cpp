@@ -309,10 +309,12 @@ TEST_CASE("a sweep of a hundred thousand points is announced before its first po
           "batch: [" + batches + "]");
   std::string scenario = out_path("hundred-thousand-points.yaml");
   std::ofstream(scenario) << text;
-  // Only the first line is read: the announcement comes before any point is simulated (the
-  // sweep then ends at its next progress line, on a closed pipe).
+  // Only the first line is read: the announcement comes before any point is simulated. The
+  // sweep is then stopped (its process id written before it starts), not left to run.
+  const std::string pid = out_path("hundred-thousand-points.pid");
   CommandResult r =
-      run_command(epochcast_binary() + " predict " + scenario + " 2>&1 >/dev/null | head -n 1");
+      run_command("sh -c 'echo $$ > " + pid + "; exec " + epochcast_binary() + " predict " +
+                  scenario + " 2>&1 >/dev/null' | { head -n 1; kill $(cat " + pid + "); }");
   CHECK(r.output ==
         "predict: the sweep has 100,000 points; this may take a long time (Ctrl-C stops)\n");
 }

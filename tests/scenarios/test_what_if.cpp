@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "core/spec/scenario_spec.h"
 #include "sim/predict/predict.h"
@@ -134,4 +135,35 @@ TEST_CASE(
   const PointResult* best = fastest_point(r);
   REQUIRE(best);
   CHECK(best->point.gpus == 8);
+}
+
+TEST_CASE("what-if OPT-6.7B on 8 GPUs: only sharded parameters fit, and PCIe pays for them") {
+  const std::string name = "opt-6.7b-fsdp-8gpu-boxes";
+  const std::vector<PointResult> fsdp = predict(what_if(name));
+  // 16 bytes a parameter on every GPU (about 99 GiB) do not fit 80 GB, with or without the
+  // optimizer state sharded.
+  for (const char* strategy : {"ddp", "zero1"}) {
+    INFO(strategy);
+    const std::vector<PointResult> r =
+        predict(what_if(name, {fmt::format("training.strategy={}", strategy)}));
+    CHECK_FALSE(at(r, 8, 8).memory.fits);
+    CHECK(at(r, 8, 8).memory.largest_batch == 0);
+  }
+  // FSDP fits every batch of the sweep; SHARD_GRAD_OP, holding every gathered unit through
+  // backward, a smaller largest batch.
+  const std::vector<PointResult> zero2 = predict(what_if(name, {"training.strategy=zero2"}));
+  CHECK(at(fsdp, 8, 64).memory.fits);
+  CHECK_FALSE(at(zero2, 8, 64).memory.fits);
+  CHECK(at(zero2, 8, 64).memory.largest_batch < at(fsdp, 8, 64).memory.largest_batch);
+  // Over NVSwitch the gathers hide behind compute: compute-bound at every batch.
+  for (std::int64_t batch : {8, 16, 32, 64}) {
+    INFO("global batch " << batch);
+    CHECK(at(fsdp, 8, batch).bottleneck == "compute");
+  }
+  // On 24 GB boards only one sequence a GPU fits, and the step waits for host memory.
+  const std::vector<PointResult> consumer = predict(what_if(name, {"hardware=rtx4090-8x-pcie"}));
+  CHECK(at(consumer, 8, 8).memory.fits);
+  CHECK(at(consumer, 8, 8).memory.largest_batch == 1);
+  CHECK(at(consumer, 8, 8).bottleneck == "communication");
+  CHECK(at(consumer, 8, 8).epoch_seconds > 20 * at(fsdp, 8, 8).epoch_seconds);
 }

@@ -1,0 +1,445 @@
+// ZeRO's stages as PyTorch runs them: zero1 over DDP's step, zero2 and fsdp as FSDP's.
+#include "sim/strategy/sharded.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "sim/strategy/collective_ops.h"
+#include "sim/strategy/ddp.h"
+#include "sim/strategy/strategy.h"
+
+namespace epochcast::sim {
+
+std::vector<FsdpUnit> fsdp_units(const ModelAnalysis& analysis, FsdpWrap wrap) {
+  FsdpUnit root;
+  root.root = true;
+  std::vector<FsdpUnit> units;
+  std::map<std::string, std::size_t> by_block;
+  for (std::size_t l = 0; l < analysis.layers.size(); ++l) {
+    const LayerCosts& layer = analysis.layers[l];
+    const bool in_block = wrap == FsdpWrap::block && !layer.layer.block.empty();
+    if (in_block) {
+      auto [at, added] = by_block.emplace(layer.layer.block, units.size());
+      if (added) units.emplace_back();
+      units[at->second].layers.push_back(l);
+      units[at->second].params += layer.params;
+    } else if (wrap == FsdpWrap::layer && layer.params > 0) {
+      units.push_back(FsdpUnit{{l}, layer.params, false});
+    } else if (layer.params > 0) {
+      root.layers.push_back(l);
+      root.params += layer.params;
+    }
+  }
+  // A block without parameters has nothing to gather: its layers run under the root.
+  std::erase_if(units, [](const FsdpUnit& u) { return u.params == 0; });
+  if (root.params > 0) units.insert(units.begin(), std::move(root));
+  return units;
+}
+
+std::vector<int> zero_partition(const ModelAnalysis& analysis, int ranks) {
+  const std::vector<ParamTensor>& tensors = analysis.param_tensors;
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return tensors[a].elements > tensors[b].elements;
+  });
+  std::vector<std::int64_t> held(static_cast<std::size_t>(std::max(1, ranks)), 0);
+  std::vector<int> owner(tensors.size(), 0);
+  for (std::size_t t : order) {
+    const auto least = std::min_element(held.begin(), held.end());
+    owner[t] = static_cast<int>(least - held.begin());
+    *least += tensors[t].elements;
+  }
+  return owner;
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The model as an optimizer over `tensors` sees it: a rank's shard of the parameters.
+ModelAnalysis with_tensors(const ModelAnalysis& analysis, std::vector<ParamTensor> tensors) {
+  ModelAnalysis shard = analysis;
+  shard.params = 0;
+  for (const ParamTensor& t : tensors)
+    shard.params += t.elements;
+  shard.param_tensors = std::move(tensors);
+  return shard;
+}
+
+// Bytes an element of the gathered parameters and reduced gradients takes: the compute dtype
+// (FSDP's MixedPrecision with param_dtype and reduce_dtype the autocast dtype; fp32 without).
+std::int64_t gathered_element(const ModelAnalysis& analysis) {
+  return element_bytes(analysis.options.activation_dtype);
+}
+
+// Rank 0's part of an FSDP step, repeated for every rank, with its collectives between.
+class FsdpStep {
+ public:
+  FsdpStep(const MultiGpuContext& c, IterationPlan& plan, int world)
+      : c_(c),
+        plan_(plan),
+        ranks_(c.ranks()),
+        b_(c.step, plan, ranks_.front(), ranks_.front()),
+        units_(fsdp_units(c.step.analysis, c.step.scenario.training.fsdp.wrap)),
+        unit_of_layer_(c.step.analysis.layers.size(), -1),
+        resident_(units_.size(), false),
+        gathered_(units_.size()),
+        element_(gathered_element(c.step.analysis)),
+        world_(world) {
+    for (std::size_t i = 0; i < ranks_.size(); ++i)
+      replicas_.push_back(Replica{ranks_[i], ranks_[i], static_cast<int>(i)});
+    // A unit covers every layer from its first to its last (a block's residual adds too).
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      if (units_[u].root) continue;
+      for (std::size_t l = units_[u].layers.front(); l <= units_[u].layers.back(); ++l)
+        unit_of_layer_[l] = static_cast<int>(u);
+    }
+  }
+
+  // Forward over `calls` (each unit gathered on entry, freed after when `reshard`), then the
+  // loss; with `training`, backward, the reduce-scatters and the optimizer on the shards.
+  void run(std::int64_t batch, bool training, bool reshard) {
+    const HostCosts& costs = c_.profile.host;
+    const FsdpSpec& fsdp = c_.step.scenario.training.fsdp;
+    memory_bound_ = training ? memory_bound_share(c_, batch) : 0;
+    open();
+    b_.take_batch(batch, 0);
+    b_.copy_batch(batch);
+    if (training) b_.emit(zero_grad_calls(c_.step));
+    b_.host("FullyShardedDataParallel forward", Category::forward, costs.forward_op);
+    if (!units_.empty() && units_.front().root) {
+      gather(0, {}, "root");
+      wait_for_gather(0);
+    }
+    std::deque<std::int32_t> freed;  // the limiter's queue of frees, oldest first
+    const std::vector<Call> forward = forward_calls(c_.step, batch, training, false);
+    for (std::size_t k = 0; k < forward.size(); ++k) {
+      const int u = unit_at(forward[k]);
+      if (u >= 0 && entering(forward, k)) {
+        if (!resident_[static_cast<std::size_t>(u)]) {
+          std::vector<std::int32_t> waits;
+          // limit_all_gathers: the host waits for the free of the unit two gathers back.
+          if (fsdp.limit_all_gathers && freed.size() >= 2) {
+            waits.push_back(freed.front());
+            freed.pop_front();
+          }
+          gather(static_cast<std::size_t>(u), waits, "forward");
+        }
+        const std::size_t next = static_cast<std::size_t>(u) + 1;
+        if (fsdp.forward_prefetch && next < units_.size() && !resident_[next])
+          gather(next, {}, "forward prefetch");
+        wait_for_gather(static_cast<std::size_t>(u));
+      }
+      open();
+      b_.emit(forward[k]);
+      if (u >= 0 && leaving(forward, k) && reshard) {
+        b_.host(fmt::format("reshard unit {}", u), Category::forward, costs.forward_op);
+        freed.push_back(b_.last_gpu_op());
+        resident_[static_cast<std::size_t>(u)] = false;
+      }
+    }
+    open();
+    b_.emit(loss_forward_calls(c_.step, batch));
+    if (!training) {
+      b_.sync("validation loss.item()");
+      b_.await_prefetched_batch();
+      close();
+      return;
+    }
+    b_.emit(loss_backward_calls(c_.step, batch));
+    const bool accumulate = c_.step.scenario.training.framework == Framework::pytorch1;
+    const std::vector<Call> backward = backward_calls(c_.step, batch, accumulate);
+    for (std::size_t k = 0; k < backward.size(); ++k) {
+      const int u = unit_at(backward[k]);
+      if (u >= 0 && entering(backward, k)) {
+        if (!resident_[static_cast<std::size_t>(u)])
+          gather(static_cast<std::size_t>(u), {}, "backward");
+        if (fsdp.backward_prefetch == FsdpBackwardPrefetch::pre) prefetch_before(u);
+        wait_for_gather(static_cast<std::size_t>(u));
+      }
+      open();
+      b_.emit(backward[k]);
+      if (u >= 0 && leaving(backward, k)) {
+        reduce(static_cast<std::size_t>(u));
+        if (fsdp.backward_prefetch == FsdpBackwardPrefetch::post) prefetch_before(u);
+      }
+    }
+    // The root's gradients are complete once the whole backward is.
+    if (!units_.empty() && units_.front().root) reduce(0);
+    // FSDP's final callback: the compute stream waits for every reduce-scatter, then the
+    // optimizer steps each unit's flat shard.
+    open();
+    std::vector<std::int32_t> arrived;
+    for (std::vector<std::int32_t>& ends : reduced_)
+      arrived.push_back(plan_.per_replica(std::move(ends)));
+    b_.stream_waits("compute stream waits for the reduce-scatters", arrived);
+    std::vector<ParamTensor> shards;
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      shards.push_back(ParamTensor{fmt::format("unit {} shard", u),
+                                   ceil_div(units_[u].params, static_cast<std::int64_t>(world_))});
+    }
+    const ModelAnalysis shard = with_tensors(c_.step.analysis, std::move(shards));
+    const StepContext over{c_.step.scenario, shard, c_.step.device};
+    b_.optimizer_step(&over);
+    if (c_.step.scenario.training.sync_every_step) b_.sync("loss.item()");
+    b_.await_prefetched_batch();
+    close();
+  }
+
+ private:
+  int unit_at(const Call& call) const {
+    return call.layer >= 0 ? unit_of_layer_[static_cast<std::size_t>(call.layer)] : -1;
+  }
+  // Whether calls[k] is the first, or the last, of its unit in this pass.
+  bool entering(const std::vector<Call>& calls, std::size_t k) const {
+    return k == 0 || unit_at(calls[k - 1]) != unit_at(calls[k]);
+  }
+  bool leaving(const std::vector<Call>& calls, std::size_t k) const {
+    return k + 1 == calls.size() || unit_at(calls[k + 1]) != unit_at(calls[k]);
+  }
+  void open() {
+    if (!in_block_) plan_.begin_replicas(replicas_.front());
+    in_block_ = true;
+  }
+  void close() {
+    if (in_block_) plan_.end_replicas(replicas_);
+    in_block_ = false;
+  }
+  // The all-gather of unit `u`, issued from the host after `waits`: under mixed precision the
+  // local shard is cast to the compute dtype first (MixedPrecision's param_dtype).
+  void gather(std::size_t u, std::vector<std::int32_t> waits, std::string_view why) {
+    const HostCosts& costs = c_.profile.host;
+    const std::int64_t shard = ceil_div(units_[u].params, static_cast<std::int64_t>(world_));
+    const std::int64_t master = element_bytes(c_.step.analysis.options.parameter_dtype);
+    open();
+    std::vector<std::int32_t> ready;
+    if (element_ != master) {
+      ready.push_back(b_.kernel(
+          fmt::format("cast unit {}'s shard", u), Category::communication, costs.forward_op,
+          elementwise_time(c_, shard, static_cast<int>(master), static_cast<int>(element_))));
+    }
+    ready.push_back(b_.host(fmt::format("all-gather unit {} ({})", u, why), Category::communication,
+                            c_.profile.links.collective_launch, waits));
+    close();
+    const Bytes bytes(checked_product(units_[u].params, element_));
+    const CollectiveChoice& choice = c_.collective(Collective::all_gather, bytes);
+    gathered_[u] = add_collective(plan_, choice, c_.analytic, rank_sites(plan_, ranks_, ready),
+                                  fmt::format("all-gather unit {} ({:.1f} MiB)", u, to_mib(bytes)),
+                                  true, compute_speed_beside(c_, choice, memory_bound_));
+    resident_[u] = true;
+  }
+  void wait_for_gather(std::size_t u) {
+    open();
+    b_.stream_waits(fmt::format("compute stream waits for unit {}", u),
+                    {plan_.per_replica(gathered_[u])});
+  }
+  // The unit before `u` in layer order (the next in backward), gathered ahead of its backward.
+  void prefetch_before(int u) {
+    if (u <= 0) return;
+    const auto before = static_cast<std::size_t>(u - 1);
+    if (!units_[before].root && !resident_[before]) gather(before, {}, "backward prefetch");
+  }
+  // Unit `u`'s gradients, divided by the world size, reduce-scattered on NCCL's stream.
+  void reduce(std::size_t u) {
+    const HostCosts& costs = c_.profile.host;
+    open();
+    const std::int32_t divided = b_.kernel(
+        fmt::format("divide unit {}'s gradients", u), Category::communication, costs.backward_op,
+        elementwise_time(c_, units_[u].params, static_cast<int>(element_),
+                         static_cast<int>(element_)));
+    const std::int32_t launched =
+        b_.host(fmt::format("reduce-scatter unit {}", u), Category::communication,
+                c_.profile.links.collective_launch);
+    close();
+    const Bytes bytes(checked_product(units_[u].params, element_));
+    const CollectiveChoice& choice = c_.collective(Collective::reduce_scatter, bytes);
+    reduced_.push_back(
+        add_collective(plan_, choice, c_.analytic, rank_sites(plan_, ranks_, {divided, launched}),
+                       fmt::format("reduce-scatter unit {} ({:.1f} MiB)", u, to_mib(bytes)), true,
+                       compute_speed_beside(c_, choice, memory_bound_)));
+    resident_[u] = false;
+  }
+
+  const MultiGpuContext& c_;
+  IterationPlan& plan_;
+  std::vector<int> ranks_;
+  std::vector<Replica> replicas_;
+  StepBuilder b_;
+  std::vector<FsdpUnit> units_;
+  std::vector<int> unit_of_layer_;                   // -1: no unit but the root's
+  std::vector<bool> resident_;                       // gathered and not freed since
+  std::vector<std::vector<std::int32_t>> gathered_;  // each unit's last all-gather, per rank
+  std::vector<std::vector<std::int32_t>> reduced_;   // the reduce-scatters, per rank
+  std::int64_t element_;
+  int world_;
+  double memory_bound_ = 0;
+  bool in_block_ = false;
+};
+
+// What each rank holds for FSDP beyond its shards: gathered units in the compute dtype (the
+// root, and the two units limit_all_gathers lets be in flight; every unit from forward to
+// backward without resharding) and one unit's unsharded gradients.
+Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard) {
+  const std::vector<FsdpUnit> units = fsdp_units(analysis, wrap);
+  std::int64_t root = 0, largest = 0, all = 0;
+  for (const FsdpUnit& u : units) {
+    if (u.root)
+      root = u.params;
+    else
+      largest = std::max(largest, u.params);
+    all += u.params;
+  }
+  const std::int64_t gathered = reshard ? root + 2 * largest : all;
+  return Bytes(
+      checked_product(checked_sum(gathered, std::max(root, largest)), gathered_element(analysis)));
+}
+
+class FsdpStrategy final : public StrategyModel {
+ public:
+  explicit FsdpStrategy(bool full_shard) : full_shard_(full_shard) {}
+  bool process_per_gpu() const override { return true; }
+  MemoryEstimate memory(const StepContext& c, const SweepPoint& point) const override {
+    const TrainingSpec& training = c.scenario.training;
+    StateSharding sharding;
+    sharding.ranks = point.gpus;
+    sharding.optimizer = sharding.gradients = sharding.weights = true;
+    sharding.copies_made_by_gather = true;
+    return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
+                           c.scenario.profile, c.scenario.machine.gpu.memory,
+                           fsdp_buffers(c.analysis, training.fsdp.wrap, reshard(training)),
+                           sharding);
+  }
+  IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
+                              MicroStep /*micro*/) const override {
+    IterationPlan plan;
+    plan.samples = batch;
+    FsdpStep(c, plan, point.gpus).run(batch, true, reshard(c.step.scenario.training));
+    return plan;
+  }
+  IterationPlan validation_step(const MultiGpuContext& c, const SweepPoint& point,
+                                std::int64_t batch) const override {
+    IterationPlan plan;
+    plan.samples = batch;
+    FsdpStep(c, plan, point.gpus).run(batch, false, true);
+    return plan;
+  }
+  std::string collective_words() const override {
+    return "(parameters all-gathered, gradients reduce-scattered)";
+  }
+  std::vector<std::string> assumptions(const ScenarioSpec& s) const override {
+    const FsdpSpec& fsdp = s.training.fsdp;
+    std::vector<std::string> out;
+    out.push_back(fmt::format(
+        "{} runs FSDP's {}: units wrapped per {} (training.fsdp.wrap), gathered and reduced in "
+        "the compute dtype ({}, MixedPrecision's param_dtype and reduce_dtype), one collective "
+        "at a time on NCCL's stream, backward prefetch {}",
+        kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
+        reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
+        kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)],
+        s.training.precision == TrainingPrecision::amp_fp16 ||
+                s.training.precision == TrainingPrecision::amp_bf16
+            ? "16 bits"
+            : "fp32",
+        kFsdpBackwardPrefetchNames[static_cast<std::size_t>(fsdp.backward_prefetch)]));
+    return out;
+  }
+
+ private:
+  bool reshard(const TrainingSpec& training) const {
+    return full_shard_ && training.fsdp.reshard_after_forward;
+  }
+  bool full_shard_;
+};
+
+class Zero1Strategy final : public StrategyModel {
+ public:
+  bool process_per_gpu() const override { return true; }
+  int accumulation_cycle(const TrainingSpec& training) const override {
+    return training.gradient_accumulation;
+  }
+  MemoryEstimate memory(const StepContext& c, const SweepPoint& point) const override {
+    const TrainingSpec& training = c.scenario.training;
+    StateSharding sharding;
+    sharding.ranks = point.gpus;
+    sharding.optimizer = true;
+    return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
+                           c.scenario.profile, c.scenario.machine.gpu.memory, ddp_buffers(c),
+                           sharding);
+  }
+  IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
+                              MicroStep micro) const override {
+    if (!micro.closes) return ddp_training_step(c, batch, false, micro.opens);
+    const ModelAnalysis& analysis = c.step.analysis;
+    const std::vector<int> owner = zero_partition(analysis, point.gpus);
+    // The step waits for the rank with the most to step: its tensors stand for every rank's.
+    std::vector<std::int64_t> held(static_cast<std::size_t>(point.gpus), 0);
+    for (std::size_t t = 0; t < owner.size(); ++t)
+      held[static_cast<std::size_t>(owner[t])] += analysis.param_tensors[t].elements;
+    const auto busiest =
+        static_cast<int>(std::max_element(held.begin(), held.end()) - held.begin());
+    std::vector<ParamTensor> mine;
+    for (std::size_t t = 0; t < owner.size(); ++t) {
+      if (owner[t] == busiest) mine.push_back(analysis.param_tensors[t]);
+    }
+    const ModelAnalysis shard = with_tensors(analysis, std::move(mine));
+    const StepContext over{c.step.scenario, shard, c.step.device};
+    ShardedOptimizer sharded;
+    sharded.rank_shard = &over;
+    const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+    for (int rank = 0; point.gpus > 1 && rank < point.gpus; ++rank) {
+      for (std::size_t t = 0; t < owner.size(); ++t) {
+        if (owner[t] != rank) continue;
+        sharded.broadcasts.push_back(
+            {rank, Bytes(checked_product(analysis.param_tensors[t].elements, element))});
+      }
+    }
+    return ddp_training_step(c, batch, true, micro.opens, &sharded);
+  }
+  IterationPlan validation_step(const MultiGpuContext& c, const SweepPoint& /*point*/,
+                                std::int64_t batch) const override {
+    return ddp_validation_step(c, batch);
+  }
+  std::string collective_words() const override {
+    return "of gradients (all-reduce) and updated parameters (broadcast)";
+  }
+  std::vector<std::string> assumptions(const ScenarioSpec& s) const override {
+    std::vector<std::string> out = ddp_strategy().assumptions(s);
+    out.push_back(
+        "zero1 runs torch's ZeroRedundancyOptimizer over ddp: each rank steps the parameter "
+        "tensors it owns (largest first, to the least loaded rank) and broadcasts each of them "
+        "after its step (parameters_as_bucket_view=False, the default)");
+    return out;
+  }
+
+ private:
+  // DDP's gradient buckets, unless the gradients are views into them.
+  static Bytes ddp_buffers(const StepContext& c) {
+    if (c.scenario.training.ddp.gradient_as_bucket_view) return Bytes(0);
+    return Bytes(
+        checked_product(c.analysis.params, element_bytes(c.analysis.options.parameter_dtype)));
+  }
+};
+
+}  // namespace
+
+const StrategyModel& zero1_strategy() {
+  static const Zero1Strategy strategy;
+  return strategy;
+}
+const StrategyModel& zero2_strategy() {
+  static const FsdpStrategy strategy(false);
+  return strategy;
+}
+const StrategyModel& fsdp_strategy() {
+  static const FsdpStrategy strategy(true);
+  return strategy;
+}
+
+}  // namespace epochcast::sim

@@ -1,0 +1,44 @@
+// Sharded data parallelism as PyTorch runs it (ZeRO, Rajbhandari et al. 2020):
+//   zero1 - DistributedDataParallel with torch's ZeroRedundancyOptimizer: gradients all-reduced
+//           as DDP does, each rank steps the optimizer over the parameters it owns, then
+//           broadcasts them;
+//   zero2 - FullyShardedDataParallel's SHARD_GRAD_OP: each unit's parameters all-gathered for
+//           forward and kept to its backward, gradients reduce-scattered, the optimizer on the
+//           rank's shard;
+//   fsdp  - its FULL_SHARD (ZeRO stage 3): the parameters freed after each unit's forward and
+//           all-gathered again for its backward.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/analysis.h"
+#include "core/spec/scenario_spec.h"
+
+namespace epochcast::sim {
+
+class StrategyModel;
+
+// A unit FSDP gathers and reduces as one flat parameter: the layers it covers (indices into the
+// analysis, in order) and its parameter count. The root unit holds the parameters no other unit
+// covers; it is gathered once at the start of forward and kept until its gradients are reduced
+// after backward, as FSDP's root is.
+struct FsdpUnit {
+  std::vector<std::size_t> layers;
+  std::int64_t params = 0;
+  bool root = false;
+};
+// The units of `wrap`, the root (where it holds parameters) first, then the others in layer
+// order. Every parameter is in exactly one unit.
+std::vector<FsdpUnit> fsdp_units(const ModelAnalysis& analysis, FsdpWrap wrap);
+
+// ZeroRedundancyOptimizer's partition of the parameter tensors over `ranks`: largest first, each
+// to the rank that holds the fewest elements so far (lowest rank on a tie). The owner of each
+// tensor, in the analysis' order.
+std::vector<int> zero_partition(const ModelAnalysis& analysis, int ranks);
+
+const StrategyModel& zero1_strategy();
+const StrategyModel& zero2_strategy();
+const StrategyModel& fsdp_strategy();
+
+}  // namespace epochcast::sim

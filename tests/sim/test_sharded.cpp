@@ -1,0 +1,191 @@
+// Sharded data parallelism (zero1, zero2, fsdp): memory per rank against the ZeRO paper's
+// accounting, communication per step against the closed forms, FSDP's units, and the
+// steady-state shortcut against full simulation.
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "core/model/analysis.h"
+#include "core/spec/scenario_spec.h"
+#include "sim/compute/device_model.h"
+#include "sim/compute/memory_model.h"
+#include "sim/predict/predict.h"
+#include "sim/strategy/sharded.h"
+#include "sim/strategy/strategy.h"
+#include "support/paths.h"
+
+using namespace epochcast;
+using namespace epochcast::sim;
+
+namespace {
+
+ScenarioSpec scenario(const std::string& body, const std::vector<yaml::Override>& overrides = {}) {
+  return load_scenario_from_string("kind: scenario\nname: test\n" + body, "test.yaml",
+                                   test::source_dir(), overrides);
+}
+
+// GPT-2 small on a DGX H100, fp32 so that gathered and master parameters are the same size.
+const char* kGpt2 = R"(model: gpt2-small
+hardware: dgx-h100
+dataset: {name: text, train_samples: 512, classes: 50257}
+loader: {source: synthetic_gpu}
+training: {strategy: fsdp, optimizer: adamw, precision: fp32, fsdp: {wrap: layer}}
+sweep: {gpus: [8], batch: [4], batch_is: per_gpu}
+)";
+
+constexpr std::int64_t kGpt2Params = 124'439'808;
+
+}  // namespace
+
+TEST_CASE("model states per rank: the ZeRO paper's Figure 1 from its accounting") {
+  // Rajbhandari et al. 2020, Figure 1: a 7.5B-parameter model on 64 GPUs under mixed-precision
+  // Adam (2 bytes of fp16 parameters, 2 of fp16 gradients, K = 12 of fp32 master weights,
+  // momentum and variance per parameter): 120 GB without sharding, 31.4 GB partitioning the
+  // optimizer state, 16.6 GB with the gradients, 1.9 GB with the parameters.
+  const double psi = 7.5e9;
+  StateSharding none;
+  none.ranks = 64;
+  StateSharding os = none;
+  os.optimizer = true;
+  StateSharding os_g = os;
+  os_g.gradients = true;
+  StateSharding os_g_p = os_g;
+  os_g_p.weights = true;
+  CHECK(model_state_bytes(psi, 2, 2, 12, none) / 1e9 == Approx(120.0));
+  CHECK(model_state_bytes(psi, 2, 2, 12, os) / 1e9 == Approx(31.4).epsilon(0.002));
+  CHECK(model_state_bytes(psi, 2, 2, 12, os_g) / 1e9 == Approx(16.6).epsilon(0.003));
+  CHECK(model_state_bytes(psi, 2, 2, 12, os_g_p) / 1e9 == Approx(1.9).epsilon(0.02));
+}
+
+TEST_CASE("each strategy keeps the model states the ZeRO stages say, in PyTorch's dtypes") {
+  // Under PyTorch's mixed precision the master parameters are the model's fp32 ones: 4 bytes of
+  // parameters, 4 of gradients and 8 of Adam's moments per parameter, 16 in all as the paper's
+  // 2 + 2 + 12; each stage partitions its share of them over the 8 ranks.
+  const double psi = kGpt2Params;
+  const SweepPoint point{8, 32, 4};
+  for (const char* precision : {"fp32", "amp_bf16"}) {
+    INFO(precision);
+    std::map<std::string, MemoryEstimate> memory;
+    for (const char* strategy : {"ddp", "zero1", "zero2", "fsdp"}) {
+      memory[strategy] = predict_point(scenario(kGpt2, {{"training.strategy", strategy, ""},
+                                                        {"training.precision", precision, ""}}),
+                                       point)
+                             .memory;
+    }
+    auto states = [](const MemoryEstimate& m) {
+      return static_cast<double>(m.weights.value() + m.gradients.value() +
+                                 m.optimizer_state.value());
+    };
+    CHECK(states(memory["ddp"]) == Approx(16 * psi));
+    CHECK(states(memory["zero1"]) == Approx(4 * psi + 4 * psi + 8 * psi / 8));
+    CHECK(states(memory["zero2"]) == Approx(16 * psi / 8).epsilon(1e-6));
+    CHECK(states(memory["fsdp"]) == Approx(16 * psi / 8).epsilon(1e-6));
+    // What zero2 holds beyond: every unit gathered from its forward to its backward; fsdp only
+    // two units in flight (limit_all_gathers), and each the largest unit's gradients.
+    CHECK(memory["fsdp"].strategy_buffers < memory["zero2"].strategy_buffers);
+    CHECK(memory["fsdp"].peak < memory["zero2"].peak);
+    CHECK(memory["zero2"].peak < memory["zero1"].peak);
+    CHECK(memory["zero1"].peak < memory["ddp"].peak);
+  }
+}
+
+TEST_CASE("communication per step: all-reduce for ddp, all-gathers and reduce-scatters for fsdp") {
+  // A ring all-reduce of X bytes is a reduce-scatter and an all-gather of X each: DDP moves 2
+  // psi a step, ZeRO-3 3 psi (an all-gather for forward, another for backward, a
+  // reduce-scatter), zero2 2 psi (gathered once). Counted in the collectives' buffers: DDP's
+  // all-reduces hold psi; each all-gather or reduce-scatter psi.
+  const std::int64_t bytes = kGpt2Params * 4;
+  const SweepPoint point{8, 32, 4};
+  auto per_step = [&](const char* strategy) {
+    const PointResult r =
+        predict_point(scenario(kGpt2, {{"training.strategy", strategy, ""},
+                                       {"training.ddp.broadcast_buffers", "false", ""}}),
+                      point);
+    REQUIRE(r.simulated);
+    REQUIRE(r.validation_iterations == 0);
+    return std::pair{r.stats.collective_bytes / r.train_iterations,
+                     r.stats.collectives / r.train_iterations};
+  };
+  const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
+  const auto units = static_cast<std::int64_t>(fsdp_units(analysis, FsdpWrap::layer).size());
+  CHECK(per_step("ddp").first == bytes);
+  CHECK(per_step("fsdp") == std::pair{3 * bytes, 3 * units});
+  CHECK(per_step("zero2") == std::pair{2 * bytes, 2 * units});
+  // zero1: DDP's all-reduces, then every parameter tensor broadcast from its owner.
+  CHECK(per_step("zero1").first == 2 * bytes);
+}
+
+TEST_CASE("FSDP's units: a unit a transformer block, the embeddings and head in the root") {
+  const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
+  const std::vector<FsdpUnit> blocks = fsdp_units(analysis, FsdpWrap::block);
+  REQUIRE(blocks.size() == 13);
+  CHECK(blocks.front().root);
+  // wte, wpe and ln_f; lm_head is tied to wte.
+  CHECK(blocks.front().params == 38'597'376 + 786'432 + 1'536);
+  for (std::size_t u = 1; u < blocks.size(); ++u) {
+    CHECK_FALSE(blocks[u].root);
+    CHECK(blocks[u].params == 7'087'872);
+  }
+  for (FsdpWrap wrap : {FsdpWrap::block, FsdpWrap::layer, FsdpWrap::model}) {
+    const std::vector<FsdpUnit> units = fsdp_units(analysis, wrap);
+    std::int64_t total = 0;
+    std::vector<int> covered(analysis.layers.size(), 0);
+    for (const FsdpUnit& u : units) {
+      total += u.params;
+      for (std::size_t l : u.layers)
+        ++covered[l];
+    }
+    CHECK(total == kGpt2Params);
+    CHECK(*std::max_element(covered.begin(), covered.end()) == 1);
+  }
+  CHECK(fsdp_units(analysis, FsdpWrap::model).size() == 1);
+}
+
+TEST_CASE("ZeroRedundancyOptimizer's partition: every tensor owned once, the ranks balanced") {
+  const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
+  for (int ranks : {1, 2, 8, 64}) {
+    const std::vector<int> owner = zero_partition(analysis, ranks);
+    std::vector<std::int64_t> held(static_cast<std::size_t>(ranks), 0);
+    std::int64_t largest = 0;
+    for (std::size_t t = 0; t < owner.size(); ++t) {
+      REQUIRE(owner[t] >= 0);
+      REQUIRE(owner[t] < ranks);
+      held[static_cast<std::size_t>(owner[t])] += analysis.param_tensors[t].elements;
+      largest = std::max(largest, analysis.param_tensors[t].elements);
+    }
+    CHECK(std::accumulate(held.begin(), held.end(), std::int64_t{0}) == kGpt2Params);
+    // Greedy largest-first: no rank holds more than the least loaded plus one tensor.
+    CHECK(*std::max_element(held.begin(), held.end()) -
+              *std::min_element(held.begin(), held.end()) <=
+          largest);
+  }
+}
+
+TEST_CASE("the steady-state shortcut is exact for the sharded strategies") {
+  PredictOptions full;
+  full.steady_state_shortcut = false;
+  for (const char* strategy : {"zero1", "zero2", "fsdp"}) {
+    INFO(strategy);
+    const ScenarioSpec s = scenario(kGpt2, {{"training.strategy", strategy, ""},
+                                            {"training.fsdp.wrap", "block", ""},
+                                            {"dataset.train_samples", "1024", ""}});
+    const PointResult quick = predict_point(s, SweepPoint{8, 32, 4});
+    const PointResult exact = predict_point(s, SweepPoint{8, 32, 4}, full);
+    CHECK(quick.stats.simulated_iterations < exact.stats.simulated_iterations);
+    CHECK(quick.epoch_seconds == exact.epoch_seconds);
+    CHECK(quick.communication_seconds == exact.communication_seconds);
+    CHECK(quick.stats.collective_bytes == exact.stats.collective_bytes);
+  }
+}
+
+TEST_CASE("every strategy's model and the scenario rules agree on who runs a process per GPU") {
+  // core decides which points a strategy can run (whole nodes across nodes for a process per
+  // GPU, one node for DataParallel); the simulator's model of each must say the same.
+  for (std::size_t i = 0; i < std::size(kStrategyNames); ++i) {
+    const auto strategy = static_cast<Strategy>(i);
+    INFO(kStrategyNames[i]);
+    CHECK(strategy_model(strategy).process_per_gpu() == process_per_gpu(strategy));
+  }
+}

@@ -248,6 +248,7 @@ class Analyzer {
     join.type = LayerType::add;
     join.name = node.name + ".add";
     join.mark = node.mark;
+    join.block = node.layer.block;  // the block the residual is a part of, if any
     if (node.rule == ModelNode::ResidualRule::add_if_shape_kept && !same_shape) return body;
     Flow shortcut = in;
     bool use_shortcut =

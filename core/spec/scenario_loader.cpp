@@ -397,6 +397,7 @@ TrainingSpec read_training(const yaml::Node& node) {
                        "nccl_memory_contention",
                        "ddp",
                        "fsdp",
+                       "activation_checkpointing",
                        "loop",
                        "every_rank",
                        "learning_rate"},
@@ -444,6 +445,10 @@ TrainingSpec read_training(const yaml::Node& node) {
   }
   if (auto ddp = map.optional("ddp")) training.ddp = read_ddp(*ddp);
   if (auto fsdp = map.optional("fsdp")) training.fsdp = read_fsdp(*fsdp);
+  if (auto checkpointing = map.optional("activation_checkpointing")) {
+    training.activation_checkpointing = static_cast<ActivationCheckpointing>(
+        checkpointing->as_choice(kActivationCheckpointingNames));
+  }
   if (auto dtype = map.optional("gradient_dtype")) {
     training.gradient_dtype = static_cast<GradientDtype>(dtype->as_choice(kGradientDtypeNames));
     if (training.gradient_dtype != GradientDtype::fp32 && training.strategy != Strategy::ddp) {

@@ -158,6 +158,12 @@ struct DdpSpec {
   bool broadcast_buffers = true;
 };
 
+// Which activations backward recomputes instead of keeping (torch.utils.checkpoint around each
+// block, as apply_activation_checkpointing wraps transformer blocks): none, or every block of the
+// model (transformer and residual blocks), which then keeps only its input.
+enum class ActivationCheckpointing { none, blocks };
+inline constexpr std::string_view kActivationCheckpointingNames[] = {"none", "blocks"};
+
 // What FSDP wraps as its units, each all-gathered and reduce-scattered on its own: every block
 // of the model (a transformer block, a residual block; the layers outside blocks stay in the
 // root unit, as transformer_auto_wrap_policy leaves the embeddings and head), every layer with
@@ -215,6 +221,7 @@ struct TrainingSpec {
   // Which all-reduce algorithm across nodes, as NCCL_ALGO forces it: auto lets the tuner pick.
   CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::automatic;
   ConvolutionSettings convolution;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   // The settings of each strategy, read whatever the strategy (a scenario can be switched
   // between strategies with --set) and used by their own.
   DdpSpec ddp;

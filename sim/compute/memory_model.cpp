@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/spec/limits.h"
+#include "sim/engine/sim_time.h"
 
 namespace epochcast::sim {
 
@@ -29,6 +30,30 @@ double model_state_bytes(double params, double weight, double gradient, double o
                    share(optimizer, sharding.optimizer));
 }
 
+PerBatch<Bytes> held_activations(const ModelAnalysis& analysis,
+                                 ActivationCheckpointing checkpointing) {
+  if (checkpointing == ActivationCheckpointing::none) return analysis.saved_activations;
+  const std::int64_t element = element_bytes(analysis.options.activation_dtype);
+  PerBatch<Bytes> held, block, largest;
+  const std::vector<LayerCosts>& layers = analysis.layers;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string& name = layers[i].layer.block;
+    if (name.empty()) {
+      held += layers[i].saved;
+      continue;
+    }
+    if (i == 0 || layers[i - 1].layer.block != name) {
+      // torch.utils.checkpoint keeps the block's input.
+      held.per_sample += Bytes(checked_product(layers[i].input_shape.elements(), element));
+      block = PerBatch<Bytes>{};
+    }
+    block += layers[i].saved;
+    if (block.per_sample > largest.per_sample) largest = block;
+  }
+  held += largest;
+  return held;
+}
+
 namespace {
 
 // Weights that autocast casts to 16 bits: those of matrix (GEMM/convolution) layers.
@@ -50,7 +75,9 @@ std::int64_t matrix_params(const ModelAnalysis& analysis) {
 MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
                                Optimizer optimizer, TrainingPrecision precision,
                                const HardwareProfile& profile, Bytes capacity,
-                               Bytes strategy_buffers, const StateSharding& sharding) {
+                               Bytes strategy_buffers, const StateSharding& sharding,
+                               ActivationCheckpointing checkpointing) {
+  const PerBatch<Bytes> saved = held_activations(analysis, checkpointing);
   const std::int64_t param_bytes = element_bytes(analysis.options.parameter_dtype);
   const std::int64_t activation_bytes = element_bytes(analysis.options.activation_dtype);
   // Reported sizes are clamped far above any GPU, so absurd models and batches cannot overflow;
@@ -87,16 +114,15 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
   const double overhead = 1.0 + profile.memory.allocator_overhead;
   double held = 0;
   for (Bytes part : {m.weights, m.gradients, m.optimizer_state, m.weight_copies, m.workspace,
-                     m.strategy_buffers, analysis.saved_activations.fixed}) {
+                     m.strategy_buffers, saved.fixed}) {
     held += static_cast<double>(part.value());
   }
   const double fixed = static_cast<double>(m.context.value()) + overhead * held;
   const double per_sample =
-      overhead *
-      (static_cast<double>(analysis.saved_activations.per_sample.value()) + transient_per_sample);
+      overhead * (static_cast<double>(saved.per_sample.value()) + transient_per_sample);
 
   double b = static_cast<double>(batch);
-  m.activations = bytes(scaled(analysis.saved_activations, batch));
+  m.activations = bytes(scaled(saved, batch));
   m.transient = bytes(transient_per_sample * b);
   double peak = fixed + per_sample * b;
   m.peak = bytes(peak);

@@ -53,13 +53,19 @@ double model_state_bytes(double params, double weight, double gradient, double o
 // Bytes of optimizer state per parameter (torch.optim's: Adam's two moments, SGD's momentum).
 std::int64_t optimizer_state_per_param(Optimizer optimizer);
 
+// The activations kept from forward to backward: every layer's saved tensors; with blocks
+// checkpointed, each block's input instead of its own tensors, plus the tensors of the one
+// block being recomputed (the largest), alive during its backward.
+PerBatch<Bytes> held_activations(const ModelAnalysis& analysis,
+                                 ActivationCheckpointing checkpointing);
+
 // `analysis` must be made with the precision's cost options (activation sizes).
 // `strategy_buffers`: what the parallel strategy keeps besides (DDP's gradient buckets, the
 // batch and gathered outputs DataParallel holds on GPU 0, FSDP's gathered units).
-MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch,
-                               Optimizer optimizer, TrainingPrecision precision,
-                               const HardwareProfile& profile, Bytes capacity,
-                               Bytes strategy_buffers = Bytes(0),
-                               const StateSharding& sharding = {});
+MemoryEstimate estimate_memory(
+    const ModelAnalysis& analysis, std::int64_t batch, Optimizer optimizer,
+    TrainingPrecision precision, const HardwareProfile& profile, Bytes capacity,
+    Bytes strategy_buffers = Bytes(0), const StateSharding& sharding = {},
+    ActivationCheckpointing checkpointing = ActivationCheckpointing::none);
 
 }  // namespace epochcast::sim

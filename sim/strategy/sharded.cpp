@@ -155,7 +155,7 @@ class FsdpStep {
     }
     b_.emit(loss_backward_calls(c_.step, batch));
     const bool accumulate = c_.step.scenario.training.framework == Framework::pytorch1;
-    const std::vector<Call> backward = backward_calls(c_.step, batch, accumulate);
+    const std::vector<Call> backward = backward_calls(c_.step, batch, accumulate, false);
     for (std::size_t k = 0; k < backward.size(); ++k) {
       const int u = unit_at(backward[k]);
       if (u >= 0 && entering(backward, k)) {
@@ -314,7 +314,7 @@ class FsdpStrategy final : public StrategyModel {
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
                            c.scenario.profile, c.scenario.machine.gpu.memory,
                            fsdp_buffers(c.analysis, training.fsdp.wrap, reshard(training)),
-                           sharding);
+                           sharding, training.activation_checkpointing);
   }
   IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
                               MicroStep /*micro*/) const override {
@@ -371,7 +371,7 @@ class Zero1Strategy final : public StrategyModel {
     sharding.optimizer = true;
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
                            c.scenario.profile, c.scenario.machine.gpu.memory, ddp_buffers(c),
-                           sharding);
+                           sharding, training.activation_checkpointing);
   }
   IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
                               MicroStep micro) const override {

@@ -168,35 +168,49 @@ std::vector<Call> zero_grad_calls(const StepContext& context) {
   return calls;
 }
 
+namespace {
+
+// Layer `i`'s forward calls, appended to `calls`.
+void append_forward_calls(std::vector<Call>& calls, const StepContext& context, std::size_t i,
+                          std::int64_t batch, bool training, bool cast_weights) {
+  const HostCosts& costs = context.device.profile().host;
+  const bool mixed = cast_weights && mixed_precision(context.device.precision());
+  const LayerCosts& layer = context.analysis.layers[i];
+  const int index = static_cast<int>(i);
+  if (mixed && is_matrix_layer(layer)) {
+    // autocast casts the fp32 weights to 16 bits on use (read 4, write 2 bytes each).
+    for (const ParamTensor& tensor : layer.param_tensors) {
+      calls.push_back(fixed_call(
+          context, "autocast " + tensor.name, Category::forward, costs.forward_op,
+          fixed_kernel("_to_copy", OpClass::elementwise, 6 * tensor.elements, tensor.elements),
+          index));
+    }
+  }
+  bool launches = std::any_of(layer.forward.begin(), layer.forward.end(),
+                              [&](const KernelWork& k) { return training || !k.training_only; });
+  if (!launches) {
+    // Views, reshapes and identities still cost a module call on the host.
+    calls.push_back(
+        {"forward " + layer.layer.name, Category::forward, costs.forward_op, std::nullopt, index});
+    return;
+  }
+  add_layer_kernels(calls, context, layer, index, layer.forward, batch, Category::forward,
+                    costs.forward_op, training);
+}
+
+// Whether backward recomputes layer `i` (a part of a checkpointed block).
+bool recomputed(const StepContext& context, std::size_t i) {
+  return context.scenario.training.activation_checkpointing == ActivationCheckpointing::blocks &&
+         !context.analysis.layers[i].layer.block.empty();
+}
+
+}  // namespace
+
 std::vector<Call> forward_calls(const StepContext& context, std::int64_t batch, bool training,
                                 bool cast_weights) {
-  const HostCosts& costs = context.device.profile().host;
-  bool mixed = cast_weights && mixed_precision(context.device.precision());
   std::vector<Call> calls;
-  const auto& layers = context.analysis.layers;
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    const LayerCosts& layer = layers[i];
-    int index = static_cast<int>(i);
-    if (mixed && is_matrix_layer(layer)) {
-      // autocast casts the fp32 weights to 16 bits on use (read 4, write 2 bytes each).
-      for (const ParamTensor& tensor : layer.param_tensors) {
-        calls.push_back(fixed_call(
-            context, "autocast " + tensor.name, Category::forward, costs.forward_op,
-            fixed_kernel("_to_copy", OpClass::elementwise, 6 * tensor.elements, tensor.elements),
-            index));
-      }
-    }
-    bool launches = std::any_of(layer.forward.begin(), layer.forward.end(),
-                                [&](const KernelWork& k) { return training || !k.training_only; });
-    if (!launches) {
-      // Views, reshapes and identities still cost a module call on the host.
-      calls.push_back({"forward " + layer.layer.name, Category::forward, costs.forward_op,
-                       std::nullopt, index});
-      continue;
-    }
-    add_layer_kernels(calls, context, layer, index, layer.forward, batch, Category::forward,
-                      costs.forward_op, training);
-  }
+  for (std::size_t i = 0; i < context.analysis.layers.size(); ++i)
+    append_forward_calls(calls, context, i, batch, training, cast_weights);
   return calls;
 }
 
@@ -221,13 +235,30 @@ std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t b
   return calls;
 }
 
-std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate) {
+std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate,
+                                 bool cast_weights) {
   const HostCosts& costs = context.device.profile().host;
   std::vector<Call> calls;
   const auto& layers = context.analysis.layers;
   for (std::size_t i = layers.size(); i-- > 0;) {
     const LayerCosts& layer = layers[i];
     int index = static_cast<int>(i);
+    // A checkpointed block's backward starts by running its forward again, from the input it
+    // kept, so that its own activations are there for its gradients.
+    if (recomputed(context, i) &&
+        (i + 1 == layers.size() || layers[i + 1].layer.block != layer.layer.block)) {
+      std::size_t first = i;
+      while (first > 0 && layers[first - 1].layer.block == layer.layer.block)
+        --first;
+      std::vector<Call> again;
+      for (std::size_t l = first; l <= i; ++l)
+        append_forward_calls(again, context, l, batch, true, cast_weights);
+      for (Call& call : again) {
+        call.name = "recompute " + call.name;
+        call.category = Category::backward;
+        calls.push_back(std::move(call));
+      }
+    }
     add_layer_kernels(calls, context, layer, index, layer.backward_input, batch, Category::backward,
                       costs.backward_op, true);
     add_layer_kernels(calls, context, layer, index, layer.backward_weight, batch,

@@ -43,8 +43,10 @@ std::vector<Call> loss_forward_calls(const StepContext& context, std::int64_t ba
 std::vector<Call> loss_backward_calls(const StepContext& context, std::int64_t batch);
 // The layers' gradients, last layer first. `accumulate`: gradients exist already (zeroed by
 // PyTorch 1.x, or from earlier micro-batches), so AccumulateGrad adds into them with a kernel
-// per parameter tensor.
-std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate);
+// per parameter tensor. Under training.activation_checkpointing each checkpointed block first
+// runs its forward again (`cast_weights` as forward_calls has it).
+std::vector<Call> backward_calls(const StepContext& context, std::int64_t batch, bool accumulate,
+                                 bool cast_weights = true);
 std::vector<Call> optimizer_calls(const StepContext& context);
 // The implementation the scenario's optimizer runs (auto resolved by the framework).
 OptimizerImplementation optimizer_implementation(const TrainingSpec& training);

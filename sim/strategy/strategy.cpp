@@ -10,7 +10,8 @@ namespace epochcast::sim {
 MemoryEstimate StrategyModel::memory(const StepContext& c, const SweepPoint& point) const {
   const TrainingSpec& training = c.scenario.training;
   return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
-                         c.scenario.profile, c.scenario.machine.gpu.memory, buffers(c, point));
+                         c.scenario.profile, c.scenario.machine.gpu.memory, buffers(c, point), {},
+                         training.activation_checkpointing);
 }
 
 namespace {

@@ -1,6 +1,6 @@
-// Sharded data parallelism (zero1, zero2, fsdp): memory per rank against the ZeRO paper's
-// accounting, communication per step against the closed forms, FSDP's units, and the
-// steady-state shortcut against full simulation.
+// Sharded data parallelism (zero1, zero2, fsdp) and activation checkpointing: memory per rank
+// against the ZeRO paper's accounting, communication per step against the closed forms, FSDP's
+// units, recomputation, and the steady-state shortcut against full simulation.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -188,4 +188,55 @@ TEST_CASE("every strategy's model and the scenario rules agree on who runs a pro
     INFO(kStrategyNames[i]);
     CHECK(strategy_model(strategy).process_per_gpu() == process_per_gpu(strategy));
   }
+}
+
+TEST_CASE("activation checkpointing: each block keeps its input and runs its forward again") {
+  const std::string body = R"(model: gpt2-small
+hardware: dgx-h100
+dataset: {name: text, train_samples: 64, classes: 50257}
+loader: {source: synthetic_gpu}
+training: {strategy: single, optimizer: adamw, precision: fp32}
+sweep: {gpus: [1], batch: [4], batch_is: per_gpu}
+)";
+  const ScenarioSpec plain = scenario(body);
+  const ScenarioSpec checkpointed =
+      scenario(body, {{"training.activation_checkpointing", "blocks", ""}});
+  const ModelAnalysis& analysis = plain.analysis;
+  // Memory: the twelve blocks' inputs (1,024 x 768 fp32 each) and one block's own tensors stand
+  // in for every block's; the embeddings' and the head's are kept as they are.
+  std::int64_t outside = 0, one_block = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    if (layer.layer.block.empty())
+      outside += layer.saved.per_sample.value();
+    else if (layer.layer.block == "h.0")
+      one_block += layer.saved.per_sample.value();
+  }
+  const PerBatch<Bytes> held = held_activations(analysis, ActivationCheckpointing::blocks);
+  CHECK(held.per_sample.value() == outside + 12 * 1024 * 768 * 4 + one_block);
+  CHECK(held.per_sample.value() < analysis.saved_activations.per_sample.value() / 5);
+  const SweepPoint point{1, 4, 4};
+  const PointResult a = predict_point(plain, point);
+  const PointResult b = predict_point(checkpointed, point);
+  CHECK(b.memory.activations < a.memory.activations);
+  CHECK(b.memory.largest_batch > 4 * a.memory.largest_batch);
+  // Time: backward runs every block's forward kernels again; the forward itself is unchanged.
+  std::int64_t block_kernels = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    if (!layer.layer.block.empty())
+      block_kernels += static_cast<std::int64_t>(layer.forward.size());
+  }
+  const std::int64_t steps = a.train_iterations;
+  CHECK(b.stats.kernels - a.stats.kernels == block_kernels * steps);
+  CHECK(b.breakdown.forward == Approx(a.breakdown.forward).epsilon(1e-9));
+  // Backward grows by the blocks' forward kernels, once a step.
+  const DeviceModel device(checkpointed.machine.gpu, checkpointed.profile,
+                           checkpointed.training.precision, checkpointed.training.convolution);
+  double recompute = 0;
+  for (const LayerCosts& layer : analysis.layers) {
+    if (layer.layer.block.empty()) continue;
+    for (const KernelWork& k : layer.forward)
+      recompute += device.kernel_time(k, 4).seconds();
+  }
+  CHECK(b.breakdown.backward - a.breakdown.backward ==
+        Approx(recompute * static_cast<double>(steps)).epsilon(0.01));
 }

@@ -339,7 +339,9 @@ class FsdpStrategy final : public StrategyModel {
     out.push_back(fmt::format(
         "{} runs FSDP's {}: units wrapped per {} (training.fsdp.wrap), gathered and reduced in "
         "the compute dtype ({}, MixedPrecision's param_dtype and reduce_dtype), one collective "
-        "at a time on NCCL's stream, backward prefetch {}",
+        "at a time on NCCL's stream, backward prefetch {}; they hold SMs and memory bandwidth "
+        "from the kernels beside them as ddp's all-reduces do (training.nccl_sm_contention, "
+        "training.nccl_memory_contention)",
         kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
         reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
         kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)],

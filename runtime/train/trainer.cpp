@@ -18,12 +18,11 @@
 #include "runtime/measure/collective_watchdog.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
-#include "runtime/train/data_parallel.h"
-#include "runtime/train/ddp_reducer.h"
 #include "runtime/train/kernel_trace.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
 #include "runtime/train/profiler.h"
+#include "runtime/train/strategy_runner.h"
 
 #ifdef EPOCHCAST_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -191,14 +190,14 @@ struct Rig {
   const Group& group;
   torch::Device device;
   TorchModel model{nullptr};
-  std::unique_ptr<DataParallel> data_parallel;  // dp on more than one device
   std::vector<torch::Tensor> parameters;
   std::unique_ptr<StepOptimizer> optimizer;
   std::unique_ptr<cuda::Stream> comm_stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
   // Declared after the communicator it aborts, so that it stops first.
   std::unique_ptr<CollectiveWatchdog> collective_watchdog;
-  std::unique_ptr<DdpReducer> reducer;
+  // What the strategy adds around the model; destroyed before the communicator it uses.
+  std::unique_ptr<StrategyRunner> runner;
   std::unique_ptr<SyntheticLoader> loader;
   LossScaler scaler;
   RankShare share;              // this rank's share of the training set, in batches
@@ -214,15 +213,16 @@ struct Rig {
         device(d),
         scaler(s.training.precision == TrainingPrecision::amp_fp16) {}
 
-  bool ddp() const { return scenario.training.strategy == Strategy::ddp; }
-  int accumulation() const { return ddp() ? scenario.training.gradient_accumulation : 1; }
+  // Micro-batches per optimizer step (the scenario allows more than one only where the
+  // strategy accumulates).
+  int accumulation() const { return scenario.training.gradient_accumulation; }
 
   torch::Tensor forward(torch::Tensor inputs) {
     AutocastScope autocast(scenario.training.precision, device);
     if (scenario.training.convolution.channels_last && inputs.dim() == 4) {
       inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
     }
-    return data_parallel ? data_parallel->forward(inputs) : model->forward(inputs);
+    return runner->forward(inputs);
   }
 
   // One optimizer step over `accumulation()` micro-batches; returns the last loss (a host sync
@@ -232,15 +232,10 @@ struct Rig {
     for (int m = 0; m < micro_batches; ++m) {
       Batch batch = loader->next();
       bool last = m + 1 == micro_batches;
-      // DDP syncs buffers in the forward that follows a synchronised backward: the first
-      // micro-batch of each step (no_sync() turns it off for the others).
-      if (reducer && m == 0 && scenario.training.ddp.broadcast_buffers)
-        reducer->sync_buffers(model->buffers());
-      if (reducer) reducer->prepare(last);
+      runner->before_forward(m, micro_batches);
       torch::Tensor loss = cross_entropy(forward(batch.inputs), batch.labels);
       scaler.scale(loss / micro_batches).backward();
-      if (reducer) reducer->finish();
-      if (data_parallel) data_parallel->reduce_gradients();
+      runner->after_backward();
       if (last) {
         last_loss = loss.detach();
         if (scenario.training.sync_every_step) last_loss.item<double>();
@@ -313,51 +308,24 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
     // Its samples are synthetic tensors: there are no encoded files, and DALI is not linked.
     return "loader.gpu_decode_us: the runtime has no encoded files to decode on the GPU";
   }
-  if (t.gradient_dtype != GradientDtype::fp32) {
-    return fmt::format(
-        "training.gradient_dtype {}: the runtime's ddp reducer all-reduces fp32 buckets (it has "
-        "no compression hook)",
-        kGradientDtypeNames[static_cast<std::size_t>(t.gradient_dtype)]);
-  }
-  if (t.ddp.gradient_as_bucket_view) {
-    // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook), which
-    // would add each raw gradient into a bucket that is also the .grad.
-    return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets back "
-           "into the gradients";
-  }
-  switch (t.strategy) {
-    case Strategy::zero1:
-    case Strategy::zero2:
-    case Strategy::fsdp:
-      return fmt::format("strategy {}: the runtime executes single, dp and ddp steps only",
-                         kStrategyNames[static_cast<std::size_t>(t.strategy)]);
-    case Strategy::single:
-      if (point.gpus != 1) return "strategy single trains on one device";
-      return "";
-    case Strategy::dp:
-      if (point.gpus == 1) return "";
-      if (!devices.cuda)
-        return fmt::format("dp on {} GPUs needs CUDA devices; this run is on the CPU", point.gpus);
-      if (devices.device_count < point.gpus) {
-        return fmt::format("dp on {} GPUs needs {} CUDA devices in this process; {} visible",
-                           point.gpus, point.gpus, devices.device_count);
-      }
-      return "";
-    case Strategy::ddp:
-      if (point.gpus > world.size()) {
-        return fmt::format(
-            "ddp on {} {} needs {} ranks: launch with `mpirun -np {}` (this run has "
-            "{})",
-            point.gpus, devices.cuda ? "GPUs" : "CPU ranks", point.gpus, point.gpus, world.size());
-      }
-      if (devices.cuda && world.local_rank() >= devices.device_count && world.rank() < point.gpus) {
-        return fmt::format("rank {} on {} has no GPU of its own ({} visible)", world.rank(),
-                           world.host(), devices.device_count);
-      }
-      return "";
-  }
-  return "unknown strategy";
+  return strategy_cannot_run(scenario, point, devices, world);
 }
+
+namespace {
+
+RunnerContext runner_context(const Rig& rig) {
+  return RunnerContext{rig.scenario,
+                       rig.point,
+                       rig.group,
+                       rig.device,
+                       rig.model,
+                       rig.parameters,
+                       rig.nccl.get(),
+                       rig.comm_stream.get(),
+                       rig.collective_watchdog.get()};
+}
+
+}  // namespace
 
 MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& point,
                             const RunOptions& options, const DevicePlan& devices, World& world,
@@ -367,8 +335,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
   result.global_batch = point.global_batch;
   result.per_gpu_batch = point.per_gpu_batch;
   result.device = devices.cuda ? "cuda" : "cpu";
-  const bool ddp = scenario.training.strategy == Strategy::ddp;
-  result.ranks = ddp ? point.gpus : 1;
+  const bool rank_per_gpu = process_per_gpu(scenario.training.strategy);
+  result.ranks = strategy_ranks(scenario, point);
 
   // The reason must be the same on every rank, so ranks agree before anyone builds a group.
   std::string reason = why_not_runnable(scenario, point, devices, world);
@@ -385,7 +353,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
   torch::Device device =
       devices.cuda
-          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(ddp ? world.local_rank() : 0))
+          ? torch::Device(torch::kCUDA,
+                          static_cast<c10::DeviceIndex>(strategy_device_index(scenario, world)))
           : torch::Device(torch::kCPU);
   if (device.is_cuda()) cuda::set_device(device.index());
   const TrainingSpec& training = scenario.training;
@@ -393,9 +362,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
   Rig rig(scenario, point, options, group, device);
   auto finish = [&](MeasuredPoint&& r) {
-    rig.reducer.reset();
+    rig.runner.reset();
     rig.collective_watchdog.reset();
-    rig.data_parallel.reset();
     rig.loader.reset();
     rig.optimizer.reset();
     rig.model = TorchModel(nullptr);
@@ -421,9 +389,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     }
     rig.model->train();
     rig.parameters = rig.model->parameters();
-    rig.rank_batch = ddp ? point.per_gpu_batch : point.global_batch;
+    rig.rank_batch = rank_per_gpu ? point.per_gpu_batch : point.global_batch;
     // The simulator's rule (core/spec/rank_share.h): DistributedSampler's padded share.
-    rig.share = rank_share(scenario.dataset.train_samples, ddp ? point.gpus : 1, rig.rank_batch,
+    rig.share = rank_share(scenario.dataset.train_samples, result.ranks, rig.rank_batch,
                            training.drop_last);
     LoaderOptions loader_options;
     loader_options.samples = rig.share.samples;
@@ -439,16 +407,10 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     loader_options.sample_offset = group.rank() * rig.share.samples;
     rig.loader = std::make_unique<SyntheticLoader>(sample_shape_of(scenario, rig.model->analysis()),
                                                    loader_options, device);
-    if (training.strategy == Strategy::dp && point.gpus > 1) {
-      std::vector<torch::Device> gpus;
-      for (int d = 0; d < point.gpus; ++d)
-        gpus.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(d));
-      rig.data_parallel =
-          std::make_unique<DataParallel>(rig.model, std::move(gpus), training.precision);
-    }
+    rig.runner = local_runner(runner_context(rig));
     rig.optimizer = make_step_optimizer(
         training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
-    rig.step();  // the trial: no reducer yet, so no communication
+    rig.step();  // the trial: no communication between ranks yet
   } catch (const std::exception& error) {
     trial_ok = false;
     trial_error = error.what();
@@ -466,11 +428,12 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     return finish(std::move(result));
   }
 
-  // The communicator and the reducer's buckets, agreed like the trial: a rank that cannot set
-  // them up (out of memory for the buckets, NCCL failing or timing out in its non-blocking
-  // initialisation) tells the others over MPI before anyone queues a collective that would wait
-  // for it on the GPU.
-  if (ddp && group.size() > 1) {
+  // The communicator and the strategy's runner across ranks (DDP's buckets), agreed like the
+  // trial: a rank that cannot set them up (out of memory for the buckets, NCCL failing or
+  // timing out in its non-blocking initialisation) tells the others over MPI before anyone
+  // queues a collective that would wait for it on the GPU.
+  const bool communicates = strategy_communicates(scenario, group);
+  if (communicates) {
     bool ready = true;
     std::string why;
     PointStatus status = PointStatus::failed;
@@ -495,10 +458,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
             },
             [nccl] { nccl->abort(); });
       }
-      rig.reducer =
-          std::make_unique<DdpReducer>(rig.parameters, group, training.ddp.first_bucket_cap.value(),
-                                       training.ddp.bucket_cap.value(), rig.nccl.get(),
-                                       rig.comm_stream.get(), rig.collective_watchdog.get());
+      rig.runner = group_runner(runner_context(rig));
     } catch (const std::exception& error) {
       ready = false;
       why = error.what();
@@ -506,17 +466,18 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     }
     if (!group.all(ready)) {
       result.status = ready ? PointStatus::failed : status;
-      result.reason = ready ? "another rank could not set up ddp (its buckets or NCCL)" : why;
+      result.reason = ready
+                          ? fmt::format("another rank could not set up {} (its buckets or NCCL)",
+                                        kStrategyNames[static_cast<std::size_t>(training.strategy)])
+                          : why;
       return finish(std::move(result));
     }
   }
 
   try {
-    if (ddp && group.size() > 1) {
-      // As DDP does on wrapping: everyone starts from rank 0's weights, and a fresh optimizer
-      // state (the trial step's moments were local).
-      rig.reducer->broadcast_from_rank0(rig.parameters);
-      rig.reducer->broadcast_from_rank0(rig.model->buffers());
+    // The ranks start alike (DDP broadcasts rank 0's state on wrapping), and where the trial's
+    // optimizer state was local, afresh.
+    if (rig.runner->start()) {
       rig.optimizer = make_step_optimizer(
           training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
     }
@@ -607,7 +568,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     const std::int64_t full_batches = rig.share.full_batches;
     const int accumulation = rig.accumulation();
     result.iterations_per_epoch = full_batches / accumulation;
-    result.partial_batch = rig.share.partial() ? rig.share.last_batch * (ddp ? point.gpus : 1) : 0;
+    result.partial_batch = rig.share.partial() ? rig.share.last_batch * result.ranks : 0;
     // The median, not the mean: on a shared machine a few preempted iterations should not move
     // the estimate of a typical epoch (the mean is in iteration_s beside it).
     double epoch = static_cast<double>(result.iterations_per_epoch) * result.iteration_s.median;
@@ -628,7 +589,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     // Validation: forward passes over the validation set, as seed 000's loop runs after each
     // epoch.
     const std::int64_t validation_share =
-        rank_share(scenario.dataset.validation_samples, ddp ? point.gpus : 1, rig.rank_batch, false)
+        rank_share(scenario.dataset.validation_samples, result.ranks, rig.rank_batch, false)
             .samples;
     if (validation_share > 0 && options.validation_iterations > 0) {
       LoaderOptions v;
@@ -695,9 +656,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
           std::all_of(hashes.begin(), hashes.end(), [&](auto h) { return h == hashes.front(); });
     }
 
-    // Layers are profiled with local gradients: the reducer's hooks would copy every gradient
-    // into its buckets, adding their time to each layer's backward.
-    rig.reducer.reset();
+    // Layers are profiled, and kernels traced, with local work only.
+    rig.runner->detach();
     if (options.profile_layers && group.rank() == 0) {
       rig.loader->seek(0);
       Batch batch = rig.loader->next();
@@ -719,7 +679,7 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
       }
     }
     if (!options.kernel_trace.empty() && group.rank() == 0) {
-      // Kernel by kernel, as the steps ran (without the reducer: compute kernels only).
+      // Kernel by kernel, as the steps ran (local work only: the model's own kernels).
       rig.loader->seek(0);
       try {
         record_kernel_trace(device, training.precision,

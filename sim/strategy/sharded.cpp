@@ -341,7 +341,10 @@ class FsdpStrategy final : public StrategyModel {
         "the compute dtype ({}, MixedPrecision's param_dtype and reduce_dtype), one collective "
         "at a time on NCCL's stream, backward prefetch {}; they hold SMs and memory bandwidth "
         "from the kernels beside them as ddp's all-reduces do (training.nccl_sm_contention, "
-        "training.nccl_memory_contention)",
+        "training.nccl_memory_contention); each of FSDP's hooks costs the host one framework op "
+        "(the profile's host.forward_op and backward_op), where its Python hooks are reported "
+        "to take far longer on some models (pytorch/pytorch#173680), so small units may be "
+        "host-bound sooner than predicted",
         kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
         reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
         kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)],

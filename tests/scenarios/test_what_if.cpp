@@ -167,8 +167,8 @@ TEST_CASE("what-if OPT-6.7B on 8 GPUs: only sharded parameters fit, and PCIe pay
   CHECK(at(consumer, 8, 8).bottleneck == "communication");
   CHECK(at(consumer, 8, 8).epoch_seconds > 20 * at(fsdp, 8, 8).epoch_seconds);
   // Checkpointing each block fits eight, and the larger batch shares each step's gathers.
-  const std::vector<PointResult> checkpointed = predict(what_if(
-      name, {"hardware=rtx4090-8x-pcie", "training.activation_checkpointing=blocks"}));
+  const std::vector<PointResult> checkpointed = predict(
+      what_if(name, {"hardware=rtx4090-8x-pcie", "training.activation_checkpointing=blocks"}));
   CHECK(at(checkpointed, 8, 64).memory.fits);
   CHECK(at(checkpointed, 8, 64).epoch_seconds < 0.2 * at(consumer, 8, 8).epoch_seconds);
 }

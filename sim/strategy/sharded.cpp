@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <map>
-#include <numeric>
 
 #include <fmt/format.h>
 
@@ -13,49 +11,6 @@
 #include "sim/strategy/strategy.h"
 
 namespace epochcast::sim {
-
-std::vector<FsdpUnit> fsdp_units(const ModelAnalysis& analysis, FsdpWrap wrap) {
-  FsdpUnit root;
-  root.root = true;
-  std::vector<FsdpUnit> units;
-  std::map<std::string, std::size_t> by_block;
-  for (std::size_t l = 0; l < analysis.layers.size(); ++l) {
-    const LayerCosts& layer = analysis.layers[l];
-    const bool in_block = wrap == FsdpWrap::block && !layer.layer.block.empty();
-    if (in_block) {
-      auto [at, added] = by_block.emplace(layer.layer.block, units.size());
-      if (added) units.emplace_back();
-      units[at->second].layers.push_back(l);
-      units[at->second].params += layer.params;
-    } else if (wrap == FsdpWrap::layer && layer.params > 0) {
-      units.push_back(FsdpUnit{{l}, layer.params, false});
-    } else if (layer.params > 0) {
-      root.layers.push_back(l);
-      root.params += layer.params;
-    }
-  }
-  // A block without parameters has nothing to gather: its layers run under the root.
-  std::erase_if(units, [](const FsdpUnit& u) { return u.params == 0; });
-  if (root.params > 0) units.insert(units.begin(), std::move(root));
-  return units;
-}
-
-std::vector<int> zero_partition(const ModelAnalysis& analysis, int ranks) {
-  const std::vector<ParamTensor>& tensors = analysis.param_tensors;
-  std::vector<std::size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return tensors[a].elements > tensors[b].elements;
-  });
-  std::vector<std::int64_t> held(static_cast<std::size_t>(std::max(1, ranks)), 0);
-  std::vector<int> owner(tensors.size(), 0);
-  for (std::size_t t : order) {
-    const auto least = std::min_element(held.begin(), held.end());
-    owner[t] = static_cast<int>(least - held.begin());
-    *least += tensors[t].elements;
-  }
-  return owner;
-}
 
 namespace {
 

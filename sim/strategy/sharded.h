@@ -12,30 +12,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/model/analysis.h"
-#include "core/spec/scenario_spec.h"
+#include "core/spec/sharding.h"
 
 namespace epochcast::sim {
 
 class StrategyModel;
-
-// A unit FSDP gathers and reduces as one flat parameter: the layers it covers (indices into the
-// analysis, in order) and its parameter count. The root unit holds the parameters no other unit
-// covers; it is gathered once at the start of forward and kept until its gradients are reduced
-// after backward, as FSDP's root is.
-struct FsdpUnit {
-  std::vector<std::size_t> layers;
-  std::int64_t params = 0;
-  bool root = false;
-};
-// The units of `wrap`, the root (where it holds parameters) first, then the others in layer
-// order. Every parameter is in exactly one unit.
-std::vector<FsdpUnit> fsdp_units(const ModelAnalysis& analysis, FsdpWrap wrap);
-
-// ZeroRedundancyOptimizer's partition of the parameter tensors over `ranks`: largest first, each
-// to the rank that holds the fewest elements so far (lowest rank on a tie). The owner of each
-// tensor, in the analysis' order.
-std::vector<int> zero_partition(const ModelAnalysis& analysis, int ranks);
 
 const StrategyModel& zero1_strategy();
 const StrategyModel& zero2_strategy();

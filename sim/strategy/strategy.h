@@ -5,7 +5,8 @@
 // To add a strategy: its name in core's Strategy (core/spec/scenario_spec.h) with a settings
 // block of its own where it has settings (read in core/spec/scenario_loader.cpp), a class
 // implementing StrategyModel in a file of its own (ddp.cpp is the fullest example), its line
-// in strategy_model() (strategy.cpp), and that file in sim/CMakeLists.txt.
+// in strategy_model() (strategy.cpp), that file in sim/CMakeLists.txt, and in the runtime its
+// runner or the reason it has none (runtime/train/strategy_runner.cpp).
 #pragma once
 
 #include <cstdint>

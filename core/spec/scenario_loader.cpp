@@ -438,9 +438,9 @@ TrainingSpec read_training(const yaml::Node& node) {
     training.loop = static_cast<TrainingLoop>(loop->as_choice(kTrainingLoopNames));
   if (auto accumulate = map.optional("gradient_accumulation")) {
     training.gradient_accumulation = accumulate->as_int32_in(1, limits::kMaxGradientAccumulation);
-    if (training.gradient_accumulation > 1 && training.strategy != Strategy::ddp &&
-        training.strategy != Strategy::zero1) {
-      accumulate->fail("gradient accumulation is modelled for the ddp and zero1 strategies");
+    if (training.gradient_accumulation > 1 && !process_per_gpu(training.strategy)) {
+      accumulate->fail(
+          "gradient accumulation is modelled for a process per GPU (ddp, zero1, zero2, fsdp)");
     }
   }
   if (auto ddp = map.optional("ddp")) training.ddp = read_ddp(*ddp);

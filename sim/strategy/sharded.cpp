@@ -58,16 +58,17 @@ class FsdpStep {
     }
   }
 
-  // Forward over `calls` (each unit gathered on entry, freed after when `reshard`), then the
-  // loss; with `training`, backward, the reduce-scatters and the optimizer on the shards.
-  void run(std::int64_t batch, bool training, bool reshard) {
+  // Forward (each unit gathered on entry, freed after when `reshard`), then the loss; with
+  // `training`, backward, and on the last micro-batch of a cycle the reduce-scatters and the
+  // optimizer on the shards. The others accumulate unsharded gradients (no_sync()).
+  void run(std::int64_t batch, bool training, bool reshard, MicroStep micro = {}) {
     const HostCosts& costs = c_.profile.host;
     const FsdpSpec& fsdp = c_.step.scenario.training.fsdp;
     memory_bound_ = training ? memory_bound_share(c_, batch) : 0;
     open();
     b_.take_batch(batch, 0);
     b_.copy_batch(batch);
-    if (training) b_.emit(zero_grad_calls(c_.step));
+    if (training && micro.opens) b_.emit(zero_grad_calls(c_.step));
     b_.host("FullyShardedDataParallel forward", Category::forward, costs.forward_op);
     if (!units_.empty() && units_.front().root) {
       gather(0, {}, "root");
@@ -109,7 +110,8 @@ class FsdpStep {
       return;
     }
     b_.emit(loss_backward_calls(c_.step, batch));
-    const bool accumulate = c_.step.scenario.training.framework == Framework::pytorch1;
+    const bool accumulate =
+        c_.step.scenario.training.framework == Framework::pytorch1 || !micro.opens;
     const std::vector<Call> backward = backward_calls(c_.step, batch, accumulate, false);
     for (std::size_t k = 0; k < backward.size(); ++k) {
       const int u = unit_at(backward[k]);
@@ -122,9 +124,19 @@ class FsdpStep {
       open();
       b_.emit(backward[k]);
       if (u >= 0 && leaving(backward, k)) {
-        reduce(static_cast<std::size_t>(u));
+        if (micro.closes)
+          reduce(static_cast<std::size_t>(u));
+        else if (reshard)
+          resident_[static_cast<std::size_t>(u)] = false;  // freed, its gradients kept whole
         if (fsdp.backward_prefetch == FsdpBackwardPrefetch::post) prefetch_before(u);
       }
+    }
+    if (!micro.closes) {
+      open();
+      if (c_.step.scenario.training.sync_every_step) b_.sync("loss.item()");
+      b_.await_prefetched_batch();
+      close();
+      return;
     }
     // The root's gradients are complete once the whole backward is.
     if (!units_.empty() && units_.front().root) reduce(0);
@@ -240,8 +252,9 @@ class FsdpStep {
 
 // What each rank holds for FSDP beyond its shards: gathered units in the compute dtype (the
 // root, and the two units limit_all_gathers lets be in flight; every unit from forward to
-// backward without resharding) and one unit's unsharded gradients.
-Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard) {
+// backward without resharding) and one unit's unsharded gradients (every unit's while
+// gradients accumulate).
+Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard, bool accumulates) {
   const std::vector<FsdpUnit> units = fsdp_units(analysis, wrap);
   std::int64_t root = 0, largest = 0, all = 0;
   for (const FsdpUnit& u : units) {
@@ -252,8 +265,9 @@ Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard) {
     all += u.params;
   }
   const std::int64_t gathered = reshard ? root + 2 * largest : all;
-  return Bytes(
-      checked_product(checked_sum(gathered, std::max(root, largest)), gathered_element(analysis)));
+  // Accumulating under no_sync(), every unit's gradients stay whole until the cycle's last.
+  const std::int64_t gradients = accumulates ? all : std::max(root, largest);
+  return Bytes(checked_product(checked_sum(gathered, gradients), gathered_element(analysis)));
 }
 
 class FsdpStrategy final : public StrategyModel {
@@ -268,14 +282,18 @@ class FsdpStrategy final : public StrategyModel {
     sharding.copies_made_by_gather = true;
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
                            c.scenario.profile, c.scenario.machine.gpu.memory,
-                           fsdp_buffers(c.analysis, training.fsdp.wrap, reshard(training)),
+                           fsdp_buffers(c.analysis, training.fsdp.wrap, reshard(training),
+                                        training.gradient_accumulation > 1),
                            sharding, training.activation_checkpointing);
   }
+  int accumulation_cycle(const TrainingSpec& training) const override {
+    return training.gradient_accumulation;
+  }
   IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
-                              MicroStep /*micro*/) const override {
+                              MicroStep micro) const override {
     IterationPlan plan;
     plan.samples = batch;
-    FsdpStep(c, plan, point.gpus).run(batch, true, reshard(c.step.scenario.training));
+    FsdpStep(c, plan, point.gpus).run(batch, true, reshard(c.step.scenario.training), micro);
     return plan;
   }
   IterationPlan validation_step(const MultiGpuContext& c, const SweepPoint& point,

@@ -240,3 +240,26 @@ sweep: {gpus: [1], batch: [4], batch_is: per_gpu}
   CHECK(b.breakdown.backward - a.breakdown.backward ==
         Approx(recompute * static_cast<double>(steps)).epsilon(0.01));
 }
+
+TEST_CASE("fsdp accumulating gradients gathers every micro-batch, reduce-scatters once a cycle") {
+  // FSDP's no_sync(): the micro-batches before a cycle's last keep their gradients whole (every
+  // unit's, in memory) and reduce nothing; the parameters are still gathered for every forward
+  // and again for every backward.
+  const std::int64_t bytes = kGpt2Params * 4;
+  const SweepPoint point{8, 32, 4};
+  const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
+  const auto units = static_cast<std::int64_t>(fsdp_units(analysis, FsdpWrap::layer).size());
+  const PointResult once = predict_point(scenario(kGpt2), point);
+  const PointResult four =
+      predict_point(scenario(kGpt2, {{"training.gradient_accumulation", "4", ""}}), point);
+  REQUIRE(four.train_iterations == 16);
+  CHECK(four.stats.collectives == 4 * (4 * 2 * units + units));
+  CHECK(four.stats.collective_bytes == 4 * (4 * 2 * bytes + bytes));
+  CHECK(four.breakdown.optimizer == Approx(once.breakdown.optimizer / 4).epsilon(0.05));
+  // Every unit's gradients whole, where one unit's (the largest, the embedding) were.
+  std::int64_t largest = 0;
+  for (const FsdpUnit& u : fsdp_units(analysis, FsdpWrap::layer))
+    largest = std::max(largest, u.params);
+  CHECK(four.memory.strategy_buffers.value() - once.memory.strategy_buffers.value() ==
+        bytes - largest * 4);
+}

@@ -360,7 +360,7 @@ DdpSpec read_ddp(const yaml::Node& node) {
 
 FsdpSpec read_fsdp(const yaml::Node& node) {
   yaml::MapReader map(node, {"wrap", "backward_prefetch", "forward_prefetch", "limit_all_gathers",
-                             "reshard_after_forward"});
+                             "reshard_after_forward", "reduce_dtype"});
   FsdpSpec fsdp;
   if (auto wrap = map.optional("wrap"))
     fsdp.wrap = static_cast<FsdpWrap>(wrap->as_choice(kFsdpWrapNames));
@@ -372,6 +372,10 @@ FsdpSpec read_fsdp(const yaml::Node& node) {
   if (auto limit = map.optional("limit_all_gathers")) fsdp.limit_all_gathers = limit->as_bool();
   if (auto reshard = map.optional("reshard_after_forward"))
     fsdp.reshard_after_forward = reshard->as_bool();
+  if (auto reduce = map.optional("reduce_dtype")) {
+    static constexpr std::string_view kReduceDtypes[] = {"param", "fp32"};
+    fsdp.reduce_in_fp32 = reduce->as_choice(kReduceDtypes) == 1;
+  }
   return fsdp;
 }
 

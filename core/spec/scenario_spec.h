@@ -188,6 +188,9 @@ struct FsdpSpec {
   // fsdp: free each unit's gathered parameters after its forward and gather them again for
   // backward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP, which zero2 is).
   bool reshard_after_forward = true;
+  // Gradients reduce-scattered in fp32 (MixedPrecision's reduce_dtype=torch.float32, as
+  // torchtitan runs it); false: in the parameters' compute dtype, FSDP's default.
+  bool reduce_in_fp32 = false;
 };
 
 struct TrainingSpec {

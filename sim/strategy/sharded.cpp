@@ -34,6 +34,12 @@ std::int64_t gathered_element(const ModelAnalysis& analysis) {
   return element_bytes(analysis.options.activation_dtype);
 }
 
+// Bytes an element of the reduce-scattered gradients takes: fp32 under reduce_dtype fp32, else
+// the compute dtype.
+std::int64_t reduced_element(const TrainingSpec& training, const ModelAnalysis& analysis) {
+  return training.fsdp.reduce_in_fp32 ? element_bytes(DType::float32) : gathered_element(analysis);
+}
+
 // Rank 0's part of an FSDP step, repeated for every rank, with its collectives between.
 class FsdpStep {
  public:
@@ -213,19 +219,21 @@ class FsdpStep {
     const auto before = static_cast<std::size_t>(u - 1);
     if (!units_[before].root && !resident_[before]) gather(before, {}, "backward prefetch");
   }
-  // Unit `u`'s gradients, divided by the world size, reduce-scattered on NCCL's stream.
+  // Unit `u`'s gradients, divided by the world size (and cast to the reduce dtype),
+  // reduce-scattered on NCCL's stream.
   void reduce(std::size_t u) {
     const HostCosts& costs = c_.profile.host;
+    const std::int64_t reduced = reduced_element(c_.step.scenario.training, c_.step.analysis);
     open();
     const std::int32_t divided = b_.kernel(
         fmt::format("divide unit {}'s gradients", u), Category::communication, costs.backward_op,
         elementwise_time(c_, units_[u].params, static_cast<int>(element_),
-                         static_cast<int>(element_)));
+                         static_cast<int>(reduced)));
     const std::int32_t launched =
         b_.host(fmt::format("reduce-scatter unit {}", u), Category::communication,
                 c_.profile.links.collective_launch);
     close();
-    const Bytes bytes(checked_product(units_[u].params, element_));
+    const Bytes bytes(checked_product(units_[u].params, reduced));
     const CollectiveChoice& choice = c_.collective(Collective::reduce_scatter, bytes);
     reduced_.push_back(
         add_collective(plan_, choice, c_.analytic, rank_sites(plan_, ranks_, {divided, launched}),
@@ -254,8 +262,9 @@ class FsdpStep {
 // root, and the two units limit_all_gathers lets be in flight; every unit from forward to
 // backward without resharding) and one unit's unsharded gradients (every unit's while
 // gradients accumulate).
-Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard, bool accumulates) {
-  const std::vector<FsdpUnit> units = fsdp_units(analysis, wrap);
+Bytes fsdp_buffers(const ModelAnalysis& analysis, const TrainingSpec& training, bool reshard) {
+  const std::vector<FsdpUnit> units = fsdp_units(analysis, training.fsdp.wrap);
+  const bool accumulates = training.gradient_accumulation > 1;
   std::int64_t root = 0, largest = 0, all = 0;
   for (const FsdpUnit& u : units) {
     if (u.root)
@@ -267,7 +276,12 @@ Bytes fsdp_buffers(const ModelAnalysis& analysis, FsdpWrap wrap, bool reshard, b
   const std::int64_t gathered = reshard ? root + 2 * largest : all;
   // Accumulating under no_sync(), every unit's gradients stay whole until the cycle's last.
   const std::int64_t gradients = accumulates ? all : std::max(root, largest);
-  return Bytes(checked_product(checked_sum(gathered, gradients), gathered_element(analysis)));
+  // The gradients in the compute dtype, and their copy in the reduce dtype where it differs.
+  const std::int64_t element = gathered_element(analysis);
+  const std::int64_t reduced = reduced_element(training, analysis);
+  return Bytes(
+      checked_sum(checked_product(gathered, element),
+                  checked_product(gradients, element == reduced ? element : element + reduced)));
 }
 
 class FsdpStrategy final : public StrategyModel {
@@ -282,9 +296,8 @@ class FsdpStrategy final : public StrategyModel {
     sharding.copies_made_by_gather = true;
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
                            c.scenario.profile, c.scenario.machine.gpu.memory,
-                           fsdp_buffers(c.analysis, training.fsdp.wrap, reshard(training),
-                                        training.gradient_accumulation > 1),
-                           sharding, training.activation_checkpointing);
+                           fsdp_buffers(c.analysis, training, reshard(training)), sharding,
+                           training.activation_checkpointing);
   }
   int accumulation_cycle(const TrainingSpec& training) const override {
     return training.gradient_accumulation;
@@ -309,22 +322,21 @@ class FsdpStrategy final : public StrategyModel {
   std::vector<std::string> assumptions(const ScenarioSpec& s) const override {
     const FsdpSpec& fsdp = s.training.fsdp;
     std::vector<std::string> out;
+    const bool mixed = s.training.precision == TrainingPrecision::amp_fp16 ||
+                       s.training.precision == TrainingPrecision::amp_bf16;
     out.push_back(fmt::format(
-        "{} runs FSDP's {}: units wrapped per {} (training.fsdp.wrap), gathered and reduced in "
-        "the compute dtype ({}, MixedPrecision's param_dtype and reduce_dtype), one collective "
-        "at a time on NCCL's stream, backward prefetch {}; they hold SMs and memory bandwidth "
-        "from the kernels beside them as ddp's all-reduces do (training.nccl_sm_contention, "
-        "training.nccl_memory_contention); each of FSDP's hooks costs the host one framework op "
-        "(the profile's host.forward_op and backward_op), where its Python hooks are reported "
-        "to take far longer on some models (pytorch/pytorch#173680), so small units may be "
-        "host-bound sooner than predicted",
+        "{} runs FSDP's {}: units wrapped per {} (training.fsdp.wrap), gathered in {} "
+        "(MixedPrecision's param_dtype) and reduced in {} (training.fsdp.reduce_dtype), one "
+        "collective at a time on NCCL's stream, backward prefetch {}; they hold SMs and memory "
+        "bandwidth from the kernels beside them as ddp's all-reduces do "
+        "(training.nccl_sm_contention, training.nccl_memory_contention); each of FSDP's hooks "
+        "costs the host one framework op (the profile's host.forward_op and backward_op), where "
+        "its Python hooks are reported to take far longer on some models (pytorch/pytorch#173680), "
+        "so small units may be host-bound sooner than predicted",
         kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
         reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
-        kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)],
-        s.training.precision == TrainingPrecision::amp_fp16 ||
-                s.training.precision == TrainingPrecision::amp_bf16
-            ? "16 bits"
-            : "fp32",
+        kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)], mixed ? "16 bits" : "fp32",
+        mixed && !fsdp.reduce_in_fp32 ? "16 bits" : "fp32",
         kFsdpBackwardPrefetchNames[static_cast<std::size_t>(fsdp.backward_prefetch)]));
     return out;
   }

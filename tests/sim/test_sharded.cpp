@@ -263,3 +263,18 @@ TEST_CASE("fsdp accumulating gradients gathers every micro-batch, reduce-scatter
   CHECK(four.memory.strategy_buffers.value() - once.memory.strategy_buffers.value() ==
         bytes - largest * 4);
 }
+
+TEST_CASE("fsdp under bf16 gathers in 16 bits and reduces in its reduce dtype") {
+  // MixedPrecision's param_dtype is the autocast dtype: 2 bytes a parameter each way; with
+  // reduce_dtype fp32 (as torchtitan runs it) the reduce-scatter carries 4.
+  const SweepPoint point{8, 32, 4};
+  auto per_step = [&](const char* reduce) {
+    const PointResult r =
+        predict_point(scenario(kGpt2, {{"training.precision", "amp_bf16", ""},
+                                       {"training.fsdp.reduce_dtype", reduce, ""}}),
+                      point);
+    return r.stats.collective_bytes / r.train_iterations;
+  };
+  CHECK(per_step("param") == 3 * kGpt2Params * 2);
+  CHECK(per_step("fp32") == 2 * kGpt2Params * 2 + kGpt2Params * 4);
+}

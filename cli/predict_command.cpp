@@ -76,9 +76,11 @@ Command add_predict_command(CLI::App& app) {
   command->add_flag("--wide", args->wide,
                     "Print every column (where GPU 0's epoch went, the largest batch that fits, "
                     "the bottleneck in words) whatever the terminal's width");
-  command->add_flag("--explain-scaling", args->explain_scaling,
-                    "After the table, where each ddp point on several GPUs loses its scaling: "
-                    "exposed communication, longer or extra kernels, input, host");
+  command->add_flag(
+      "--explain-scaling", args->explain_scaling,
+      "After the table, where each point of a process per GPU (ddp, zero1, zero2, fsdp) on "
+      "several GPUs loses its scaling: "
+      "exposed communication, longer or extra kernels, input, host");
   add_sweep_simulation_options(*command, args->simulation);
   return [args, trace_point, trace_iterations] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone

@@ -39,13 +39,13 @@ struct Breakdown {
   double other = 0;          // GPU idle with the host idle too
 };
 
-// Where a ddp point's epoch goes beyond perfect scaling: against one GPU at the same per-GPU
-// batch (each rank's work), whose epoch over the GPU count is the ideal; each part is the point's
-// breakdown minus the reference's over the GPU count, seconds per epoch, and the parts add up to
-// the loss. compute: kernels that run longer or more often (the reducer's bucket copies, the
-// collectives' SMs and memory bandwidth taken from backward); communication: collectives
-// exposed, and waiting for the slowest rank; input: loading and copying batches; host: dispatch
-// and contention for the node's cores.
+// Where the epoch of a point with a process per GPU goes beyond perfect scaling: against one GPU
+// at the same per-GPU batch (each rank's work), whose epoch over the GPU count is the ideal; each
+// part is the point's breakdown minus the reference's over the GPU count, seconds per epoch, and
+// the parts add up to the loss. compute: kernels that run longer or more often (the reducer's
+// bucket copies, the collectives' SMs and memory bandwidth taken from backward); communication:
+// collectives exposed, and waiting for the slowest rank; input: loading and copying batches; host:
+// dispatch and contention for the node's cores.
 struct ScalingLoss {
   std::int64_t reference_batch = 0;
   double ideal_epoch = 0, loss = 0;
@@ -72,7 +72,7 @@ struct PointResult {
   double speedup = 0;
   double scaling_efficiency = 0;
   bool one_gpu_faster = false;  // one GPU takes less time per epoch at this global batch
-  std::optional<ScalingLoss> scaling_loss;  // ddp on several GPUs
+  std::optional<ScalingLoss> scaling_loss;  // a process per GPU, on several GPUs
   std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
   std::string diagnosis;   // a sentence a user understands
   // With a calibrated profile's uncertainty (sim/predict/uncertainty.h): the epoch's 95%

@@ -471,10 +471,11 @@ std::string render_scaling_loss(const std::vector<PointResult>& results, std::si
                    part(l.loss), part(l.communication), part(l.compute), part(l.input),
                    part(l.host), part(l.other)});
   }
-  if (!any) return "Scaling loss: no ddp point on several GPUs in this sweep.\n";
+  if (!any) return "Scaling loss: no point on several GPUs with a process per GPU in this sweep.\n";
   return "\n" +
          wrap_lines(
-             "Scaling loss of each ddp point: its epoch against one GPU's at the same per-GPU "
+             "Scaling loss of each point with a process per GPU (ddp, zero1, zero2, fsdp): its "
+             "epoch against one GPU's at the same per-GPU "
              "batch over the GPU count (ideal), and where the rest goes (seconds per epoch and "
              "shares of it; communication: collectives exposed and waiting for the slowest rank; "
              "compute: kernels longer or more, the reducer's copies and the collectives' SMs and "

@@ -622,7 +622,7 @@ TEST_CASE("predict --explain-scaling splits each ddp point's scaling loss after 
                                 " --gpus 1,8 --batch 64 --explain-scaling");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("Scaling loss of each ddp point") &&
+  CHECK_THAT(r.output, Catch::Contains("Scaling loss of each point with a process per GPU") &&
                            Catch::Contains("communication") && Catch::Contains("compute"));
   // One row, the 8-GPU point: its loss, then the parts, in seconds with shares of the epoch.
   std::smatch row;
@@ -637,5 +637,5 @@ TEST_CASE("predict --explain-scaling splits each ddp point's scaling loss after 
   // A sweep without ddp says there is nothing to split.
   CHECK_THAT(
       run_command(epochcast_binary() + " predict " + seed("linear") + " --explain-scaling").output,
-      Catch::Contains("Scaling loss: no ddp point on several GPUs"));
+      Catch::Contains("Scaling loss: no point on several GPUs with a process per GPU"));
 }

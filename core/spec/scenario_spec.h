@@ -46,6 +46,10 @@ inline constexpr std::string_view kOptimizerImplementationNames[] = {"auto", "fo
 enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16, fp32_strict };
 inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
                                                                "amp_bf16", "fp32_strict"};
+// Autocast to 16 bits: fp32 master weights, 16-bit activations and matrix math.
+inline bool mixed_precision(TrainingPrecision p) {
+  return p == TrainingPrecision::amp_fp16 || p == TrainingPrecision::amp_bf16;
+}
 
 // The eager-framework generation the training loop runs on: PyTorch 1.x steps optimizers one
 // parameter tensor at a time and zeroes gradients; PyTorch 2.x uses multi-tensor ("foreach")

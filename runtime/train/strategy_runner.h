@@ -46,7 +46,7 @@ class StrategyRunner {
   // whether the optimizer must start afresh (its state from the trial step was local).
   virtual bool start() { return false; }
   // Around each micro-batch `micro` of an optimizer step of `micro_batches`.
-  virtual void before_forward(int micro, int micro_batches) { (void)micro, (void)micro_batches; }
+  virtual void before_forward(int /*micro*/, int /*micro_batches*/) {}
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
   virtual void after_backward() {}
   // From here on only local work: the passes after the timings (layer profile, kernel trace)

@@ -95,7 +95,7 @@ MemoryEstimate estimate_memory(const ModelAnalysis& analysis, std::int64_t batch
   m.gradients = bytes(model_state_bytes(params, 0, element, 0, sharding));
   m.optimizer_state = bytes(model_state_bytes(
       params, 0, 0, static_cast<double>(optimizer_state_per_param(optimizer)), sharding));
-  bool mixed = precision == TrainingPrecision::amp_fp16 || precision == TrainingPrecision::amp_bf16;
+  const bool mixed = mixed_precision(precision);
   m.weight_copies = bytes(mixed && !sharding.copies_made_by_gather
                               ? static_cast<double>(matrix_params(analysis)) * 2
                               : 0);

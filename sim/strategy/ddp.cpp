@@ -269,6 +269,18 @@ IterationPlan ddp_validation_step(const MultiGpuContext& c, std::int64_t batch) 
   return plan;
 }
 
+Bytes ddp_bucket_bytes(const StepContext& c) {
+  const TrainingSpec& training = c.scenario.training;
+  const std::int64_t parameters = c.analysis.params;
+  Bytes held(0);
+  if (!training.ddp.gradient_as_bucket_view)
+    held = Bytes(checked_product(parameters, element_bytes(c.analysis.options.parameter_dtype)));
+  // The compressed copy is alive until backward ends.
+  if (training.gradient_dtype != GradientDtype::fp32)
+    held = Bytes(checked_sum(held.value(), checked_product(parameters, 2)));
+  return held;
+}
+
 namespace {
 
 class DdpStrategy final : public StrategyModel {
@@ -314,16 +326,7 @@ class DdpStrategy final : public StrategyModel {
 
  protected:
   Bytes buffers(const StepContext& c, const SweepPoint& /*point*/) const override {
-    const TrainingSpec& training = c.scenario.training;
-    const std::int64_t parameters = c.analysis.params;
-    Bytes held(0);
-    // The gradient buckets, unless the gradients are views into them.
-    if (!training.ddp.gradient_as_bucket_view)
-      held = Bytes(checked_product(parameters, element_bytes(c.analysis.options.parameter_dtype)));
-    // A compression hook's half-precision copy of every bucket, alive until backward ends.
-    if (training.gradient_dtype != GradientDtype::fp32)
-      held = Bytes(checked_sum(held.value(), checked_product(parameters, 2)));
-    return held;
+    return ddp_bucket_bytes(c);
   }
 };
 

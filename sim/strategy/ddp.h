@@ -44,6 +44,10 @@ struct GradientBucket {
 };
 std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap);
 
+// What DDP holds beside the model: the gradient buckets, unless the gradients are views into
+// them, and a compression hook's half-precision copy of every bucket (gradient_dtype).
+Bytes ddp_bucket_bytes(const StepContext& context);
+
 // The strategy `ddp`.
 const StrategyModel& ddp_strategy();
 

@@ -322,8 +322,7 @@ class FsdpStrategy final : public StrategyModel {
   std::vector<std::string> assumptions(const ScenarioSpec& s) const override {
     const FsdpSpec& fsdp = s.training.fsdp;
     std::vector<std::string> out;
-    const bool mixed = s.training.precision == TrainingPrecision::amp_fp16 ||
-                       s.training.precision == TrainingPrecision::amp_bf16;
+    const bool mixed = mixed_precision(s.training.precision);
     out.push_back(fmt::format(
         "{} runs FSDP's {}: units wrapped per {} (training.fsdp.wrap), gathered in {} "
         "(MixedPrecision's param_dtype) and reduced in {} (training.fsdp.reduce_dtype), one "
@@ -360,7 +359,7 @@ class Zero1Strategy final : public StrategyModel {
     sharding.ranks = point.gpus;
     sharding.optimizer = true;
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
-                           c.scenario.profile, c.scenario.machine.gpu.memory, ddp_buffers(c),
+                           c.scenario.profile, c.scenario.machine.gpu.memory, ddp_bucket_bytes(c),
                            sharding, training.activation_checkpointing);
   }
   IterationPlan training_step(const MultiGpuContext& c, const SweepPoint& point, std::int64_t batch,
@@ -406,14 +405,6 @@ class Zero1Strategy final : public StrategyModel {
         "tensors it owns (largest first, to the least loaded rank) and broadcasts each of them "
         "after its step (parameters_as_bucket_view=False, the default)");
     return out;
-  }
-
- private:
-  // DDP's gradient buckets, unless the gradients are views into them.
-  static Bytes ddp_buffers(const StepContext& c) {
-    if (c.scenario.training.ddp.gradient_as_bucket_view) return Bytes(0);
-    return Bytes(
-        checked_product(c.analysis.params, element_bytes(c.analysis.options.parameter_dtype)));
   }
 };
 

@@ -43,10 +43,6 @@ std::int64_t foreach_launches(std::int64_t tensors, std::int64_t elements, int l
   return std::max<std::int64_t>(1, std::max(by_tensors, by_elements));
 }
 
-bool mixed_precision(TrainingPrecision p) {
-  return p == TrainingPrecision::amp_fp16 || p == TrainingPrecision::amp_bf16;
-}
-
 bool is_matrix_layer(const LayerCosts& layer) {
   return layer.params > 0 && std::any_of(layer.forward.begin(), layer.forward.end(),
                                          [](const KernelWork& k) { return k.has_gemm_shape; });

@@ -35,6 +35,7 @@ training: {strategy: fsdp, optimizer: adamw, precision: fp32, fsdp: {wrap: layer
 sweep: {gpus: [8], batch: [4], batch_is: per_gpu}
 )";
 
+// GPT-2 small's parameters (scenarios/models/gpt2-small.yaml; Hugging Face's count).
 constexpr std::int64_t kGpt2Params = 124'439'808;
 
 }  // namespace
@@ -122,11 +123,13 @@ TEST_CASE("FSDP's units: a unit a transformer block, the embeddings and head in 
   const std::vector<FsdpUnit> blocks = fsdp_units(analysis, FsdpWrap::block);
   REQUIRE(blocks.size() == 13);
   CHECK(blocks.front().root);
-  // wte, wpe and ln_f; lm_head is tied to wte.
-  CHECK(blocks.front().params == 38'597'376 + 786'432 + 1'536);
+  // wte (50,257 x 768), wpe (1,024 x 768) and ln_f (768 weights, 768 biases); lm_head is tied
+  // to wte.
+  CHECK(blocks.front().params == 50'257 * 768 + 1'024 * 768 + 2 * 768);
   for (std::size_t u = 1; u < blocks.size(); ++u) {
     CHECK_FALSE(blocks[u].root);
-    CHECK(blocks[u].params == 7'087'872);
+    // Attention 4 d^2 + 4 d, feed-forward 8 d^2 + 5 d (4d wide), two LayerNorms 4 d: d = 768.
+    CHECK(blocks[u].params == 12 * 768 * 768 + 13 * 768);
   }
   for (FsdpWrap wrap : {FsdpWrap::block, FsdpWrap::layer, FsdpWrap::model}) {
     const std::vector<FsdpUnit> units = fsdp_units(analysis, wrap);

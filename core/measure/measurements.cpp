@@ -84,6 +84,8 @@ MeasuredPoint combine_rounds(const std::vector<MeasuredPoint>& rounds) {
           std::max(out.peak_reserved_bytes.value_or(0), *r.peak_reserved_bytes);
     if (r.parameters_identical && out.parameters_identical)
       out.parameters_identical = *out.parameters_identical && *r.parameters_identical;
+    // Rounds train from the same seed: a hash that differs between them is no hash of the point.
+    if (r.parameters_hash != out.parameters_hash) out.parameters_hash.clear();
   }
   out.iteration_s = spread_of(out.iteration_samples_s);
   // samples per step (the global batch times the accumulation steps) = rate x median time.
@@ -155,6 +157,7 @@ Json point_json(const MeasuredPoint& p) {
   j["first_loss"] = p.first_loss;
   j["last_loss"] = p.last_loss;
   put_optional(j, "parameters_identical", p.parameters_identical);
+  if (!p.parameters_hash.empty()) j["parameters_hash"] = p.parameters_hash;
   if (p.rounds > 1) j["rounds"] = p.rounds;
   if (!p.layers.empty()) {
     Json layers = Json::array();
@@ -362,6 +365,7 @@ MeasuredPoint read_point(const Node& node) {
                                               "first_loss",
                                               "last_loss",
                                               "parameters_identical",
+                                              "parameters_hash",
                                               "rounds",
                                               "layers",
                                               "peak_reserved_bytes",
@@ -399,6 +403,7 @@ MeasuredPoint read_point(const Node& node) {
   p.first_loss = num(m, "first_loss");
   p.last_loss = num(m, "last_loss");
   if (auto same = m.optional("parameters_identical")) p.parameters_identical = same->as_bool();
+  p.parameters_hash = str_or(m, "parameters_hash");
   p.rounds = small_count_or(m, "rounds", 1, 1);
   if (m.has("peak_reserved_bytes")) p.peak_reserved_bytes = count(m, "peak_reserved_bytes");
   if (m.has("cuda_context_bytes")) p.cuda_context_bytes = count(m, "cuda_context_bytes");

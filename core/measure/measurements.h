@@ -100,8 +100,12 @@ struct MeasuredPoint {
   std::string memory_source;  // "cuda_caching_allocator" or "process_peak_rss"
   double first_loss = 0;
   double last_loss = 0;
-  // ddp: whether every rank ended with bit-identical parameters (nullopt for one rank).
+  // A process per GPU: whether every rank ended with bit-identical parameters (nullopt for one
+  // rank).
   std::optional<bool> parameters_identical;
+  // FNV-1a of the trained parameters' bytes (rank 0), 16 hex digits ("" when not recorded): two
+  // strategies that trained alike end with the same.
+  std::string parameters_hash;
   std::vector<LayerTiming> layers;  // empty unless profiled
   int rounds = 1;                   // interleaved rounds its figures combine (combine_rounds)
   // On a GPU: the caching allocator's peak reserved bytes (allocated plus its cache, what

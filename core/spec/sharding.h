@@ -21,12 +21,16 @@ struct FsdpUnit {
   bool root = false;
 };
 // The units of `wrap`, the root (where it holds parameters) first, then the others in layer
-// order. Every parameter is in exactly one unit.
+// order. Every parameter is in exactly one unit. An embedding a later linear layer is tied to
+// stays in the root, as FSDP requires of a parameter two units use (the wrap policies of
+// Hugging Face models leave the embeddings in the root for that reason).
 std::vector<FsdpUnit> fsdp_units(const ModelAnalysis& analysis, FsdpWrap wrap);
 
 // ZeroRedundancyOptimizer's partition of the parameter tensors over `ranks`: largest first, each
 // to the rank that holds the fewest elements so far (lowest rank on a tie). The owner of each
 // tensor, in the analysis' order.
 std::vector<int> zero_partition(const ModelAnalysis& analysis, int ranks);
+// The same rule over tensors of `elements` each (the runtime's parameters, in order).
+std::vector<int> zero_partition(const std::vector<std::int64_t>& elements, int ranks);
 
 }  // namespace epochcast

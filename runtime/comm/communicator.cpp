@@ -1,8 +1,10 @@
 // World and groups over MPI, or the trivial one-process world when not launched by mpirun.
 #include "runtime/comm/communicator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -36,6 +38,16 @@ bool started_by_mpi_launcher() {
 }
 
 #ifdef EPOCHCAST_HAVE_MPI
+// MPI counts are ints: a larger message is refused rather than wrapped.
+int mpi_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw std::runtime_error(
+        fmt::format("a host collective of {} elements exceeds MPI's count limit of {}", count,
+                    std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(count);
+}
+
 void check(int code, const char* call) {
   if (code == MPI_SUCCESS) return;
   std::array<char, MPI_MAX_ERROR_STRING> text{};
@@ -186,8 +198,8 @@ Group& Group::operator=(Group&& other) noexcept {
 void Group::all_reduce_sum(float* data, std::size_t count) const {
 #ifdef EPOCHCAST_HAVE_MPI
   if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                as_comm(comm_)));
+    EPOCHCAST_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_FLOAT, MPI_SUM, as_comm(comm_)));
   }
 #else
   (void)data;
@@ -198,8 +210,8 @@ void Group::all_reduce_sum(float* data, std::size_t count) const {
 void Group::all_reduce_sum(double* data, std::size_t count) const {
 #ifdef EPOCHCAST_HAVE_MPI
   if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
-                                as_comm(comm_)));
+    EPOCHCAST_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_DOUBLE, MPI_SUM, as_comm(comm_)));
   }
 #else
   (void)data;
@@ -210,8 +222,8 @@ void Group::all_reduce_sum(double* data, std::size_t count) const {
 void Group::all_reduce_max(double* data, std::size_t count) const {
 #ifdef EPOCHCAST_HAVE_MPI
   if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_MAX,
-                                as_comm(comm_)));
+    EPOCHCAST_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_DOUBLE, MPI_MAX, as_comm(comm_)));
   }
 #else
   (void)data;
@@ -233,7 +245,7 @@ bool Group::all(bool value) const {
 void Group::broadcast(void* data, std::size_t bytes, int root) const {
 #ifdef EPOCHCAST_HAVE_MPI
   if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, as_comm(comm_)));
+    EPOCHCAST_MPI(MPI_Bcast(data, mpi_count(bytes), MPI_BYTE, root, as_comm(comm_)));
   }
 #else
   (void)data;
@@ -251,6 +263,28 @@ std::vector<std::uint64_t> Group::all_gather(std::uint64_t value) const {
   }
 #endif
   return values;
+}
+
+void Group::all_gather(const float* send, float* receive, std::size_t count) const {
+#ifdef EPOCHCAST_HAVE_MPI
+  if (comm_ != nullptr) {
+    EPOCHCAST_MPI(MPI_Allgather(send, mpi_count(count), MPI_FLOAT, receive, mpi_count(count),
+                                MPI_FLOAT, as_comm(comm_)));
+    return;
+  }
+#endif
+  std::copy(send, send + count, receive);
+}
+
+void Group::reduce_scatter_sum(const float* send, float* receive, std::size_t count) const {
+#ifdef EPOCHCAST_HAVE_MPI
+  if (comm_ != nullptr) {
+    EPOCHCAST_MPI(MPI_Reduce_scatter_block(send, receive, mpi_count(count), MPI_FLOAT, MPI_SUM,
+                                           as_comm(comm_)));
+    return;
+  }
+#endif
+  std::copy(send, send + count, receive);
 }
 
 void Group::barrier() const {

@@ -70,6 +70,10 @@ class Group {
   bool all(bool value) const;
   void broadcast(void* data, std::size_t bytes, int root) const;
   std::vector<std::uint64_t> all_gather(std::uint64_t value) const;
+  // `count` elements from every rank into `receive` (size() x count), in rank order.
+  void all_gather(const float* send, float* receive, std::size_t count) const;
+  // `send` holds size() x count elements; rank r receives the sum over ranks of block r.
+  void reduce_scatter_sum(const float* send, float* receive, std::size_t count) const;
   void barrier() const;
 
  private:

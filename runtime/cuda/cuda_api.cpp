@@ -289,6 +289,12 @@ Event::~Event() {
     EPOCHCAST_CHECK_NOTHROW(device_, cudaEventDestroy(detail::as_event(event_)));
 }
 
+void Stream::wait_for(const Event& event) const {
+  EPOCHCAST_CHECK(device_, cudaSetDevice(device_));
+  EPOCHCAST_CHECK(device_, cudaStreamWaitEvent(detail::as_stream(stream_),
+                                               detail::as_event(event.handle()), 0));
+}
+
 void Event::record(const Stream& stream) {
   if (stream.device() != device_) {
     throw std::invalid_argument("Event::record: the stream is on device " +

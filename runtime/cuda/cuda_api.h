@@ -46,6 +46,8 @@ std::int64_t memory_in_use(int device);
 // Process-wide rank and host for error messages (set once by the launcher).
 void set_error_context(int rank, const std::string& host);
 
+class Event;
+
 // A non-blocking stream (does not synchronise with the legacy default stream, which is the
 // stream LibTorch's eager ops use unless told otherwise).
 class Stream {
@@ -62,6 +64,8 @@ class Stream {
   void synchronize() const;
   // This stream waits for all work queued so far on `other` (nullptr: the legacy default stream).
   void wait_for(const Stream* other) const;
+  // This stream waits for the work queued before `event` was last recorded.
+  void wait_for(const Event& event) const;
   // The legacy default stream waits for all work queued so far on this stream.
   void make_default_stream_wait() const;
 
@@ -105,6 +109,7 @@ class Event {
   void record(const Stream& stream);
   // Never throws: an error counts as finished (the communicator's health check reports it).
   bool finished() const;
+  void* handle() const { return event_; }  // cudaEvent_t
 
  private:
   int device_;

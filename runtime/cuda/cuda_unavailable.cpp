@@ -48,6 +48,9 @@ void Stream::synchronize() const {
 void Stream::wait_for(const Stream*) const {
   unavailable("Stream::wait_for");
 }
+void Stream::wait_for(const Event&) const {
+  unavailable("Stream::wait_for");
+}
 void Stream::make_default_stream_wait() const {
   unavailable("Stream::make_default_stream_wait");
 }

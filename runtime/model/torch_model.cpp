@@ -214,6 +214,7 @@ void TorchModelImpl::reset() {
   // Cloneable::clone() copies this object (steps included) before calling reset(): the copied
   // steps point at the original's modules, so everything is rebuilt.
   steps_.clear();
+  hooks_ = {};
   embeddings_.clear();
   pins_.clear();
   references_.clear();
@@ -593,6 +594,15 @@ const LayerCosts& TorchModelImpl::layer_costs(std::size_t i) const {
   return analysis_->layers.at(i);
 }
 
+std::vector<torch::Tensor> TorchModelImpl::layer_parameters(std::size_t i) {
+  // make_layer registers a layer's module under the layer's name, or nothing.
+  const std::string registered = module_name(layer_costs(i).layer.name);
+  const torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>> children =
+      named_children();
+  if (const auto* module = children.find(registered)) return (*module)->parameters();
+  return {};
+}
+
 torch::Tensor TorchModelImpl::run_layer(std::size_t i, const std::vector<torch::Tensor>& inputs) {
   const Step& step = *steps_.at(i);
   if (inputs.size() != step.reads.size()) {
@@ -628,7 +638,10 @@ torch::Tensor TorchModelImpl::run(torch::Tensor input,
       for (const torch::Tensor& arg : args)
         recorded.push_back(arg.detach());
     }
+    const std::size_t layer = static_cast<std::size_t>(&step - steps_.data());
+    if (hooks_.before) hooks_.before(layer);
     values[step->writes] = step->compute(args);
+    if (hooks_.after) hooks_.after(layer, values[step->writes]);
     args.clear();  // so a released slot's tensor is freed now, not one step later
     for (std::size_t slot : step->releases)
       values[slot] = torch::Tensor();

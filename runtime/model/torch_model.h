@@ -45,6 +45,19 @@ class TorchModelImpl : public torch::nn::Cloneable<TorchModelImpl> {
 
   const ModelAnalysis& analysis() const { return *analysis_; }
 
+  // The parameters layer i registered, in the order parameters() lists them (none for a layer
+  // without weights, or a tied linear layer without bias: its weight is its embedding's).
+  std::vector<torch::Tensor> layer_parameters(std::size_t i);
+
+  // Called around every layer of forward(): a sharded strategy gathers a unit's parameters
+  // before its first layer and frees them after its last. Unset functions are skipped; reset()
+  // clears both (a clone does not call into its original's strategy).
+  struct LayerHooks {
+    std::function<void(std::size_t layer)> before;
+    std::function<void(std::size_t layer, const torch::Tensor& output)> after;
+  };
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
+
  private:
   struct Step;  // one primitive: which values it reads, which it writes, how it computes
   using LayerFunction = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
@@ -54,6 +67,7 @@ class TorchModelImpl : public torch::nn::Cloneable<TorchModelImpl> {
   std::vector<std::shared_ptr<Step>> steps_;  // steps_[i] computes analysis layer i
   std::size_t value_count_ = 0;               // slots of the tape (fork points keep theirs)
   std::size_t output_value_ = 0;              // the slot holding the model's output
+  LayerHooks hooks_;
 
   // Building state, meaningful only inside reset().
   TensorShape shape_;                                       // per-sample shape of the current value

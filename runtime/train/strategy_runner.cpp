@@ -5,6 +5,7 @@
 
 #include "runtime/train/data_parallel.h"
 #include "runtime/train/ddp_reducer.h"
+#include "runtime/train/sharded_runner.h"
 
 namespace epochcast::runtime {
 
@@ -68,7 +69,10 @@ class DdpRunner final : public StrategyRunner {
   }
   // The reducer's hooks would copy every gradient into its buckets, adding their time to each
   // layer's backward.
-  void detach() override { reducer_.reset(); }
+  bool detach() override {
+    reducer_.reset();
+    return false;
+  }
 
  private:
   TorchModel model_;
@@ -111,9 +115,20 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       break;
     case Strategy::zero1:
+      if (t.ddp.gradient_as_bucket_view) {
+        return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets "
+               "back into the gradients";
+      }
+      break;
     case Strategy::zero2:
     case Strategy::fsdp:
-      return fmt::format("strategy {}: the runtime executes single, dp and ddp steps only", name);
+      if (mixed_precision(t.precision)) {
+        return fmt::format(
+            "{} under {}: the runtime's {} gathers and reduces fp32 parameters (FSDP's "
+            "MixedPrecision, which the simulator assumes, is not implemented); measure it in fp32",
+            name, kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)], name);
+      }
+      break;
   }
   // A process per GPU.
   if (point.gpus > world.size()) {
@@ -149,15 +164,35 @@ bool strategy_communicates(const ScenarioSpec& scenario, const Group& group) {
 std::unique_ptr<StrategyRunner> group_runner(const RunnerContext& context) {
   switch (context.scenario.training.strategy) {
     case Strategy::ddp:
-      return std::make_unique<DdpRunner>(context);
-    case Strategy::single:
-    case Strategy::dp:
+      return ddp_runner(context);
     case Strategy::zero1:
+      return zero1_runner(context);
     case Strategy::zero2:
     case Strategy::fsdp:
+      return flat_parameter_runner(context);
+    case Strategy::single:
+    case Strategy::dp:
       break;
   }
   throw std::logic_error("no group runner for this strategy");
+}
+
+std::unique_ptr<StrategyRunner> ddp_runner(const RunnerContext& context) {
+  return std::make_unique<DdpRunner>(context);
+}
+
+bool strategy_trial_step(const ScenarioSpec& scenario) {
+  switch (scenario.training.strategy) {
+    case Strategy::single:
+    case Strategy::dp:
+    case Strategy::ddp:
+      return true;
+    case Strategy::zero1:
+    case Strategy::zero2:
+    case Strategy::fsdp:
+      return false;
+  }
+  return true;
 }
 
 }  // namespace epochcast::runtime

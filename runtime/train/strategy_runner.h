@@ -49,9 +49,15 @@ class StrategyRunner {
   virtual void before_forward(int /*micro*/, int /*micro_batches*/) {}
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
   virtual void after_backward() {}
+  // The tensors the optimizer steps, with their gradients after backward (empty: the model's
+  // parameters). Asked after start().
+  virtual std::vector<torch::Tensor> optimized() const { return {}; }
+  // After each optimizer step.
+  virtual void after_step() {}
   // From here on only local work: the passes after the timings (layer profile, kernel trace)
-  // time the model's own kernels.
-  virtual void detach() {}
+  // time the model's own kernels. The model's parameters hold the trained values again. Returns
+  // whether the optimizer must be rebuilt over them (it stepped other tensors).
+  virtual bool detach() { return false; }
 };
 
 // Why `point` cannot run here under the scenario's strategy ("" when it can). Identical on
@@ -69,5 +75,11 @@ std::unique_ptr<StrategyRunner> local_runner(const RunnerContext& context);
 bool strategy_communicates(const ScenarioSpec& scenario, const Group& group);
 // The runner across the group's ranks. May throw (out of memory for DDP's buckets).
 std::unique_ptr<StrategyRunner> group_runner(const RunnerContext& context);
+// DDP's runner (zero1 wraps it).
+std::unique_ptr<StrategyRunner> ddp_runner(const RunnerContext& context);
+// Whether measure_point's trial step (one local step before the ranks communicate, so that a
+// rank out of memory says so before its peers wait for it) has the strategy's memory: not for
+// a sharded strategy, whose gradients and optimizer state are divided among the group.
+bool strategy_trial_step(const ScenarioSpec& scenario);
 
 }  // namespace epochcast::runtime

@@ -242,6 +242,7 @@ struct Rig {
       }
     }
     if (scaler.unscale(parameters)) optimizer->step();
+    runner->after_step();
     // PyTorch 2 sets gradients to None; PyTorch 1 zeroes them in place.
     zero_grad(parameters, scenario.training.framework == Framework::pytorch2);
   }
@@ -252,6 +253,28 @@ struct Rig {
     if (scenario.training.sync_every_step) cross_entropy(logits, batch.labels).item<double>();
   }
 };
+
+// The model's parameters and buffers, copied to host memory (not to the device the trial step
+// is to find out whether it fits).
+std::vector<torch::Tensor> host_copies(TorchModel& model) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> copies;
+  for (const torch::Tensor& t : model->parameters())
+    copies.push_back(t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+  for (const torch::Tensor& t : model->buffers())
+    copies.push_back(t.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+  return copies;
+}
+
+void restore(TorchModel& model, const std::vector<torch::Tensor>& copies) {
+  torch::NoGradGuard no_grad;
+  std::size_t i = 0;
+  for (torch::Tensor& t : model->parameters())
+    t.copy_(copies.at(i++));
+  for (torch::Tensor& t : model->buffers())
+    t.copy_(copies.at(i++));
+  model->zero_grad();
+}
 
 }  // namespace
 
@@ -373,7 +396,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
   };
 
   // Build, then one trial step with local gradients only: a rank that runs out of memory there
-  // tells the others before anyone waits in a collective for it.
+  // tells the others before anyone waits in a collective for it (not for a sharded strategy,
+  // whose memory a local step does not have: strategy_trial_step).
   bool trial_ok = true;
   std::string trial_error;
   try {
@@ -410,7 +434,19 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     rig.runner = local_runner(runner_context(rig));
     rig.optimizer = make_step_optimizer(
         training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
-    rig.step();  // the trial: no communication between ranks yet
+    if (strategy_trial_step(scenario)) {
+      // The trial trains nothing: every strategy starts its timed steps from the model as built
+      // and the loader's first batch, so that two strategies on the same data end alike.
+      const std::vector<torch::Tensor> built = host_copies(rig.model);
+      rig.step();
+      restore(rig.model, built);
+      rig.optimizer = make_step_optimizer(
+          training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
+      rig.loader->seek(0);
+    }
+    // Dropout's masks from here on do not depend on whether a trial step drew some.
+    torch::manual_seed(options.seed);
+
   } catch (const std::exception& error) {
     trial_ok = false;
     trial_error = error.what();
@@ -478,9 +514,14 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     // The ranks start alike (DDP broadcasts rank 0's state on wrapping), and where the trial's
     // optimizer state was local, afresh.
     if (rig.runner->start()) {
-      rig.optimizer = make_step_optimizer(
-          training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
+      std::vector<torch::Tensor> optimized = rig.runner->optimized();
+      rig.optimizer =
+          make_step_optimizer(training.optimizer, resolved_optimizer_implementation(training),
+                              optimized.empty() ? rig.parameters : optimized);
     }
+    // Without a trial step, the peak so far is the model built whole on every rank before the
+    // strategy divided it.
+    if (!strategy_trial_step(scenario)) reset_peak_memory(device);
 
     auto start = Clock::now();
     bool timed_out = false;
@@ -650,14 +691,20 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
           static_cast<std::int64_t>(group.max(static_cast<double>(peak.context.value_or(0))));
     }
 
+    // Layers are profiled, and kernels traced, with local work only (the model whole again, its
+    // optimizer over its own parameters).
+    if (rig.runner->detach()) {
+      rig.optimizer = make_step_optimizer(
+          training.optimizer, resolved_optimizer_implementation(training), rig.parameters);
+    }
+    const std::uint64_t hash = parameter_hash(rig.parameters);
+    result.parameters_hash = fmt::format("{:016x}", hash);
     if (group.size() > 1) {
-      std::vector<std::uint64_t> hashes = group.all_gather(parameter_hash(rig.parameters));
+      std::vector<std::uint64_t> hashes = group.all_gather(hash);
       result.parameters_identical =
           std::all_of(hashes.begin(), hashes.end(), [&](auto h) { return h == hashes.front(); });
     }
 
-    // Layers are profiled, and kernels traced, with local work only.
-    rig.runner->detach();
     if (options.profile_layers && group.rank() == 0) {
       rig.loader->seek(0);
       Batch batch = rig.loader->next();

@@ -45,6 +45,11 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 const std::string kQuick = " --warmup 1 --iterations 3 --validation-iterations 1";
+// Two ranks under mpirun. Open MPI refuses root unless told (CI runs as root); --oversubscribe:
+// two ranks on any machine.
+const std::string kTwoRanks =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+    "OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 2 ";
 
 // A folder of its own under the build folder, empty.
 std::string fresh_folder(const std::string& name) {
@@ -313,15 +318,43 @@ TEST_CASE("bench measures dispatch cost and GEMM/convolution throughput") {
   CHECK(b["copies"].size() == 5);
 }
 
+TEST_CASE("zero1 zero2 and fsdp on two ranks under mpirun end with ddp's parameters bit for bit") {
+  // Every strategy starts from the model as built and trains the same batches; FSDP's flat
+  // parameters, ZeroRedundancyOptimizer's partition and the reduce-scatter change where the
+  // arithmetic runs, not what it computes.
+  auto trained = [](const std::string& settings) {
+    std::string out = out_path("run-sharded.json");
+    std::filesystem::remove(out);
+    CommandResult r = run_command(kTwoRanks + epochcast_binary() + " run " +
+                                  scenario("fsdp-2rank-cpu") + " -o " + out + kQuick + settings);
+    INFO(settings << "\n" << r.output);
+    REQUIRE(r.exit_code == 0);
+    nlohmann::json point = read_json(out)["points"][0];
+    REQUIRE(point["status"] == "ok");
+    CHECK(point["ranks"] == 2);
+    CHECK(point["parameters_identical"] == true);
+    return point["parameters_hash"].get<std::string>();
+  };
+  const std::string ddp = trained(" --set training.strategy=ddp");
+  CHECK(ddp.size() == 16);
+  CHECK(trained(" --set training.strategy=zero1") == ddp);
+  CHECK(trained(" --set training.strategy=zero2") == ddp);
+  CHECK(trained("") == ddp);  // fsdp, a unit per transformer block
+  CHECK(trained(" --set training.fsdp.wrap=layer --set training.fsdp.backward_prefetch=post "
+                "--set training.fsdp.forward_prefetch=true") == ddp);
+  // Two micro-batches a step: no_sync's accumulated gradients, reduced once.
+  const std::string accumulated = trained(" --set training.gradient_accumulation=2");
+  CHECK(accumulated != ddp);
+  CHECK(trained(" --set training.gradient_accumulation=2 --set training.strategy=ddp") ==
+        accumulated);
+}
+
 TEST_CASE("two ddp ranks under mpirun end with bit-identical parameters") {
   std::string out = out_path("run-ddp.json");
   std::filesystem::remove(out);
-  // Open MPI refuses root unless told; CI runs as root. --oversubscribe: 2 ranks on any machine.
-  CommandResult r = run_command(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
-      "OMPI_MCA_plm_rsh_agent=false mpirun --oversubscribe -np 2 " +
-      epochcast_binary() + " run " + scenario("ddp-2rank-cpu") + " -o " + out + kQuick +
-      " --bench --sections collectives --max-bytes 65536");
+  CommandResult r =
+      run_command(kTwoRanks + epochcast_binary() + " run " + scenario("ddp-2rank-cpu") + " -o " +
+                  out + kQuick + " --bench --sections collectives --max-bytes 65536");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   nlohmann::json j = read_json(out);

@@ -16,11 +16,13 @@
 #include "runtime/train/kernel_trace.h"
 #include "runtime/train/optimizers.h"
 #include "runtime/train/precision.h"
+#include "runtime/train/strategy_runner.h"
 #include "runtime/train/profiler.h"
 #include "runtime/train/trainer.h"
 #include "runtime/train/to_target.h"
 #include "runtime/data/idx_dataset.h"
 #include "core/spec/rank_share.h"
+#include "core/spec/sharding.h"
 #include "core/spec/scenario_spec.h"
 
 #include <catch2/catch.hpp>
@@ -235,6 +237,82 @@ TEST_CASE("on one rank the ddp reducer leaves exactly the gradients of plain bac
   auto parameters = model->parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i)
     CHECK(torch::allclose(parameters[i].grad(), 2 * expected[i], 1e-5, 1e-6));
+}
+
+// Whether a tensor's storage holds its bytes (FSDP frees a unit's gathered parameters in place).
+bool held(const torch::Tensor& t) {
+  return t.storage().nbytes() > 0;
+}
+
+TEST_CASE("fsdp gathers a unit for its forward and frees it after, zero2 keeps it to backward") {
+  ScenarioSpec scenario = load_scenario(source("tests/runtime/scenarios/fsdp-2rank-cpu.yaml"));
+  const SweepPoint point{1, 4, 4};
+  Group group = Group::first_ranks(world(), 1);
+  for (Strategy strategy : {Strategy::fsdp, Strategy::zero2}) {
+    INFO(kStrategyNames[static_cast<std::size_t>(strategy)]);
+    scenario.training.strategy = strategy;
+    torch::manual_seed(5);
+    TorchModel model = build_torch_model(scenario.model);
+    model->eval();  // dropout off: the sharded pass computes what the plain one does
+    const torch::Tensor tokens = random_model_input(model->analysis(), 4);
+    model->forward(tokens).sum().backward();
+    std::vector<torch::Tensor> expected;
+    for (const torch::Tensor& p : model->parameters())
+      expected.push_back(p.grad().clone());
+    model->zero_grad();
+
+    const std::vector<FsdpUnit> units = fsdp_units(model->analysis(), FsdpWrap::block);
+    REQUIRE(units.size() == 3);  // the root (embeddings, ln_f) and two blocks
+    const torch::Tensor block_weight = model->layer_parameters(units[1].layers.front()).front();
+    const torch::Tensor root_weight = model->parameters().front();  // wte
+    RunnerContext context{scenario, point, group, torch::kCPU, model, model->parameters()};
+    std::unique_ptr<StrategyRunner> runner = group_runner(context);
+    REQUIRE(runner->start());
+    CHECK_FALSE(held(block_weight));  // sharded: each rank holds its slice only
+    runner->before_forward(0, 1);
+    torch::Tensor loss = runner->forward(tokens).sum();
+    CHECK(held(root_weight));  // the root is kept from forward to its reduction
+    CHECK(held(block_weight) == (strategy == Strategy::zero2));
+    loss.backward();
+    runner->after_backward();
+    CHECK_FALSE(held(block_weight));
+    CHECK_FALSE(held(root_weight));
+    // The optimizer steps the shards; on one rank they are the whole flat gradients, padding
+    // included, and the parameters' own gradients are gone.
+    const std::vector<torch::Tensor> shards = runner->optimized();
+    REQUIRE(shards.size() == units.size());
+    std::int64_t elements = 0;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      CHECK(shards[u].numel() == units[u].params);
+      REQUIRE(shards[u].grad().defined());
+      elements += shards[u].numel();
+    }
+    CHECK(elements == model->analysis().params);
+    for (const torch::Tensor& p : model->parameters())
+      CHECK_FALSE(p.grad().defined());
+    // detach() makes the model whole again: every parameter held, the same values.
+    REQUIRE(runner->detach());
+    for (const torch::Tensor& p : model->parameters())
+      CHECK(held(p));
+    // The flat gradients hold each parameter's, where the unit's offsets put them.
+    std::vector<torch::Tensor> parameters = model->parameters();
+    std::vector<torch::Tensor> flat_expected;
+    for (const FsdpUnit& u : units) {
+      std::vector<torch::Tensor> pieces;
+      for (std::size_t l : u.layers) {
+        for (const torch::Tensor& p : model->layer_parameters(l)) {
+          const auto at = static_cast<std::size_t>(
+              std::find_if(parameters.begin(), parameters.end(),
+                           [&](const torch::Tensor& q) { return q.is_same(p); }) -
+              parameters.begin());
+          pieces.push_back(expected.at(at).flatten());
+        }
+      }
+      flat_expected.push_back(torch::cat(pieces));
+    }
+    for (std::size_t u = 0; u < units.size(); ++u)
+      CHECK(torch::equal(shards[u].grad(), flat_expected[u]));
+  }
 }
 
 TEST_CASE("the profiling pass times every layer of the model") {

@@ -560,6 +560,45 @@ TEST_CASE("a clone has equal parameters, the same output, and parameters of its 
   }
 }
 
+TEST_CASE("each layer's parameters, layer by layer, are the module's, and hooks see every layer") {
+  torch::manual_seed(0);
+  for (auto [yaml, name] :
+       {std::pair{kTinyResidual, "tiny-residual"}, std::pair{kTinyDecoder, "tiny-decoder"}}) {
+    INFO(name);
+    TorchModel module = inline_module(yaml, name);
+    std::vector<torch::Tensor> by_layer;
+    for (std::size_t l = 0; l < module->layer_count(); ++l) {
+      for (const torch::Tensor& p : module->layer_parameters(l))
+        by_layer.push_back(p);
+    }
+    const std::vector<torch::Tensor> all = module->parameters();
+    REQUIRE(by_layer.size() == all.size());
+    for (std::size_t i = 0; i < all.size(); ++i)
+      CHECK(by_layer[i].is_same(all[i]));
+
+    std::vector<std::size_t> before, after;
+    TorchModelImpl::LayerHooks hooks;
+    hooks.before = [&](std::size_t layer) { before.push_back(layer); };
+    hooks.after = [&](std::size_t layer, const torch::Tensor& output) {
+      after.push_back(layer);
+      CHECK(output.size(0) == 2);  // the batch
+    };
+    module->set_layer_hooks(hooks);
+    module->forward(runtime::random_model_input(module->analysis(), 2));
+    REQUIRE(before.size() == module->layer_count());
+    for (std::size_t l = 0; l < before.size(); ++l)
+      CHECK(before[l] == l);
+    CHECK(after == before);
+    module->set_layer_hooks({});
+    module->forward(runtime::random_model_input(module->analysis(), 2));
+    CHECK(before.size() == module->layer_count());
+  }
+  // A tied head registers nothing: its weight is the embedding's, listed with the embedding.
+  TorchModel gpt2 = zoo_module_over("gpt2-small", 32);
+  CHECK(gpt2->layer_parameters(gpt2->layer_count() - 1).empty());
+  CHECK(gpt2->layer_parameters(0).front().is_same(gpt2->named_parameters()["wte.weight"]));
+}
+
 TEST_CASE("random inputs are normal floats, or token ids below the first embedding's rows") {
   torch::manual_seed(0);
   ModelAnalysis mnist = analyze_model(load_model(test::zoo_model("mnist-cnn")));

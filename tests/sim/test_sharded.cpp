@@ -96,7 +96,9 @@ TEST_CASE("communication per step: all-reduce for ddp, all-gathers and reduce-sc
   // A ring all-reduce of X bytes is a reduce-scatter and an all-gather of X each: DDP moves 2
   // psi a step, ZeRO-3 3 psi (an all-gather for forward, another for backward, a
   // reduce-scatter), zero2 2 psi (gathered once). Counted in the collectives' buffers: DDP's
-  // all-reduces hold psi; each all-gather or reduce-scatter psi.
+  // all-reduces hold psi; each all-gather or reduce-scatter psi. FSDP's root unit (here the
+  // token embedding the head is tied to) is gathered once for forward and backward: ZeRO-3
+  // moves 3 psi less its size.
   const std::int64_t bytes = kGpt2Params * 4;
   const SweepPoint point{8, 32, 4};
   auto per_step = [&](const char* strategy) {
@@ -110,9 +112,12 @@ TEST_CASE("communication per step: all-reduce for ddp, all-gathers and reduce-sc
                      r.stats.collectives / r.train_iterations};
   };
   const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
-  const auto units = static_cast<std::int64_t>(fsdp_units(analysis, FsdpWrap::layer).size());
+  const std::vector<FsdpUnit> layer_units = fsdp_units(analysis, FsdpWrap::layer);
+  const auto units = static_cast<std::int64_t>(layer_units.size());
+  REQUIRE(layer_units.front().root);
+  const std::int64_t root = layer_units.front().params * 4;
   CHECK(per_step("ddp").first == bytes);
-  CHECK(per_step("fsdp") == std::pair{3 * bytes, 3 * units});
+  CHECK(per_step("fsdp") == std::pair{3 * bytes - root, 3 * units - 1});
   CHECK(per_step("zero2") == std::pair{2 * bytes, 2 * units});
   // zero1: DDP's all-reduces, then every parameter tensor broadcast from its owner.
   CHECK(per_step("zero1").first == 2 * bytes);
@@ -144,6 +149,14 @@ TEST_CASE("FSDP's units: a unit a transformer block, the embeddings and head in 
     CHECK(*std::max_element(covered.begin(), covered.end()) == 1);
   }
   CHECK(fsdp_units(analysis, FsdpWrap::model).size() == 1);
+  // Wrapped by layer, the token embedding lm_head is tied to stays in the root (two units must
+  // not share a weight); every other layer with weights is a unit of its own.
+  const std::vector<FsdpUnit> layers = fsdp_units(analysis, FsdpWrap::layer);
+  REQUIRE(layers.front().root);
+  CHECK(layers.front().params == 50'257 * 768);
+  CHECK(analysis.layers[layers.front().layers.front()].layer.name == "wte");
+  for (std::size_t u = 1; u < layers.size(); ++u)
+    CHECK(layers[u].layers.size() == 1);
 }
 
 TEST_CASE("ZeroRedundancyOptimizer's partition: every tensor owned once, the ranks balanced") {
@@ -251,15 +264,18 @@ TEST_CASE("fsdp accumulating gradients gathers every micro-batch, reduce-scatter
   const std::int64_t bytes = kGpt2Params * 4;
   const SweepPoint point{8, 32, 4};
   const ModelAnalysis analysis = analyze_model(scenario(kGpt2).model);
-  const auto units = static_cast<std::int64_t>(fsdp_units(analysis, FsdpWrap::layer).size());
+  const std::vector<FsdpUnit> layer_units = fsdp_units(analysis, FsdpWrap::layer);
+  const auto units = static_cast<std::int64_t>(layer_units.size());
+  REQUIRE(layer_units.front().root);  // gathered once a micro-batch, for forward and backward
+  const std::int64_t root = layer_units.front().params * 4;
   const PointResult once = predict_point(scenario(kGpt2), point);
   const PointResult four =
       predict_point(scenario(kGpt2, {{"training.gradient_accumulation", "4", ""}}), point);
   REQUIRE(four.train_iterations == 16);
-  CHECK(four.stats.collectives == 4 * (4 * 2 * units + units));
-  CHECK(four.stats.collective_bytes == 4 * (4 * 2 * bytes + bytes));
+  CHECK(four.stats.collectives == 4 * (4 * (2 * units - 1) + units));
+  CHECK(four.stats.collective_bytes == 4 * (4 * (2 * bytes - root) + bytes));
   CHECK(four.breakdown.optimizer == Approx(once.breakdown.optimizer / 4).epsilon(0.05));
-  // Every unit's gradients whole, where one unit's (the largest, the embedding) were.
+  // Every unit's gradients whole, where one unit's (the largest, the root's embedding) were.
   std::int64_t largest = 0;
   for (const FsdpUnit& u : fsdp_units(analysis, FsdpWrap::layer))
     largest = std::max(largest, u.params);
@@ -269,8 +285,11 @@ TEST_CASE("fsdp accumulating gradients gathers every micro-batch, reduce-scatter
 
 TEST_CASE("fsdp under bf16 gathers in 16 bits and reduces in its reduce dtype") {
   // MixedPrecision's param_dtype is the autocast dtype: 2 bytes a parameter each way; with
-  // reduce_dtype fp32 (as torchtitan runs it) the reduce-scatter carries 4.
+  // reduce_dtype fp32 (as torchtitan runs it) the reduce-scatter carries 4. The root (the tied
+  // embedding) is gathered once.
   const SweepPoint point{8, 32, 4};
+  const std::int64_t root =
+      fsdp_units(analyze_model(scenario(kGpt2).model), FsdpWrap::layer).front().params;
   auto per_step = [&](const char* reduce) {
     const PointResult r =
         predict_point(scenario(kGpt2, {{"training.precision", "amp_bf16", ""},
@@ -278,6 +297,6 @@ TEST_CASE("fsdp under bf16 gathers in 16 bits and reduces in its reduce dtype") 
                       point);
     return r.stats.collective_bytes / r.train_iterations;
   };
-  CHECK(per_step("param") == 3 * kGpt2Params * 2);
-  CHECK(per_step("fp32") == 2 * kGpt2Params * 2 + kGpt2Params * 4);
+  CHECK(per_step("param") == (3 * kGpt2Params - root) * 2);
+  CHECK(per_step("fp32") == (2 * kGpt2Params - root) * 2 + kGpt2Params * 4);
 }

@@ -479,7 +479,8 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
       resolve_data_file(profile ? profile->as_string() : "default", relative_to,
                         "topologies/profiles", profile ? profile->mark() : root.mark(), "profile");
 
-  yaml::MapReader host(top.required("host"), {"cpu", "sockets", "cores", "memory_gib"});
+  yaml::MapReader host(top.required("host"),
+                       {"cpu", "sockets", "cores", "memory_gib", "memory_bandwidth_gbps"});
   machine.host.cpu = host.required("cpu").as_string();
   if (auto s = host.optional("sockets")) machine.host.sockets = s->as_int32_in(1, 8);
   machine.host.cores = host.required("cores").as_int32_in(1, 1'000'000);
@@ -490,6 +491,8 @@ MachineSpec read_machine(const yaml::Document& document, const GpuCatalogue& cat
     machine.host.memory =
         Bytes(static_cast<std::int64_t>(m->as_number_in(1e-3, 1e6) * static_cast<double>(kGiB)));
   }
+  if (auto b = host.optional("memory_bandwidth_gbps"))
+    machine.host.memory_bandwidth = BytesPerSecond(b->as_number_in(1, 1e5) * 1e9);
   if (auto topology = top.optional("topology")) {
     machine.topology = read_topology(*topology, machine);
   } else if (machine.host.sockets > 1 || machine.nodes > 1) {

@@ -176,6 +176,9 @@ struct HostSpec {
   int sockets = 1;
   int cores = 1;  // physical cores in total
   std::optional<Bytes> memory;
+  // What streaming code sustains from the node's memory, all sockets together (STREAM Triad;
+  // about three quarters of the DDR channels' peak): what a CPU optimizer step is bound by.
+  std::optional<BytesPerSecond> memory_bandwidth;
 };
 
 // What a GPU-hour of the machine costs (rented, or amortised), in one currency throughout.

@@ -358,9 +358,16 @@ DdpSpec read_ddp(const yaml::Node& node) {
   return ddp;
 }
 
+constexpr std::string_view kFsdpKeys[] = {"wrap",
+                                          "backward_prefetch",
+                                          "forward_prefetch",
+                                          "limit_all_gathers",
+                                          "reshard_after_forward",
+                                          "reduce_dtype",
+                                          "cpu_offload"};
+
 FsdpSpec read_fsdp(const yaml::Node& node) {
-  yaml::MapReader map(node, {"wrap", "backward_prefetch", "forward_prefetch", "limit_all_gathers",
-                             "reshard_after_forward", "reduce_dtype"});
+  yaml::MapReader map(node, kFsdpKeys);
   FsdpSpec fsdp;
   if (auto wrap = map.optional("wrap"))
     fsdp.wrap = static_cast<FsdpWrap>(wrap->as_choice(kFsdpWrapNames));
@@ -376,35 +383,37 @@ FsdpSpec read_fsdp(const yaml::Node& node) {
     static constexpr std::string_view kReduceDtypes[] = {"param", "fp32"};
     fsdp.reduce_in_fp32 = reduce->as_choice(kReduceDtypes) == 1;
   }
+  if (auto offload = map.optional("cpu_offload")) fsdp.cpu_offload = offload->as_bool();
   return fsdp;
 }
 
+constexpr std::string_view kTrainingKeys[] = {"strategy",
+                                              "optimizer",
+                                              "optimizer_implementation",
+                                              "precision",
+                                              "framework",
+                                              "epochs",
+                                              "drop_last",
+                                              "sync_every_step",
+                                              "gradient_accumulation",
+                                              "gradient_dtype",
+                                              "collectives",
+                                              "collective_algorithm",
+                                              "cudnn_benchmark",
+                                              "memory_format",
+                                              "wait_for_slowest_gpu",
+                                              "nccl_sm_contention",
+                                              "share_cpu_cores",
+                                              "nccl_memory_contention",
+                                              "ddp",
+                                              "fsdp",
+                                              "activation_checkpointing",
+                                              "loop",
+                                              "every_rank",
+                                              "learning_rate"};
+
 TrainingSpec read_training(const yaml::Node& node) {
-  yaml::MapReader map(node,
-                      {"strategy",
-                       "optimizer",
-                       "optimizer_implementation",
-                       "precision",
-                       "framework",
-                       "epochs",
-                       "drop_last",
-                       "sync_every_step",
-                       "gradient_accumulation",
-                       "gradient_dtype",
-                       "collectives",
-                       "collective_algorithm",
-                       "cudnn_benchmark",
-                       "memory_format",
-                       "wait_for_slowest_gpu",
-                       "nccl_sm_contention",
-                       "share_cpu_cores",
-                       "nccl_memory_contention",
-                       "ddp",
-                       "fsdp",
-                       "activation_checkpointing",
-                       "loop",
-                       "every_rank",
-                       "learning_rate"},
+  yaml::MapReader map(node, kTrainingKeys,
                       {{"bucket_cap_mib", "training.ddp.bucket_cap_mib"},
                        {"first_bucket_mib", "training.ddp.first_bucket_mib"},
                        {"gradient_as_bucket_view", "training.ddp.gradient_as_bucket_view"},
@@ -566,6 +575,18 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
         .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): GPU decoding is "
                           "for images; leave gpu_decode_us out",
                           s.model.name, to_string(s.analysis.input_dtype)));
+  }
+  const bool sharded =
+      s.training.strategy == Strategy::zero2 || s.training.strategy == Strategy::fsdp;
+  if (sharded && s.training.fsdp.cpu_offload && !s.machine.host.memory_bandwidth) {
+    yaml::MapReader training(top.required("training"), kTrainingKeys);
+    yaml::MapReader fsdp(training.required("fsdp"), kFsdpKeys);
+    fsdp.required("cpu_offload")
+        .fail(fmt::format(
+            "the optimizer steps on the CPU, bound by host memory, and the machine '{}' gives no "
+            "host.memory_bandwidth_gbps: add what STREAM Triad sustains on its host (about 3/4 of "
+            "channels x MT/s x 8 bytes, all sockets) to {}",
+            s.machine.name, s.machine.source_file));
   }
   yaml::MapReader sweep(top.required("sweep"), {"gpus", "batch", "batch_is"});
   std::vector<yaml::Node> gpu_nodes = sweep.required("gpus").items();

@@ -195,6 +195,10 @@ struct FsdpSpec {
   // Gradients reduce-scattered in fp32 (MixedPrecision's reduce_dtype=torch.float32, as
   // torchtitan runs it); false: in the parameters' compute dtype, FSDP's default.
   bool reduce_in_fp32 = false;
+  // CPUOffload(offload_params=True): parameter and gradient shards and the optimizer state in
+  // host memory; each gather first copies the shard to the GPU, each reduced gradient shard is
+  // copied back, and the optimizer steps on the CPU.
+  bool cpu_offload = false;
 };
 
 struct TrainingSpec {

@@ -250,8 +250,9 @@ MapReader::MapReader(const Node& map, std::initializer_list<std::string_view> al
   check_keys();
 }
 
-MapReader::MapReader(const Node& map, std::span<const std::string_view> allowed)
-    : map_(map), allowed_(allowed.begin(), allowed.end()) {
+MapReader::MapReader(const Node& map, std::span<const std::string_view> allowed,
+                     std::initializer_list<Moved> moved)
+    : map_(map), allowed_(allowed.begin(), allowed.end()), moved_(moved) {
   check_keys();
 }
 

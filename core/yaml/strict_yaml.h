@@ -117,7 +117,8 @@ class MapReader {
   // `moved`: keys refused with where they went, instead of as unknown.
   MapReader(const Node& map, std::initializer_list<std::string_view> allowed,
             std::initializer_list<Moved> moved = {});
-  MapReader(const Node& map, std::span<const std::string_view> allowed);
+  MapReader(const Node& map, std::span<const std::string_view> allowed,
+            std::initializer_list<Moved> moved = {});
 
   bool has(std::string_view key) const;
   std::optional<Node> optional(std::string_view key) const;

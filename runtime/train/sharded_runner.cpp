@@ -5,6 +5,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include <c10/core/DeviceGuard.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/function_hook.h>
 
@@ -26,9 +27,11 @@ class Collectives {
   explicit Collectives(const RunnerContext& c)
       : group_(c.group), nccl_(c.nccl), stream_(c.comm_stream), watchdog_(c.watchdog) {
     if (c.device.is_cuda()) {
-      if (nccl_ == nullptr || stream_ == nullptr)
-        throw std::invalid_argument("a sharded strategy on CUDA needs NCCL and a stream");
       compute_ = current_stream(c.device);
+      if (nccl_ == nullptr || stream_ == nullptr || compute_ == nullptr) {
+        throw std::invalid_argument(
+            "a sharded strategy on CUDA needs NCCL, a stream and LibTorch's CUDA stream");
+      }
     }
   }
 
@@ -161,6 +164,8 @@ void free_storage(const torch::Tensor& flat) {
 
 // Gives the storage its bytes back (uninitialised), for a gather to fill.
 void allocate_storage(const torch::Tensor& flat) {
+  // The CUDA caching allocator allocates on the current device: the storage's.
+  const c10::DeviceGuard on_its_device(flat.device());
   c10::StorageImpl* storage = flat.storage().unsafeGetStorageImpl();
   const auto bytes = static_cast<std::size_t>(flat.numel() * flat.element_size());
   if (storage->nbytes() == bytes) return;
@@ -239,6 +244,15 @@ class FlatParameterRunner final : public StrategyRunner {
   // The optimizer reads the shards' gradients: LibTorch's stream waits for the reductions, after
   // which no flat gradient is read any more.
   void after_backward() override {
+    if (detached_) return;
+    for (const Unit& u : units_) {
+      if (u.pending != 0) {
+        // Its unit would be neither reduced nor freed (DDP refuses the same way).
+        throw std::logic_error(
+            "fsdp: a parameter received no gradient in backward (unused parameters are not "
+            "supported)");
+      }
+    }
     collectives_.compute_waits_for_all();
     in_flight_.clear();
   }
@@ -256,6 +270,7 @@ class FlatParameterRunner final : public StrategyRunner {
       use(u);
     collectives_.compute_waits_for_all();
     remove_hooks();
+    detached_ = true;
     return true;
   }
 
@@ -369,6 +384,8 @@ class FlatParameterRunner final : public StrategyRunner {
   void reshard(std::size_t u) {
     Unit& unit = units_[u];
     if (!unit.gathered) return;
+    // A gather still in flight must not write into a block the compute stream gets back.
+    collectives_.compute_waits(unit.gathered_event);
     free_storage(unit.flat);
     unit.gathered = false;
     unit.gathered_event.reset();
@@ -417,7 +434,8 @@ class FlatParameterRunner final : public StrategyRunner {
       torch::Tensor& p = parameters_[parameter];
       torch::Tensor slot = unit.gradient.as_strided(p.sizes(), p.strides(),
                                                     unit.offsets[slot_of_parameter_[parameter]]);
-      torch::mul_out(slot, p.grad(), inverse_ranks_);
+      // AccumulateGrad calls its hooks without a gradient too; the slot then stays zero.
+      if (p.grad().defined()) torch::mul_out(slot, p.grad(), inverse_ranks_);
       p.mutable_grad().reset();
     }
     if (--unit.pending > 0) return;
@@ -460,6 +478,7 @@ class FlatParameterRunner final : public StrategyRunner {
   };
   std::vector<InFlight> in_flight_;
   bool synchronise_ = true;
+  bool detached_ = false;  // the model whole again, its hooks gone
 };
 
 }  // namespace

@@ -122,6 +122,12 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       break;
     case Strategy::zero2:
     case Strategy::fsdp:
+      if (t.fsdp.cpu_offload) {
+        return fmt::format(
+            "{} with training.fsdp.cpu_offload: the runtime keeps shards on the "
+            "device (CPU offload is not implemented)",
+            name);
+      }
       if (mixed_precision(t.precision)) {
         return fmt::format(
             "{} under {}: the runtime's {} gathers and reduces fp32 parameters (FSDP's "

@@ -24,6 +24,7 @@ std::int64_t optimizer_state_per_param(Optimizer optimizer) {
 
 double model_state_bytes(double params, double weight, double gradient, double optimizer,
                          const StateSharding& sharding) {
+  if (sharding.offloaded) return 0;
   const double n = std::max(1, sharding.ranks);
   auto share = [&](double bytes, bool partitioned) { return partitioned ? bytes / n : bytes; };
   return params * (share(weight, sharding.weights) + share(gradient, sharding.gradients) +

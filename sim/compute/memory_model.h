@@ -43,6 +43,8 @@ struct StateSharding {
   // The compute's copies of the weights are made when they are gathered (FSDP's mixed
   // precision casts each unit as it is all-gathered), so autocast caches none.
   bool copies_made_by_gather = false;
+  // The model states live in host memory (FSDP's CPU offload): none of them on the GPU.
+  bool offloaded = false;
 };
 // Bytes of the model states per rank, for `params` parameters of `weight`, `gradient` and
 // `optimizer` bytes each: the partitioned ones divided among the ranks. With the paper's mixed-

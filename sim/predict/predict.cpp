@@ -127,6 +127,21 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
     r.diagnosis =
         fmt::format("compute-bound: the GPU is busy {} of the epoch, most of it in {} ({})",
                     percent(r.gpu_busy_fraction), part, percent(part_time / epoch));
+  } else if (r.bottleneck == std::string("host") &&
+             seconds(st.cpu_busy[static_cast<std::size_t>(Category::optimizer)]) /
+                     static_cast<double>(steps) >
+                 0.5 * host_per_step) {
+    // Most of the host's work is the optimizer's own (torch.optim on the CPU under offload, or
+    // its per-tensor dispatch).
+    const bool offload = s.training.fsdp.cpu_offload && (s.training.strategy == Strategy::zero2 ||
+                                                         s.training.strategy == Strategy::fsdp);
+    r.diagnosis = fmt::format(
+        "host-bound: the GPU waits {} of the epoch while the CPU works {:.2f} ms a step, {:.2f} "
+        "ms of it in the optimizer step{}; larger batches take fewer steps",
+        percent(b.host / epoch), host_per_step * 1e3,
+        seconds(st.cpu_busy[static_cast<std::size_t>(Category::optimizer)]) /
+            static_cast<double>(steps) * 1e3,
+        offload ? " on the CPU (training.fsdp.cpu_offload)" : "");
   } else if (r.bottleneck == std::string("host")) {
     r.diagnosis = fmt::format(
         "host-bound: the GPU waits {} of the epoch while the CPU dispatches {} kernels per step "

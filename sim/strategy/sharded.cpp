@@ -53,7 +53,8 @@ class FsdpStep {
         resident_(units_.size(), false),
         gathered_(units_.size()),
         element_(gathered_element(c.step.analysis)),
-        world_(world) {
+        world_(world),
+        offload_(c.step.scenario.training.fsdp.cpu_offload) {
     for (std::size_t i = 0; i < ranks_.size(); ++i)
       replicas_.push_back(Replica{ranks_[i], ranks_[i], static_cast<int>(i)});
     // A unit covers every layer from its first to its last (a block's residual adds too).
@@ -146,21 +147,29 @@ class FsdpStep {
     }
     // The root's gradients are complete once the whole backward is.
     if (!units_.empty() && units_.front().root) reduce(0);
-    // FSDP's final callback: the compute stream waits for every reduce-scatter, then the
-    // optimizer steps each unit's flat shard.
-    open();
-    std::vector<std::int32_t> arrived;
-    for (std::vector<std::int32_t>& ends : reduced_)
-      arrived.push_back(plan_.per_replica(std::move(ends)));
-    b_.stream_waits("compute stream waits for the reduce-scatters", arrived);
     std::vector<ParamTensor> shards;
     for (std::size_t u = 0; u < units_.size(); ++u) {
       shards.push_back(ParamTensor{fmt::format("unit {} shard", u),
                                    ceil_div(units_[u].params, static_cast<std::int64_t>(world_))});
     }
-    const ModelAnalysis shard = with_tensors(c_.step.analysis, std::move(shards));
-    const StepContext over{c_.step.scenario, shard, c_.step.device};
-    b_.optimizer_step(&over);
+    open();
+    if (offload_) {
+      // With CPU offload the CPU waits for the gradient shards' copies, then steps them.
+      b_.host("wait for the gradient shards in host memory", Category::optimizer, Seconds(0),
+              offloaded_);
+      b_.host(fmt::format("optimizer step on the CPU ({} shards)", shards.size()),
+              Category::optimizer, cpu_optimizer_time(shards));
+    } else {
+      // FSDP's final callback: the compute stream waits for every reduce-scatter, then the
+      // optimizer steps each unit's flat shard.
+      std::vector<std::int32_t> arrived;
+      for (std::vector<std::int32_t>& ends : reduced_)
+        arrived.push_back(plan_.per_replica(std::move(ends)));
+      b_.stream_waits("compute stream waits for the reduce-scatters", arrived);
+      const ModelAnalysis shard = with_tensors(c_.step.analysis, std::move(shards));
+      const StepContext over{c_.step.scenario, shard, c_.step.device};
+      b_.optimizer_step(&over);
+    }
     if (c_.step.scenario.training.sync_every_step) b_.sync("loss.item()");
     b_.await_prefetched_batch();
     close();
@@ -193,10 +202,16 @@ class FsdpStep {
     const std::int64_t master = element_bytes(c_.step.analysis.options.parameter_dtype);
     open();
     std::vector<std::int32_t> ready;
+    if (offload_) {
+      // The shard lives in host memory: copied to the GPU first (pinned, non-blocking).
+      ready.push_back(b_.pinned_copy(fmt::format("copy unit {}'s shard to the GPU", u),
+                                     Category::h2d, Bytes(checked_product(shard, master))));
+    }
     if (element_ != master) {
       ready.push_back(b_.kernel(
           fmt::format("cast unit {}'s shard", u), Category::communication, costs.forward_op,
-          elementwise_time(c_, shard, static_cast<int>(master), static_cast<int>(element_))));
+          elementwise_time(c_, shard, static_cast<int>(master), static_cast<int>(element_)),
+          ready));
     }
     ready.push_back(b_.host(fmt::format("all-gather unit {} ({})", u, why), Category::communication,
                             c_.profile.links.collective_launch, waits));
@@ -240,6 +255,34 @@ class FsdpStep {
                        fmt::format("reduce-scatter unit {} ({:.1f} MiB)", u, to_mib(bytes)), true,
                        compute_speed_beside(c_, choice, memory_bound_)));
     resident_[u] = false;
+    if (offload_) {
+      // The reduced shard goes to host memory once its reduce-scatter has ended on this rank.
+      open();
+      const std::int64_t shard = ceil_div(units_[u].params, static_cast<std::int64_t>(world_));
+      offloaded_.push_back(
+          b_.pinned_copy(fmt::format("copy unit {}'s gradient shard to the host", u), Category::h2d,
+                         Bytes(checked_product(shard, reduced)),
+                         {plan_.per_replica(std::vector<std::int32_t>(reduced_.back()))}));
+      close();
+    }
+  }
+
+  // torch.optim's step over CPU tensors: its per-tensor ops, each dispatched from Python and run
+  // on the CPU at the host's sustained memory bandwidth, shared by the node's ranks stepping at
+  // the same time.
+  Seconds cpu_optimizer_time(const std::vector<ParamTensor>& shards) const {
+    const MachineSpec& machine = c_.step.scenario.machine;
+    const int ranks_on_node = std::max(1, std::min(world_, machine.gpus_per_node));
+    const double bandwidth =
+        machine.host.memory_bandwidth.value().value() / static_cast<double>(ranks_on_node);
+    double seconds = 0;
+    for (const ParamTensor& tensor : shards) {
+      for (const auto& [name, bytes] : per_tensor_optimizer(c_.step.scenario.training.optimizer)) {
+        seconds += c_.profile.host.optimizer_op.value() +
+                   static_cast<double>(checked_product(bytes, tensor.elements)) / bandwidth;
+      }
+    }
+    return Seconds(seconds);
   }
 
   const MultiGpuContext& c_;
@@ -252,8 +295,10 @@ class FsdpStep {
   std::vector<bool> resident_;                       // gathered and not freed since
   std::vector<std::vector<std::int32_t>> gathered_;  // each unit's last all-gather, per rank
   std::vector<std::vector<std::int32_t>> reduced_;   // the reduce-scatters, per rank
+  std::vector<std::int32_t> offloaded_;              // the gradient shards' copies to the host
   std::int64_t element_;
   int world_;
+  bool offload_;
   double memory_bound_ = 0;
   bool in_block_ = false;
 };
@@ -294,6 +339,7 @@ class FsdpStrategy final : public StrategyModel {
     sharding.ranks = point.gpus;
     sharding.optimizer = sharding.gradients = sharding.weights = true;
     sharding.copies_made_by_gather = true;
+    sharding.offloaded = training.fsdp.cpu_offload;
     return estimate_memory(c.analysis, point.per_gpu_batch, training.optimizer, training.precision,
                            c.scenario.profile, c.scenario.machine.gpu.memory,
                            fsdp_buffers(c.analysis, training, reshard(training)), sharding,
@@ -337,6 +383,16 @@ class FsdpStrategy final : public StrategyModel {
         kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)], mixed ? "16 bits" : "fp32",
         mixed && !fsdp.reduce_in_fp32 ? "16 bits" : "fp32",
         kFsdpBackwardPrefetchNames[static_cast<std::size_t>(fsdp.backward_prefetch)]));
+    if (fsdp.cpu_offload) {
+      out.push_back(fmt::format(
+          "training.fsdp.cpu_offload: parameter and gradient shards and the optimizer state in "
+          "host memory (none on the GPU); each gather first copies its shard to the GPU and each "
+          "reduced gradient shard is copied back, over PCIe at the GPU's link rate (the node's "
+          "GPUs are assumed not to share their host links); the optimizer steps on the CPU as "
+          "torch.optim's per-tensor loop, each op at the host's sustained memory bandwidth "
+          "({:.0f} GB/s, host.memory_bandwidth_gbps of the machine) shared by the node's ranks",
+          s.machine.host.memory_bandwidth ? s.machine.host.memory_bandwidth->value() / 1e9 : 0.0));
+    }
     return out;
   }
 

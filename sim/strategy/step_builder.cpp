@@ -48,26 +48,6 @@ bool is_matrix_layer(const LayerCosts& layer) {
                                          [](const KernelWork& k) { return k.has_gemm_shape; });
 }
 
-// Bytes per parameter element moved by each kernel of a per-tensor ("for loop") optimizer
-// step, in PyTorch 1.x's order (torch/optim/adam.py and sgd.py of that era).
-std::vector<std::pair<std::string, std::int64_t>> per_tensor_optimizer(Optimizer optimizer) {
-  switch (optimizer) {
-    case Optimizer::sgd:
-      return {{"add_", 12}};
-    case Optimizer::momentum:
-      return {{"mul_", 8}, {"add_", 12}, {"add_", 12}};
-    case Optimizer::adamw:
-    case Optimizer::adam: {
-      std::vector<std::pair<std::string, std::int64_t>> ops = {
-          {"mul_", 8}, {"add_", 12}, {"mul_", 8}, {"addcmul_", 12},
-          {"sqrt", 8}, {"div", 8},   {"add_", 8}, {"addcdiv_", 16}};
-      if (optimizer == Optimizer::adamw) ops.insert(ops.begin(), {"mul_", 8});
-      return ops;
-    }
-  }
-  return {};
-}
-
 // The multi-tensor ops of PyTorch 2.x's foreach optimizers: (name, bytes per element, lists).
 struct ForeachOp {
   std::string name;
@@ -131,6 +111,24 @@ Call fixed_call(const StepContext& context, std::string name, Category category,
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::int64_t>> per_tensor_optimizer(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::sgd:
+      return {{"add_", 12}};
+    case Optimizer::momentum:
+      return {{"mul_", 8}, {"add_", 12}, {"add_", 12}};
+    case Optimizer::adamw:
+    case Optimizer::adam: {
+      std::vector<std::pair<std::string, std::int64_t>> ops = {
+          {"mul_", 8}, {"add_", 12}, {"mul_", 8}, {"addcmul_", 12},
+          {"sqrt", 8}, {"div", 8},   {"add_", 8}, {"addcdiv_", 16}};
+      if (optimizer == Optimizer::adamw) ops.insert(ops.begin(), {"mul_", 8});
+      return ops;
+    }
+  }
+  return {};
+}
 
 std::int64_t sample_transfer_bytes(const ModelAnalysis& a, bool uint8_inputs) {
   // Inputs in the model's input dtype (or uint8), plus int64 labels (one per output row).
@@ -344,6 +342,26 @@ std::int32_t StepBuilder::host(std::string_view name, Category category, Seconds
   pending_.clear();
   last_cpu_op_ = plan_.add(op, name);
   return last_cpu_op_;
+}
+
+std::int32_t StepBuilder::pinned_copy(std::string_view name, Category category, Bytes bytes,
+                                      std::vector<std::int32_t> deps) {
+  PlanOp dispatch;
+  dispatch.category = category;
+  dispatch.lane = Lane{LaneKind::cpu, cpu_};
+  dispatch.work_ns = SimTime::from_seconds(context_.device.profile().host.forward_op).ns();
+  dispatch.launches_on_gpu = gpu_;
+  dispatch.deps = pending_;
+  pending_.clear();
+  last_cpu_op_ = plan_.add(dispatch, fmt::format("launch {}", name));
+  PlanOp copy;
+  copy.category = category;
+  copy.lane = Lane{LaneKind::copy, gpu_};
+  // PCIe moves pinned memory at one rate either way in this model.
+  copy.work_ns = context_.device.host_to_device_time(bytes, true).ns();
+  copy.deps = std::move(deps);
+  copy.deps.push_back(last_cpu_op_);
+  return plan_.add(copy, name);
 }
 
 std::int32_t StepBuilder::kernel(std::string_view name, Category category, Seconds host_cost,

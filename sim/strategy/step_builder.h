@@ -32,6 +32,11 @@ struct Call {
   int layer = -1;                   // the layer (index in the analysis) it belongs to
 };
 
+// Bytes per parameter element moved by each kernel of a per-tensor ("for loop") optimizer
+// step, in PyTorch 1.x's order (torch/optim/adam.py and sgd.py of that era), which is also how
+// torch.optim steps CPU tensors.
+std::vector<std::pair<std::string, std::int64_t>> per_tensor_optimizer(Optimizer optimizer);
+
 // The calls of each part of a step, in issue order.
 std::vector<Call> zero_grad_calls(const StepContext& context);
 // `cast_weights`: under autocast, each matrix layer's weights are cast to 16 bits on use; false
@@ -69,6 +74,10 @@ class StepBuilder {
   // kernel's op.
   std::int32_t kernel(std::string_view name, Category category, Seconds host_cost, SimTime gpu_time,
                       std::vector<std::int32_t> deps = {});
+  // A copy between pinned host memory and the GPU on its copy engine (either way), dispatched
+  // from the CPU, after `deps` (not in the compute stream's order). Returns the copy.
+  std::int32_t pinned_copy(std::string_view name, Category category, Bytes bytes,
+                           std::vector<std::int32_t> deps = {});
   // Emits a call; returns its last op (the kernel, or the host op).
   std::int32_t emit(const Call& call);
   void emit(const std::vector<Call>& calls);

@@ -171,4 +171,12 @@ TEST_CASE("what-if OPT-6.7B on 8 GPUs: only sharded parameters fit, and PCIe pay
       what_if(name, {"hardware=rtx4090-8x-pcie", "training.activation_checkpointing=blocks"}));
   CHECK(at(checkpointed, 8, 64).memory.fits);
   CHECK(at(checkpointed, 8, 64).epoch_seconds < 0.2 * at(consumer, 8, 8).epoch_seconds);
+  // CPU offload takes the model states off the GPU, and the DGX then waits for its host: AdamW
+  // on the CPU moves 88 bytes a parameter a step through host memory, over a second a step.
+  const std::vector<PointResult> offloaded =
+      predict(what_if(name, {"training.fsdp.cpu_offload=true"}));
+  CHECK(at(offloaded, 8, 8).memory.peak < at(fsdp, 8, 8).memory.peak);
+  CHECK(at(offloaded, 8, 8).memory.optimizer_state.value() == 0);
+  CHECK(at(offloaded, 8, 64).bottleneck == "host");
+  CHECK(at(offloaded, 8, 64).epoch_seconds > 2 * at(fsdp, 8, 64).epoch_seconds);
 }

@@ -300,3 +300,58 @@ TEST_CASE("fsdp under bf16 gathers in 16 bits and reduces in its reduce dtype") 
   CHECK(per_step("param") == (3 * kGpt2Params - root) * 2);
   CHECK(per_step("fp32") == (2 * kGpt2Params - root) * 2 + kGpt2Params * 4);
 }
+
+TEST_CASE("fsdp with CPU offload keeps no model states on the GPU and steps on the host") {
+  // FSDP's CPUOffload(offload_params=True): shards and optimizer state in host memory. The GPU
+  // holds only gathered units and a unit's gradients; the collectives are the same; the
+  // optimizer is torch.optim's per-tensor loop over each unit's shard on the CPU, each op at the
+  // node's sustained memory bandwidth (dgx-h100: 461 GB/s) shared by its 8 ranks.
+  const SweepPoint point{8, 32, 4};
+  const PointResult on_gpu = predict_point(scenario(kGpt2), point);
+  const PointResult offloaded =
+      predict_point(scenario(kGpt2, {{"training.fsdp.cpu_offload", "true", ""}}), point);
+  CHECK(offloaded.memory.weights.value() == 0);
+  CHECK(offloaded.memory.gradients.value() == 0);
+  CHECK(offloaded.memory.optimizer_state.value() == 0);
+  CHECK(on_gpu.memory.optimizer_state.value() > 0);
+  CHECK(offloaded.memory.strategy_buffers == on_gpu.memory.strategy_buffers);
+  CHECK(offloaded.stats.collective_bytes == on_gpu.stats.collective_bytes);
+
+  const ScenarioSpec spec = scenario(kGpt2);
+  const ModelAnalysis analysis = analyze_model(spec.model);
+  const double bandwidth = 461e9 / 8;
+  const double op = spec.profile.host.optimizer_op.value();
+  // Beside it on the host, zero_grad(set_to_none): one call, 0.1 us a parameter tensor.
+  double expected = op + 1e-7 * static_cast<double>(analysis.param_tensors.size());
+  for (const FsdpUnit& u : fsdp_units(analysis, FsdpWrap::layer)) {
+    const std::int64_t shard = (u.params + 7) / 8;
+    // AdamW's for-loop: 9 ops moving 8+8+12+8+12+8+8+8+16 = 88 bytes an element.
+    expected += 9 * op + 88.0 * static_cast<double>(shard) / bandwidth;
+  }
+  const auto per_step = [](const PointResult& r) {
+    return r.stats.cpu_busy[static_cast<std::size_t>(Category::optimizer)].seconds() /
+           static_cast<double>(r.train_iterations);
+  };
+  CHECK(per_step(offloaded) == Approx(expected).epsilon(1e-6));
+  // 124M parameters' Adam on an eighth of the host's memory bandwidth: tens of milliseconds a
+  // step, where the GPU's foreach kernels take well under one.
+  CHECK(per_step(offloaded) > 0.02);
+  CHECK(offloaded.epoch_seconds > on_gpu.epoch_seconds);
+}
+
+TEST_CASE("CPU offload needs the host's memory bandwidth, and says where to add it") {
+  try {
+    scenario(R"(model: gpt2-small
+hardware: seed001-box
+dataset: {name: text, train_samples: 512, classes: 50257}
+training: {strategy: fsdp, optimizer: adamw, precision: fp32, fsdp: {cpu_offload: true}}
+sweep: {gpus: [4], batch: [4], batch_is: per_gpu}
+)");
+    FAIL("a machine without host.memory_bandwidth_gbps was accepted");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("cpu_offload"));
+    CHECK_THAT(what, Catch::Contains("host.memory_bandwidth_gbps"));
+    CHECK_THAT(what, Catch::Contains("seed001-box"));
+  }
+}

@@ -9,8 +9,6 @@
 
 namespace epochcast::sim {
 
-class StrategyModel;
-
 // nn.DataParallel's parameter buckets (torch.cuda.comm's 10 MiB buffers), in registration order.
 inline constexpr std::int64_t kDataParallelBucketBytes = 10 * kMiB;
 
@@ -21,6 +19,5 @@ IterationPlan data_parallel_validation_step(const MultiGpuContext& context, int 
                                             std::int64_t batch);
 
 // The strategy `dp` (on one GPU, a plain step on it).
-const StrategyModel& data_parallel_strategy();
 
 }  // namespace epochcast::sim

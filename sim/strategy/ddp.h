@@ -10,8 +10,6 @@
 
 namespace epochcast::sim {
 
-class StrategyModel;
-
 // DistributedDataParallel's broadcast_bucket_size, for its per-forward buffer sync.
 inline constexpr std::int64_t kDdpBufferBroadcastBytes = 250 * kMiB;
 
@@ -47,8 +45,5 @@ std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes fir
 // What DDP holds beside the model: the gradient buckets, unless the gradients are views into
 // them, and a compression hook's half-precision copy of every bucket (gradient_dtype).
 Bytes ddp_bucket_bytes(const StepContext& context);
-
-// The strategy `ddp`.
-const StrategyModel& ddp_strategy();
 
 }  // namespace epochcast::sim

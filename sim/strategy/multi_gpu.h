@@ -1,6 +1,7 @@
 // What the data-parallel strategies over several GPUs share: the ranks simulated and the
 // collectives chosen for them, the kernels that run around collectives, and PyTorch's
-// coalescing of tensors into buffers. The strategies themselves: data_parallel.h (dp), ddp.h.
+// coalescing of tensors into buffers. The strategies themselves: data_parallel.cpp (dp), ddp.cpp,
+// sharded.cpp (zero1, zero2, fsdp).
 #pragma once
 
 #include <map>

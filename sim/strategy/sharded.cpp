@@ -1,11 +1,18 @@
-// ZeRO's stages as PyTorch runs them: zero1 over DDP's step, zero2 and fsdp as FSDP's.
-#include "sim/strategy/sharded.h"
-
+// Sharded data parallelism as PyTorch runs it (ZeRO, Rajbhandari et al. 2020):
+//   zero1 - DistributedDataParallel with torch's ZeroRedundancyOptimizer: gradients all-reduced
+//           as DDP does, each rank steps the optimizer over the parameters it owns, then
+//           broadcasts them;
+//   zero2 - FullyShardedDataParallel's SHARD_GRAD_OP: each unit's parameters all-gathered for
+//           forward and kept to its backward, gradients reduce-scattered, the optimizer on the
+//           rank's shard;
+//   fsdp  - its FULL_SHARD (ZeRO stage 3): the parameters freed after each unit's forward and
+//           all-gathered again for its backward.
 #include <algorithm>
 #include <deque>
 
 #include <fmt/format.h>
 
+#include "core/spec/sharding.h"
 #include "sim/strategy/collective_ops.h"
 #include "sim/strategy/ddp.h"
 #include "sim/strategy/strategy.h"
@@ -455,7 +462,7 @@ class Zero1Strategy final : public StrategyModel {
     return "of gradients (all-reduce) and updated parameters (broadcast)";
   }
   std::vector<std::string> assumptions(const ScenarioSpec& s) const override {
-    std::vector<std::string> out = ddp_strategy().assumptions(s);
+    std::vector<std::string> out = strategy_model(Strategy::ddp).assumptions(s);
     out.push_back(
         "zero1 runs torch's ZeroRedundancyOptimizer over ddp: each rank steps the parameter "
         "tensors it owns (largest first, to the least loaded rank) and broadcasts each of them "

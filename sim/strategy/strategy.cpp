@@ -1,11 +1,15 @@
 // The strategies by name, and training on one device.
 #include "sim/strategy/strategy.h"
 
-#include "sim/strategy/data_parallel.h"
-#include "sim/strategy/ddp.h"
-#include "sim/strategy/sharded.h"
-
 namespace epochcast::sim {
+
+// Each strategy's model, defined in the strategy's own file; strategy_model() is their only
+// caller.
+const StrategyModel& data_parallel_strategy();  // data_parallel.cpp
+const StrategyModel& ddp_strategy();            // ddp.cpp
+const StrategyModel& zero1_strategy();          // sharded.cpp
+const StrategyModel& zero2_strategy();          // sharded.cpp
+const StrategyModel& fsdp_strategy();           // sharded.cpp
 
 MemoryEstimate StrategyModel::memory(const StepContext& c, const SweepPoint& point) const {
   const TrainingSpec& training = c.scenario.training;

@@ -2,11 +2,12 @@
 // set, what each GPU holds, and the plans of its steps. The epoch's simulation
 // (sim/predict/predict.cpp) knows strategies only through this interface.
 //
-// To add a strategy: its name in core's Strategy (core/spec/scenario_spec.h) with a settings
-// block of its own where it has settings (read in core/spec/scenario_loader.cpp), a class
-// implementing StrategyModel in a file of its own (ddp.cpp is the fullest example), its line
-// in strategy_model() (strategy.cpp), that file in sim/CMakeLists.txt, and in the runtime its
-// runner or the reason it has none (runtime/train/strategy_runner.cpp).
+// To add a strategy (five files): its name in core's Strategy (core/spec/scenario_spec.h), a
+// class implementing StrategyModel in a file of its own with a function returning it (ddp.cpp
+// is the fullest example), that function declared and called in strategy_model()
+// (strategy.cpp), the file in sim/CMakeLists.txt, and in the runtime its runner or the reason
+// it has none (runtime/train/strategy_runner.cpp). Settings of its own go in a block of the
+// training spec (scenario_spec.h), read in core/spec/scenario_loader.cpp.
 #pragma once
 
 #include <cstdint>

@@ -9,10 +9,10 @@
 
 #include "core/model/analysis.h"
 #include "core/spec/scenario_spec.h"
+#include "core/spec/sharding.h"
 #include "sim/compute/device_model.h"
 #include "sim/compute/memory_model.h"
 #include "sim/predict/predict.h"
-#include "sim/strategy/sharded.h"
 #include "sim/strategy/strategy.h"
 #include "support/paths.h"
 

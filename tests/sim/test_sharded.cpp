@@ -119,6 +119,17 @@ TEST_CASE("communication per step: all-reduce for ddp, all-gathers and reduce-sc
   CHECK(per_step("ddp").first == bytes);
   CHECK(per_step("fsdp") == std::pair{3 * bytes - root, 3 * units - 1});
   CHECK(per_step("zero2") == std::pair{2 * bytes, 2 * units});
+  // Without a root (BERT-base by layer: no weight shared between layers), exactly 3 psi.
+  const ScenarioSpec bert = scenario(R"(model: bert-base
+hardware: dgx-h100
+dataset: {name: text, train_samples: 256, classes: 2}
+loader: {source: synthetic_gpu}
+training: {strategy: fsdp, optimizer: adamw, precision: fp32, fsdp: {wrap: layer}}
+sweep: {gpus: [8], batch: [4], batch_is: per_gpu}
+)");
+  REQUIRE_FALSE(fsdp_units(bert.analysis, FsdpWrap::layer).front().root);
+  const PointResult r = predict_point(bert, point);
+  CHECK(r.stats.collective_bytes / r.train_iterations == 3 * bert.analysis.params * 4);
   // zero1: DDP's all-reduces, then every parameter tensor broadcast from its owner.
   CHECK(per_step("zero1").first == 2 * bytes);
 }

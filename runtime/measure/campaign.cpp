@@ -214,8 +214,12 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
         save_measurements(file, *options.output_file);
       }
     });
-    MeasuredPoint measured =
-        measure_point(scenario, p, options.run, devices, world, stop.requested);
+    // Layers are profiled in the first round only: the profile repeats each layer's calls
+    // itself, and another round of it would double the campaign's cost for the layers'
+    // medians alone (combine_rounds keeps the profiled round's).
+    RunOptions run = options.run;
+    if (round > 0) run.profile_layers = false;
+    MeasuredPoint measured = measure_point(scenario, p, run, devices, world, stop.requested);
     watchdog.disarm();
     stopping = stop_agreed(world, stop);
     // A point the stop cut short is no measurement; one that finished before it is kept.

@@ -58,7 +58,7 @@ if ((all)); then
     "seconds when ccache has it)"
   cmake --build build -j"$jobs"
 else
-  echo "setup.sh: building the simulator and build/cli/epochcast (about 2 minutes on 2 cores" \
-    "from scratch; tools/setup.sh --tests builds the rest)"
+  echo "setup.sh: building the simulator and build/cli/epochcast (about 5 minutes on 2 cores" \
+    "from scratch, seconds when ccache has it; tools/setup.sh --tests builds the rest)"
   cmake --build build -j"$jobs" --target epochcast
 fi

@@ -124,14 +124,14 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
     case Strategy::fsdp:
       if (t.fsdp.cpu_offload) {
         return fmt::format(
-            "{} with training.fsdp.cpu_offload: the runtime keeps shards on the "
-            "device (CPU offload is not implemented)",
+            "{} with training.fsdp.cpu_offload: the runtime keeps every shard on the device "
+            "and steps it there; measure without offload",
             name);
       }
       if (mixed_precision(t.precision)) {
         return fmt::format(
             "{} under {}: the runtime's {} gathers and reduces fp32 parameters (FSDP's "
-            "MixedPrecision, which the simulator assumes, is not implemented); measure it in fp32",
+            "MixedPrecision, which the simulator assumes, gathers 16 bits); measure it in fp32",
             name, kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)], name);
       }
       break;

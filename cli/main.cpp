@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   remember(epochcast::cli::add_calibrate_command(app));
   remember(epochcast::cli::add_validate_command(app));
   remember(epochcast::cli::add_kernels_command(app));
+  remember(epochcast::cli::add_import_command(app));
   epochcast::cli::describe_runtime_commands(app);
 
   epochcast::options::show_defaults_in_help(app);

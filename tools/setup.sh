@@ -26,7 +26,7 @@ packages=(build-essential cmake ninja-build ccache pkg-config libyaml-cpp-dev li
 if ((all)); then
   packages+=(catch2 libbenchmark-dev clang-14 libfuzzer-14-dev libclang-rt-14-dev clang-format
              libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
-             dataset-fashion-mnist help2man file git)
+             dataset-fashion-mnist help2man file git python3-torch python3-torchvision)
 fi
 missing=()
 for package in "${packages[@]}"; do

@@ -3,6 +3,7 @@
 #include "core/model/analysis.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <stdexcept>
 
@@ -93,8 +94,12 @@ class Analyzer {
     for (const ModelNode& node : nodes) {
       if (!node.inputs.empty()) {
         std::vector<Flow> inputs = named_inputs(node);
+        const bool joins = node.kind == ModelNode::Kind::layer &&
+                           (node.layer.type == LayerType::add || node.layer.type == LayerType::mul);
         if (node.kind == ModelNode::Kind::layer && node.layer.type == LayerType::concat) {
           flow = concat(node.layer, inputs);
+        } else if (joins) {
+          flow = binary(node.layer, inputs);
         } else {
           flow = node.kind == ModelNode::Kind::layer ? primitive(node.layer, inputs.front())
                                                      : residual(node, inputs.front());
@@ -152,6 +157,27 @@ class Analyzer {
     return commit(std::move(p), first);
   }
 
+  // A written add or mul of two outputs. The output needs a gradient when either input does;
+  // a product holds each factor that the other's gradient needs.
+  Flow binary(const Layer& layer, const std::vector<Flow>& inputs) {
+    std::array<bool, 2> grads{};
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (is_integer(tensors_[inputs[i].tensor].dtype)) {
+        fail(layer,
+             fmt::format("gets integer token ids; an {} joins activations", to_string(layer.type)));
+      }
+      grads[i] = tensors_[inputs[i].tensor].requires_grad;
+    }
+    detail::PrimitiveCosts p;
+    try {
+      p = detail::cost_binary(layer, inputs[0].shape, inputs[1].shape, grads, options_);
+    } catch (const detail::ShapeProblem& problem) {
+      fail(layer, problem.what());
+    }
+    if (p.saves_second_input) p.saved_extra.per_sample += hold(inputs[1].tensor);
+    return commit(std::move(p), inputs[0], grads[1]);
+  }
+
   Flow primitive(const Layer& layer, const Flow& in) {
     ++readers_[in.value];
     const Tensor& input = tensors_[in.tensor];
@@ -164,7 +190,8 @@ class Analyzer {
     return commit(std::move(p), in);
   }
 
-  Flow commit(detail::PrimitiveCosts p, const Flow& in) {
+  // `also_requires_grad`: another input of the layer needs a gradient (`in` is its first).
+  Flow commit(detail::PrimitiveCosts p, const Flow& in, bool also_requires_grad = false) {
     LayerCosts& c = p.costs;
     std::int64_t elements = 1;
     for (std::int64_t d : c.output_shape.dims) {
@@ -176,8 +203,8 @@ class Analyzer {
       }
       elements *= d;
     }
-    bool output_requires_grad =
-        tensors_[in.tensor].requires_grad || c.params > 0 || !c.layer.tied_to.empty();
+    bool output_requires_grad = tensors_[in.tensor].requires_grad || also_requires_grad ||
+                                c.params > 0 || !c.layer.tied_to.empty();
     // Autograd records nothing for a layer whose input and parameters need no gradient.
     if (!output_requires_grad) {
       c.backward_input.clear();
@@ -261,7 +288,26 @@ class Analyzer {
                              body.shape.str(), shortcut.shape.str()));
     }
     bool fork_grad = tensors_[in.tensor].requires_grad;
-    detail::PrimitiveCosts p = detail::cost_residual_add(join, body.shape, fork_grad, options_);
+    detail::PrimitiveCosts p;
+    if (node.join == LayerType::mul) {  // a gated block: body * shortcut
+      join.type = LayerType::mul;
+      join.name = node.name + ".mul";
+      p = detail::cost_binary(
+          join, body.shape, shortcut.shape,
+          {tensors_[body.tensor].requires_grad, tensors_[shortcut.tensor].requires_grad}, options_);
+      if (fork_grad) {  // the gradients from both branches summed at the fork
+        const std::int64_t e = in.shape.elements(), a = element_bytes(options_.activation_dtype);
+        KernelWork sum;
+        sum.name = "add";
+        sum.flops = {Flops(e), Flops(0)};
+        sum.bytes = {Bytes(3 * a * e), Bytes(0)};
+        sum.launch = launch::elementwise({e, 0});
+        p.costs.backward_input.push_back(sum);
+      }
+      if (p.saves_second_input) p.saved_extra.per_sample += hold(shortcut.tensor);
+    } else {
+      p = detail::cost_residual_add(join, body.shape, fork_grad, options_);
+    }
     p.costs.needs_input_grad =
         tensors_[body.tensor].requires_grad || tensors_[shortcut.tensor].requires_grad;
     return commit(std::move(p), body);

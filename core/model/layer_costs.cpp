@@ -1,160 +1,11 @@
-// Shape rules and cost formulas of the primitive layers.
-//
-// Conventions: E is a tensor's elements per sample, a the activation element size, w the
-// parameter element size. A multiply-add is two FLOPs. Transcendental functions count a few
-// FLOPs each (exp 4, erf 8); they are memory-bound on every GPU, so the choice hardly matters.
-// Byte counts are device-memory traffic assuming each operand is read once and each result
-// written once. Kernel lists follow what PyTorch eager mode launches on CUDA.
+// Shape rules and cost formulas of the primitive layers (conventions: cost_building.h).
 #include "core/model/layer_costs.h"
 
-#include <optional>
-
-#include <fmt/format.h>
-
-#include "core/model/kernel_launches.h"
+#include "core/model/cost_building.h"
 
 namespace epochcast::detail {
 
 namespace {
-
-// Costs are computed in 128 bits and narrowed with a check, so absurd sizes in a spec become
-// an error naming the layer instead of a silent 64-bit overflow.
-__extension__ using I64 = __int128;
-using Count = std::int64_t;
-
-[[noreturn]] void problem(const std::string& message) {
-  throw ShapeProblem(message);
-}
-
-// Per kernel and sample: beyond any real model (GPT-3's largest kernel at 2048 tokens is about
-// 2^43 FLOPs), and small enough that sums over kMaxModelLayers layers stay inside 64 bits.
-constexpr Count kMaxCount = Count{1} << 44;
-
-Count narrow(I64 value) {
-  if (value < 0 || value > kMaxCount) {
-    problem("its sizes are too large: a count exceeds 2^44 per sample, beyond any real model");
-  }
-  return static_cast<Count>(value);
-}
-
-PerBatch<Flops> flops(I64 per_sample, I64 fixed = 0) {
-  return {Flops(narrow(per_sample)), Flops(narrow(fixed))};
-}
-PerBatch<Bytes> bytes(I64 per_sample, I64 fixed = 0) {
-  return {Bytes(narrow(per_sample)), Bytes(narrow(fixed))};
-}
-PerBatch<Count> count(I64 per_sample, I64 fixed = 0) {
-  return {narrow(per_sample), narrow(fixed)};
-}
-
-KernelWork kernel(std::string_view name, OpClass op_class, PerBatch<Flops> f, PerBatch<Bytes> b,
-                  KernelLaunch launch) {
-  KernelWork k;
-  k.name = name;
-  k.op_class = op_class;
-  k.flops = f;
-  k.bytes = b;
-  k.launch = launch;
-  return k;
-}
-
-// An element-wise kernel over per_sample x batch + fixed elements (TensorIterator's launch).
-KernelLaunch each(I64 per_sample, I64 fixed = 0) {
-  return launch::elementwise(count(per_sample, fixed));
-}
-
-// A (batches × m × k) by (k × n) product; every dimension may scale with the batch.
-KernelWork gemm(std::string_view name, OpClass op_class, PerBatch<Count> batches, PerBatch<Count> m,
-                PerBatch<Count> n, PerBatch<Count> k, PerBatch<Bytes> b) {
-  // FLOPs = 2·batches·m·n·k, where exactly one factor scales with the batch. Its blocks are
-  // its tiles (the device model's tile choice); the launch here only stands for the output.
-  auto size = [](PerBatch<Count> x) -> I64 { return x.per_sample != 0 ? x.per_sample : x.fixed; };
-  I64 outputs = size(batches) * size(m) * size(n);
-  I64 total = 2 * outputs * size(k);
-  bool output_scales = batches.per_sample || m.per_sample || n.per_sample;
-  KernelWork w =
-      kernel(name, op_class, flops(total), b, output_scales ? each(outputs) : each(0, outputs));
-  w.has_gemm_shape = true;
-  w.gemm = GemmShape{batches, m, n, k};
-  return w;
-}
-
-// The same product with its operands handed to BLAS in `layout` (GemmLayout).
-KernelWork laid_out(KernelWork w, GemmLayout layout) {
-  w.gemm.layout = layout;
-  return w;
-}
-
-// The same products computed inside a fused kernel, not by BLAS.
-KernelWork fused(KernelWork w) {
-  w.gemm.blas = false;
-  return w;
-}
-
-PerBatch<Count> per_sample(I64 v) {
-  return {narrow(v), 0};
-}
-PerBatch<Count> fixed(I64 v) {
-  return {0, narrow(v)};
-}
-
-I64 product(const std::vector<Count>& v, std::size_t from = 0) {
-  I64 p = 1;
-  for (std::size_t i = from; i < v.size(); ++i)
-    p *= v[i];
-  return p;
-}
-
-// Elements of a shape, computed wide: output shapes are checked only once they exist.
-I64 elements(const TensorShape& shape) {
-  return product(shape.dims);
-}
-
-std::string dims_str(const std::vector<Count>& v) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i)
-    out += (i ? "x" : "") + std::to_string(v[i]);
-  return out;
-}
-
-void add_param(LayerCosts& c, std::string_view what, I64 elements) {
-  c.params += narrow(elements);
-  c.param_tensors.push_back({fmt::format("{}.{}", c.layer.name, what), narrow(elements)});
-}
-
-// Elementwise activation: `f_fwd`/`f_bwd` FLOPs per element; launched element-wise unless
-// `launch` says otherwise (softmax, along its rows).
-PrimitiveCosts activation(PrimitiveCosts p, I64 e, I64 a, std::string_view fwd_name,
-                          std::string_view bwd_name, I64 f_fwd, I64 f_bwd, bool needs_grad,
-                          OpClass op_class = OpClass::elementwise,
-                          std::optional<KernelLaunch> launch = std::nullopt) {
-  p.costs.output_shape = p.costs.input_shape;
-  const KernelLaunch how = launch.value_or(each(e));
-  p.costs.forward.push_back(kernel(fwd_name, op_class, flops(f_fwd * e), bytes(2 * a * e), how));
-  if (needs_grad) {
-    p.costs.backward_input.push_back(
-        kernel(bwd_name, op_class, flops(f_bwd * e), bytes(3 * a * e), how));
-  }
-  return p;
-}
-
-// Output length of a sliding window (convolution or pooling), PyTorch's floor rule.
-Count window_output(I64 size, I64 kernel_size, I64 stride, I64 pad, I64 dilation,
-                    std::string_view what) {
-  I64 span = dilation * (kernel_size - 1) + 1;
-  if (size + 2 * pad < span) {
-    problem(fmt::format("{} ({}{}) is larger than its padded input ({} + 2x{} = {})", what,
-                        kernel_size, dilation > 1 ? fmt::format(", dilation {}", dilation) : "",
-                        size, pad, size + 2 * pad));
-  }
-  return narrow((size + 2 * pad - span) / stride + 1);
-}
-
-void expect_rank(const TensorShape& in, std::size_t rank, std::string_view layout) {
-  if (in.rank() != rank) {
-    problem(fmt::format("expects {} per sample, got {}", layout, in.str()));
-  }
-}
 
 PrimitiveCosts linear(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
   const TensorShape& in = p.costs.input_shape;
@@ -390,8 +241,15 @@ PrimitiveCosts pooling(PrimitiveCosts p, const CostOptions& o, bool needs_grad, 
   I64 a = element_bytes(o.activation_dtype);
   std::vector<Count> out_spatial;
   for (std::size_t d = 0; d < nd; ++d) {
-    out_spatial.push_back(
-        window_output(in.dims[d + 1], l.kernel[d], l.stride[d], l.padding[d], 1, "the window"));
+    Count size =
+        window_output(in.dims[d + 1], l.kernel[d], l.stride[d], l.padding[d], 1, "the window");
+    // ceil_mode (PyTorch's pooling_output_shape): one more window where the floor rule leaves
+    // input over, unless that window would start in the right padding.
+    if (l.ceil_mode && (I64{in.dims[d + 1]} + 2 * l.padding[d] - l.kernel[d]) % l.stride[d] != 0 &&
+        I64{size} * l.stride[d] < I64{in.dims[d + 1]} + l.padding[d]) {
+      ++size;
+    }
+    out_spatial.push_back(size);
   }
   p.costs.output_shape.dims = {in.dims[0]};
   p.costs.output_shape.dims.insert(p.costs.output_shape.dims.end(), out_spatial.begin(),
@@ -531,179 +389,6 @@ PrimitiveCosts added_embedding(PrimitiveCosts p, const CostOptions& o, bool by_p
   p.costs.backward_weight.push_back(
       kernel("embedding_dense_backward", OpClass::embedding, flops(e), bytes(2 * a * e), each(e)));
   p.saved_extra = bytes(8 * tokens);  // the position / type ids
-  return p;
-}
-
-// The end of self-attention's backward, the same on both paths: `chain` (the gradients through
-// the output projection and the attention, needed for the input projection's weight gradient
-// even when the input needs none), the input projection's input gradient, and both
-// projections' weight and bias gradients.
-void attention_backward_tail(PrimitiveCosts& p, const CostOptions& o, bool needs_grad,
-                             const std::vector<KernelWork>& chain) {
-  const Layer& l = p.costs.layer;
-  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
-  I64 len = p.costs.input_shape.dims[0], d = p.costs.input_shape.dims[1], ld = len * d;
-  auto& chain_target = needs_grad ? p.costs.backward_input : p.costs.backward_weight;
-  chain_target.insert(chain_target.end(), chain.begin(), chain.end());
-  if (needs_grad) {
-    p.costs.backward_input.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d),
-                                          fixed(3 * d), bytes(a * 4 * ld, w * 3 * d * d)));
-  }
-  auto& bw = p.costs.backward_weight;
-  bw.push_back(laid_out(gemm("mm", OpClass::gemm, fixed(1), fixed(d), fixed(d), per_sample(len),
-                             bytes(a * 2 * ld, w * d * d)),
-                        GemmLayout::nt));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(ld), bytes(a * ld, w * d),
-                        launch::reduction(count(0, d), count(len), ReductionLayout::columns)));
-  }
-  bw.push_back(laid_out(gemm("mm", OpClass::gemm, fixed(1), fixed(3 * d), fixed(d), per_sample(len),
-                             bytes(a * 4 * ld, w * 3 * d * d)),
-                        GemmLayout::nt));
-  if (l.bias) {
-    bw.push_back(kernel("sum", OpClass::reduction, flops(3 * ld), bytes(a * 3 * ld, w * 3 * d),
-                        launch::reduction(count(0, 3 * d), count(len), ReductionLayout::columns)));
-  }
-}
-
-// Self-attention through F.scaled_dot_product_attention's fused kernel (`attention: sdpa`):
-// FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
-// Partitioning", 2023), or the memory-efficient kernel where FlashAttention does not apply (fp32,
-// older GPUs), computes q·kᵀ, the softmax (online, tile by tile) and ·v in one kernel that never
-// writes the tokens x tokens scores to memory; its backward recomputes them from q, k and the
-// saved log-sum-exp, with five matrix products to the forward's two (the paper's section 3.1:
-// backward ~2.5x the forward's FLOPs). A causal mask skips the tiles above the diagonal, about
-// half the work. q, k and v stay strided views of the input projection, the 1/sqrt(head_dim)
-// scale is applied inside, dropout draws from a seed (no mask is saved); merging the heads
-// after it is a copy, as on the math path. Parameters and projections are the math path's.
-PrimitiveCosts fused_attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
-  const TensorShape& in = p.costs.input_shape;
-  const Layer& l = p.costs.layer;
-  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
-  I64 len = in.dims[0], d = in.dims[1], h = l.heads;
-  I64 dh = d / h, ld = len * d;
-  const I64 lse = 4 * h * len;  // the log-sum-exp per query row, float32
-  const std::string_view proj = l.bias ? "addmm" : "mm";
-  // As tiles see it: each head's len query rows against dh columns, reducing over the keys,
-  // twice forward (q·kᵀ, then ·v) and five times backward; half the keys when causal.
-  const I64 forward_k = l.causal ? len : 2 * len;
-  const I64 backward_k = l.causal ? (5 * len + 1) / 2 : 5 * len;
-
-  auto& f = p.costs.forward;
-  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
-                            bytes(a * 4 * ld, w * 3 * d * d)),
-                       GemmLayout::tn));
-  f.push_back(fused(gemm("_scaled_dot_product_attention", OpClass::gemm, per_sample(h), fixed(len),
-                         fixed(dh), fixed(forward_k), bytes(a * 4 * ld + lse))));
-  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                            bytes(a * 2 * ld, w * d * d)),
-                       GemmLayout::tn));
-
-  std::vector<KernelWork> chain;
-  chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                       bytes(a * 2 * ld, w * d * d)));
-  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  // Reads q, k, v, the output and its gradient and the log-sum-exp; writes dq, dk, dv.
-  chain.push_back(fused(gemm("_scaled_dot_product_attention_backward", OpClass::gemm, per_sample(h),
-                             fixed(len), fixed(dh), fixed(backward_k), bytes(a * 8 * ld + lse))));
-  attention_backward_tail(p, o, needs_grad, chain);
-  // Held for backward: the input, q, k, v, the attention output and its log-sum-exp, and the
-  // merged context (for the output projection's weight gradient); no scores.
-  p.saves_input = true;
-  p.saved_extra = bytes(a * (3 * ld + ld + ld) + lse);
-  return p;
-}
-
-PrimitiveCosts attention(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
-  const TensorShape& in = p.costs.input_shape;
-  const Layer& l = p.costs.layer;
-  expect_rank(in, 2, "[tokens, features]");
-  I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
-  I64 len = in.dims[0], d = in.dims[1], h = l.heads;
-  if (d % h != 0) {
-    problem(fmt::format("the feature size ({}) is not divisible by heads ({})", d, h));
-  }
-  I64 dh = d / h, ld = len * d, scores = h * len * len;
-  p.costs.in_features = narrow(d);
-  p.costs.output_shape = in;
-  add_param(p.costs, "in_proj_weight", 3 * d * d);
-  if (l.bias) add_param(p.costs, "in_proj_bias", 3 * d);
-  add_param(p.costs, "out_proj.weight", d * d);
-  if (l.bias) add_param(p.costs, "out_proj.bias", d);
-  p.costs.macs_per_sample = narrow(4 * len * d * d + 2 * len * len * d);
-  const std::string_view proj = l.bias ? "addmm" : "mm";
-  if (l.fused_attention) return fused_attention(std::move(p), o, needs_grad);
-
-  // Forward, the unfused ("math") path: project q,k,v; scale q; S = q·kᵀ; mask; softmax;
-  // dropout; context = P·v; merge heads; output projection.
-  auto& f = p.costs.forward;
-  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(3 * d), fixed(d),
-                            bytes(a * 4 * ld, w * 3 * d * d)),
-                       GemmLayout::tn));
-  f.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), each(ld)));
-  f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
-                   bytes(a * (2 * ld + scores))));
-  if (l.causal) {
-    f.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores), bytes(2 * a * scores),
-                       each(scores)));
-  }
-  const int a_int = static_cast<int>(a);
-  f.push_back(kernel("softmax", OpClass::normalization, flops(5 * scores),
-                     bytes(launch::softmax_half_passes(narrow(len), a_int, false) * a * scores / 2),
-                     launch::softmax(count(h * len), narrow(len), a_int)));
-  if (l.dropout > 0) {
-    KernelWork drop =
-        kernel("fused_dropout", OpClass::elementwise, flops(2 * scores),
-               bytes(2 * a * scores + scores), launch::blocks_of(count(scores), 256, 256));
-    drop.training_only = true;
-    f.push_back(drop);
-  }
-  f.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
-                   bytes(a * (scores + 2 * ld))));
-  f.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  f.push_back(laid_out(gemm(proj, OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                            bytes(a * 2 * ld, w * d * d)),
-                       GemmLayout::tn));
-
-  // Backward through the chain. Everything up to q,k,v's gradients is needed for the input
-  // projection's weight gradient even when the layer's input needs none.
-  std::vector<KernelWork> chain;
-  chain.push_back(gemm("mm", OpClass::gemm, fixed(1), per_sample(len), fixed(d), fixed(d),
-                       bytes(a * 2 * ld, w * d * d)));
-  chain.push_back(kernel("copy", OpClass::elementwise, flops(0), bytes(2 * a * ld), each(ld)));
-  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(len), fixed(dh),
-                       bytes(a * (2 * ld + scores))));
-  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
-                       bytes(a * (scores + 2 * ld))));
-  if (l.dropout > 0) {
-    chain.push_back(kernel("masked_scale", OpClass::elementwise, flops(scores),
-                           bytes(2 * a * scores + scores), each(scores)));
-  }
-  // softmax_backward_cuda_out: tmp = grad * output, then the backward kernel on tmp.
-  chain.push_back(
-      kernel("mul", OpClass::elementwise, flops(scores), bytes(3 * a * scores), each(scores)));
-  chain.push_back(
-      kernel("softmax_backward", OpClass::normalization, flops(4 * scores),
-             bytes(launch::softmax_half_passes(narrow(len), a_int, true) * a * scores / 2),
-             launch::softmax(count(h * len), narrow(len), a_int)));
-  if (l.causal) {
-    chain.push_back(kernel("masked_fill", OpClass::elementwise, flops(scores),
-                           bytes(2 * a * scores), each(scores)));
-  }
-  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
-                       bytes(a * (scores + 2 * ld))));
-  chain.push_back(gemm("bmm", OpClass::gemm, per_sample(h), fixed(len), fixed(dh), fixed(len),
-                       bytes(a * (scores + 2 * ld))));
-  chain.push_back(kernel("mul", OpClass::elementwise, flops(ld), bytes(2 * a * ld), each(ld)));
-  attention_backward_tail(p, o, needs_grad, chain);
-  // Held for backward: the input (for the input projection's weight gradient), q, k, v, the
-  // attention probabilities, the dropout mask and dropped probabilities, and the merged
-  // context (for the output projection's weight gradient).
-  p.saves_input = true;
-  I64 held = a * (3 * ld + scores + ld);
-  if (l.dropout > 0) held += scores + a * scores;
-  p.saved_extra = bytes(held);
   return p;
 }
 
@@ -973,9 +658,24 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
     case LayerType::tanh:
       p.saves_output = true;
       return activation(std::move(p), e, a, "tanh", "tanh_backward", 4, 3, grad);
-    case LayerType::gelu:
+    case LayerType::gelu:  // the erf form, or the tanh approximation: one kernel each
       p.saves_input = true;
       return activation(std::move(p), e, a, "gelu", "gelu_backward", 8, 12, grad);
+    case LayerType::gelu_new:
+      return gelu_new_costs(std::move(p), options, grad);
+    case LayerType::silu:  // x·sigmoid(x); silu_backward recomputes the sigmoid from x
+      p.saves_input = true;
+      return activation(std::move(p), e, a, "silu", "silu_backward", 5, 8, grad);
+    case LayerType::rmsnorm:
+      return rmsnorm_costs(std::move(p), options, grad);
+    case LayerType::hardswish:  // x·relu6(x + 3)/6; the backward reads x
+      p.saves_input = true;
+      return activation(std::move(p), e, a, "hardswish", "hardswish_backward", 4, 4, grad);
+    case LayerType::hardsigmoid:
+      p.saves_input = true;
+      return activation(std::move(p), e, a, "hardsigmoid", "hardsigmoid_backward", 3, 2, grad);
+    case LayerType::stochastic_depth:
+      return stochastic_depth_costs(std::move(p), options, grad);
     case LayerType::softmax: {
       p.saves_output = true;
       // Over the last dimension: rows of its length (SoftMax.cu), each read and written as
@@ -1056,7 +756,7 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       return p;
     }
     case LayerType::multihead_attention:
-      return attention(std::move(p), options, grad);
+      return attention_costs(std::move(p), options, grad);
     case LayerType::conv_transpose2d:
       return conv_transpose(std::move(p), options, grad);
     case LayerType::upsample:
@@ -1067,7 +767,8 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
     case LayerType::class_token:
       return class_token(std::move(p), options);
     case LayerType::concat:  // joins several inputs: cost_concat
-    case LayerType::add:
+    case LayerType::add:     // joins two: cost_binary, cost_residual_add
+    case LayerType::mul:
       break;
   }
   problem("is not a primitive layer");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/model/huggingface_config.h"
 #include "core/model/model_spec.h"
 #include "core/spec/file_kind.h"
 #include "core/yaml/strict_yaml.h"
@@ -25,11 +26,59 @@ void mark_block(ModelNode& node, const std::string& block) {
     mark_block(part, block);
 }
 
-// `attention: math | sdpa`: PyTorch's unfused path (nn.MultiheadAttention with need_weights, the
-// default) or F.scaled_dot_product_attention's fused kernel (Hugging Face's "sdpa").
-bool read_attention(const yaml::Node& node) {
-  static constexpr std::array<std::string_view, 2> kAttention = {"math", "sdpa"};
-  return node.as_choice(kAttention) == 1;
+// `attention: math | eager | sdpa`: PyTorch's unfused path (nn.MultiheadAttention with
+// need_weights, the default), Hugging Face's eager attention ("eager"), or
+// F.scaled_dot_product_attention's fused kernel (Hugging Face's "sdpa").
+AttentionKernels read_attention(const yaml::Node& node) {
+  static constexpr std::array<std::string_view, 3> kAttention = {"math", "eager", "sdpa"};
+  return static_cast<AttentionKernels>(node.as_choice(kAttention));
+}
+
+// The activations a block may name: the layer each becomes (gelu_tanh is F.gelu's tanh form).
+struct Activation {
+  LayerType type = LayerType::gelu;
+  bool tanh_approximation = false;
+};
+Activation read_activation(const yaml::Node& node) {
+  static constexpr std::array<std::string_view, 5> kActivations = {"gelu", "relu", "silu",
+                                                                   "gelu_new", "gelu_tanh"};
+  switch (node.as_choice(kActivations)) {
+    case 1:
+      return {LayerType::relu, false};
+    case 2:
+      return {LayerType::silu, false};
+    case 3:
+      return {LayerType::gelu_new, false};
+    case 4:
+      return {LayerType::gelu, true};
+    default:
+      return {LayerType::gelu, false};
+  }
+}
+
+// The decoders' variations of self-attention: multihead_attention's keys beyond
+// nn.MultiheadAttention's (read after `heads` and `bias`).
+void read_attention_variant(const yaml::MapReader& map, Layer& layer) {
+  layer.output_bias = layer.bias;
+  if (auto o = map.optional("output_bias")) layer.output_bias = o->as_bool();
+  if (auto k = map.optional("kv_heads")) {
+    layer.kv_heads = k->as_int_at_least(1);
+    if (layer.heads % layer.kv_heads != 0) {
+      k->fail(
+          fmt::format("heads ({}) must be a multiple of kv_heads ({}): each key/value head "
+                      "serves the same number of query heads",
+                      layer.heads, layer.kv_heads));
+    }
+  }
+  static constexpr std::array<std::string_view, 2> kProjections = {"packed", "separate"};
+  if (auto p = map.optional("projections")) {
+    layer.separate_projections = p->as_choice(kProjections) == 1;
+  }
+  if (auto r = map.optional("rotary")) layer.rotary = r->as_bool();
+  if (auto t = map.optional("rotary_theta")) {
+    if (!layer.rotary) t->fail("rotary_theta applies with rotary: true");
+    layer.rotary_theta = t->as_positive_number();
+  }
 }
 
 struct TypeInfo {
@@ -71,15 +120,21 @@ constexpr std::array kTypes = {
     TypeInfo{LayerType::transpose, "transpose", "transpose", false},
     TypeInfo{LayerType::class_token, "class_token", "ClassToken", true},
     TypeInfo{LayerType::add, "add", "add", false},
+    TypeInfo{LayerType::rmsnorm, "rmsnorm", "RMSNorm", true},
+    TypeInfo{LayerType::silu, "silu", "SiLU", true},
+    TypeInfo{LayerType::gelu_new, "gelu_new", "NewGELUActivation", true},
+    TypeInfo{LayerType::mul, "mul", "mul", false},
+    TypeInfo{LayerType::hardswish, "hardswish", "Hardswish", true},
+    TypeInfo{LayerType::hardsigmoid, "hardsigmoid", "Hardsigmoid", true},
+    TypeInfo{LayerType::stochastic_depth, "stochastic_depth", "StochasticDepth", true},
 };
 
 const TypeInfo& info(LayerType type) {
   return kTypes[static_cast<std::size_t>(type)];
 }
 
-// What a user may write as `type:`: the primitive layers (not `add`, which residual blocks
-// insert) and the blocks.
-constexpr std::array<std::string_view, 35> kWritableTypes = {"linear",
+// What a user may write as `type:`: the primitive layers and the blocks.
+constexpr std::array<std::string_view, 45> kWritableTypes = {"linear",
                                                              "conv1d",
                                                              "conv2d",
                                                              "batchnorm1d",
@@ -109,11 +164,21 @@ constexpr std::array<std::string_view, 35> kWritableTypes = {"linear",
                                                              "permute",
                                                              "transpose",
                                                              "class_token",
+                                                             "add",
+                                                             "mul",
+                                                             "rmsnorm",
+                                                             "silu",
+                                                             "gelu_new",
+                                                             "hardswish",
+                                                             "hardsigmoid",
+                                                             "stochastic_depth",
                                                              "residual",
                                                              "bottleneck",
                                                              "inverted_residual",
                                                              "transformer_encoder",
-                                                             "basic_block"};
+                                                             "basic_block",
+                                                             "gated_mlp",
+                                                             "decoder_layer"};
 
 // Keys every layer entry may carry, besides its type's own.
 constexpr std::array<std::string_view, 4> kCommonKeys = {"type", "name", "repeat", "input"};
@@ -130,11 +195,19 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"relu6", {"inplace"}},
       {"sigmoid", {}},
       {"tanh", {}},
-      {"gelu", {}},
+      {"gelu", {"approximate"}},
+      {"gelu_new", {}},
+      {"silu", {}},
+      {"rmsnorm", {"eps"}},
+      {"hardswish", {}},
+      {"hardsigmoid", {}},
+      {"stochastic_depth", {"p"}},
+      {"add", {"inputs"}},
+      {"mul", {"inputs"}},
       {"softmax", {}},
-      {"maxpool1d", {"kernel", "stride", "padding"}},
-      {"maxpool2d", {"kernel", "stride", "padding"}},
-      {"avgpool2d", {"kernel", "stride", "padding"}},
+      {"maxpool1d", {"kernel", "stride", "padding", "ceil_mode"}},
+      {"maxpool2d", {"kernel", "stride", "padding", "ceil_mode"}},
+      {"avgpool2d", {"kernel", "stride", "padding", "ceil_mode"}},
       {"adaptive_avgpool2d", {"output_size"}},
       {"flatten", {}},
       {"reshape", {"shape"}},
@@ -143,7 +216,9 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"position_embedding", {"max_positions"}},
       {"token_type_embedding", {"types"}},
       {"token_select", {"index"}},
-      {"multihead_attention", {"heads", "dropout", "causal", "bias", "attention"}},
+      {"multihead_attention",
+       {"heads", "dropout", "causal", "bias", "attention", "kv_heads", "projections", "output_bias",
+        "rotary", "rotary_theta"}},
       {"concat", {"inputs", "dim"}},
       {"upsample", {"scale_factor", "size", "mode", "align_corners"}},
       {"conv_transpose2d",
@@ -158,7 +233,12 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"inverted_residual", {"out_channels", "expand_ratio", "stride"}},
       {"transformer_encoder",
        {"d_model", "heads", "ffn_dim", "dropout", "attention_dropout", "activation", "norm_first",
-        "causal", "eps", "attention"}},
+        "causal", "eps", "attention", "projections"}},
+      {"gated_mlp", {"hidden", "out_features", "activation", "bias"}},
+      {"decoder_layer",
+       {"d_model", "heads", "kv_heads", "ffn_dim", "eps", "norm", "activation", "gated",
+        "attention", "attention_bias", "output_bias", "mlp_bias", "rotary", "rotary_theta",
+        "attention_dropout", "causal"}},
   };
   std::vector<std::string_view> keys(kCommonKeys.begin(), kCommonKeys.end());
   auto found = kKeys.find(type);
@@ -168,7 +248,7 @@ std::vector<std::string_view> keys_for(std::string_view type) {
 
 std::optional<LayerType> primitive_type(std::string_view name) {
   for (const TypeInfo& t : kTypes) {
-    if (t.yaml_name == name && t.type != LayerType::add) return t.type;
+    if (t.yaml_name == name) return t.type;
   }
   return std::nullopt;
 }
@@ -215,6 +295,10 @@ class ModelReader {
                        const SourceMark& mark);
   void expand_block(std::string_view type, const yaml::MapReader& map, const std::string& name,
                     const SourceMark& mark, std::int64_t instance, std::vector<ModelNode>& out);
+  void gated_mlp(const std::string& name, const SourceMark& mark, std::int64_t hidden,
+                 std::int64_t width, Activation activation, bool bias, std::vector<ModelNode>& out);
+  void expand_decoder_layer(const yaml::MapReader& map, const std::string& name,
+                            const SourceMark& mark, std::vector<ModelNode>& out);
   ModelNode primitive(Layer layer);
   void claim_name(const std::string& name, const yaml::Node& where);
 
@@ -254,16 +338,24 @@ std::vector<std::string> ModelReader::read_inputs(const yaml::MapReader& map, st
                                                   std::int64_t repeat) {
   std::vector<std::string> inputs;
   std::optional<yaml::Node> single = map.optional("input");
-  if (type == "concat") {
-    if (single) single->fail("a concat reads several outputs: list them under 'inputs'");
-    for (const yaml::Node& item : map.required("inputs").items(2)) {
+  const bool joins = type == "add" || type == "mul";
+  if (type == "concat" || joins) {
+    if (single) {
+      single->fail(fmt::format("{} {} reads several outputs: list them under 'inputs'",
+                               type == "add" ? "an" : "a", type));
+    }
+    const yaml::Node list = map.required("inputs");
+    for (const yaml::Node& item : list.items(2))
       inputs.push_back(resolve_input(item));
+    if (joins && inputs.size() != 2) {
+      list.fail(fmt::format("{} {} joins exactly two outputs, got {}", type == "add" ? "an" : "a",
+                            type, inputs.size()));
     }
   } else if (single) {
     inputs.push_back(resolve_input(*single));
   }
   if (!inputs.empty() && repeat > 1) {
-    map.required(type == "concat" ? "inputs" : "input")
+    map.required(type == "concat" || joins ? "inputs" : "input")
         .fail("an entry that reads named outputs cannot repeat; write the copies out");
   }
   return inputs;
@@ -335,9 +427,10 @@ void ModelReader::read_entry(const yaml::Node& entry, const std::string& default
   // `- relu` is shorthand for `- {type: relu}`.
   if (entry.is_scalar()) {
     std::optional<LayerType> type = primitive_type(entry.raw().Scalar());
-    if (!type) {
+    if (!type || type == LayerType::add || type == LayerType::mul) {
       entry.as_choice(kWritableTypes);  // raises with a suggestion for misspellings
-      entry.fail("this block needs its parameters; write it as a mapping with 'type'");
+      entry.fail(type ? "an add or mul joins two outputs: write it as a mapping with 'inputs'"
+                      : "this block needs its parameters; write it as a mapping with 'type'");
     }
     YAML::Node as_map;
     as_map["type"] = entry.raw().Scalar();
@@ -495,6 +588,16 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
     case LayerType::layernorm:
       if (auto e = map.optional("eps")) layer.eps = e->as_positive_number();
       break;
+    case LayerType::rmsnorm:
+      layer.eps = 1e-6;  // Hugging Face's LlamaRMSNorm default
+      if (auto e = map.optional("eps")) layer.eps = e->as_positive_number();
+      break;
+    case LayerType::gelu: {
+      static constexpr std::array<std::string_view, 2> kForms = {"none", "tanh"};
+      if (auto f = map.optional("approximate"))
+        layer.tanh_approximation = f->as_choice(kForms) == 1;
+      break;
+    }
     case LayerType::relu:
     case LayerType::relu6:
       if (auto i = map.optional("inplace")) layer.inplace = i->as_bool();
@@ -514,6 +617,7 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
         }
       }
       layer.dilation = std::vector<std::int64_t>(dims(), 1);
+      if (auto c = map.optional("ceil_mode")) layer.ceil_mode = c->as_bool();
       break;
     }
     case LayerType::adaptive_avgpool2d:
@@ -533,6 +637,11 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       }
       break;
     }
+    case LayerType::stochastic_depth:
+      layer.dropout = map.required("p").as_fraction();
+      if (layer.dropout >= 1)
+        map.required("p").fail("p must be below 1 (p = 1 drops every sample)");
+      break;
     case LayerType::dropout:
       if (auto p = map.optional("p"))
         layer.dropout = p->as_fraction();
@@ -564,14 +673,19 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       if (layer.dropout >= 1) map.required("dropout").fail("dropout must be below 1");
       if (auto c = map.optional("causal")) layer.causal = c->as_bool();
       if (auto b = map.optional("bias")) layer.bias = b->as_bool();
-      if (auto a = map.optional("attention")) layer.fused_attention = read_attention(*a);
+      if (auto a = map.optional("attention")) layer.attention = read_attention(*a);
+      read_attention_variant(map, layer);
       break;
     case LayerType::sigmoid:
     case LayerType::tanh:
-    case LayerType::gelu:
     case LayerType::softmax:
     case LayerType::flatten:
     case LayerType::add:
+    case LayerType::mul:
+    case LayerType::silu:
+    case LayerType::gelu_new:
+    case LayerType::hardswish:
+    case LayerType::hardsigmoid:
       break;
   }
   return layer;
@@ -714,11 +828,8 @@ void ModelReader::expand_block(std::string_view type, const yaml::MapReader& map
     double attention_dropout = dropout;
     if (auto d = map.optional("attention_dropout")) attention_dropout = d->as_fraction();
     if (dropout >= 1 || attention_dropout >= 1) map.node().fail("dropout must be below 1");
-    static constexpr std::array<std::string_view, 2> kActivations = {"gelu", "relu"};
-    LayerType activation = LayerType::gelu;
-    if (auto a = map.optional("activation")) {
-      activation = a->as_choice(kActivations) == 0 ? LayerType::gelu : LayerType::relu;
-    }
+    Activation activation;
+    if (auto a = map.optional("activation")) activation = read_activation(*a);
     bool norm_first = false;
     if (auto n = map.optional("norm_first")) norm_first = n->as_bool();
     bool causal = false;
@@ -735,7 +846,8 @@ void ModelReader::expand_block(std::string_view type, const yaml::MapReader& map
     attention.heads = heads;
     attention.dropout = attention_dropout;
     attention.causal = causal;
-    if (auto a = map.optional("attention")) attention.fused_attention = read_attention(*a);
+    if (auto a = map.optional("attention")) attention.attention = read_attention(*a);
+    read_attention_variant(map, attention);
 
     std::vector<ModelNode> attention_body;
     std::vector<ModelNode> ffn_body;
@@ -746,7 +858,9 @@ void ModelReader::expand_block(std::string_view type, const yaml::MapReader& map
     ffn_body.push_back(part(make_linear(sub("linear1"), mark, ffn)));
     // No dropout between the activation and linear2: BERT and GPT-2 have none there
     // (PyTorch's nn.TransformerEncoderLayer adds one).
-    ffn_body.push_back(part(make_layer(activation, sub("activation"), mark)));
+    Layer activation_layer = make_layer(activation.type, sub("activation"), mark);
+    activation_layer.tanh_approximation = activation.tanh_approximation;
+    ffn_body.push_back(part(activation_layer));
     ffn_body.push_back(part(make_linear(sub("linear2"), mark, d_model)));
     if (dropout > 0) ffn_body.push_back(part(make_dropout(sub("dropout2"), mark, dropout)));
 
@@ -758,7 +872,121 @@ void ModelReader::expand_block(std::string_view type, const yaml::MapReader& map
     second.name = sub("feed_forward_block");
     out.push_back(std::move(second));
     if (!norm_first) out.push_back(norm("norm2"));
+  } else if (type == "gated_mlp") {
+    const std::int64_t hidden = map.required("hidden").as_int_at_least(1);
+    const std::int64_t width = map.required("out_features").as_int_at_least(1);
+    Activation activation{LayerType::silu, false};
+    if (auto a = map.optional("activation")) activation = read_activation(*a);
+    bool bias = false;
+    if (auto b = map.optional("bias")) bias = b->as_bool();
+    gated_mlp(name, mark, hidden, width, activation, bias, out);
+  } else if (type == "decoder_layer") {
+    expand_decoder_layer(map, name, mark, out);
   }
+}
+
+// Hugging Face's gated MLP (LlamaMLP): down_proj(act_fn(gate_proj(x)) * up_proj(x)), the product
+// a two-branch node joined by `mul` (the gate's branch first, as the expression evaluates).
+void ModelReader::gated_mlp(const std::string& name, const SourceMark& mark, std::int64_t hidden,
+                            std::int64_t width, Activation activation, bool bias,
+                            std::vector<ModelNode>& out) {
+  auto sub = [&](std::string_view what) { return fmt::format("{}.{}", name, what); };
+  auto linear = [&](std::string_view what, std::int64_t features) {
+    Layer layer = make_linear(sub(what), mark, features);
+    layer.bias = bias;
+    return primitive(std::move(layer));
+  };
+  ModelNode gate;
+  gate.kind = ModelNode::Kind::residual;
+  gate.join = LayerType::mul;
+  gate.name = name;
+  gate.mark = mark;
+  gate.body.push_back(linear("gate_proj", hidden));
+  Layer act = make_layer(activation.type, sub("act_fn"), mark);
+  act.tanh_approximation = activation.tanh_approximation;
+  gate.body.push_back(primitive(std::move(act)));
+  gate.shortcut.push_back(linear("up_proj", hidden));
+  out.push_back(std::move(gate));
+  out.push_back(linear("down_proj", width));
+}
+
+// A decoder-only transformer layer as Hugging Face's Llama, Mistral and Qwen2 build it
+// (LlamaDecoderLayer): x + self_attn(input_layernorm(x)), then
+// h + mlp(post_attention_layernorm(h)), with RMSNorm, separate q/k/v projections, rotary
+// embeddings, grouped-query attention and a gated MLP by default; each can be switched to what
+// other decoders use.
+void ModelReader::expand_decoder_layer(const yaml::MapReader& map, const std::string& name,
+                                       const SourceMark& mark, std::vector<ModelNode>& out) {
+  auto sub = [&](std::string_view what) { return fmt::format("{}.{}", name, what); };
+  const std::int64_t d_model = map.required("d_model").as_int_at_least(1);
+  Layer attention = make_layer(LayerType::multihead_attention, sub("self_attn"), mark);
+  attention.heads = map.required("heads").as_int_at_least(1);
+  if (d_model % attention.heads != 0) {
+    map.required("heads").fail(
+        fmt::format("d_model ({}) is not divisible by heads ({})", d_model, attention.heads));
+  }
+  const std::int64_t ffn = map.required("ffn_dim").as_int_at_least(1);
+  attention.attention = AttentionKernels::sdpa;  // transformers' default where PyTorch has it
+  if (auto a = map.optional("attention")) attention.attention = read_attention(*a);
+  attention.bias = false;
+  if (auto b = map.optional("attention_bias")) attention.bias = b->as_bool();
+  attention.separate_projections = true;
+  attention.rotary = true;
+  attention.causal = true;
+  if (auto c = map.optional("causal")) attention.causal = c->as_bool();
+  if (auto d = map.optional("attention_dropout")) {
+    attention.dropout = d->as_fraction();
+    if (attention.dropout >= 1) d->fail("attention_dropout must be below 1");
+  }
+  read_attention_variant(map, attention);
+  double eps = 1e-6;
+  if (auto e = map.optional("eps")) eps = e->as_positive_number();
+  static constexpr std::array<std::string_view, 2> kNorms = {"rmsnorm", "layernorm"};
+  LayerType norm_type = LayerType::rmsnorm;
+  if (auto n = map.optional("norm")) {
+    norm_type = n->as_choice(kNorms) == 0 ? LayerType::rmsnorm : LayerType::layernorm;
+  }
+  Activation activation{LayerType::silu, false};
+  if (auto a = map.optional("activation")) activation = read_activation(*a);
+  bool gated = true;
+  if (auto g = map.optional("gated")) gated = g->as_bool();
+  bool mlp_bias = false;
+  if (auto b = map.optional("mlp_bias")) mlp_bias = b->as_bool();
+
+  auto norm = [&](std::string_view what) {
+    Layer layer = make_layer(norm_type, sub(what), mark);
+    layer.eps = eps;
+    return primitive(std::move(layer));
+  };
+  auto residual = [&](std::string_view what, std::vector<ModelNode> body) {
+    ModelNode node;
+    node.kind = ModelNode::Kind::residual;
+    node.name = sub(what);
+    node.mark = mark;
+    node.body = std::move(body);
+    return node;
+  };
+  std::vector<ModelNode> attention_body;
+  attention_body.push_back(norm("input_layernorm"));
+  attention_body.push_back(primitive(std::move(attention)));
+  out.push_back(residual("attention_residual", std::move(attention_body)));
+
+  std::vector<ModelNode> mlp_body;
+  mlp_body.push_back(norm("post_attention_layernorm"));
+  if (gated) {
+    gated_mlp(sub("mlp"), mark, ffn, d_model, activation, mlp_bias, mlp_body);
+  } else {  // up, activation, down (GPT-2's c_fc and c_proj, Phi's fc1 and fc2)
+    Layer up = make_linear(sub("mlp.up_proj"), mark, ffn);
+    up.bias = mlp_bias;
+    Layer act = make_layer(activation.type, sub("mlp.act_fn"), mark);
+    act.tanh_approximation = activation.tanh_approximation;
+    Layer down = make_linear(sub("mlp.down_proj"), mark, d_model);
+    down.bias = mlp_bias;
+    mlp_body.push_back(primitive(std::move(up)));
+    mlp_body.push_back(primitive(std::move(act)));
+    mlp_body.push_back(primitive(std::move(down)));
+  }
+  out.push_back(residual("mlp_residual", std::move(mlp_body)));
 }
 
 ModelSpec read_model(const yaml::Document& document) {
@@ -811,6 +1039,7 @@ bool is_torch_module(LayerType type) {
 }
 
 ModelSpec load_model(const std::filesystem::path& file) {
+  if (is_huggingface_config(file)) return load_huggingface_model(file);
   return read_model(yaml::Document::load_file(file));
 }
 

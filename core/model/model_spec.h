@@ -48,7 +48,25 @@ enum class LayerType {
   permute,
   transpose,
   class_token,
-  add,  // joins a residual block's body and shortcut; never written in YAML
+  add,  // a residual block's join, or written with `inputs:` to sum two named outputs
+  rmsnorm,
+  silu,
+  gelu_new,
+  mul,  // a gated block's join, or written with `inputs:` to multiply two named outputs
+  hardswish,
+  hardsigmoid,
+  stochastic_depth,  // torchvision's: each sample's whole input dropped with probability p
+};
+
+// How a multihead_attention layer computes its scores (`attention:`).
+enum class AttentionKernels {
+  // nn.MultiheadAttention's unfused path: scale q, q·kᵀ, mask, softmax, dropout, ·v.
+  math,
+  // Hugging Face's eager_attention_forward: q·kᵀ, scale the scores, add the mask, softmax in
+  // float32 (cast back when activations are 16-bit), dropout, ·v.
+  eager,
+  // F.scaled_dot_product_attention's fused kernel (FlashAttention or memory-efficient).
+  sdpa,
 };
 
 // The YAML spelling of each type, indexed by LayerType.
@@ -97,13 +115,24 @@ struct Layer {
   std::int64_t tokens = 1;  // class_token: learned tokens prepended
   std::string tied_to;      // linear sharing its weight with an embedding
   bool inplace = false;
+  bool ceil_mode = false;  // pooling: a last, partial window where the floor rule drops it
   // Widths that follow the input, for blocks whose channel counts depend on what precedes them
   // (MobileNetV2's expansion): when > 0, out_features = input channels x channel_multiplier.
   std::int64_t channel_multiplier = 0;
   bool depthwise = false;  // conv with groups = input channels
-  // multihead_attention: computed by one fused scaled_dot_product_attention kernel (FlashAttention
-  // or memory-efficient attention, `attention: sdpa`) instead of the unfused math path.
-  bool fused_attention = false;
+  // multihead_attention: how the scores are computed, and what Hugging Face's decoders add to
+  // nn.MultiheadAttention: fewer key/value heads than query heads (grouped-query attention),
+  // separate q/k/v projections instead of one packed one, an output projection without the
+  // input projections' bias (Qwen2), rotary position embeddings applied to q and k.
+  AttentionKernels attention = AttentionKernels::math;
+  std::int64_t kv_heads = 0;  // 0: as many as `heads`
+  bool separate_projections = false;
+  bool output_bias = true;
+  bool rotary = false;
+  double rotary_theta = 10000;  // the runtime's rotation base (costs do not depend on it)
+  // gelu: the tanh approximation (F.gelu(approximate='tanh')), one kernel as the exact form.
+  bool tanh_approximation = false;
+  bool fused_attention() const { return attention == AttentionKernels::sdpa; }
 };
 
 // An element of a layer sequence: a primitive layer, or a residual block computing
@@ -118,9 +147,12 @@ struct ModelNode {
   };
   Kind kind = Kind::layer;
   ResidualRule rule = ResidualRule::always;
+  // How a residual node joins its branches: body + shortcut, or body * shortcut (a gated MLP's
+  // activation(gate(x)) * up(x)).
+  LayerType join = LayerType::add;
   // The outputs this node reads instead of the previous node's: names of earlier nodes (a
   // primitive's layer name, a residual's name), or kModelInput. Empty: the previous output.
-  // Only a concat reads more than one.
+  // Only a concat (two or more) and a written add or mul (two) read more than one.
   std::vector<std::string> inputs;
   Layer layer;                  // kind == layer
   std::string name;             // kind == residual: the block's dotted path
@@ -142,7 +174,8 @@ struct ModelSpec {
   std::vector<ModelNode> layers;
 };
 
-// Loads and validates a model file (kind: model). Hyper-parameters are checked here; shapes are
+// Loads and validates a model file (kind: model), or a Hugging Face config.json (a .json file:
+// core/model/huggingface_config.h). Hyper-parameters are checked here; shapes are
 // checked by analyze_model(), which also reports errors at the offending layer's position.
 ModelSpec load_model(const std::filesystem::path& file);
 ModelSpec load_model_from_string(const std::string& text, const std::string& name);

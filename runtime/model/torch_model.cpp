@@ -40,74 +40,168 @@ std::string module_name(const std::string& layer_name) {
   throw std::logic_error("torch model: " + what);
 }
 
-// Self-attention with nn.MultiheadAttention's parameter names and layout (what core counts),
-// computed as core costs it: on the unfused math path (project, scale, q·kᵀ, mask, softmax,
-// dropout, ·v, merge heads, project), or with `attention: sdpa` through
-// scaled_dot_product_attention's fused kernel between the projections (LibTorch 2.0 or later).
-// Inputs and outputs are [batch, tokens, features].
+// Self-attention with core's parameter names and layout (nn.MultiheadAttention's packed
+// in_proj_weight, or Hugging Face's q/k/v/o projections when they are apart), computed as core
+// costs it: the projections; rotary embeddings on q and k; k and v repeated to the query heads
+// (grouped-query attention); then nn.MultiheadAttention's unfused math path (scale q, q·kᵀ, mask,
+// softmax, dropout, ·v), Hugging Face's eager path (q·kᵀ, scale, additive mask, softmax in
+// float32, dropout, ·v) or scaled_dot_product_attention's fused kernel (LibTorch 2.0 or later);
+// the heads merged; the output projection. Inputs and outputs are [batch, tokens, features].
 class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
-  SelfAttentionImpl(std::int64_t features, std::int64_t heads, bool bias, bool causal,
-                    double dropout, bool fused)
-      : features_(features),
-        heads_(heads),
-        bias_(bias),
-        causal_(causal),
-        fused_(fused),
-        dropout_(dropout) {
+  SelfAttentionImpl(std::int64_t features, const Layer& layer)
+      : features_(features), layer_(layer) {
     reset();
   }
 
   void reset() override {
-    in_proj_weight_ =
-        register_parameter("in_proj_weight", torch::empty({3 * features_, features_}));
-    if (bias_) in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({3 * features_}));
-    out_proj_ = register_module(
-        "out_proj", torch::nn::Linear(torch::nn::LinearOptions(features_, features_).bias(bias_)));
-    // PyTorch's MultiheadAttention initialisation.
-    torch::nn::init::xavier_uniform_(in_proj_weight_);
-    if (bias_) torch::nn::init::zeros_(out_proj_->bias);
+    const std::int64_t heads = layer_.heads;
+    const std::int64_t kv = layer_.kv_heads > 0 ? layer_.kv_heads : heads;
+    head_dim_ = features_ / heads;
+    kv_width_ = kv * head_dim_;
+    const bool bias = layer_.bias;
+    auto linear = [&](const std::string& name, std::int64_t out, bool with_bias) {
+      return register_module(
+          name, torch::nn::Linear(torch::nn::LinearOptions(features_, out).bias(with_bias)));
+    };
+    if (layer_.separate_projections) {
+      q_proj_ = linear("q_proj", features_, bias);
+      k_proj_ = linear("k_proj", kv_width_, bias);
+      v_proj_ = linear("v_proj", kv_width_, bias);
+      out_proj_ = linear("o_proj", features_, layer_.output_bias);
+    } else {
+      const std::int64_t width = features_ + 2 * kv_width_;
+      in_proj_weight_ = register_parameter("in_proj_weight", torch::empty({width, features_}));
+      if (bias) in_proj_bias_ = register_parameter("in_proj_bias", torch::zeros({width}));
+      out_proj_ = linear("out_proj", features_, layer_.output_bias);
+      // PyTorch's MultiheadAttention initialisation.
+      torch::nn::init::xavier_uniform_(in_proj_weight_);
+      if (layer_.output_bias) torch::nn::init::zeros_(out_proj_->bias);
+    }
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
-    const std::int64_t batch = x.size(0), tokens = x.size(1), head_dim = features_ / heads_;
-    std::vector<torch::Tensor> qkv = torch::linear(x, in_proj_weight_, in_proj_bias_).chunk(3, -1);
-    auto split_heads = [&](const torch::Tensor& t) {
-      return t.reshape({batch, tokens, heads_, head_dim}).transpose(1, 2);
+    const std::int64_t batch = x.size(0), tokens = x.size(1), heads = layer_.heads;
+    const std::int64_t kv_heads = kv_width_ / head_dim_;
+    torch::Tensor q, k, v;
+    if (layer_.separate_projections) {
+      q = q_proj_->forward(x);
+      k = k_proj_->forward(x);
+      v = v_proj_->forward(x);
+    } else {
+      std::vector<torch::Tensor> qkv = torch::linear(x, in_proj_weight_, in_proj_bias_)
+                                           .split({features_, kv_width_, kv_width_}, -1);
+      q = qkv[0];
+      k = qkv[1];
+      v = qkv[2];
+    }
+    auto split_heads = [&](const torch::Tensor& t, std::int64_t count) {
+      return t.reshape({batch, tokens, count, head_dim_}).transpose(1, 2);
     };
-    if (fused_) {
+    q = split_heads(q, heads);
+    k = split_heads(k, kv_heads);
+    v = split_heads(v, kv_heads);
+    if (layer_.rotary) {
+      auto [cos, sin] = rotation(tokens, x);
+      q = rotate(q, cos, sin);
+      k = rotate(k, cos, sin);
+    }
+    if (kv_heads < heads) {  // Hugging Face's repeat_kv
+      auto repeat = [&](const torch::Tensor& t) {
+        return t.unsqueeze(2)
+            .expand({batch, kv_heads, heads / kv_heads, tokens, head_dim_})
+            .reshape({batch, heads, tokens, head_dim_});
+      };
+      k = repeat(k);
+      v = repeat(v);
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+    torch::Tensor context;
+    switch (layer_.attention) {
+      case AttentionKernels::sdpa:
 #if TORCH_VERSION_MAJOR >= 2
-      // The heads stay strided views; the kernel scales by 1/sqrt(head_dim) itself.
-      torch::Tensor context = at::scaled_dot_product_attention(
-          split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), {},
-          is_training() ? dropout_ : 0.0, causal_);
-      return out_proj_->forward(context.transpose(1, 2).reshape({batch, tokens, features_}));
+        // The heads stay strided views; the kernel scales by 1/sqrt(head_dim) itself.
+        context = at::scaled_dot_product_attention(
+            q, k, v, {}, is_training() ? layer_.dropout : 0.0, layer_.causal);
+        break;
 #else
-      throw std::runtime_error(fused_attention_unavailable());
+        throw std::runtime_error(fused_attention_unavailable());
 #endif
+      case AttentionKernels::math: {
+        torch::Tensor scores = torch::matmul(q * scale, k.transpose(-2, -1));
+        if (layer_.causal) {
+          scores = scores.masked_fill(future(tokens, x), -std::numeric_limits<double>::infinity());
+        }
+        context = torch::matmul(
+            torch::dropout(torch::softmax(scores, -1), layer_.dropout, is_training()), v);
+        break;
+      }
+      case AttentionKernels::eager: {
+        torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+        if (layer_.causal) {
+          // The additive mask Hugging Face builds: the type's lowest value above the diagonal.
+          torch::Tensor mask =
+              torch::zeros({tokens, tokens}, scores.options())
+                  .masked_fill(future(tokens, x), std::numeric_limits<float>::lowest());
+          scores = scores + mask;
+        }
+        torch::Tensor probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
+        context = torch::matmul(torch::dropout(probabilities, layer_.dropout, is_training()), v);
+        break;
+      }
     }
-    torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
-    torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
-    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));
-    if (causal_) {
-      torch::Tensor future = torch::ones({tokens, tokens}, x.options().dtype(torch::kBool)).triu(1);
-      scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-    }
-    torch::Tensor probabilities =
-        torch::dropout(torch::softmax(scores, -1), dropout_, is_training());
-    torch::Tensor context =
-        torch::matmul(probabilities, v).transpose(1, 2).reshape({batch, tokens, features_});
-    return out_proj_->forward(context);
+    return out_proj_->forward(context.transpose(1, 2).reshape({batch, tokens, features_}));
   }
 
  private:
-  std::int64_t features_, heads_;
-  bool bias_, causal_, fused_;
-  double dropout_;
+  static torch::Tensor future(std::int64_t tokens, const torch::Tensor& like) {
+    return torch::ones({tokens, tokens}, like.options().dtype(torch::kBool)).triu(1);
+  }
+
+  // Hugging Face's rotary tables: the inverse frequencies theta^(-2i/d), their angles at each
+  // position, duplicated to the head size; then x·cos + rotate_half(x)·sin.
+  std::pair<torch::Tensor, torch::Tensor> rotation(std::int64_t tokens,
+                                                   const torch::Tensor& like) const {
+    torch::TensorOptions options = like.options().dtype(torch::kFloat);
+    torch::Tensor inverse =
+        torch::pow(layer_.rotary_theta, -torch::arange(0, head_dim_, 2, options) / head_dim_);
+    torch::Tensor angles = torch::outer(torch::arange(tokens, options), inverse);
+    torch::Tensor doubled = torch::cat({angles, angles}, -1);
+    return {doubled.cos().to(like.scalar_type()), doubled.sin().to(like.scalar_type())};
+  }
+  static torch::Tensor rotate(const torch::Tensor& t, const torch::Tensor& cos,
+                              const torch::Tensor& sin) {
+    const std::int64_t half = t.size(-1) / 2;
+    torch::Tensor rotated = torch::cat({-t.slice(-1, half), t.slice(-1, 0, half)}, -1);
+    return t * cos + rotated * sin;
+  }
+
+  std::int64_t features_;
+  Layer layer_;
+  std::int64_t head_dim_ = 0, kv_width_ = 0;
   torch::Tensor in_proj_weight_, in_proj_bias_;
-  torch::nn::Linear out_proj_{nullptr};
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, out_proj_{nullptr};
 };
 TORCH_MODULE(SelfAttention);
+
+// Hugging Face's LlamaRMSNorm, op for op as core costs it: float32 statistics, the weight
+// applied after the cast back.
+class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl> {
+ public:
+  RMSNormImpl(std::int64_t features, double eps) : features_(features), eps_(eps) { reset(); }
+  void reset() override { weight = register_parameter("weight", torch::ones({features_})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor x32 = x.to(torch::kFloat);
+    torch::Tensor variance = x32.pow(2).mean(-1, true);
+    return weight * (x32 * torch::rsqrt(variance + eps_)).to(x.scalar_type());
+  }
+  torch::Tensor weight;
+
+ private:
+  std::int64_t features_;
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
 
 // The bias of a linear layer whose weight is an embedding's table: the layer owns only the bias
 // (core counts the shared weight once, at the embedding).
@@ -187,7 +281,7 @@ std::string node_name(const ModelNode& node) {
 std::string unsupported_by_libtorch(const ModelAnalysis& analysis) {
 #if TORCH_VERSION_MAJOR < 2
   for (const LayerCosts& layer : analysis.layers) {
-    if (layer.layer.fused_attention) return fused_attention_unavailable();
+    if (layer.layer.fused_attention()) return fused_attention_unavailable();
   }
 #else
   (void)analysis;
@@ -272,7 +366,11 @@ void TorchModelImpl::build_named_reader(const ModelNode& node, std::size_t& valu
     shape_ = found->second.shape;
     --pins_[found->second.slot];
   }
-  if (node.kind == ModelNode::Kind::layer && node.layer.type == LayerType::concat) {
+  const bool joins_inputs =
+      node.kind == ModelNode::Kind::layer &&
+      (node.layer.type == LayerType::concat || node.layer.type == LayerType::add ||
+       node.layer.type == LayerType::mul);
+  if (joins_inputs) {
     const LayerCosts& costs = analysed_layer(cursor, node.layer.name, node.layer.type);
     auto step = std::make_shared<Step>();
     step->reads = slots;
@@ -363,7 +461,8 @@ void TorchModelImpl::build_residual(const ModelNode& node, std::size_t& value,
   if (use_shortcut) build_sequence(node.shortcut, shortcut, cursor);
   --pins_[fork];
 
-  analysed_layer(cursor, node.name + ".add", LayerType::add);  // checks the lock step
+  const bool product = node.join == LayerType::mul;
+  analysed_layer(cursor, node.name + (product ? ".mul" : ".add"), node.join);  // the lock step
   auto step = std::make_shared<Step>();
   step->reads = {body, shortcut};
   // The sum goes back into the fork's slot unless an enclosing block still needs the fork, else
@@ -379,7 +478,11 @@ void TorchModelImpl::build_residual(const ModelNode& node, std::size_t& value,
       step->releases.push_back(slot);
     }
   }
-  step->compute = [](const Inputs& in) { return in.at(0) + in.at(1); };
+  if (product) {
+    step->compute = [](const Inputs& in) { return in.at(0) * in.at(1); };
+  } else {
+    step->compute = [](const Inputs& in) { return in.at(0) + in.at(1); };
+  }
   steps_.push_back(std::move(step));
   value = steps_.back()->writes;
   shape_ = body_shape;
@@ -457,26 +560,61 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
       return [](const Inputs& in) { return torch::sigmoid(in.at(0)); };
     case LayerType::tanh:
       return [](const Inputs& in) { return torch::tanh(in.at(0)); };
-    case LayerType::gelu:  // nn.GELU's default, the exact erf form
+    case LayerType::gelu:  // nn.GELU's default, the exact erf form, or its tanh approximation
+      if (l.tanh_approximation) {
+        return [](const Inputs& in) { return torch::gelu(in.at(0), "tanh"); };
+      }
       return [](const Inputs& in) { return torch::gelu(in.at(0)); };
+    case LayerType::gelu_new:  // Hugging Face's NewGELUActivation, as written
+      return [](const Inputs& in) {
+        const torch::Tensor& x = in.at(0);
+        const double root = std::sqrt(2.0 / 3.141592653589793);
+        return 0.5 * x * (1.0 + torch::tanh(root * (x + 0.044715 * torch::pow(x, 3.0))));
+      };
+    case LayerType::silu:
+      return [](const Inputs& in) { return torch::silu(in.at(0)); };
+    case LayerType::hardswish:
+      return [](const Inputs& in) { return torch::hardswish(in.at(0)); };
+    case LayerType::hardsigmoid:
+      return [](const Inputs& in) { return torch::hardsigmoid(in.at(0)); };
+    case LayerType::stochastic_depth: {
+      // torchvision.ops.stochastic_depth, mode "row": each sample kept with probability 1 - p
+      // and scaled by 1 / (1 - p) in training; the identity otherwise.
+      const double p = l.dropout;
+      return [this, p](const Inputs& in) {
+        const torch::Tensor& x = in.at(0);
+        if (!is_training() || p == 0) return x;
+        std::vector<std::int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
+        shape[0] = x.size(0);
+        torch::Tensor noise = torch::empty(shape, x.options()).bernoulli_(1 - p).div_(1 - p);
+        return x * noise;
+      };
+    }
+    case LayerType::rmsnorm: {
+      auto norm = register_module(registered, RMSNorm(costs.in_features, l.eps));
+      return [norm](const Inputs& in) { return norm->forward(in.at(0)); };
+    }
     case LayerType::softmax:
       return [](const Inputs& in) { return torch::softmax(in.at(0), -1); };
     case LayerType::maxpool1d: {
       std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
-      return [kernel, stride, padding](const Inputs& in) {
-        return torch::max_pool1d(in.at(0), kernel, stride, padding);
+      const bool ceil = l.ceil_mode;
+      return [kernel, stride, padding, ceil](const Inputs& in) {
+        return torch::max_pool1d(in.at(0), kernel, stride, padding, 1, ceil);
       };
     }
     case LayerType::maxpool2d: {
       std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
-      return [kernel, stride, padding](const Inputs& in) {
-        return torch::max_pool2d(in.at(0), kernel, stride, padding);
+      const bool ceil = l.ceil_mode;
+      return [kernel, stride, padding, ceil](const Inputs& in) {
+        return torch::max_pool2d(in.at(0), kernel, stride, padding, 1, ceil);
       };
     }
     case LayerType::avgpool2d: {
       std::vector<std::int64_t> kernel = l.kernel, stride = l.stride, padding = l.padding;
-      return [kernel, stride, padding](const Inputs& in) {
-        return torch::avg_pool2d(in.at(0), kernel, stride, padding);
+      const bool ceil = l.ceil_mode;
+      return [kernel, stride, padding, ceil](const Inputs& in) {
+        return torch::avg_pool2d(in.at(0), kernel, stride, padding, ceil);
       };
     }
     case LayerType::adaptive_avgpool2d: {
@@ -575,13 +713,13 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
       return [token](const Inputs& in) { return token->forward(in.at(0)); };
     }
     case LayerType::multihead_attention: {
-      auto attention =
-          register_module(registered, SelfAttention(costs.in_features, l.heads, l.bias, l.causal,
-                                                    l.dropout, l.fused_attention));
+      auto attention = register_module(registered, SelfAttention(costs.in_features, l));
       return [attention](const Inputs& in) { return attention->forward(in.at(0)); };
     }
-    case LayerType::add:
-      break;
+    case LayerType::add:  // a written join of two outputs (a residual's join is built apart)
+      return [](const Inputs& in) { return in.at(0) + in.at(1); };
+    case LayerType::mul:
+      return [](const Inputs& in) { return in.at(0) * in.at(1); };
   }
   broken(fmt::format("layer '{}' ({}) is not a primitive", l.name, to_string(l.type)));
 }

@@ -134,7 +134,7 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
       out.push_back(std::move(assumption));
   }
   if (std::any_of(s.analysis.layers.begin(), s.analysis.layers.end(),
-                  [](const LayerCosts& l) { return l.layer.fused_attention; })) {
+                  [](const LayerCosts& l) { return l.layer.fused_attention(); })) {
     out.push_back(
         "attention: sdpa's fused kernel runs at the profile's GEMM efficiency (FlashAttention-2 "
         "reports 50-73% of peak forward, less backward); calibrating on measured runs corrects it");

@@ -127,15 +127,17 @@ void check_layers_replay_alone(TorchModel& module, std::int64_t batch) {
   for (std::size_t i = 0; i < module->layer_count(); ++i) {
     const LayerCosts& costs = module->layer_costs(i);
     INFO("layer " << i << " '" << costs.layer.name << "'");
+    const bool joins = costs.layer.type == LayerType::add || costs.layer.type == LayerType::mul;
     if (costs.layer.type == LayerType::concat) {
       CHECK(layer_inputs[i].size() >= 2u);
     } else {
-      CHECK(layer_inputs[i].size() == (costs.layer.type == LayerType::add ? 2u : 1u));
+      CHECK(layer_inputs[i].size() == (joins ? 2u : 1u));
     }
     std::vector<torch::Tensor> inputs;
     for (const torch::Tensor& recorded : layer_inputs[i]) {
-      // A concat's first input has its recorded shape; the others differ along its dim.
-      if (inputs.empty() || costs.layer.type == LayerType::add) {
+      // The first input has the recorded shape; a concat's others differ along its dim, and a
+      // join's second may be broadcast.
+      if (inputs.empty()) {
         CHECK(recorded.sizes().vec() == batched(batch, costs.input_shape));
       }
       inputs.push_back(recorded.is_floating_point() ? recorded.clone().requires_grad_(true)
@@ -256,6 +258,48 @@ layers:
 // The graph layers: named inputs, a concat of three (a skip read twice), both upsamplings, a
 // transposed convolution, a residual block that names its input, and the ViT pieces (tokens
 // from a feature map, a class token, positions sized from the input, permutations).
+// Today's decoders in miniature: RMSNorm, grouped-query attention with rotary embeddings on
+// Hugging Face's eager path (and nn.MultiheadAttention's math path with a packed GQA
+// projection), gated MLPs, the GELU forms.
+const char* const kTinyLlama = R"(
+kind: model
+name: tiny-llama
+input: {shape: [6], dtype: int64}
+layers:
+  - {type: embedding, name: embed_tokens, num_embeddings: 20, embedding_dim: 8}
+  - {type: decoder_layer, name: layers, repeat: 2, d_model: 8, heads: 4, kv_heads: 2,
+     ffn_dim: 12, attention: eager, attention_bias: true, output_bias: false}
+  - {type: decoder_layer, name: plain, d_model: 8, heads: 2, ffn_dim: 12, attention: math,
+     gated: false, activation: gelu_new, norm: layernorm, rotary: false, mlp_bias: true}
+  - {type: multihead_attention, name: packed, heads: 4, kv_heads: 1, attention: math,
+     causal: true}
+  - {type: gelu, name: tanh_gelu, approximate: tanh}
+  - {type: rmsnorm, name: norm}
+  - {type: linear, name: lm_head, out_features: 20, bias: false}
+)";
+
+// What imported vision models use: squeeze-and-excitation (a broadcast mul of written inputs),
+// hardswish, hardsigmoid, SiLU, stochastic depth and a written residual add.
+const char* const kTinyImported = R"(
+kind: model
+name: tiny-imported
+input: {shape: [3, 8, 8], dtype: float32}
+layers:
+  - {type: conv2d, name: stem, out_channels: 4, kernel: 3, padding: 1}
+  - {type: hardswish, name: stem_act}
+  - {type: conv2d, name: conv, out_channels: 4, kernel: 3, padding: 1}
+  - {type: silu, name: act}
+  - {type: adaptive_avgpool2d, name: squeeze}
+  - {type: conv2d, name: reduce, out_channels: 2, kernel: 1}
+  - {type: conv2d, name: expand, out_channels: 4, kernel: 1}
+  - {type: hardsigmoid, name: gate}
+  - {type: mul, name: excite, inputs: [act, gate]}
+  - {type: stochastic_depth, name: drop_path, p: 0.2}
+  - {type: add, name: skip, inputs: [drop_path, stem_act]}
+  - {type: flatten, name: flat}
+  - {type: linear, name: fc, out_features: 5}
+)";
+
 const char* const kTinyGraph = R"(
 kind: model
 name: tiny-graph
@@ -354,7 +398,8 @@ TEST_CASE("small models with every layer type have core's parameters and output 
   for (auto [yaml, name] :
        {std::pair{kTinyResidual, "tiny-residual"}, std::pair{kOddLayers, "odd-layers"},
         std::pair{kTinyDecoder, "tiny-decoder"}, std::pair{kTinyEncoder, "tiny-encoder"},
-        std::pair{kTinyGraph, "tiny-graph"}}) {
+        std::pair{kTinyGraph, "tiny-graph"}, std::pair{kTinyLlama, "tiny-llama"},
+        std::pair{kTinyImported, "tiny-imported"}}) {
     INFO(name);
     TorchModel module = inline_module(yaml, name);
     check_against_analysis(module, 3);
@@ -371,7 +416,7 @@ TEST_CASE("vit-b-16 over 32x32 images has core's parameters and output shape") {
     // LibTorch before 2.0 has no fused attention: the math path has the same parameters.
     for (ModelNode& node : spec.layers) {
       for (ModelNode& part : node.body)
-        part.layer.fused_attention = false;
+        part.layer.attention = AttentionKernels::math;
     }
   }
   TorchModel module = runtime::build_torch_model(spec);
@@ -463,7 +508,8 @@ TEST_CASE("every layer replayed alone has core's shapes and passes gradients bac
   for (auto [yaml, name] :
        {std::pair{kTinyResidual, "tiny-residual"}, std::pair{kOddLayers, "odd-layers"},
         std::pair{kTinyDecoder, "tiny-decoder"}, std::pair{kTinyEncoder, "tiny-encoder"},
-        std::pair{kTinyGraph, "tiny-graph"}}) {
+        std::pair{kTinyGraph, "tiny-graph"}, std::pair{kTinyLlama, "tiny-llama"},
+        std::pair{kTinyImported, "tiny-imported"}}) {
     INFO(name);
     TorchModel module = inline_module(yaml, name);
     check_layers_replay_alone(module, 3);
@@ -506,7 +552,8 @@ TEST_CASE("gradients reach every parameter of mnist-cnn and of residual models")
   for (auto [yaml, name] :
        {std::pair{kTinyResidual, "tiny-residual"}, std::pair{kOddLayers, "odd-layers"},
         std::pair{kTinyDecoder, "tiny-decoder"}, std::pair{kTinyEncoder, "tiny-encoder"},
-        std::pair{kTinyGraph, "tiny-graph"}}) {
+        std::pair{kTinyGraph, "tiny-graph"}, std::pair{kTinyLlama, "tiny-llama"},
+        std::pair{kTinyImported, "tiny-imported"}}) {
     INFO(name);
     TorchModel module = inline_module(yaml, name);
     check_gradients_reach_every_parameter(module, 4);

@@ -77,7 +77,7 @@ std::string torch_yaml(const ImportArgs& a) {
   if (!result.succeeded()) {
     throw InputError(
         kCommandLine, "--torch",
-        fmt::format("the importer could not express {} (its messages are above)", a.torch));
+        fmt::format("the import of {} failed (the importer's messages are above)", a.torch));
   }
   return result.output;
 }

@@ -40,13 +40,16 @@ def load_callable(spec):
         if not module_name:
             raise SystemExit(f"error: --model {spec}: expected package.module.function or "
                              "file.py:function")
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise SystemExit(f"error: --model {spec}: cannot import {module_name} ({error})")
     if not hasattr(module, name):
         raise SystemExit(f"error: --model {spec}: no '{name}' there")
     return getattr(module, name)
 
 
-def pair(value, what):
+def pair(value):
     """A size that PyTorch allows as an int or a tuple, as the two entries the YAML takes."""
     if isinstance(value, int):
         return [value, value]
@@ -91,6 +94,9 @@ class Importer:
     def source_of(self, value):
         if not hasattr(value, "op"):
             raise Refused(f"takes a constant ({value!r}) where the model format joins outputs")
+        if value.op == "get_attr":
+            raise Refused(f"uses the learned tensor {value.target} in a way no layer expresses "
+                          "(only a product with it, or a layer_norm's weight and bias)")
         if value not in self.names:
             raise Refused(f"reads '{value.name}', which no layer computes")
         return self.names[value]
@@ -102,14 +108,17 @@ class Importer:
             name += "_"
         return name
 
-    def emit(self, node, entries, inputs=None):
-        """Writes a layer computing `node`; `inputs` lists several named inputs (add, mul, cat)."""
-        name = self.name_for(node)
+    def emit(self, node, entries, inputs=None, name=None, reads=None):
+        """Writes a layer computing `node` from `reads` (default: its first argument), or from
+        several named `inputs` (add, mul, cat); `name` overrides the one node gives."""
+        name = name or self.name_for(node)
+        while name in self.used:
+            name += "_"
         entries = [("type", entries[0])] + [("name", name)] + entries[1:]
         if inputs is not None:
             entries.append(("inputs", yaml_list(inputs)))
         else:
-            source = self.source_of(node.args[0])
+            source = self.source_of(node.args[0] if reads is None else reads)
             if source != self.previous:
                 entries.append(("input", source))
         self.lines.append("  - " + flow(entries))
@@ -188,7 +197,7 @@ class Importer:
             layer = {nn.MaxPool1d: "maxpool1d", nn.MaxPool2d: "maxpool2d",
                      nn.AvgPool2d: "avgpool2d"}[type(m)]
             sizes = (lambda v: v if isinstance(v, int) else v[0]) if layer == "maxpool1d" else (
-                lambda v: yaml_list(pair(v, "")))
+                lambda v: yaml_list(pair(v)))
             extra = [("ceil_mode", "true")] if m.ceil_mode else []
             return self.emit(node, [layer, ("kernel", sizes(m.kernel_size)),
                                     ("stride", sizes(m.stride)), ("padding", sizes(m.padding))]
@@ -225,7 +234,7 @@ class Importer:
         return self.emit(node, ["reshape", ("shape", yaml_list(shape))])
 
     def adaptive_pool(self, node, size):
-        sizes = pair(size, "output_size")
+        sizes = pair(size)
         if None in sizes:
             raise Refused("adaptive pooling that keeps a dimension (None)")
         return self.emit(node, ["adaptive_avgpool2d", ("output_size", yaml_list(sizes))])
@@ -235,10 +244,30 @@ class Importer:
             raise Refused("stochastic depth in 'batch' mode")
         return self.emit(node, ["stochastic_depth", ("p", number(p))])
 
+    def learned(self, value):
+        """The tensor a get_attr node reads (a parameter used by a function), else None."""
+        if not hasattr(value, "op") or value.op != "get_attr":
+            return None
+        tensor = self.gm
+        for part in value.target.split("."):
+            tensor = getattr(tensor, part)
+        return tensor
+
     def join(self, node, layer):
         a, b = node.args[:2]
         if not (hasattr(a, "op") and hasattr(b, "op")):
             raise Refused(f"{layer} with a constant operand")
+        for param, other in ((a, b), (b, a)):
+            tensor = self.learned(param)
+            if tensor is None:
+                continue
+            if layer != "mul" or not isinstance(tensor, self.torch.nn.Parameter):
+                raise Refused(f"{layer} with the tensor {param.target}")
+            if tensor.dim() > len(self.shape(node)):
+                raise Refused(f"{param.target} has more dimensions than a sample")
+            # A learned scale (ConvNeXt's layer_scale), named after its tensor.
+            return self.emit(node, ["scale", ("shape", yaml_list(list(tensor.shape)))],
+                             name=param.target, reads=other)
         return self.emit(node, [layer], inputs=[self.source_of(a), self.source_of(b)])
 
     # -- functions and methods ----------------------------------------------------------------
@@ -286,11 +315,27 @@ class Importer:
             return self.stochastic_depth(node, p, mode)
         if f is torch.softmax or f is F.softmax:
             return self.softmax(node, node.args[1] if len(node.args) > 1 else kwargs.get("dim"))
+        if f is F.layer_norm:
+            return self.layer_norm(node)
         if f is torch.reshape:
             return self.reshape(node)
         if f is torch.transpose or f is torch.permute:
             return self.permutation(node)
         raise Refused(f"the function {getattr(f, '__module__', '')}.{name}")
+
+    def layer_norm(self, node):
+        """F.layer_norm with learned weight and bias over the last dimension (LayerNorm2d)."""
+        args = list(node.args) + [None] * 5
+        shape, weight, bias = args[1], node.kwargs.get("weight", args[2]), node.kwargs.get(
+            "bias", args[3])
+        eps = node.kwargs.get("eps", args[4] if args[4] is not None else 1e-5)
+        last = self.shape(node.args[0])[-1]
+        w, b = self.learned(weight), self.learned(bias)
+        if list(shape) != [last] or w is None or b is None:
+            raise Refused("layer_norm over more than the last dimension, or without learned "
+                          "weight and bias")
+        name = weight.target.rsplit(".", 1)[0] if "." in weight.target else weight.target
+        return self.emit(node, ["layernorm", ("eps", number(eps))], name=name)
 
     def permutation(self, node):
         before, after = self.shape(node.args[0]), self.shape(node)
@@ -350,8 +395,7 @@ class Importer:
                 elif node.op == "call_method":
                     self.method(node)
                 elif node.op == "get_attr":
-                    raise Refused("uses a parameter outside any layer (a learned scale or "
-                                  "bias applied by a function)")
+                    continue  # a learned tensor: the function that uses it says how
                 elif node.op == "output":
                     result = node.args[0]
                     if not hasattr(result, "op"):
@@ -399,7 +443,22 @@ def main():
 
     build = load_callable(args.model)
     torch.manual_seed(0)
-    model = build(**kwargs)
+    model = None
+    meta = False
+    if int(torch.__version__.split(".")[0]) >= 2:
+        # PyTorch 2 builds on the meta device: shapes without weights, whatever the model's size.
+        try:
+            with torch.device("meta"):
+                model = build(**kwargs)
+            meta = True
+        except Exception:
+            model = None  # a constructor that computes with its weights: build it for real
+    if model is None:
+        try:
+            model = build(**kwargs)
+        except Exception as error:
+            raise SystemExit(f"error: --model {args.model}: building it raised "
+                             f"{type(error).__name__}: {error}")
     if not isinstance(model, torch.nn.Module):
         raise SystemExit(f"error: --model {args.model} returned {type(model).__name__}, "
                          "not an nn.Module")
@@ -408,12 +467,17 @@ def main():
         traced = torch.fx.symbolic_trace(model)
     except Exception as error:  # fx refuses data-dependent control flow, among others
         raise SystemExit(f"error: torch.fx cannot trace {args.model}: {error}")
+    device = "meta" if meta else "cpu"
     if args.input_dtype == "int64":
-        sample = torch.randint(0, args.vocabulary, [1] + shape)
+        sample = torch.randint(0, args.vocabulary, [1] + shape, device=device)
     else:
-        sample = torch.randn([1] + shape)
-    with torch.no_grad():
-        ShapeProp(traced).propagate(sample)
+        sample = torch.randn([1] + shape, device=device)
+    try:
+        with torch.no_grad():
+            ShapeProp(traced).propagate(sample)
+    except Exception as error:
+        raise SystemExit(f"error: --model {args.model} on a sample of shape {shape}: "
+                         f"{type(error).__name__}: {error}")
 
     importer = Importer(torch, traced, len(shape))
     importer.run()

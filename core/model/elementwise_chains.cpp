@@ -147,6 +147,44 @@ PrimitiveCosts stochastic_depth_costs(PrimitiveCosts p, const CostOptions& o, bo
   return p;
 }
 
+// A learned tensor of `shape` (per sample, aligned at the last dimension, each size the
+// input's or 1) multiplied in: ConvNeXt's `layer_scale * x`. Forward one mul; backward the
+// input's gradient (g·w) and the tensor's (g·x, summed back to its shape).
+PrimitiveCosts scale_costs(PrimitiveCosts p, const CostOptions& o, bool needs_grad) {
+  const TensorShape& in = p.costs.input_shape;
+  const std::vector<Count>& shape = p.costs.layer.target_shape;
+  if (shape.size() > in.rank()) {
+    problem(fmt::format("a learned [{}] does not broadcast over {}", dims_str(shape), in.str()));
+  }
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    const Count mine = shape[shape.size() - 1 - k], theirs = in.dims[in.rank() - 1 - k];
+    if (mine != 1 && mine != theirs) {
+      problem(
+          fmt::format("a learned [{}] does not broadcast over {}: each size must be the "
+                      "input's or 1",
+                      dims_str(shape), in.str()));
+    }
+  }
+  const I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
+  const I64 e = elements(in), n = product(shape);
+  p.costs.output_shape = in;
+  add_param(p.costs, "weight", n);
+  p.costs.forward.push_back(
+      kernel("mul", OpClass::elementwise, flops(e), bytes(2 * a * e, w * n), each(e)));
+  if (needs_grad) {
+    p.costs.backward_input.push_back(
+        kernel("mul", OpClass::elementwise, flops(e), bytes(2 * a * e, w * n), each(e)));
+  }
+  p.costs.backward_weight.push_back(elementwise("mul", e, 3 * a * e, e));
+  if (n < e) {
+    p.costs.backward_weight.push_back(
+        kernel("sum", OpClass::reduction, flops(e), bytes(a * e, w * n),
+               launch::reduction(count(0, n), count(e / n), ReductionLayout::columns)));
+  }
+  p.saves_input = true;
+  return p;
+}
+
 PrimitiveCosts cost_binary(const Layer& layer, const TensorShape& first, const TensorShape& second,
                            std::array<bool, 2> grads, const CostOptions& options) {
   PrimitiveCosts p;

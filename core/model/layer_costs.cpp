@@ -676,6 +676,8 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       return activation(std::move(p), e, a, "hardsigmoid", "hardsigmoid_backward", 3, 2, grad);
     case LayerType::stochastic_depth:
       return stochastic_depth_costs(std::move(p), options, grad);
+    case LayerType::scale:
+      return scale_costs(std::move(p), options, grad);
     case LayerType::softmax: {
       p.saves_output = true;
       // Over the last dimension: rows of its length (SoftMax.cu), each read and written as

@@ -56,5 +56,6 @@ PrimitiveCosts rmsnorm_costs(PrimitiveCosts p, const CostOptions& options, bool 
 PrimitiveCosts gelu_new_costs(PrimitiveCosts p, const CostOptions& options, bool needs_grad);
 PrimitiveCosts stochastic_depth_costs(PrimitiveCosts p, const CostOptions& options,
                                       bool needs_grad);
+PrimitiveCosts scale_costs(PrimitiveCosts p, const CostOptions& options, bool needs_grad);
 
 }  // namespace epochcast::detail

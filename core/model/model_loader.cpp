@@ -127,6 +127,7 @@ constexpr std::array kTypes = {
     TypeInfo{LayerType::hardswish, "hardswish", "Hardswish", true},
     TypeInfo{LayerType::hardsigmoid, "hardsigmoid", "Hardsigmoid", true},
     TypeInfo{LayerType::stochastic_depth, "stochastic_depth", "StochasticDepth", true},
+    TypeInfo{LayerType::scale, "scale", "Scale", true},
 };
 
 const TypeInfo& info(LayerType type) {
@@ -134,7 +135,7 @@ const TypeInfo& info(LayerType type) {
 }
 
 // What a user may write as `type:`: the primitive layers and the blocks.
-constexpr std::array<std::string_view, 45> kWritableTypes = {"linear",
+constexpr std::array<std::string_view, 46> kWritableTypes = {"linear",
                                                              "conv1d",
                                                              "conv2d",
                                                              "batchnorm1d",
@@ -172,6 +173,7 @@ constexpr std::array<std::string_view, 45> kWritableTypes = {"linear",
                                                              "hardswish",
                                                              "hardsigmoid",
                                                              "stochastic_depth",
+                                                             "scale",
                                                              "residual",
                                                              "bottleneck",
                                                              "inverted_residual",
@@ -202,6 +204,7 @@ std::vector<std::string_view> keys_for(std::string_view type) {
       {"hardswish", {}},
       {"hardsigmoid", {}},
       {"stochastic_depth", {"p"}},
+      {"scale", {"shape"}},
       {"add", {"inputs"}},
       {"mul", {"inputs"}},
       {"softmax", {}},
@@ -637,6 +640,12 @@ Layer ModelReader::read_primitive(LayerType type, const yaml::MapReader& map,
       }
       break;
     }
+    case LayerType::scale:
+      layer.target_shape = map.required("shape").as_int_list(1);
+      if (layer.target_shape.size() > 4) {
+        map.required("shape").fail("at most 4 dimensions per sample");
+      }
+      break;
     case LayerType::stochastic_depth:
       layer.dropout = map.required("p").as_fraction();
       if (layer.dropout >= 1)

@@ -56,6 +56,7 @@ enum class LayerType {
   hardswish,
   hardsigmoid,
   stochastic_depth,  // torchvision's: each sample's whole input dropped with probability p
+  scale,             // a learned tensor multiplied in, broadcast (ConvNeXt's layer_scale)
 };
 
 // How a multihead_attention layer computes its scores (`attention:`).
@@ -101,7 +102,7 @@ struct Layer {
   std::int64_t num_embeddings = 0;
   bool positions_from_input = false;  // position_embedding without max_positions
   std::int64_t embedding_dim = 0;
-  std::vector<std::int64_t> target_shape;    // reshape (per sample, one -1 allowed)
+  std::vector<std::int64_t> target_shape;    // reshape (per sample, one -1 allowed); scale's
   std::vector<std::int64_t> output_size;     // adaptive pooling; upsample's `size`
   std::vector<std::int64_t> output_padding;  // conv_transpose2d
   std::vector<std::int64_t> scale_factor;    // upsample (integer factors; empty with `size`)
@@ -132,6 +133,8 @@ struct Layer {
   double rotary_theta = 10000;  // the runtime's rotation base (costs do not depend on it)
   // gelu: the tanh approximation (F.gelu(approximate='tanh')), one kernel as the exact form.
   bool tanh_approximation = false;
+
+  // Attention through scaled_dot_product_attention's fused kernel (which LibTorch has from 2.0).
   bool fused_attention() const { return attention == AttentionKernels::sdpa; }
 };
 

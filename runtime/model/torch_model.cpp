@@ -184,6 +184,20 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
 };
 TORCH_MODULE(SelfAttention);
 
+// A learned tensor multiplied in, broadcast over the batch (ConvNeXt's layer_scale, initialised
+// as torchvision does: 1e-6 everywhere).
+class ScaleImpl : public torch::nn::Cloneable<ScaleImpl> {
+ public:
+  explicit ScaleImpl(std::vector<std::int64_t> shape) : shape_(std::move(shape)) { reset(); }
+  void reset() override { weight = register_parameter("weight", torch::full(shape_, 1e-6)); }
+  torch::Tensor forward(const torch::Tensor& x) { return weight * x; }
+  torch::Tensor weight;
+
+ private:
+  std::vector<std::int64_t> shape_;
+};
+TORCH_MODULE(Scale);
+
 // Hugging Face's LlamaRMSNorm, op for op as core costs it: float32 statistics, the weight
 // applied after the cast back.
 class RMSNormImpl : public torch::nn::Cloneable<RMSNormImpl> {
@@ -575,6 +589,10 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
       return [](const Inputs& in) { return torch::silu(in.at(0)); };
     case LayerType::hardswish:
       return [](const Inputs& in) { return torch::hardswish(in.at(0)); };
+    case LayerType::scale: {
+      auto scale = register_module(registered, Scale(l.target_shape));
+      return [scale](const Inputs& in) { return scale->forward(in.at(0)); };
+    }
     case LayerType::hardsigmoid:
       return [](const Inputs& in) { return torch::hardsigmoid(in.at(0)); };
     case LayerType::stochastic_depth: {

@@ -20,6 +20,8 @@ sed 's/^  batch: .*/  batch: [10, 600]/' "$source/scenarios/seed-001/linear.yaml
 sed -e 's/^  strategy: .*/  strategy: ddp/' -e 's/^  train_samples: .*/  train_samples: 400/' \
     -e 's/^  gpus: .*/  gpus: [4]/' -e 's/^  batch: .*/  batch: [40]/' \
     "$source/scenarios/seed-001/linear.yaml" > my-ddp.yaml
+# `import --torch` needs a Python with PyTorch: Debian's, where another python3 comes first.
+if /usr/bin/python3 -c 'import torch' 2> /dev/null; then export EPOCHCAST_PYTHON=/usr/bin/python3; fi
 # mpirun as root, with as many processes as asked on any machine, over shared memory.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
   OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1

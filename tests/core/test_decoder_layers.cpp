@@ -165,6 +165,18 @@ TEST_CASE("written add and mul join two named outputs and broadcast as PyTorch d
                     Catch::Contains("at least 2"));
 }
 
+TEST_CASE("a learned scale multiplies in a broadcast tensor and sums its gradient back") {
+  ModelAnalysis a = analyze_text(
+      "  - {type: conv2d, out_channels: 8, kernel: 1}\n"
+      "  - {type: scale, name: layer_scale, shape: [8, 1, 1]}\n",
+      "[3, 4, 4]");
+  const LayerCosts& scale = layer_named(a, "layer_scale");
+  CHECK(scale.params == 8);
+  CHECK(names(scale.backward_weight) == std::vector<std::string_view>{"mul", "sum"});
+  CHECK_THROWS_WITH(analyze_text("  - {type: scale, shape: [3]}\n", "[16, 64]"),
+                    Catch::Contains("does not broadcast"));
+}
+
 TEST_CASE("decoder_layer builds LlamaDecoderLayer: exact parameters of one Llama-3-8B layer") {
   ModelAnalysis a = analyze_text(
       "  - {type: decoder_layer, name: layer, d_model: 4096, heads: 32, kv_heads: 8, "

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/model/analysis.h"
 #include "core/model/model_spec.h"
 #include "runtime/model/torch_model.h"
@@ -279,7 +281,7 @@ layers:
 )";
 
 // What imported vision models use: squeeze-and-excitation (a broadcast mul of written inputs),
-// hardswish, hardsigmoid, SiLU, stochastic depth and a written residual add.
+// hardswish, hardsigmoid, SiLU, a learned scale, stochastic depth and a written residual add.
 const char* const kTinyImported = R"(
 kind: model
 name: tiny-imported
@@ -294,6 +296,7 @@ layers:
   - {type: conv2d, name: expand, out_channels: 4, kernel: 1}
   - {type: hardsigmoid, name: gate}
   - {type: mul, name: excite, inputs: [act, gate]}
+  - {type: scale, name: layer_scale, shape: [4, 1, 1]}
   - {type: stochastic_depth, name: drop_path, p: 0.2}
   - {type: add, name: skip, inputs: [drop_path, stem_act]}
   - {type: flatten, name: flat}
@@ -671,4 +674,49 @@ TEST_CASE("random inputs are normal floats, or token ids below the first embeddi
   torch::Generator first = seeded(7), second = seeded(7);
   CHECK(torch::equal(runtime::random_model_input(mnist, 2, first),
                      runtime::random_model_input(mnist, 2, second)));
+}
+
+TEST_CASE("the decoders' layers compute what their Hugging Face counterparts do") {
+  // One layer models over [tokens, 8] inputs: a layer's output from its step alone.
+  auto single = [](const std::string& layer, std::int64_t tokens) {
+    torch::manual_seed(0);
+    return inline_module(fmt::format("kind: model\nname: one\ninput: {{shape: [{}, 8]}}\n"
+                                     "layers:\n  - {}\n",
+                                     tokens, layer),
+                         "one");
+  };
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({2, 5, 8});
+  // gelu_new is the tanh approximation written out.
+  TorchModel gelu_new = single("{type: gelu_new}", 5);
+  CHECK(torch::allclose(gelu_new->run_layer(0, {x}), torch::gelu(x, "tanh"), 1e-5, 1e-6));
+  // RMSNorm: x / sqrt(mean(x²) + eps), times a weight of ones at initialisation.
+  TorchModel rms = single("{type: rmsnorm, eps: 1.0e-6}", 5);
+  torch::Tensor expected = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6);
+  CHECK(torch::allclose(rms->run_layer(0, {x}), expected, 1e-5, 1e-6));
+  // The same weights (the same seed, the same packed layout) on the eager and math paths, and
+  // with kv_heads equal to heads, give the same attention.
+  const std::string base = "{type: multihead_attention, heads: 2, causal: true";
+  TorchModel math = single(base + ", attention: math}", 5);
+  TorchModel eager = single(base + ", attention: eager}", 5);
+  TorchModel grouped = single(base + ", attention: eager, kv_heads: 2}", 5);
+  math->eval();
+  eager->eval();
+  grouped->eval();
+  torch::Tensor reference = math->run_layer(0, {x});
+  CHECK(torch::allclose(eager->run_layer(0, {x}), reference, 1e-5, 1e-6));
+  CHECK(torch::allclose(grouped->run_layer(0, {x}), reference, 1e-5, 1e-6));
+  // Rotary embeddings leave the first position alone (cos 0 = 1, sin 0 = 0): one token in, the
+  // same as without them.
+  TorchModel rotary = single(base + ", rotary: true}", 1);
+  TorchModel plain = single(base + "}", 1);
+  rotary->eval();
+  plain->eval();
+  torch::Tensor first = x.slice(1, 0, 1);
+  CHECK(torch::allclose(rotary->run_layer(0, {first}), plain->run_layer(0, {first}), 1e-5, 1e-6));
+  // Grouped-query attention with one key/value head shares it across the query heads: fewer
+  // parameters than full attention.
+  TorchModel one_kv = single(base + ", kv_heads: 1, projections: separate}", 5);
+  CHECK(parameter_elements(one_kv) == 8 * 8 + 2 * (8 * 4 + 4) + 8 * 8 + 8 + 8);
+  CHECK(one_kv->run_layer(0, {x}).sizes() == x.sizes());
 }

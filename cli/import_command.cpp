@@ -2,6 +2,7 @@
 // (core/model/huggingface_config.h); a PyTorch module is traced by importers/torch_import.py,
 // run without a shell with the interpreter the user chose. Either result is checked (loaded and
 // analysed) before it is written.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>

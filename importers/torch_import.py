@@ -379,7 +379,7 @@ class Importer:
     def run(self):
         for node in self.gm.graph.nodes:
             try:
-                if node.op == "placeholder":
+                if node.op == "placeholder":  # fx's name for the graph's input
                     if self.names:
                         raise Refused("a second input (the format takes one)")
                     self.names[node] = "input"

@@ -214,16 +214,8 @@ class Analyzer {
     }
     // Gradients summed for a value that this node read besides another consumer.
     if (output_requires_grad) {
-      const std::int64_t a = element_bytes(options_.activation_dtype);
-      for (std::int64_t summed : pending_gradient_sums_) {
-        KernelWork sum;
-        sum.name = "add";
-        sum.op_class = OpClass::elementwise;
-        sum.flops = {Flops(summed), Flops(0)};
-        sum.bytes = {Bytes(3 * a * summed), Bytes(0)};
-        sum.launch = launch::elementwise({summed, 0});
-        c.backward_input.push_back(sum);
-      }
+      for (std::int64_t summed : pending_gradient_sums_)
+        c.backward_input.push_back(gradient_sum(summed));
     }
     pending_gradient_sums_.clear();
     Flow out;
@@ -246,6 +238,18 @@ class Analyzer {
     check_tie(c);
     layers_.push_back(std::move(c));
     return out;
+  }
+
+  // Autograd's sum of two gradients that reach one value: an add over its elements per sample.
+  KernelWork gradient_sum(std::int64_t elements) const {
+    const std::int64_t a = element_bytes(options_.activation_dtype);
+    KernelWork sum;
+    sum.name = "add";
+    sum.op_class = OpClass::elementwise;
+    sum.flops = {Flops(elements), Flops(0)};
+    sum.bytes = {Bytes(3 * a * elements), Bytes(0)};
+    sum.launch = launch::elementwise({elements, 0});
+    return sum;
   }
 
   // A linear layer tied to an embedding uses that embedding's table as its weight.
@@ -296,13 +300,7 @@ class Analyzer {
           join, body.shape, shortcut.shape,
           {tensors_[body.tensor].requires_grad, tensors_[shortcut.tensor].requires_grad}, options_);
       if (fork_grad) {  // the gradients from both branches summed at the fork
-        const std::int64_t e = in.shape.elements(), a = element_bytes(options_.activation_dtype);
-        KernelWork sum;
-        sum.name = "add";
-        sum.flops = {Flops(e), Flops(0)};
-        sum.bytes = {Bytes(3 * a * e), Bytes(0)};
-        sum.launch = launch::elementwise({e, 0});
-        p.costs.backward_input.push_back(sum);
+        p.costs.backward_input.push_back(gradient_sum(in.shape.elements()));
       }
       if (p.saves_second_input) p.saved_extra.per_sample += hold(shortcut.tensor);
     } else {

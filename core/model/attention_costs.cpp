@@ -48,10 +48,6 @@ void project_output(std::vector<KernelWork>& f, const Layer& l, const Sizes& s) 
                        GemmLayout::tn));
 }
 
-KernelWork elementwise(std::string_view name, I64 flop, I64 byte, I64 e) {
-  return kernel(name, OpClass::elementwise, flops(flop), bytes(byte), each(e));
-}
-
 // Hugging Face's apply_rotary_pos_emb on a tensor of `e` elements: x·cos + rotate_half(x)·sin,
 // where rotate_half negates the second half and concatenates it before the first: mul, neg,
 // cat, mul, add. (The cos and sin tables are made once per forward pass for every layer, over

@@ -66,6 +66,12 @@ inline KernelLaunch each(I64 per_sample, I64 fixed = 0) {
   return launch::elementwise(count(per_sample, fixed));
 }
 
+// An element-wise kernel of `flop` FLOPs and `byte` bytes per sample over `e` elements per
+// sample.
+inline KernelWork elementwise(std::string_view name, I64 flop, I64 byte, I64 e) {
+  return kernel(name, OpClass::elementwise, flops(flop), bytes(byte), each(e));
+}
+
 // A (batches × m × k) by (k × n) product; every dimension may scale with the batch.
 inline KernelWork gemm(std::string_view name, OpClass op_class, PerBatch<Count> batches,
                        PerBatch<Count> m, PerBatch<Count> n, PerBatch<Count> k, PerBatch<Bytes> b) {

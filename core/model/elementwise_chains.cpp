@@ -1,19 +1,12 @@
 // Layers that eager PyTorch runs as chains of small kernels, each one pass over memory, with
 // backwards that autograd assembles from each op's own: Hugging Face's RMSNorm and NewGELU,
-// and the element-wise joins of two outputs (add, mul) with PyTorch's broadcasting.
+// torchvision's stochastic depth, a learned scale, and the element-wise joins of two outputs
+// (add, mul) with PyTorch's broadcasting.
 #include <algorithm>
 
 #include "core/model/cost_building.h"
 
 namespace epochcast::detail {
-
-namespace {
-
-KernelWork elementwise(std::string_view name, I64 flop, I64 byte, I64 e) {
-  return kernel(name, OpClass::elementwise, flops(flop), bytes(byte), each(e));
-}
-
-}  // namespace
 
 // Hugging Face's LlamaRMSNorm (also Mistral's, Qwen2's), as its forward is written:
 //   x32 = x.to(float32); variance = x32.pow(2).mean(-1, keepdim=True)

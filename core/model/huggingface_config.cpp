@@ -25,8 +25,10 @@ class Config {
  public:
   explicit Config(const yaml::Node& root) : root_(root) {
     if (!root.is_map()) root.fail("expected a Hugging Face config (a JSON object)");
-    for (const auto& entry : root.raw())
-      keys_.push_back(entry.first.as<std::string>());
+    // Any scalar key is allowed; a key that is not a scalar is then refused, located, as unknown.
+    for (const auto& entry : root.raw()) {
+      if (entry.first.IsScalar()) keys_.push_back(entry.first.Scalar());
+    }
     allowed_.assign(keys_.begin(), keys_.end());
     map_.emplace(root_, std::span<const std::string_view>(allowed_));
   }
@@ -37,10 +39,9 @@ class Config {
     return node;
   }
   yaml::Node required(std::string_view key) const {
-    std::optional<yaml::Node> node = optional(key);
-    if (!node) map_->required(key);  // raises: missing
-    if (!node) root_.fail(fmt::format("'{}' is null; the model needs its value", key));
-    return *node;
+    yaml::Node node = map_->required(key);  // raises when missing
+    if (node.is_null()) node.fail("is null; the model needs its value");
+    return node;
   }
   std::int64_t size(std::string_view key) const { return required(key).as_int_at_least(1); }
   std::int64_t size_or(std::string_view key, std::int64_t fallback) const {
@@ -101,6 +102,11 @@ std::string_view attention_name(AttentionKernels kernels) {
       break;
   }
   return "sdpa";
+}
+
+// The attention implementation the import assumes: the option, else transformers' default.
+std::string_view chosen_attention(const HuggingFaceOptions& options) {
+  return attention_name(options.attention.value_or(AttentionKernels::sdpa));
 }
 
 struct Yaml {
@@ -183,7 +189,7 @@ Yaml bert(const Config& config, const HuggingFaceOptions& options, bool roberta)
                   prefix, config.size("num_hidden_layers"), hidden, heads,
                   config.size("intermediate_size"), number(dropout),
                   number(config.fraction_or("attention_probs_dropout_prob", 0.1)), act, number(eps),
-                  attention_name(options.attention.value_or(AttentionKernels::sdpa))),
+                  chosen_attention(options)),
   };
   const std::string head = roberta ? "lm_head" : "cls.predictions.transform";
   y.layers.push_back(
@@ -229,7 +235,7 @@ Yaml gpt2(const Config& config, const HuggingFaceOptions& options) {
                   number(config.fraction_or("resid_pdrop", 0.1)),
                   number(config.fraction_or("attn_pdrop", 0.1)),
                   activation(config, "activation_function", "gelu_new"), number(eps),
-                  attention_name(options.attention.value_or(AttentionKernels::sdpa))),
+                  chosen_attention(options)),
       fmt::format("{{type: layernorm, name: transformer.ln_f, eps: {}}}", number(eps)),
   };
   const bool tied = config.flag_or("tie_word_embeddings", true);
@@ -270,16 +276,16 @@ Yaml decoder(const Config& config, const HuggingFaceOptions& options, std::strin
       fmt::format("{{type: embedding, name: model.embed_tokens, num_embeddings: {}, "
                   "embedding_dim: {}}}",
                   vocabulary, hidden),
-      fmt::format(
-          "{{type: decoder_layer, name: model.layers, repeat: {}, d_model: {}, heads: {}, "
-          "kv_heads: {}, ffn_dim: {}, eps: {}, activation: {}, attention: {}, "
-          "attention_bias: {}, output_bias: {}, mlp_bias: {}, rotary_theta: {}, "
-          "attention_dropout: {}}}",
-          config.size("num_hidden_layers"), hidden, heads, kv_heads,
-          config.size("intermediate_size"), number(eps), activation(config, "hidden_act", "silu"),
-          attention_name(options.attention.value_or(AttentionKernels::sdpa)), attention_bias,
-          output_bias, mlp_bias, number(config.positive_or("rope_theta", 10000)),
-          number(config.fraction_or("attention_dropout", 0))),
+      fmt::format("{{type: decoder_layer, name: model.layers, repeat: {}, d_model: {}, heads: {}, "
+                  "kv_heads: {}, ffn_dim: {}, eps: {}, activation: {}, attention: {}, "
+                  "attention_bias: {}, output_bias: {}, mlp_bias: {}, rotary_theta: {}, "
+                  "attention_dropout: {}}}",
+                  config.size("num_hidden_layers"), hidden, heads, kv_heads,
+                  config.size("intermediate_size"), number(eps),
+                  activation(config, "hidden_act", "silu"), chosen_attention(options),
+                  attention_bias, output_bias, mlp_bias,
+                  number(config.positive_or("rope_theta", 10000)),
+                  number(config.fraction_or("attention_dropout", 0))),
       fmt::format("{{type: rmsnorm, name: model.norm, eps: {}}}", number(eps)),
   };
   const bool tied = config.flag_or("tie_word_embeddings", false);
@@ -335,8 +341,7 @@ Yaml vit(const Config& config, const HuggingFaceOptions& options,
                   "norm_first: true, eps: {}, attention: {}, projections: separate}}",
                   config.size("num_hidden_layers"), hidden, heads, config.size("intermediate_size"),
                   number(dropout), number(config.fraction_or("attention_probs_dropout_prob", 0)),
-                  activation(config, "hidden_act", "gelu"), number(eps),
-                  attention_name(options.attention.value_or(AttentionKernels::sdpa))),
+                  activation(config, "hidden_act", "gelu"), number(eps), chosen_attention(options)),
       fmt::format("{{type: layernorm, name: vit.layernorm, eps: {}}}", number(eps)),
       "{type: token_select, name: vit.class_token_out, index: 0}",
       fmt::format("{{type: linear, name: classifier, out_features: {}}}", labels),
@@ -362,23 +367,27 @@ std::string huggingface_model_yaml(const std::filesystem::path& file,
            : type == "gpt2"    ? gpt2(config, options)
            : type == "vit"     ? vit(config, options, image)
                                : decoder(config, options, type);
-  const std::string name = file.stem().string();
+  // The file's name goes into the YAML quoted, never as YAML of its own.
+  const std::string config_name = yaml::quoted(file.filename().string());
   std::string text = fmt::format(
       "# Built by epochcast from the Hugging Face config {}: {}, the architecture transformers "
       "builds from the config's fields.\n",
-      file.filename().string(), y.header);
+      config_name, y.header);
   if (image.empty()) {
     text += fmt::format(
         "# Assumed: {} tokens a sample{} and {} attention (transformers' attn_implementation).\n",
         y.tokens,
         options.tokens == 0 ? " (the config's context, capped; import --tokens sets another)" : "",
-        attention_name(options.attention.value_or(AttentionKernels::sdpa)));
+        chosen_attention(options));
   }
-  text += fmt::format("kind: model\nname: {}\n", name);
-  text += fmt::format("description: {} from {}{}.\n", y.header, file.filename().string(),
-                      image.empty() ? fmt::format(", {} tokens", y.tokens) : "");
-  text += fmt::format("source: Hugging Face config.json ({}), model_type {}\n",
-                      file.filename().string(), type);
+  text += fmt::format("kind: model\nname: {}\n", yaml::quoted(file.stem().string()));
+  text += fmt::format(
+      "description: {}\n",
+      yaml::quoted(fmt::format("{} from {}{}.", y.header, file.filename().string(),
+                               image.empty() ? fmt::format(", {} tokens", y.tokens) : "")));
+  text += fmt::format("source: {}\n",
+                      yaml::quoted(fmt::format("Hugging Face config.json ({}), model_type {}",
+                                               file.filename().string(), type)));
   if (image.empty()) {
     text += fmt::format("input:\n  shape: [{}]\n  dtype: int64\n", y.tokens);
   } else {

@@ -363,39 +363,6 @@ namespace epochcast {
 
 namespace {
 
-// Text written so that it reads back exactly.
-std::string quoted(const std::string& text) {
-  // YAML double-quoted style: every control character escaped, so any text reads back as it
-  // was (a raw newline inside quotes would fold into a space).
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          out += fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 // Long text as a literal block (`|-`, lines as they are) where that reads back exactly: the
 // first line decides the block's indentation and `-` strips trailing newlines, so text that
 // starts with a space or an empty line, ends with a newline, or holds other control characters
@@ -406,7 +373,7 @@ std::string folded(const std::string& text, int indent) {
   for (char c : text) {
     if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) literal = false;
   }
-  if (!literal) return quoted(text);
+  if (!literal) return yaml::quoted(text);
   std::string pad(static_cast<std::size_t>(indent), ' ');
   std::string out = "|-\n";
   std::size_t start = 0;
@@ -435,15 +402,15 @@ std::string mib(Bytes b) {
 
 std::string profile_yaml(const HardwareProfile& p, const std::string& description) {
   std::string y = "kind: profile\n";
-  y += "name: " + quoted(p.name) + "\n";
+  y += "name: " + yaml::quoted(p.name) + "\n";
   y += "description: " + folded(description, 2) + "\n";
   if (!p.calibration.device.empty()) {
     y += "calibration:\n";
-    y += "  device: " + quoted(p.calibration.device) + "\n";
-    y += "  date: " + quoted(p.calibration.date) + "\n";
+    y += "  device: " + yaml::quoted(p.calibration.device) + "\n";
+    y += "  date: " + yaml::quoted(p.calibration.date) + "\n";
     y += "  measurements:\n";
     for (const std::string& file : p.calibration.measurements)
-      y += "    - " + quoted(file) + "\n";
+      y += "    - " + yaml::quoted(file) + "\n";
   }
   if (p.sample_cpu) y += "input:\n  sample_cpu_us: " + us(*p.sample_cpu) + "\n";
   if (p.sample_cpu && p.sample_cpu_per_byte)

@@ -175,6 +175,11 @@ std::string read_input_file(const std::filesystem::path& path);
 // An integer with thousands separators ("4,294,967,296"), for messages about ranges.
 std::string readable_integer(std::int64_t value);
 
+// `text` as a YAML double-quoted scalar, every control character escaped, so that any text
+// (a name taken from a file name, a description) reads back exactly as it was and can never
+// end the scalar or start a key.
+std::string quoted(std::string_view text);
+
 // Files larger than this are refused before parsing: no spec comes near it, and it bounds the
 // memory a hostile input can make the parser take.
 inline constexpr std::size_t kMaxDocumentBytes = 8u << 20;

@@ -182,7 +182,12 @@ TEST_CASE("decoder_layer builds LlamaDecoderLayer: exact parameters of one Llama
       "  - {type: decoder_layer, name: layer, d_model: 4096, heads: 32, kv_heads: 8, "
       "ffn_dim: 14336, attention: eager}\n",
       "[8, 4096]");
-  CHECK(a.params == 218'112'000);
+  // q and o: 4096²; k and v: 4096 x (8 heads x 128); the gated MLP: 3 x 4096 x 14336; two
+  // RMSNorm weights. 218,112,000, as Llama-3-8B's 8,030,261,248 less its tables and final norm
+  // (2 x 128256 x 4096 + 4096), over 32 layers.
+  const std::int64_t d = 4096, kv = 8 * 128, ffn = 14336;
+  CHECK(a.params == 2 * d * d + 2 * d * kv + 3 * d * ffn + 2 * d);
+  CHECK(a.params == (8'030'261'248 - 2 * 128'256 * d - d) / 32);
   CHECK(layer_named(a, "layer.self_attn").layer.rotary);
   CHECK(layer_named(a, "layer.input_layernorm").layer.type == LayerType::rmsnorm);
   CHECK_THROWS_WITH(analyze_text("  - {type: decoder_layer, d_model: 64, heads: 8, kv_heads: 3, "

@@ -1,0 +1,116 @@
+// Reads the variables launchers set (launcher_environment.h).
+#include "core/io/launcher_environment.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/input_error.h"
+
+namespace epochcast {
+
+namespace {
+
+class Variables {
+ public:
+  explicit Variables(const EnvironmentLookup& lookup) : lookup_(lookup) {}
+
+  bool has(const char* name) const { return get(name) != nullptr; }
+
+  // The whole number in `name`, nullopt when unset; refused when set but not one in
+  // [lower, upper].
+  std::optional<int> integer(const char* name, int lower, int upper) const {
+    const char* text = get(name);
+    if (text == nullptr) return std::nullopt;
+    const std::string_view value(text);
+    int number = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (value.empty() || error != std::errc() || end != value.data() + value.size() ||
+        number < lower || number > upper) {
+      throw InputError(SourceMark{"<environment>", 0, 0}, name,
+                       fmt::format("expected a whole number from {} to {}, got '{}'; the "
+                                   "launcher sets it, so check what the job script exports",
+                                   lower, upper, value));
+    }
+    return number;
+  }
+
+  std::string text(const char* name) const {
+    const char* value = get(name);
+    return value != nullptr ? value : "";
+  }
+
+ private:
+  const char* get(const char* name) const { return lookup_ ? lookup_(name) : std::getenv(name); }
+  const EnvironmentLookup& lookup_;
+};
+
+constexpr int kMaxRanks = 1 << 24;
+
+// Rank, size and local rank from one launcher's variables; the rank checked against the size.
+bool read_ranks(const Variables& v, const char* rank, const char* size, const char* local,
+                LaunchEnvironment& out) {
+  const std::optional<int> n = v.integer(size, 1, kMaxRanks);
+  if (!n) return false;
+  out.size = *n;
+  out.rank = v.integer(rank, 0, *n - 1).value_or(0);
+  out.local_rank = local != nullptr ? v.integer(local, 0, kMaxRanks).value_or(0) : 0;
+  out.rank_variable = rank;
+  return true;
+}
+
+}  // namespace
+
+std::string_view name_of(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::none:
+      return "none";
+    case Launcher::mpi:
+      return "mpi";
+    case Launcher::torchrun:
+      return "torchrun";
+    case Launcher::slurm:
+      return "slurm";
+  }
+  return "none";
+}
+
+LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup) {
+  const Variables v(lookup);
+  LaunchEnvironment out;
+  if (read_ranks(v, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 out)) {
+    out.launcher = Launcher::mpi;
+    return out;
+  }
+  if (read_ranks(v, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", out)) {
+    if (v.has("SLURM_LOCALID")) out.local_rank = *v.integer("SLURM_LOCALID", 0, kMaxRanks);
+    out.launcher = Launcher::mpi;
+    return out;
+  }
+  // PMIx (srun --mpi=pmix, prterun) gives the rank but not always the size: Slurm's task count
+  // is the size there.
+  if (v.has("PMIX_RANK")) {
+    if (!read_ranks(v, "PMIX_RANK", "SLURM_NTASKS", "SLURM_LOCALID", out)) {
+      out.size = v.integer("PMIX_SIZE", 1, kMaxRanks).value_or(1);
+      out.rank = v.integer("PMIX_RANK", 0, out.size - 1).value_or(0);
+      out.rank_variable = "PMIX_RANK";
+    }
+    out.launcher = Launcher::mpi;
+    return out;
+  }
+  if (read_ranks(v, "RANK", "WORLD_SIZE", "LOCAL_RANK", out)) {
+    out.launcher = Launcher::torchrun;
+  } else if (read_ranks(v, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", out)) {
+    out.launcher = Launcher::slurm;
+  } else {
+    return out;
+  }
+  out.master_address = v.text("MASTER_ADDR");
+  out.master_port = v.integer("MASTER_PORT", 1, 65535).value_or(0);
+  return out;
+}
+
+}  // namespace epochcast

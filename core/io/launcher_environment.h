@@ -1,0 +1,49 @@
+// Which launcher started this process, and its place among the processes it started, read from
+// the variables each launcher sets. One reader for the CLI (spreading sweep points) and the
+// runtime (its world of ranks).
+//
+//   mpirun (Open MPI)        OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK
+//   mpiexec (MPICH, Hydra)   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
+//   srun --mpi=pmi2|pmix     PMI_RANK/PMIX_RANK, with SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+//   srun (no MPI plugin)     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+//   torchrun                 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//
+// An MPI launcher wins over the others (srun --mpi=pmix sets both kinds); torchrun inside a
+// Slurm step wins over Slurm (each srun task then runs torchrun, which starts the ranks).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace epochcast {
+
+enum class Launcher {
+  none,      // started alone: one process
+  mpi,       // an MPI launcher (mpirun, mpiexec, srun with a PMI plugin): MPI_Init joins them
+  torchrun,  // torchrun / torch.distributed.run (env://)
+  slurm,     // srun without an MPI plugin
+};
+
+std::string_view name_of(Launcher launcher);
+
+struct LaunchEnvironment {
+  Launcher launcher = Launcher::none;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  // Where rank 0 listens for the others (torchrun's MASTER_ADDR and MASTER_PORT; under Slurm
+  // the same variables when the job script exports them). Empty / 0 where not given.
+  std::string master_address;
+  int master_port = 0;
+  // The variable the rank was read from ("OMPI_COMM_WORLD_RANK", "RANK", ...), for messages.
+  std::string rank_variable;
+};
+
+// Reads the launcher's variables through `lookup` (the process environment by default; tests
+// pass their own). Raises InputError naming the variable when one is set but malformed (not a
+// whole number, a rank outside [0, size), a port outside 1-65535).
+using EnvironmentLookup = std::function<const char*(const char*)>;
+LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup = {});
+
+}  // namespace epochcast

@@ -19,6 +19,7 @@
 #include "validate/end_to_end_fit.h"
 #include "validate/kernel_fit.h"
 #include "validate/least_squares.h"
+#include "validate/link_fit.h"
 #include "validate/validation.h"
 
 namespace epochcast::validate {
@@ -601,55 +602,25 @@ void fit_end_to_end_figures(const std::vector<MeasuredScenario>& inputs, const P
 }
 
 void fit_links(const std::vector<MeasuredScenario>& inputs, Calibration& out) {
-  std::vector<double> bytes, seconds;
-  int ranks = 0;
+  std::vector<CollectiveMeasurement> collectives;
   std::vector<double> copy_bytes[2], copy_seconds[2];  // pinned, pageable host-to-device
   for (const MeasuredScenario& input : inputs) {
-    for (const CollectiveMeasurement& c : input.measurements.benchmarks.collectives) {
-      if (c.operation != "all_reduce" || !c.correct) continue;
-      if (ranks != 0 && c.ranks != ranks) continue;  // one ring size per fit
-      ranks = c.ranks;
-      bytes.push_back(static_cast<double>(c.bytes));
-      seconds.push_back(c.time_s);
-    }
-    for (const CopyMeasurement& c : input.measurements.benchmarks.copies) {
+    const Benchmarks& b = input.measurements.benchmarks;
+    collectives.insert(collectives.end(), b.collectives.begin(), b.collectives.end());
+    for (const CopyMeasurement& c : b.copies) {
       if (c.kind != "host_to_device") continue;
       copy_bytes[c.pinned ? 0 : 1].push_back(static_cast<double>(c.bytes));
       copy_seconds[c.pinned ? 0 : 1].push_back(c.time_s);
     }
   }
   const MachineSpec& machine = inputs.front().scenario.machine;
-  if (bytes.size() >= 2 && ranks >= 2) {
-    auto [alpha, inverse_bandwidth] = fit_latency_bandwidth(bytes, seconds);
-    // A ring all-reduce: 2(n-1) steps, each moving bytes/n over the slowest link.
-    double steps = 2.0 * (ranks - 1);
-    double link_gbps = inverse_bandwidth > 0 ? steps / ranks / inverse_bandwidth / 1e9 : 0;
-    // The ring's slowest hop is the route between neighbouring GPUs (NVLink, a PCIe switch or a
-    // CPU's host bridge, or host memory where NCCL stages it): its kind gets the latency and
-    // efficiency.
-    const sim::Topology topology = sim::Topology::build(machine, 1);
-    const sim::TransferRoute route =
-        sim::transfer_route(topology, out.profile, sim::Transfer{0, 1, false, Bytes(0), {}});
-    // Where NCCL stages the ring's steps through host memory, the shared-memory transport's
-    // figures (links.*.shm) are the ones measured.
-    const std::size_t kind = static_cast<std::size_t>(route.slowest);
-    const double nominal = route.nominal.value();
-    out.profile.links.step_latency[kind] = Seconds(alpha / steps);
-    const double residual = latency_bandwidth_rms(bytes, seconds, alpha, inverse_bandwidth);
-    out.fitted.push_back(
-        {fmt::format("links.step_latency_us.{}", kLinkKindKeys[kind]), alpha / steps * 1e6,
-         static_cast<int>(bytes.size()), residual,
-         fmt::format("all-reduce over {} ranks, 1 KiB to {} bytes", ranks, bytes.back())});
-    if (link_gbps > 0 && nominal > 0) {
-      double efficiency = std::min(1.0, link_gbps * 1e9 / nominal);
-      out.profile.links.efficiency[kind] = efficiency;
-      out.fitted.push_back({fmt::format("links.efficiency.{}", kLinkKindKeys[kind]), efficiency,
-                            static_cast<int>(bytes.size()), residual,
-                            fmt::format("ring bus bandwidth {:.3g} GB/s", link_gbps)});
-    }
-  } else {
-    out.notes.push_back("links: kept: no all-reduce microbenchmark over 2 or more ranks");
-  }
+  // Collectives: the simulator's own collective model fitted to them (link_fit.h).
+  LinkFit links = fit_link_figures(collectives, machine, out.profile);
+  out.profile = links.profile;
+  for (const LinkFigureFit& f : links.fitted)
+    out.fitted.push_back({f.key, f.value, f.observations, f.rms_relative_residual, f.from});
+  out.notes.insert(out.notes.end(), links.notes.begin(), links.notes.end());
+  out.gaps.insert(out.gaps.end(), links.gaps.begin(), links.gaps.end());
   const char* keys[2] = {"transfer.pcie_efficiency", "transfer.pageable_efficiency"};
   for (int pinned = 0; pinned < 2; ++pinned) {
     if (copy_bytes[pinned].size() < 2) continue;

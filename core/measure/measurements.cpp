@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/input_error.h"
+#include "core/measure/nccl_tests_log.h"
 #include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
 
@@ -635,6 +636,9 @@ MeasurementFile load_measurements(const std::filesystem::path& path) {
 }
 
 MeasurementFile load_measurements_from_string(const std::string& text, const std::string& name) {
+  // nccl-tests' logs (text or -J) are collective microbenchmarks like `epochcast bench`'s.
+  if (looks_like_nccl_tests_log(text))
+    return measurements_from_nccl_tests(parse_nccl_tests_log(text, name));
   check_json_syntax(text, name);
   return read_file(yaml::Document::load_string(text, name));
 }

@@ -12,8 +12,9 @@ namespace epochcast::sim {
 
 std::vector<std::int64_t> sweep_sizes(const CollectiveSweep& sweep, std::size_t most) {
   std::vector<std::int64_t> sizes;
-  const std::int64_t element = std::max(1, sweep.element_bytes);
-  auto whole = [&](std::int64_t bytes) { return std::max(element, bytes / element * element); };
+  const std::int64_t unit =
+      std::int64_t{std::max(1, sweep.element_bytes)} * std::max(1, sweep.parts);
+  auto whole = [&](std::int64_t bytes) { return bytes / unit * unit; };
   for (std::int64_t bytes = sweep.min_bytes; bytes <= sweep.max_bytes && sizes.size() < most;) {
     sizes.push_back(whole(bytes));
     const std::int64_t next =
@@ -42,7 +43,7 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
   for (std::int64_t bytes : sweep_sizes(sweep)) {
     CollectiveRequest request;
     request.collective = sweep.collective;
-    request.bytes = Bytes(bytes);
+    request.bytes = Bytes(std::max<std::int64_t>(bytes, 1));  // the plan NCCL would pick
     request.nodes = {gpus};
     request.total_nodes = sweep.nodes;
     request.symmetric = across;
@@ -53,8 +54,10 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     CollectiveChoice choice = choose_collective(request, topology, profile);
     CollectiveRow row;
     row.bytes = bytes;
-    row.count = bytes / std::max(1, sweep.element_bytes);
-    row.seconds = sweep.flows
+    row.count = bytes / std::max(1, sweep.element_bytes) / std::max(1, sweep.parts);
+    // NCCL returns at once from a collective of no elements (it launches nothing).
+    row.seconds = bytes == 0 ? 0
+                  : sweep.flows
                       ? (protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
                          simulate_plan(choice.plan, topology, profile))
                             .value()

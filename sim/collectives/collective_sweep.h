@@ -24,8 +24,12 @@ struct CollectiveSweep {
   std::int64_t max_bytes = 128 * kMiB;
   double factor = 2;           // each size is the previous times this...
   std::int64_t increment = 0;  // ...or, when > 0, plus this (nccl-tests' -i)
-  int element_bytes = 4;       // of the data type: count = bytes / element_bytes
-  int gpus_per_node = 0;       // 0: all of a node
+  int element_bytes = 4;       // of the data type
+  // Equal parts the size is split into, each a whole number of elements: the ranks, for the
+  // collectives nccl-tests gives a buffer per rank (all_gather, reduce_scatter, alltoall),
+  // else 1. A row's count is the elements of one part.
+  int parts = 1;
+  int gpus_per_node = 0;  // 0: all of a node
   int nodes = 1;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
   std::optional<Protocol> protocol = std::nullopt;  // forced (NCCL_PROTO); none: the tuner's
@@ -34,8 +38,8 @@ struct CollectiveSweep {
 };
 
 struct CollectiveRow {
-  std::int64_t bytes = 0;  // per rank, a whole number of elements
-  std::int64_t count = 0;  // elements
+  std::int64_t bytes = 0;  // nccl-tests' size: the larger buffer, whole elements in each part
+  std::int64_t count = 0;  // elements per part, as nccl-tests prints them
   double seconds = 0;
   double algbw = 0;  // bytes / seconds (B/s)
   double busbw = 0;  // algbw x nccl-tests' factor for the collective and rank count
@@ -45,7 +49,8 @@ struct CollectiveRow {
 };
 
 // The sizes nccl-tests visits: from min to max by factor (or increment), each rounded down to a
-// whole number of elements (at least one); at most `most` of them (the first).
+// whole number of elements in each part (0 where one part has less than an element, as
+// nccl-tests then times an empty collective); at most `most` of them (the first).
 std::vector<std::int64_t> sweep_sizes(const CollectiveSweep& sweep,
                                       std::size_t most = kMaxCollectiveSizes);
 

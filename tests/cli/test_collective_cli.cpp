@@ -157,8 +157,8 @@ TEST_CASE("collective: -i steps by bytes, counts follow -d, each op has nccl-tes
              {"alltoall", 7.0 / 8, "none"}};
   for (const auto& o : ops) {
     INFO(o.op);
-    const nlohmann::json out =
-        rows_of(std::string("dgx-h100 -b 256M -e 256M --op ") + o.op, std::string(o.op) + ".json");
+    const nlohmann::json out = rows_of(std::string("dgx-h100 -b 256M -e 256M --collective ") + o.op,
+                                       std::string(o.op) + ".json");
     CHECK(out["redop"] == o.redop);
     const nlohmann::json& row = out["rows"][0];
     CHECK(row["busbw_gb_per_s"].get<double>() ==
@@ -202,15 +202,15 @@ TEST_CASE("collective prints the table with nccl-tests' columns and the CSV the 
       run_command(epochcast_binary() + " collective dgx-a100 -b 8 -e 128 -f 4 --csv " + csv);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("# all_reduce on dgx-a100: 8 GPUs (1 node x 8)"));
-  CHECK_THAT(r.output, Catch::Contains("size (B)  count  type   redop  time (us)  algbw (GB/s)  "
-                                       "busbw (GB/s)  algorithm  protocol  channels"));
+  CHECK_THAT(r.output, Catch::Contains("size (B)  count  type   redop  root  time (us)  algbw "
+                                       "(GB/s)  busbw (GB/s)  algorithm  protocol  channels"));
   CHECK_THAT(r.output, Catch::Contains("busbw = algbw x 1.75"));
   std::ifstream in(csv);
   std::string header, line;
   std::getline(in, header);
   CHECK(header ==
-        "size_bytes,count,type,redop,time_us,algbw_gb_per_s,busbw_gb_per_s,algorithm,protocol,"
-        "channels");
+        "size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,algorithm,"
+        "protocol,channels");
   int lines = 0;
   while (std::getline(in, line))
     ++lines;
@@ -224,7 +224,18 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
   } cases[] = {
       {"dgx-h100 -b 1X", "'1X' is not a size"},
       {"dgx-h100 -b 1M -e 1K", "below the smallest"},
-      {"dgx-h100 --op allreduce", "did you mean 'all_reduce'"},
+      {"dgx-h100 --collective allreduce", "did you mean 'all_reduce'"},
+      {"dgx-h100 --op all_gather", "say --collective all_gather"},
+      {"dgx-h100 -o summ", "did you mean 'sum'"},
+      {"dgx-h100 ./build/allreduce_perf", "did you mean 'all_reduce'"},
+      {"dgx-h100 all_reduce.log", "not an nccl-tests binary"},
+      {"dgx-h100 --format ncl-tests", "did you mean 'nccl-tests'"},
+      {"dgx-h100 --algo rinng", "did you mean 'ring'"},
+      {"dgx-h100 --algo ^ring,tree,nvls,nvlstree,collnet,collnetdirect,collnetchain,pat",
+       "leaves no NCCL algorithm to run"},
+      {"NCCL_PROTO=LL256 {} dgx-h100", "NCCL_PROTO: 'LL256' is not an NCCL protocol"},
+      {"NCCL_P2P_LEVEL=NEAR {} dgx-h100", "NCCL_P2P_LEVEL: 'NEAR' is not a P2P level"},
+      {"dgx-h100-cluster --np 12", "do not fill whole nodes"},
       {"dgx-h100 -d flot", "did you mean 'float'"},
       {"dgx-h100 -g 9", "has 8 GPUs per node; expected 1 to 8"},
       {"dgx-h100 -g 1", "at least 2 GPUs"},
@@ -233,26 +244,32 @@ TEST_CASE("collective: bad sizes, ops, GPU counts and figures exit 2 with what w
       {"dgx-h100-cluster --nodes 2 --algo collnet --proto ll", "collnet runs only"},
       {"dgx-a100 --algo nvls", "NVLS needs an all_reduce, all_gather or reduce_scatter"},
       {"dgx-h100 --algo nvls -g 2", "over 3 GPUs or more"},
-      {"dgx-h100 --algo nvls --op broadcast", "NVLS needs"},
+      {"dgx-h100 --algo nvls --collective broadcast", "NVLS needs"},
       {"dgx-h100 --algo nvls --proto ll", "only NCCL's Simple protocol"},
       {"dgx-h100 --nodes 2 --algo nvls", "is --algo nvlstree"},
-      {"dgx-h100-cluster --nodes 2 --algo nvls --op all_gather", "all_reduce only"},
+      {"dgx-h100-cluster --nodes 2 --algo nvls --collective all_gather", "all_reduce only"},
       {"dgx-h100-cluster --algo nvlstree", "across nodes (--nodes 2 or more)"},
       {"dgx-a100 --nodes 2 --algo nvlstree", "NVLSTree needs"},
       {"dgx-h100-cluster --nodes 2 --algo nvlstree --proto ll128", "nvlstree runs only NCCL's"},
       {"dgx-h100 --algo nvltree", "did you mean 'nvlstree'"},
       {"dgx-h100 --proto ll12", "did you mean 'll128'"},
-      {"dgx-h100-cluster --nodes 2 --op broadcast -r 16", "0 to 15"},
+      {"dgx-h100-cluster --nodes 2 --collective broadcast -r 16", "0 to 15"},
       {"seed001-box --nodes 2", "no network section"},
       {"dgx-h100 --set links.efficiency.nvswich=0.5", "did you mean 'links.efficiency.nvswitch'"},
       {"dgx-h100 --set links.efficiency.nvswitch=2", "expected a number from 0.0001 to 1"},
       {"dgx-h100 -f 2 -i 1K", "not both"},
       {"dgx-h100 -b 1 -e 1G -i 1", "more than 10,000 sizes"},
-      {"dgx-h100 -r 8 --op broadcast", "0 to 7"},
+      {"dgx-h100 -r 8 --collective broadcast", "0 to 7"},
       {"dgx-h1000", "did you mean"},
   };
   for (const auto& c : cases) {
-    CommandResult r = run_command(epochcast_binary() + " collective " + c.args);
+    // "VAR=value {} args": the variable set for the command.
+    std::string line = c.args;
+    const std::size_t slot = line.find("{} ");
+    line = slot == std::string::npos
+               ? epochcast_binary() + " collective " + line
+               : line.substr(0, slot) + epochcast_binary() + " collective " + line.substr(slot + 3);
+    CommandResult r = run_command(line);
     INFO(c.args << "\n" << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(c.says));
@@ -279,7 +296,7 @@ TEST_CASE(
     "collective across nodes: all_gather, reduce_scatter and alltoall with all ranks' factor") {
   for (const char* op : {"all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce"}) {
     const nlohmann::json rows =
-        rows_of(std::string("dgx-h100-cluster --nodes 2 -b 256M -e 256M --op ") + op,
+        rows_of(std::string("dgx-h100-cluster --nodes 2 -b 256M -e 256M --collective ") + op,
                 std::string("across-") + op + ".json");
     INFO(op);
     const nlohmann::json& row = rows["rows"][0];
@@ -341,4 +358,238 @@ TEST_CASE(
     }
     CHECK(compared >= 5);
   }
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+// A line's words, each with the column it ends at (nccl-tests right-aligns its fields).
+std::vector<std::pair<std::string, std::size_t>> fields_of(const std::string& line) {
+  std::vector<std::pair<std::string, std::size_t>> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ')
+      ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ')
+      ++i;
+    if (i > start) out.emplace_back(line.substr(start, i - start), i);
+  }
+  return out;
+}
+
+// A figure: a number, "N/A", or a PCI bus id in brackets.
+bool is_figure(const std::string& word) {
+  if (word == "N/A") return true;
+  if (word.size() > 2 && word.front() == '[' && word.back() == ']') return true;
+  return !word.empty() && word.find_first_not_of("0123456789.-+e") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "collective --format nccl-tests differs from a public all_reduce_perf log only in figures") {
+  // tests/cli/data/nccl-tests-logs/README.md cites the log: all_reduce_perf -b 8 -e 8G -f 2 -g 1
+  // under mpirun -np 16 -npernode 8, on two 8-GPU H100 nodes. The same command line, pasted.
+  const std::string log =
+      read_text(source_file("tests/cli/data/nccl-tests-logs/a3mega-2x8-h100-all_reduce_perf.txt"));
+  const std::string out = out_path("pasted.txt");
+  CommandResult r = run_command("(" + epochcast_binary() +
+                                " collective dgx-h100-cluster --np 16 --npernode 8 "
+                                "/opt/src/nccl-tests/build/all_reduce_perf -b 8 -e 8G -f 2 -g 1 "
+                                "2> /dev/null) > " +
+                                out);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> theirs = lines_of(log), ours = lines_of(read_text(out));
+  // nccl-tests ends with a "#" line, which the published copy lost.
+  REQUIRE(ours.size() == theirs.size() + 1);
+  CHECK(ours.back() == "#");
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    INFO("line " << i + 1 << "\n theirs: " << theirs[i] << "\n ours:   " << ours[i]);
+    const auto a = fields_of(theirs[i]), b = fields_of(ours[i]);
+    REQUIRE(a.size() == b.size());
+    // A rank line's host and device name are the machine's own; the rest must line up.
+    const bool rank_line = theirs[i].rfind("#  Rank", 0) == 0;
+    // The average is printed as %g, as wide as its digits.
+    const bool free_width = theirs[i].rfind("# Avg bus bandwidth", 0) == 0;
+    bool after_host = false;
+    for (std::size_t f = 0; f < a.size(); ++f) {
+      if (rank_line && f > 0 && a[f - 1].first == "on") after_host = true;
+      if (after_host) continue;
+      if (is_figure(a[f].first)) {
+        CHECK(is_figure(b[f].first));
+      } else {
+        CHECK(a[f].first == b[f].first);
+      }
+      if (!free_width) CHECK(a[f].second == b[f].second);  // the same column
+    }
+    if (!rank_line && !free_width) CHECK(theirs[i].size() == ours[i].size());  // and blanks
+  }
+}
+
+TEST_CASE("a pasted nccl-tests command line runs and says what a simulation ignores") {
+  const std::string json = out_path("pasted.json");
+  CommandResult r = run_command(
+      epochcast_binary() +
+      " collective dgx-h100 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8 -n 50 -w 10 -c 1 "
+      "-o sum -d float -z 0 -T 30 -G 0 -a 3 -J " +
+      json);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 "
+                                         "step: 2(factor) warmup iters: 10 iters: 50"));
+  CHECK_THAT(r.output, Catch::Contains("# Avg bus bandwidth    : "));
+  CHECK_THAT(r.output, Catch::Contains("-c 1: measures a real run; a simulation ignores it"));
+  CHECK_THAT(r.output, Catch::Contains("simulated, not measured: all_reduce on dgx-h100"));
+  // -J: nccl-tests' JSON, one result per size with both groups.
+  const nlohmann::json j = nlohmann::json::parse(read_text(json));
+  CHECK(j["version"] == 2);
+  CHECK(j["config"]["ngpus"] == 8);
+  CHECK(j["config"]["devices"].size() == 8);
+  REQUIRE(j["results"].size() == 25);  // 8 B to 128 MiB by 2
+  CHECK(j["results"][0]["root"] == "    -1");
+  CHECK(j["results"][24]["out_of_place"]["bus_bw"].get<double>() > 100);
+  CHECK(j["results"][24]["in_place"]["nwrong"].is_null());
+  CHECK(j["args"][0] == "./build/all_reduce_perf");
+}
+
+TEST_CASE("collective -o is the reduction: all of them in turn, none where nothing reduces") {
+  const nlohmann::json all = rows_of("dgx-h100 -b 1M -e 2M -o all", "all-ops.json");
+  REQUIRE(all["rows"].size() == 12);  // two sizes, six reductions
+  CHECK(all["rows"][0]["redop"] == "sum");
+  CHECK(all["rows"][11]["redop"] == "mulsum");
+  CHECK(all["rows"][0]["time_us"] == all["rows"][2]["time_us"]);
+  const nlohmann::json gather =
+      rows_of("dgx-h100 --collective all_gather -b 1M -e 1M -o max", "gather-op.json");
+  CHECK(gather["rows"][0]["redop"] == "none");
+  // nccl-tests' count for all_gather is each rank's: 1 MiB of floats over 8 ranks.
+  CHECK(gather["rows"][0]["count"] == 1048576 / 4 / 8);
+  const nlohmann::json types = rows_of("dgx-h100 -b 1M -e 1M -d all", "all-types.json");
+  CHECK(types["rows"].size() == 12);
+}
+
+TEST_CASE("collective rounds sizes down to whole elements per rank as nccl-tests and says so") {
+  CommandResult r = run_command(epochcast_binary() + " collective dgx-h100 -b 3 -e 8");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("-b 3 is not a whole number of 4-byte float elements: "
+                                       "rounded down to 0 B as nccl-tests does"));
+  const nlohmann::json rows = rows_of("dgx-h100 -b 3 -e 8", "rounded.json");
+  CHECK(rows["rows"][0]["size_bytes"] == 0);
+  CHECK(rows["rows"][0]["time_us"] == 0);  // NCCL launches nothing for no elements
+  CHECK(rows["rows"][1]["size_bytes"] == 4);
+  const nlohmann::json gather =
+      rows_of("dgx-h100 --collective all_gather -b 100 -e 100", "gather-rounded.json");
+  CHECK(gather["rows"][0]["size_bytes"] == 96);  // 3 floats a rank, 8 ranks
+  CHECK(rows_of("dgx-h100 -b 1T -e 1T", "terabyte.json")["rows"][0]["size_bytes"] ==
+        1099511627776LL);
+}
+
+TEST_CASE("NCCL_ALGO and NCCL_PROTO restrict what the tuner picks as NCCL reads them") {
+  const std::string args = " collective dgx-h100 -b 8 -e 1G -f 32 --json ";
+  auto rows_with = [&](const std::string& environment, const std::string& name) {
+    const std::string file = out_path(name);
+    CommandResult r = run_command(environment + " " + epochcast_binary() + args + file);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(read_text(file));
+  };
+  const nlohmann::json free = rows_with("", "tuner.json");
+  const nlohmann::json ring = rows_with("NCCL_ALGO=Ring", "ring.json");
+  const nlohmann::json no_nvls =
+      rows_with("NCCL_ALGO=^NVLS NCCL_PROTO=Simple,LL128", "no-nvls.json");
+  const nlohmann::json disabled = rows_with("NCCL_NVLS_ENABLE=0", "nvls-disabled.json");
+  CHECK(free["rows"].back()["algorithm"] == "nvls");
+  CHECK(ring["nccl_environment"][0] == "NCCL_ALGO=Ring");
+  for (std::size_t i = 0; i < free["rows"].size(); ++i) {
+    INFO(i);
+    CHECK(ring["rows"][i]["algorithm"] == "ring");
+    CHECK(no_nvls["rows"][i]["algorithm"] != "nvls");
+    CHECK(no_nvls["rows"][i]["protocol"] != "ll");
+    CHECK(disabled["rows"][i]["algorithm"] != "nvls");
+    // The tuner takes the fastest of what it may: never faster than with everything allowed.
+    CHECK(ring["rows"][i]["time_us"].get<double>() >= free["rows"][i]["time_us"].get<double>());
+  }
+  // --algo overrides the environment, as a command line does.
+  CommandResult forced =
+      run_command("NCCL_ALGO=Ring " + epochcast_binary() +
+                  " collective dgx-h100 -b 1G -e 1G --algo nvls --json " + out_path("forced.json"));
+  REQUIRE(forced.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_text(out_path("forced.json")))["rows"][0]["algorithm"] ==
+        "nvls");
+  // NCCL_P2P_LEVEL=SYS lets a two-socket PCIe box use P2P across its sockets, where NCCL's
+  // default (PXB) stages the ring through host memory.
+  const std::string pcie = " collective pcie-2socket-8gpu -b 256M -e 256M --json ";
+  CommandResult staged = run_command(epochcast_binary() + pcie + out_path("staged.json"));
+  CommandResult p2p =
+      run_command("NCCL_P2P_LEVEL=SYS " + epochcast_binary() + pcie + out_path("p2p.json"));
+  REQUIRE(staged.exit_code == 0);
+  REQUIRE(p2p.exit_code == 0);
+  const double through_host =
+      nlohmann::json::parse(read_text(out_path("staged.json")))["rows"][0]["time_us"];
+  const double peer = nlohmann::json::parse(read_text(out_path("p2p.json")))["rows"][0]["time_us"];
+  CHECK(peer < through_host);
+}
+
+TEST_CASE("the collective table keeps every column and one word per field when piped") {
+  CommandResult r = run_command("COLUMNS=40 " + epochcast_binary() +
+                                " collective dgx-h100-cluster --nodes 2 -b 1G -e 1G");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("channels"));
+  CHECK_THAT(r.output, Catch::Contains("nvls_tree"));
+}
+
+TEST_CASE("calibrate fits link figures from a public nccl-tests log and names what it cannot") {
+  const std::string data = source_file("tests/cli/data/nccl-tests-logs");
+  const std::string profile = out_path("a3-mega-profile.yaml");
+  CommandResult r =
+      run_command(epochcast_binary() + " calibrate --scenario " + data + "/a3-mega-ddp.yaml " +
+                  data + "/a3mega-2x8-h100-all_reduce_perf.txt -o " + profile);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Two nodes over 200 Gb/s NICs: the network bounds the large all-reduces.
+  CHECK_THAT(r.output, Catch::Contains("links.efficiency.network"));
+  CHECK_THAT(r.output, Catch::Contains("all_reduce over 16 ranks (2 nodes), 8 B to 8 GiB"));
+  // The small sizes cost what NCCL's LL latencies say, far below this TCP fabric's 120 us.
+  CHECK_THAT(r.output, Catch::Contains("structural gap: all_reduce over 16 ranks, 8 B to"));
+  // The calibrated machine's largest all-reduce, against the log's 338.82 GB/s busbw.
+  const std::string json = out_path("a3-mega-calibrated.json");
+  CommandResult c =
+      run_command(epochcast_binary() + " collective " + data +
+                  "/a3-mega.yaml --nodes 2 -b 8G -e 8G --profile " + profile + " --json " + json);
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  const double busbw = nlohmann::json::parse(read_text(json))["rows"][0]["busbw_gb_per_s"];
+  CHECK(busbw == Approx(338.82).epsilon(0.10));
+}
+
+TEST_CASE("calibrate recovers the link efficiency a simulated -J log was made with") {
+  // The simulator's own nccl-tests JSON, with the network at 0.6 of its rate, read back by
+  // calibrate from the default profile: the figure comes back.
+  const std::string data = source_file("tests/cli/data/nccl-tests-logs");
+  const std::string log = out_path("simulated-all_reduce_perf.json");
+  CommandResult made = run_command(epochcast_binary() + " collective " + data +
+                                   "/a3-mega.yaml --nodes 2 -b 8 -e 8G -f 2 "
+                                   "--set links.efficiency.network=0.6 -J " +
+                                   log);
+  REQUIRE(made.exit_code == 0);
+  const std::string profile = out_path("recovered-profile.yaml");
+  CommandResult r = run_command(epochcast_binary() + " calibrate --scenario " + data +
+                                "/a3-mega-ddp.yaml " + log + " -o " + profile);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*links.efficiency.network +0.6 (.|\n)*"));
 }

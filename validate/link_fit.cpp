@@ -1,0 +1,296 @@
+// Link figures from collective microbenchmarks, the simulator in the loop (link_fit.h).
+#include "validate/link_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "sim/collectives/collective_sweep.h"
+
+namespace epochcast::validate {
+
+namespace {
+
+constexpr std::string_view kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast",  "reduce",     "alltoall"};
+
+sim::Collective collective_of(const std::string& name) {
+  if (name == "alltoall" || name == "all_to_all") return sim::Collective::all_to_all;
+  for (std::size_t i = 0; i < std::size(sim::kCollectiveNames); ++i) {
+    if (sim::kCollectiveNames[i] == name) return static_cast<sim::Collective>(i);
+  }
+  return sim::Collective::all_reduce;
+}
+
+std::string size_text(double bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:g} {}", bytes, kUnits[unit]);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The machine's collective at one size, as `collective` times it.
+class Model {
+ public:
+  Model(const MachineSpec& machine, sim::Collective collective, int per_node, int nodes)
+      : machine_(machine) {
+    sweep_.collective = collective;
+    sweep_.gpus_per_node = per_node;
+    sweep_.nodes = nodes;
+    sweep_.element_bytes = 1;  // measured sizes are whole already
+    sweep_.factor = 1;
+  }
+  double seconds(const HardwareProfile& profile, std::int64_t bytes) {
+    sweep_.min_bytes = sweep_.max_bytes = bytes;
+    return sim::run_collective_sweep(machine_, profile, sweep_).front().seconds;
+  }
+
+ private:
+  const MachineSpec& machine_;
+  sim::CollectiveSweep sweep_;
+};
+
+// The value in [lower, upper] where `error` (increasing in the value) crosses zero, by
+// bisection (on a log scale when both bounds are positive); a bound when it does not cross.
+double root(const std::function<double(double)>& error, double lower, double upper) {
+  const bool log_scale = lower > 0;
+  if (error(lower) >= 0) return lower;
+  if (error(upper) <= 0) return upper;
+  for (int i = 0; i < 60; ++i) {
+    const double middle = log_scale ? std::sqrt(lower * upper) : (lower + upper) / 2;
+    (error(middle) < 0 ? lower : upper) = middle;
+    if (upper - lower <= 1e-9 * upper) break;
+  }
+  return log_scale ? std::sqrt(lower * upper) : (lower + upper) / 2;
+}
+
+}  // namespace
+
+LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
+                         const MachineSpec& machine, const HardwareProfile& prior) {
+  LinkFit out;
+  out.profile = prior;
+  // The collective to fit: most ranks, all_reduce first; correct rows only.
+  std::map<std::pair<int, int>, std::vector<const CollectiveMeasurement*>> groups;
+  for (const CollectiveMeasurement& c : measured) {
+    const auto known = std::find(std::begin(kCollectives), std::end(kCollectives), c.operation);
+    if (!c.correct || c.ranks < 2 || c.time_s <= 0 || known == std::end(kCollectives)) continue;
+    const int order = static_cast<int>(known - std::begin(kCollectives));
+    groups[{-c.ranks, order}].push_back(&c);
+  }
+  std::vector<const CollectiveMeasurement*> rows;
+  for (auto& [key, group] : groups) {
+    if (group.size() >= 2) {
+      rows = group;
+      break;
+    }
+  }
+  if (rows.empty()) {
+    out.notes.push_back(
+        "links: kept: no collective measured at two sizes or more over 2 ranks "
+        "or more");
+    return out;
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const auto* a, const auto* b) { return a->bytes < b->bytes; });
+  const std::string& name = rows.front()->operation;
+  const int ranks = rows.front()->ranks;
+  const int per_node = std::min(ranks, machine.gpus_per_node);
+  const int nodes = ranks / per_node;
+  if (ranks % per_node != 0 || (nodes > 1 && !machine.topology.network)) {
+    out.notes.push_back(fmt::format(
+        "links: kept: {} over {} ranks does not fill whole nodes of '{}' ({} GPUs each{})", name,
+        ranks, machine.name, machine.gpus_per_node,
+        machine.topology.network ? "" : ", no network"));
+    return out;
+  }
+  Model model(machine, collective_of(name), per_node, nodes);
+  const std::string from = fmt::format(
+      "{} over {} ranks ({} node{}), {} to {} ({} sizes), the "
+      "simulator in the loop",
+      name, ranks, nodes, nodes > 1 ? "s" : "", size_text(static_cast<double>(rows.front()->bytes)),
+      size_text(static_cast<double>(rows.back()->bytes)), rows.size());
+
+  // Which figures the model's times depend on, and where: each candidate nudged (an efficiency
+  // down a tenth, a latency up 10 us) and every size re-timed.
+  HardwareProfile& p = out.profile;
+  std::vector<double> base;
+  for (const CollectiveMeasurement* r : rows)
+    base.push_back(model.seconds(p, r->bytes));
+  const auto moved_by = [&](const HardwareProfile& trial) {
+    std::vector<double> moved;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      moved.push_back(model.seconds(trial, rows[i]->bytes) / base[i] - 1);
+    return moved;
+  };
+  // The efficiency that moves the largest size most: the link kind that bounds it.
+  std::size_t bandwidth_kind = kLinkKinds;
+  std::vector<double> bandwidth_share;  // how much of each size's time that link's rate is
+  for (std::size_t k = 0; k < kLinkKinds; ++k) {
+    HardwareProfile trial = p;
+    trial.links.efficiency[k] *= 0.9;
+    std::vector<double> moved = moved_by(trial);
+    if (moved.back() > 0.01 && (bandwidth_share.empty() || moved.back() > bandwidth_share.back())) {
+      bandwidth_kind = k;
+      bandwidth_share = std::move(moved);
+    }
+  }
+  // The latency that moves the sizes most in all: a step's on each kind of link, or NCCL's
+  // launch.
+  std::string latency_key;
+  Seconds* latency_slot = nullptr;
+  std::vector<double> latency_share;
+  double most_latency = 0;
+  for (std::size_t k = 0; k <= kLinkKinds; ++k) {
+    HardwareProfile trial = p;
+    Seconds& slot = k < kLinkKinds ? trial.links.step_latency[k] : trial.links.collective_launch;
+    slot += microseconds(10);
+    std::vector<double> moved = moved_by(trial);
+    const double total = std::accumulate(moved.begin(), moved.end(), 0.0);
+    if (*std::max_element(moved.begin(), moved.end()) > 0.01 && total > most_latency) {
+      most_latency = total;
+      latency_key = k < kLinkKinds ? fmt::format("links.step_latency_us.{}", kLinkKindKeys[k])
+                                   : "links.collective_launch_us";
+      latency_slot = k < kLinkKinds ? &p.links.step_latency[k] : &p.links.collective_launch;
+      latency_share = std::move(moved);
+    }
+  }
+  // Each figure is matched on the sizes it governs: an efficiency where its link's rate is
+  // most of the time (a tenth off the rate moves the time by 8% or more) among the largest
+  // sizes (within 8x of the largest), a latency where it moves the time by at least half as
+  // much as it moves it anywhere.
+  std::vector<const CollectiveMeasurement*> bandwidth_rows, latency_rows;
+  const double latency_peak =
+      latency_share.empty() ? 0 : *std::max_element(latency_share.begin(), latency_share.end());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    // The rate shows best where the bytes dominate most: within 8x of the largest size.
+    if (!bandwidth_share.empty() && bandwidth_share[i] >= 0.08 &&
+        rows[i]->bytes * 8 >= rows.back()->bytes)
+      bandwidth_rows.push_back(rows[i]);
+    if (!latency_share.empty() && latency_share[i] >= latency_peak / 2)
+      latency_rows.push_back(rows[i]);
+  }
+  const auto log_error = [&](const std::vector<const CollectiveMeasurement*>& on) {
+    std::vector<double> errors;
+    for (const CollectiveMeasurement* r : on)
+      errors.push_back(std::log(model.seconds(p, r->bytes) / r->time_s));
+    return median(errors);
+  };
+
+  // Each figure solved in turn, the other held, until neither moves (they share sizes where a
+  // size pays both a latency and its bytes).
+  std::optional<double> efficiency, latency_us;
+  for (int round = 0; round < 12; ++round) {
+    const double efficiency_before = efficiency.value_or(-1);
+    const double latency_before = latency_us.value_or(-1);
+    if (!bandwidth_rows.empty()) {
+      double& e = p.links.efficiency[bandwidth_kind];
+      // A time falls as the efficiency rises: the error, negated, rises with it.
+      e = root(
+          [&](double value) {
+            e = value;
+            return -log_error(bandwidth_rows);
+          },
+          0.01, 1.0);
+      efficiency = e;
+    }
+    if (!latency_rows.empty()) {
+      Seconds& l = *latency_slot;
+      latency_us = root(
+          [&](double us) {
+            l = microseconds(us);
+            return log_error(latency_rows);
+          },
+          0.0, 1000.0);
+      l = microseconds(*latency_us);
+    }
+    if (std::abs(efficiency.value_or(-1) - efficiency_before) < 1e-9 &&
+        std::abs(latency_us.value_or(-1) - latency_before) < 1e-6)
+      break;
+  }
+
+  // Residuals over every size, and the sizes the fitted model still misses.
+  std::vector<double> relative;
+  for (const CollectiveMeasurement* r : rows)
+    relative.push_back(model.seconds(p, r->bytes) / r->time_s - 1);
+  const auto rms_over = [&](const std::vector<const CollectiveMeasurement*>& on) {
+    double sum = 0;
+    for (const CollectiveMeasurement* r : on) {
+      const double e = model.seconds(p, r->bytes) / r->time_s - 1;
+      sum += e * e;
+    }
+    return on.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(on.size()));
+  };
+  if (efficiency) {
+    const std::string key = fmt::format("links.efficiency.{}", kLinkKindKeys[bandwidth_kind]);
+    out.fitted.push_back(
+        {key, *efficiency, static_cast<int>(bandwidth_rows.size()), rms_over(bandwidth_rows),
+         from + fmt::format("; the {} bandwidth-bound sizes", bandwidth_rows.size())});
+    if (*efficiency >= 1.0 || *efficiency <= 0.01) {
+      out.gaps.push_back(fmt::format(
+          "{}: {} at its bound ({}): the measured bandwidth-bound sizes are {} than the model "
+          "can make them with any efficiency of that link (an algorithm, a transport or a link "
+          "the model does not have)",
+          name, key, *efficiency, *efficiency >= 1.0 ? "faster" : "slower"));
+    }
+  } else {
+    out.notes.push_back(fmt::format("links: no efficiency fitted: {}",
+                                    "no link kind's efficiency moves the largest size by 1% "
+                                    "or more"));
+  }
+  if (latency_us) {
+    const std::string& key = latency_key;
+    out.fitted.push_back({key, *latency_us, static_cast<int>(latency_rows.size()),
+                          rms_over(latency_rows),
+                          from + fmt::format("; the {} latency-bound sizes", latency_rows.size())});
+    if (*latency_us >= 1000.0 || *latency_us <= 0.0) {
+      out.gaps.push_back(fmt::format(
+          "{}: {} at its bound ({:g} us): the smallest sizes are {} than any step latency makes "
+          "them in the model",
+          name, key, *latency_us, *latency_us <= 0.0 ? "faster" : "slower"));
+    }
+  } else {
+    out.notes.push_back(fmt::format("links: no step latency fitted: {}",
+                                    "no step latency or launch cost moves any size by 1% or more: "
+                                    "the model costs the small ones with NCCL's fixed LL and "
+                                    "LL128 latencies (tuning.cc's hwLat and baseLat)"));
+  }
+  // Runs of sizes still more than 25% off.
+  for (std::size_t i = 0; i < rows.size();) {
+    if (std::abs(relative[i]) <= 0.25) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    double worst = 0;
+    while (j < rows.size() && std::abs(relative[j]) > 0.25 &&
+           (relative[j] > 0) == (relative[i] > 0)) {
+      worst = std::abs(relative[j]) > std::abs(worst) ? relative[j] : worst;
+      ++j;
+    }
+    out.gaps.push_back(fmt::format(
+        "{} over {} ranks, {} to {}: the fitted model is {} than measured by up to {:.0f}%: "
+        "what these sizes pay is not in the model",
+        name, ranks, size_text(static_cast<double>(rows[i]->bytes)),
+        size_text(static_cast<double>(rows[j - 1]->bytes)), worst > 0 ? "slower" : "faster",
+        std::abs(worst) * 100));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace epochcast::validate

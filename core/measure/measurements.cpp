@@ -313,10 +313,11 @@ Spread read_spread(const Node& node) {
 }
 
 MeasuredEnvironment read_environment(const Node& node) {
-  MapReader m(node, {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
-                     "driver_version", "cuda_version", "nccl_version", "torch_version",
-                     "mpi_version", "ranks", "cpu_threads", "host_allocator", "epochcast_version",
-                     "started_at", "cublas_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark"});
+  MapReader m(node,
+              {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
+               "driver_version", "cuda_version", "nccl_version", "torch_version", "mpi_version",
+               "ranks", "cpu_threads", "host_allocator", "epochcast_version", "started_at",
+               "cublas_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark", "nccl_settings"});
   MeasuredEnvironment e;
   e.host = str_or(m, "host");
   static constexpr std::string_view kinds[] = {"cuda", "cpu"};
@@ -337,6 +338,10 @@ MeasuredEnvironment read_environment(const Node& node) {
   if (auto flag = m.optional("cublas_allow_tf32")) e.cublas_allow_tf32 = flag->as_bool();
   if (auto flag = m.optional("cudnn_allow_tf32")) e.cudnn_allow_tf32 = flag->as_bool();
   if (auto flag = m.optional("cudnn_benchmark")) e.cudnn_benchmark = flag->as_bool();
+  if (auto settings = m.optional("nccl_settings")) {
+    for (const Node& setting : settings->items())
+      e.nccl_settings.push_back(setting.as_string());
+  }
   return e;
 }
 
@@ -622,6 +627,7 @@ std::string to_json(const MeasurementFile& file) {
   if (e.cublas_allow_tf32) j["environment"]["cublas_allow_tf32"] = *e.cublas_allow_tf32;
   if (e.cudnn_allow_tf32) j["environment"]["cudnn_allow_tf32"] = *e.cudnn_allow_tf32;
   if (e.cudnn_benchmark) j["environment"]["cudnn_benchmark"] = *e.cudnn_benchmark;
+  if (!e.nccl_settings.empty()) j["environment"]["nccl_settings"] = e.nccl_settings;
   Json points = Json::array();
   for (const MeasuredPoint& p : file.points)
     points.push_back(point_json(p));

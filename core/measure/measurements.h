@@ -37,6 +37,9 @@ struct MeasuredEnvironment {
   int ranks = 1;               // processes in the run
   int cpu_threads = 0;         // LibTorch intra-op threads per rank
   std::string host_allocator;  // how malloc was set (runtime/measure/host_memory.h); may be empty
+  // The NCCL_* environment variables the run had ("NCCL_ALGO=Ring"), sorted: they decide what
+  // NCCL runs, so a measurement says under which.
+  std::vector<std::string> nccl_settings;
 
   std::string epochcast_version;
   std::string started_at;  // UTC, ISO 8601

@@ -576,6 +576,10 @@ MeasurementFile measurements_from_nccl_tests(const NcclTestsRun& run) {
     file.environment.nccl_version = fmt::format(
         "{}.{}.{}", run.nccl_version / 10000, run.nccl_version / 100 % 100, run.nccl_version % 100);
   }
+  for (const std::string& variable : run.environment) {
+    if (variable.rfind("NCCL_", 0) == 0) file.environment.nccl_settings.push_back(variable);
+  }
+  std::sort(file.environment.nccl_settings.begin(), file.environment.nccl_settings.end());
   file.settings.warmup_iterations = run.warmup_iterations;
   file.settings.timed_iterations = run.iterations;
   for (const NcclTestsRow& r : run.rows) {

@@ -1,15 +1,18 @@
 // Reads the environment from the CUDA runtime, LibTorch, MPI and /proc.
 #include "runtime/measure/environment.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include "core/build_info.h"
 #include "runtime/cuda/cuda_api.h"
@@ -70,6 +73,10 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
   e.ranks = world.size();
   e.cpu_threads = torch::get_num_threads();
   e.host_allocator = host_allocator_description();
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    if (std::string_view(*variable).starts_with("NCCL_")) e.nccl_settings.emplace_back(*variable);
+  }
+  std::sort(e.nccl_settings.begin(), e.nccl_settings.end());
   e.epochcast_version = project_version();
   e.started_at = utc_now();
   if (devices.cuda) {

@@ -120,6 +120,10 @@ TEST_CASE("a -J file round trips and becomes collective microbenchmarks") {
   CHECK(file.benchmarks.collectives.back().time_s == Approx(47535e-6));
   CHECK(file.environment.device_name == "NVIDIA H100 80GB HBM3");
   CHECK(file.scenario_file.empty());
+  // The NCCL variables it ran under, kept through a measurement file's round trip.
+  CHECK(file.environment.nccl_settings == std::vector<std::string>{"NCCL_ALGO=Ring"});
+  CHECK(load_measurements_from_string(to_json(file), "bench.json").environment.nccl_settings ==
+        file.environment.nccl_settings);
   // Through the measurement-file reader, as calibrate reads its inputs.
   CHECK(load_measurements_from_string(json, "run.json").benchmarks.collectives.size() == 31);
 }

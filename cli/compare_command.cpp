@@ -375,7 +375,7 @@ Command add_compare_command(CLI::App& app) {
   return [args] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
     // speaks (before anything can fail, so that an error is reported once).
-    SweepProcesses processes;
+    SweepProcesses processes("compare");
     OutputFiles outputs;
     std::optional<OutputFile> csv, json;
     if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");

@@ -85,7 +85,7 @@ Command add_predict_command(CLI::App& app) {
   return [args, trace_point, trace_iterations] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
     // speaks (before anything can fail, so that an error is reported once).
-    SweepProcesses processes;
+    SweepProcesses processes("predict");
     for (const CLI::Option* option : {trace_point, trace_iterations}) {
       if (option->count() > 0 && args->trace.empty()) {
         throw InputError(SourceMark{"<command line>", 0, 0}, option->get_name(),

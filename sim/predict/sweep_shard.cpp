@@ -8,6 +8,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/input_error.h"
@@ -181,6 +182,10 @@ std::string shard_file_text(const ShardFile& file) {
         fmt::format("    {{\"point\": {}, \"outcome\": \"{}\"}}{}\n", file.outcomes[i].first + 1,
                     base64(bytes), i + 1 < file.outcomes.size() ? "," : "");
   }
+  std::vector<std::string> words;
+  for (const std::string& word : s.arguments)
+    words.push_back(json(word).dump());
+  const std::string arguments = fmt::format("[{}]", fmt::join(words, ", "));
   return fmt::format(
       "{{\n"
       "  \"format\": {},\n"
@@ -198,8 +203,8 @@ std::string shard_file_text(const ShardFile& file) {
       "  \"outcomes\": [\n{}  ]\n"
       "}}\n",
       json(kShardFormat).dump(), json(s.id()).dump(), json(s.epochcast).dump(),
-      json(s.command).dump(), json(s.arguments).dump(), json(s.inputs).dump(), s.points, file.shard,
-      file.shards, json(outcomes_digest.hex()).dump(), lines);
+      json(s.command).dump(), arguments, json(s.inputs).dump(), s.points, file.shard, file.shards,
+      json(outcomes_digest.hex()).dump(), lines);
 }
 
 ShardFile read_shard_file(std::string_view text, const std::string& name) {

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/sweep_shards.h"
 #include "core/input_error.h"
+#include "core/io/launcher_environment.h"
 #include "sim/predict/sweep_shard.h"
 
 namespace epochcast::cli {
@@ -139,6 +140,14 @@ Command add_merge_command(CLI::App& app) {
   command->add_flag("--details", o.details,
                     "Also print each machine's full predict table, as compare --details does");
   return [args] {
+    // Joining is one process's work: started several times, each would write the same files.
+    if (const LaunchEnvironment launch = read_launch_environment(); launch.size > 1) {
+      throw InputError(SourceMark{"<environment>", 0, 0}, launch.rank_variable,
+                       fmt::format("{} processes of epochcast merge were started ({}): merge "
+                                   "joins the shards in one process, so run it once, after "
+                                   "every shard has written its file",
+                                   launch.size, name_of(launch.launcher)));
+    }
     const MergedSweep merged = join(args->files);
     return merged.sweep.command == "predict" ? merge_predictions(merged, args->options)
                                              : merge_comparisons(merged, args->options);

@@ -73,11 +73,13 @@ echo "merge --wide --explain-scaling: the serial run's table"
 # with its exit status; each shard records its points' errors and exits 0.
 sed 's/links: \[{node: 2, nic: 3, bandwidth: 0.5}\]/links: [{node: 1, nic: 0, down: true}, {node: 1, nic: 1, down: true}, {node: 1, nic: 2, down: true}, {node: 1, nic: 3, down: true}, {node: 1, nic: 4, down: true}, {node: 1, nic: 5, down: true}, {node: 1, nic: 6, down: true}, {node: 1, nic: 7, down: true}]/' \
   scenarios/what-if/stragglers-and-faults-h100.yaml > "$work/cut.yaml"
-error_through_shards() {  # name, then the epochcast arguments
+error_through_shards() {  # name, the table's options (not a shard's), then the arguments
   local name=$1 status serial_status
-  shift
+  local -a table_options
+  read -ra table_options <<< "$2"
+  shift 2
   set +e
-  "$epochcast" "$@" > "$work/serial.txt" 2> "$work/serial-err.txt"
+  "$epochcast" "$@" "${table_options[@]}" > "$work/serial.txt" 2> "$work/serial-err.txt"
   serial_status=$?
   set -e
   [[ $serial_status -eq 2 ]] || fail "$name: the serial run exits $serial_status, not 2"
@@ -88,7 +90,7 @@ error_through_shards() {  # name, then the epochcast arguments
   done
   set +e
   "$epochcast" merge "$work/cut-3.json" "$work/cut-1.json" "$work/cut-2.json" \
-    > "$work/merged.txt" 2> "$work/merged-err.txt"
+    "${table_options[@]}" > "$work/merged.txt" 2> "$work/merged-err.txt"
   status=$?
   set -e
   if [[ $status -ne $serial_status ]] || ! cmp -s "$work/serial-err.txt" "$work/merged-err.txt" ||
@@ -101,9 +103,13 @@ error_through_shards() {  # name, then the epochcast arguments
   fi
   echo "$name: merge reports the serial run's error, exit $status"
 }
-error_through_shards "a point's input error" predict "$work/cut.yaml"
-error_through_shards "a point's input error on the first of two machines" \
+error_through_shards "a point's input error" "" predict "$work/cut.yaml"
+error_through_shards "a point's input error on the first of two machines" "" \
   compare "$work/cut.yaml" --hardware dgx-h100-cluster --hardware dgx-h100-cluster
+# The second machine fails to load: the first one's table (--details), then its error.
+error_through_shards "a machine that fails to load after another" "--details" \
+  compare scenarios/seed-001/linear.yaml --hardware seed001-box --hardware no-such-machine \
+  --gpus 1,2 --batch 64,128
 
 # Refusals, each exit 2 with the file (or option) and what to do.
 refused() {  # name, what the message must hold, then the command
@@ -218,6 +224,8 @@ for rank in 0 1; do
     --json "$work/srun.json"
 done
 [[ ! -e $work/torchrun.csv && ! -e $work/srun.json ]] || fail "a refused launch wrote a file"
+refused "merge started by torchrun" "2 processes of epochcast merge were started" \
+  env RANK=1 WORLD_SIZE=2 "$epochcast" merge "$work"/shard-{1,2,3}.json
 refused "torchrun around a shard" "mpirun -np 3 or srun --mpi=pmix" \
   env RANK=0 WORLD_SIZE=3 "$epochcast" predict scenarios/seed-001/linear.yaml --shard 1/2 \
   --shard-output "$work/x.json"

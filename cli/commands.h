@@ -23,6 +23,7 @@ Command add_compare_command(CLI::App& app);
 Command add_collective_command(CLI::App& app);
 Command add_kernels_command(CLI::App& app);
 Command add_import_command(CLI::App& app);
+Command add_merge_command(CLI::App& app);
 
 // `run` and `bench` execute on devices, in the epochcast-run binary: when argv asks for one of
 // them, this hands the process over (and returns only if that fails, with the exit code).

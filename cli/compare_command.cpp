@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,13 +21,17 @@
 #include "cli/progress.h"
 #include "cli/sweep_options.h"
 #include "cli/sweep_processes.h"
+#include "cli/sweep_shards.h"
 #include "cli/terminal.h"
+#include "core/build_info.h"
 #include "core/format/text_table.h"
 #include "core/io/output_file.h"
 #include "core/spec/data_paths.h"
 #include "core/spec/scenario_spec.h"
+#include "core/yaml/strict_yaml.h"
 #include "options/command_line.h"
 #include "options/scenario_options.h"
+#include "options/shard_option.h"
 #include "sim/predict/point_pool.h"
 #include "sim/predict/predict.h"
 #include "sim/predict/time_to_target.h"
@@ -43,6 +50,7 @@ struct CompareArgs {
   bool details = false;
   bool wide = false;
   SweepSimulation simulation;
+  options::ShardOptions shard;
 };
 
 // One machine's outcome.
@@ -351,6 +359,155 @@ std::string render_csv(const std::vector<MachineResult>& all) {
   return out;
 }
 
+// compare's options, declared on `command`: the subcommand, or merge's parser of the arguments
+// a shard recorded.
+void declare_compare_options(CLI::App& command, CompareArgs& args) {
+  command.add_option("scenario", args.scenario, "Scenario file (its model, data and sweep)")
+      ->required();
+  command
+      .add_option("--hardware", args.hardware,
+                  "Machines to compare: bundled names (topologies/) or machine files")
+      ->required();
+  options::add_scenario_options(command, args.options, /*with_profile=*/false);
+  command.add_option("--csv", args.csv, "Also write every point of every machine as CSV");
+  command.add_option("--json", args.json, "Also write the comparison as JSON");
+  command.add_flag("--details", args.details, "Also print each machine's full predict table");
+  command.add_flag("--wide", args.wide,
+                   "Print every column of every table whatever the terminal's width");
+  add_sweep_simulation_options(command, args.simulation);
+  options::add_shard_options(command, args.shard);
+}
+
+// One machine of --hardware as loaded: what it is and, when it is compared, its scenario and
+// its points.
+struct MachineSweep {
+  MachineResult result;  // the machine, the GPU counts it runs, why it is not compared
+  std::optional<ScenarioSpec> scenario;
+  std::vector<SweepPoint> points;
+  std::size_t first = 0;  // its first point's place in the whole sweep
+};
+
+// The sweep compare simulates: every machine's points, machine after machine.
+struct CompareSweep {
+  ScenarioSpec base;
+  std::vector<MachineSweep> machines;  // in --hardware order, up to one that fails to load
+  // That machine's error: raised once the machines before it are simulated and printed, where
+  // the machine-by-machine run meets it.
+  std::exception_ptr load_failure;
+  sim::PredictOptions options;
+  std::string inputs;  // the digest of the files loading read (yaml::InputRecord)
+  std::size_t points = 0;
+};
+
+CompareSweep load_sweep(const CompareArgs& args) {
+  CompareSweep sweep;
+  yaml::InputRecord record;
+  const std::string scenario_file = options::resolve_scenario_argument(args.scenario);
+  sweep.base = args.options.load(scenario_file);
+  sweep.options.memory_limit_bytes = args.simulation.cap_memory();
+  for (const std::string& reference : args.hardware) {
+    MachineSweep m;
+    MachineResult& r = m.result;
+    try {
+      std::filesystem::path file = std::filesystem::absolute(resolve_data_file(
+          reference, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--hardware"));
+      r.machine = load_machine(file, bundled_gpu_catalogue());
+      r.gpus = runnable_gpu_counts(sweep.base, r.machine);
+      if (r.gpus.empty()) {
+        r.why_not = fmt::format("none of the sweep's GPU counts runs on its {} GPUs",
+                                r.machine.total_gpus());
+        sweep.machines.push_back(std::move(m));
+        continue;
+      }
+      std::vector<yaml::Override> overrides = args.options.overrides();
+      std::string origin = "--hardware " + reference;
+      overrides.push_back({"hardware", file.string(), origin});
+      overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(r.gpus, ",")), origin});
+      // What the scenario says of its own cluster (a straggler's rank, a faulty NIC) may not
+      // exist on another machine: that machine is then not compared, and says why.
+      try {
+        m.scenario = load_scenario(scenario_file, overrides);
+      } catch (const InputError& e) {
+        if (sweep.base.conditions.any() &&
+            (e.key().rfind("stragglers", 0) == 0 || e.key().rfind("faults", 0) == 0)) {
+          r.why_not = fmt::format("its {} does not exist there ({})", e.key(), e.problem());
+          sweep.machines.push_back(std::move(m));
+          continue;
+        }
+        throw;
+      }
+    } catch (...) {
+      sweep.load_failure = std::current_exception();
+      break;
+    }
+    if (args.simulation.every_rank) m.scenario->training.every_rank = true;
+    m.points = expand_sweep(*m.scenario);
+    m.first = sweep.points;
+    sweep.points += m.points.size();
+    sweep.machines.push_back(std::move(m));
+  }
+  sweep.inputs = record.digest();
+  return sweep;
+}
+
+// What a shard records of the command: every argument that changes a point's result.
+sim::SweepIdentity identity_of(const CompareArgs& args, const CompareSweep& sweep) {
+  sim::SweepIdentity id;
+  id.epochcast = version_line("epochcast");
+  id.command = "compare";
+  id.arguments = {args.scenario};
+  for (const std::string& machine : args.hardware)
+    id.arguments.insert(id.arguments.end(), {"--hardware", machine});
+  for (std::string& word : args.options.words())
+    id.arguments.push_back(std::move(word));
+  if (args.simulation.every_rank) id.arguments.emplace_back("--every-rank");
+  id.inputs = sweep.inputs;
+  id.points = sweep.points;
+  return id;
+}
+
+// Point `i` of the whole sweep: the machine it belongs to, and its place there.
+sim::PointResult simulate_point(const CompareSweep& sweep, std::size_t i) {
+  for (const MachineSweep& m : sweep.machines) {
+    if (m.scenario && i >= m.first && i < m.first + m.points.size())
+      return sim::predict_point(*m.scenario, m.points[i - m.first], sweep.options);
+  }
+  throw std::logic_error("compare: a point outside the sweep");
+}
+
+// The end of every compare — the serial run, every process of an MPI run, merge: machine after
+// machine, its points' results (`results_of`, which simulates them or takes them from the
+// shards, raising a point's error as the serial run would), compared with one GPU, and its
+// table with --details; then the comparison, the CSV and the JSON. Processes other than
+// `writes` get results from results_of only to take part in it.
+void report_comparison(
+    CompareSweep& sweep,
+    const std::function<std::vector<sim::PointResult>(const MachineSweep&)>& results_of,
+    bool writes, bool details, const sim::TableLayout& layout, std::FILE* table,
+    const std::optional<OutputFile>& csv, const std::optional<OutputFile>& json) {
+  std::vector<MachineResult> all;
+  all.reserve(sweep.machines.size());
+  for (MachineSweep& machine : sweep.machines) {
+    MachineResult& m = machine.result;
+    if (!machine.scenario) {
+      all.push_back(std::move(m));
+      continue;
+    }
+    m.points = results_of(machine);
+    if (!writes) continue;
+    sim::compare_with_one_gpu(*machine.scenario, m.points, sweep.options);
+    if (!m.fastest()) m.why_not = "no point fits in memory";
+    if (details) fmt::print(table, "{}\n", sim::render_table(*machine.scenario, m.points, layout));
+    all.push_back(std::move(m));
+  }
+  if (sweep.load_failure) std::rethrow_exception(sweep.load_failure);
+  if (!writes) return;
+  fmt::print(table, "{}", render_comparison(sweep.base, all, layout));
+  std::fflush(table);
+  if (csv) csv->write(render_csv(all));
+  if (json) json->write(render_json(sweep.base, all));
+}
+
 }  // namespace
 
 Command add_compare_command(CLI::App& app) {
@@ -359,86 +516,83 @@ Command add_compare_command(CLI::App& app) {
       "compare",
       "Predict the same model and sweep on several machines: the fastest point of each, time "
       "and cost per epoch, and a recommendation");
-  command->add_option("scenario", args->scenario, "Scenario file (its model, data and sweep)")
-      ->required();
-  command
-      ->add_option("--hardware", args->hardware,
-                   "Machines to compare: bundled names (topologies/) or machine files")
-      ->required();
-  options::add_scenario_options(*command, args->options, /*with_profile=*/false);
-  command->add_option("--csv", args->csv, "Also write every point of every machine as CSV");
-  command->add_option("--json", args->json, "Also write the comparison as JSON");
-  command->add_flag("--details", args->details, "Also print each machine's full predict table");
-  command->add_flag("--wide", args->wide,
-                    "Print every column of every table whatever the terminal's width");
-  add_sweep_simulation_options(*command, args->simulation);
-  return [args] {
+  declare_compare_options(*command, *args);
+  return [args, command] {
     // Under mpirun: this process's share of the points, gathered on process 0, which alone
     // speaks (before anything can fail, so that an error is reported once).
-    SweepProcesses processes;
+    SweepProcesses processes("compare");
+    const std::optional<options::Shard> shard =
+        shard_to_compute(*command, args->shard, {"--csv", "--json", "--details", "--wide"});
     OutputFiles outputs;
-    std::optional<OutputFile> csv, json;
+    std::optional<OutputFile> csv, json, shard_output;
     if (!args->csv.empty()) csv = outputs.add(args->csv, "--csv");
     if (!args->json.empty()) json = outputs.add(args->json, "--json");
+    if (shard) shard_output = outputs.add(args->shard.output, "--shard-output");
     std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
     const sim::TableLayout layout{output_width(table), args->wide};
-    args->scenario = options::resolve_scenario_argument(args->scenario);
-    ScenarioSpec base = args->options.load(args->scenario);
-    std::vector<MachineResult> all;
-    all.reserve(args->hardware.size());
-    for (const std::string& reference : args->hardware) {
-      MachineResult m;
-      std::filesystem::path file = std::filesystem::absolute(resolve_data_file(
-          reference, ".", "topologies", SourceMark{"<command line>", 0, 0}, "--hardware"));
-      m.machine = load_machine(file, bundled_gpu_catalogue());
-      m.gpus = runnable_gpu_counts(base, m.machine);
-      if (m.gpus.empty()) {
-        m.why_not = fmt::format("none of the sweep's GPU counts runs on its {} GPUs",
-                                m.machine.total_gpus());
-        all.push_back(std::move(m));
-        continue;
-      }
-      std::vector<yaml::Override> overrides = args->options.overrides();
-      std::string origin = "--hardware " + reference;
-      overrides.push_back({"hardware", file.string(), origin});
-      overrides.push_back({"sweep.gpus", fmt::format("[{}]", fmt::join(m.gpus, ",")), origin});
-      // What the scenario says of its own cluster (a straggler's rank, a faulty NIC) may not
-      // exist on another machine: that machine is then not compared, and says why.
-      std::optional<ScenarioSpec> loaded;
-      try {
-        loaded = load_scenario(args->scenario, overrides);
-      } catch (const InputError& e) {
-        if (base.conditions.any() &&
-            (e.key().rfind("stragglers", 0) == 0 || e.key().rfind("faults", 0) == 0)) {
-          m.why_not = fmt::format("its {} does not exist there ({})", e.key(), e.problem());
-          all.push_back(std::move(m));
-          continue;
+    CompareSweep sweep = load_sweep(*args);
+    if (shard) {
+      compute_shard(
+          processes, *shard, *shard_output, identity_of(*args, sweep), args->simulation,
+          [&](std::size_t i) { return simulate_point(sweep, i); }, table);
+      if (sweep.load_failure) {
+        try {
+          std::rethrow_exception(sweep.load_failure);
+        } catch (const std::exception& e) {
+          fmt::print(stderr,
+                     "A machine of --hardware fails to load after the {} before it; merge meets "
+                     "it too, and reports it where the whole run would: {}\n",
+                     sweep.machines.size(), e.what());
         }
-        throw;
       }
-      ScenarioSpec scenario = std::move(*loaded);
-      std::vector<SweepPoint> points = expand_sweep(scenario);
-      SweepProgress progress("compare: " + m.machine.name, processes.share(points.size()));
-      if (args->simulation.every_rank) scenario.training.every_rank = true;
-      sim::PredictOptions options;
-      options.memory_limit_bytes = args->simulation.cap_memory();
-      m.points = processes.simulate(
-          points.size(), args->simulation.jobs_for(processes.share(points.size())),
-          [&](std::size_t i) { return sim::predict_point(scenario, points[i], options); },
-          [&](std::size_t, const sim::PointResult&) { progress.point_done(); });
-      if (!processes.writes_output()) continue;
-      sim::compare_with_one_gpu(scenario, m.points, options);
-      if (!m.fastest()) m.why_not = "no point fits in memory";
-      if (args->details) fmt::print(table, "{}\n", sim::render_table(scenario, m.points, layout));
-      all.push_back(std::move(m));
+      return 0;
     }
-    if (!processes.writes_output()) return 0;
-    fmt::print(table, "{}", render_comparison(base, all, layout));
-    std::fflush(table);
-    if (csv) csv->write(render_csv(all));
-    if (json) json->write(render_json(base, all));
+    report_comparison(
+        sweep,
+        [&](const MachineSweep& m) {
+          SweepProgress progress("compare: " + m.result.machine.name,
+                                 processes.share(m.points.size()));
+          return processes.simulate(
+              m.points.size(), args->simulation.jobs_for(processes.share(m.points.size())),
+              [&](std::size_t i) { return simulate_point(sweep, m.first + i); },
+              [&](std::size_t, const sim::PointResult&) { progress.point_done(); });
+        },
+        processes.writes_output(), args->details, layout, table, csv, json);
     return 0;
   };
+}
+
+int merge_comparisons(const MergedSweep& merged, const MergeOptions& options) {
+  CompareArgs args;
+  CLI::App parser("compare", "compare");
+  declare_compare_options(parser, args);
+  parse_recorded_arguments(parser, merged);
+  for (const auto& [given, name] : {std::pair{!options.plot.empty(), "--plot"},
+                                    std::pair{options.explain_scaling, "--explain-scaling"}}) {
+    if (given) {
+      throw InputError(SourceMark{"<command line>", 0, 0}, name,
+                       "is predict's, and these are shards of compare");
+    }
+  }
+  OutputFiles outputs;
+  std::optional<OutputFile> csv, json;
+  if (!options.csv.empty()) csv = outputs.add(options.csv, "--csv");
+  if (!options.json.empty()) json = outputs.add(options.json, "--json");
+  std::FILE* table = outputs.to_standard_output() ? stderr : stdout;
+  const sim::TableLayout layout{output_width(table), options.wide};
+  CompareSweep sweep = reload_sweep(merged, [&] { return load_sweep(args); });
+  check_same_inputs(merged, sweep.inputs, sweep.points);
+  report_comparison(
+      sweep,
+      [&](const MachineSweep& m) {
+        // The machine's results, or its first failure raised as the serial run raised it.
+        std::vector<sim::PointResult> results;
+        for (std::size_t i = 0; i < m.points.size(); ++i)
+          results.push_back(sim::PointOutcome(merged.outcomes[m.first + i]).take());
+        return results;
+      },
+      true, options.details, layout, table, csv, json);
+  return 0;
 }
 
 }  // namespace epochcast::cli

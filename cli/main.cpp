@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   remember(epochcast::cli::add_inspect_command(app));
   remember(epochcast::cli::add_predict_command(app));
   remember(epochcast::cli::add_compare_command(app));
+  remember(epochcast::cli::add_merge_command(app));
   remember(epochcast::cli::add_topo_command(app));
   remember(epochcast::cli::add_collective_command(app));
   remember(epochcast::cli::add_calibrate_command(app));

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/input_error.h"
 #include "sim/predict/point_codec.h"
 #include "sim/predict/point_pool.h"
@@ -31,42 +33,50 @@ constexpr const char* kOtherProcessFailed =
     "shown: an input or output path that only its node sees is the usual cause); run the same "
     "command without mpirun on that node to see why";
 
-// A point's outcome on its way to process 0: its result, or its error.
-struct Outcome {
-  std::optional<sim::PointResult> result;
-  std::optional<InputError> input_error;
-  std::string internal_error;
-};
+#ifdef EPOCHCAST_HAVE_MPI
+constexpr bool kBuiltWithMpi = true;
+#else
+constexpr bool kBuiltWithMpi = false;
+#endif
 
-// Status of an outcome in a message: 0 a result, 1 an InputError, 2 another error.
-std::string encode(std::size_t index, const Outcome& o) {
+// Why a launch of several processes that make no MPI job is refused, and what to do instead.
+std::string refusal(std::string_view command, const LaunchEnvironment& launch) {
+  const std::string what =
+      launch.launcher == Launcher::mpi
+          ? fmt::format(
+                "an MPI launcher started {} processes of epochcast {}, but this "
+                "epochcast was built without MPI",
+                launch.size, command)
+          : fmt::format("{} started {} processes of epochcast {}, which make no MPI job",
+                        launch.launcher == Launcher::torchrun ? "torchrun" : "srun (without --mpi)",
+                        launch.size, command);
+  return fmt::format(
+      "{}: each would simulate the whole sweep and write the same files. Spread the sweep over "
+      "processes with an MPI launcher ({}), or split it into shards that run apart (--shard auto "
+      "--shard-output FILE in a Slurm job array or a Kubernetes indexed Job, or --shard K/N) and "
+      "join them with epochcast merge",
+      what,
+      kBuiltWithMpi ? fmt::format("mpirun -np {} or srun --mpi=pmix", launch.size)
+                    : "in an epochcast built where CMake finds MPI");
+}
+
+// A point's outcome on its way to process 0: its place in the sweep, then the outcome.
+std::string encode(std::size_t index, const sim::PointOutcome& o) {
   sim::ByteWriter out;
   out.i64(static_cast<std::int64_t>(index));
-  if (o.result) {
-    out.i64(0);
-    out.text(sim::encode_point(*o.result));
-  } else if (o.input_error) {
-    out.i64(1);
-    out.text(o.input_error->mark().file);
-    out.i64(o.input_error->mark().line);
-    out.i64(o.input_error->mark().column);
-    out.text(o.input_error->key());
-    out.text(o.input_error->problem());
-  } else {
-    out.i64(2);
-    out.text(o.internal_error);
-  }
+  out.text(sim::encode_outcome(o));
   return out.take();
 }
 
 #ifdef EPOCHCAST_HAVE_MPI
 // Process 0's view of a sweep: its own outcomes (points 0, N, 2N, ...) and every other process's
-// message, in sweep order; the lowest-numbered failure is thrown as the serial run would.
-std::vector<sim::PointResult> gather(std::size_t count, int size, std::vector<Outcome> own,
-                                     const std::vector<std::string>& received,
-                                     const std::string& own_failure) {
+// message, in sweep order. A process that failed as a whole sent an outcome numbered `count`.
+std::vector<sim::PointOutcome> gather(std::size_t count, int size,
+                                      std::vector<sim::PointOutcome> own,
+                                      const std::vector<std::string>& received,
+                                      const std::string& own_failure) {
   if (!own_failure.empty()) throw std::runtime_error(own_failure);
-  std::vector<std::optional<Outcome>> all(count);
+  std::vector<std::optional<sim::PointOutcome>> all(count);
   for (std::size_t k = 0; k < own.size(); ++k)
     all[k * static_cast<std::size_t>(size)] = std::move(own[k]);
   for (const std::string& bytes : received) {
@@ -74,45 +84,18 @@ std::vector<sim::PointResult> gather(std::size_t count, int size, std::vector<Ou
     while (!in.done()) {
       const auto index = static_cast<std::size_t>(in.i64());
       if (index > count) throw std::runtime_error("a process sent a point outside the sweep");
-      Outcome o;
-      switch (in.i64()) {
-        case 0:
-          o.result = sim::decode_point(in.text());
-          break;
-        case 1: {
-          SourceMark mark;
-          mark.file = in.text();
-          mark.line = static_cast<int>(in.i64());
-          mark.column = static_cast<int>(in.i64());
-          std::string key = in.text();
-          o.input_error = InputError(mark, key, in.text());
-          break;
-        }
-        default:
-          o.internal_error = in.text();
-      }
+      sim::PointOutcome o = sim::decode_outcome(in.text());
       if (index == count) throw std::runtime_error(o.internal_error);  // a whole process failed
       all[index] = std::move(o);
     }
   }
-  std::vector<sim::PointResult> results;
-  results.reserve(count);
-  for (std::optional<Outcome>& o : all) {
+  std::vector<sim::PointOutcome> outcomes;
+  outcomes.reserve(count);
+  for (std::optional<sim::PointOutcome>& o : all) {
     if (!o) throw std::runtime_error("a point of the sweep never arrived");
-    if (o->input_error) throw *o->input_error;
-    if (!o->result) throw std::runtime_error(o->internal_error);
-    results.push_back(std::move(*o->result));
+    outcomes.push_back(std::move(*o));
   }
-  return results;
-}
-
-bool launched_with_others() {
-  // OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; MPICH, Slurm and PMIx launchers PMI_SIZE.
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    if (const char* value = std::getenv(name); value != nullptr && std::atoi(value) > 1)
-      return true;
-  }
-  return false;
+  return outcomes;
 }
 
 void send_bytes(const std::string& data, int to) {
@@ -138,9 +121,13 @@ std::string receive_bytes(int from) {
 
 }  // namespace
 
-SweepProcesses::SweepProcesses() {
+SweepProcesses::SweepProcesses(std::string_view command, const LaunchEnvironment& launch) {
+  if (launch.size == 1) return;
+  if (launch.launcher != Launcher::mpi || !kBuiltWithMpi) {
+    throw InputError(SourceMark{"<environment>", 0, 0}, launch.rank_variable,
+                     refusal(command, launch));
+  }
 #ifdef EPOCHCAST_HAVE_MPI
-  if (!launched_with_others()) return;
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   joined_ = true;
@@ -196,11 +183,39 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
     const sim::PointDone& done) {
   if (size_ == 1) return sim::simulate_points(count, jobs, point, done);
+  std::vector<sim::PointOutcome> all = spread(count, jobs, point, done, /*fail_fast=*/true);
+  std::vector<sim::PointResult> results;
+  results.reserve(all.size());
+  for (sim::PointOutcome& o : all)
+    results.push_back(std::move(o).take());  // none failed: spread raised the first that did
+  return results;
+}
+
+std::vector<sim::PointOutcome> SweepProcesses::outcomes(
+    std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
+    const sim::PointDone& done) {
+  if (size_ > 1) return spread(count, jobs, point, done, /*fail_fast=*/false);
+  std::vector<sim::PointOutcome> all(count);
+  sim::simulate_points(
+      count, jobs,
+      [&](std::size_t i) {
+        all[i] = sim::outcome_of([&] { return point(i); });
+        return sim::PointResult{};
+      },
+      [&](std::size_t i, const sim::PointResult&) {
+        if (done) done(i, all[i].result ? *all[i].result : sim::PointResult{});
+      });
+  return all;
+}
+
+std::vector<sim::PointOutcome> SweepProcesses::spread(
+    std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
+    const sim::PointDone& done, bool fail_fast) {
   if (!agree(Step::enter_sweep, true)) throw std::runtime_error(kOtherProcessFailed);
   // This process's points, each kept with its outcome (errors too: the others must still
   // hear from it).
   const std::size_t mine = share(count);
-  std::vector<Outcome> outcomes(mine);
+  std::vector<sim::PointOutcome> outcomes(mine);
   auto global = [&](std::size_t k) {
     return k * static_cast<std::size_t>(size_) + static_cast<std::size_t>(rank_);
   };
@@ -209,14 +224,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     sim::simulate_points(
         mine, std::max(1, jobs),
         [&](std::size_t k) {
-          Outcome& o = outcomes[k];
-          try {
-            o.result = point(global(k));
-          } catch (const InputError& e) {
-            o.input_error = e;
-          } catch (const std::exception& e) {
-            o.internal_error = e.what();
-          }
+          outcomes[k] = sim::outcome_of([&] { return point(global(k)); });
           return sim::PointResult{};
         },
         [&](std::size_t k, const sim::PointResult&) {
@@ -235,7 +243,7 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
       failure += std::string(": ") + e.what();
     } catch (...) {
     }
-    Outcome failed;
+    sim::PointOutcome failed;
     failed.internal_error = failure;
     message = encode(count, failed);
   }
@@ -251,10 +259,15 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
   std::vector<std::string> received;
   for (int from = 1; from < size_; ++from)
     received.push_back(receive_bytes(from));
-  std::vector<sim::PointResult> results;
+  std::vector<sim::PointOutcome> all;
   std::exception_ptr error;
   try {
-    results = gather(count, size_, std::move(outcomes), received, failure);
+    all = gather(count, size_, std::move(outcomes), received, failure);
+    if (fail_fast) {
+      for (const sim::PointOutcome& o : all) {
+        if (o.failed()) sim::PointOutcome(o).take();  // raises the lowest-numbered failure
+      }
+    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -262,8 +275,9 @@ std::vector<sim::PointResult> SweepProcesses::simulate(
     if (error) std::rethrow_exception(error);
     throw std::runtime_error(kOtherProcessFailed);
   }
-  return results;
+  return all;
 #else
+  (void)fail_fast;
   return {};
 #endif
 }

@@ -31,6 +31,7 @@ std::vector<std::string> values_of(std::string_view argument) {
   if (argument == "model") return names_in("scenarios/models");
   if (argument == "machine" || argument == "hardware") return names_in("topologies");
   if (argument == "profile") return names_in("topologies/profiles");
+  if (argument == "shard") return {"auto"};  // or K/N, typed by hand
   if (argument == "precision") {
     return {std::begin(kTrainingPrecisionNames), std::end(kTrainingPrecisionNames)};
   }

@@ -46,6 +46,19 @@ std::vector<std::string> ScenarioOptions::as_arguments() const {
   return arguments;
 }
 
+std::vector<std::string> ScenarioOptions::words() const {
+  std::vector<std::string> out;
+  for (const std::string& file : catalogues)
+    out.insert(out.end(), {"--catalogue", file});
+  for (const std::string& text : sets)
+    out.insert(out.end(), {"--set", text});
+  if (!gpus.empty()) out.insert(out.end(), {"--gpus", fmt::format("{}", fmt::join(gpus, ","))});
+  if (!batches.empty())
+    out.insert(out.end(), {"--batch", fmt::format("{}", fmt::join(batches, ","))});
+  if (!profile.empty()) out.insert(out.end(), {"--profile", profile});
+  return out;
+}
+
 void add_catalogue_option(CLI::App& command, std::vector<std::string>& catalogues) {
   command.add_option("--catalogue", catalogues,
                      "A GPU catalogue file (kind: gpu-catalogue) whose GPUs machine files may "

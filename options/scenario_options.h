@@ -35,6 +35,9 @@ struct ScenarioOptions {
   std::vector<yaml::Override> overrides() const;
   // The options as the user wrote them (for recording in output files).
   std::vector<std::string> as_arguments() const;
+  // The options as separate words that parse back to the same options (--profile included): a
+  // command recorded to be loaded again (a shard file's sweep, for epochcast merge).
+  std::vector<std::string> words() const;
 };
 
 // `with_profile`: also offer --profile (commands that predict).

@@ -113,4 +113,54 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup) {
   return out;
 }
 
+std::optional<ArrayTask> read_array_task(const EnvironmentLookup& lookup) {
+  const Variables v(lookup);
+  // Slurm's array indices are at most MaxArraySize - 1 (4,000,001 at most); Kubernetes'
+  // completions at most 100,000.
+  constexpr int kMaxIndex = (1 << 30) - 1;
+  if (const std::optional<int> id = v.integer("SLURM_ARRAY_TASK_ID", 0, kMaxIndex)) {
+    auto required = [&](const char* name, int lower) {
+      const std::optional<int> value = v.integer(name, lower, kMaxIndex);
+      if (!value) {
+        throw InputError(SourceMark{"<environment>", 0, 0}, name,
+                         fmt::format("is not set, though SLURM_ARRAY_TASK_ID is ({}): Slurm sets "
+                                     "both in an array job's tasks, so check what the job script "
+                                     "exports",
+                                     *id));
+      }
+      return *value;
+    };
+    const int min = required("SLURM_ARRAY_TASK_MIN", 0);
+    const int count = required("SLURM_ARRAY_TASK_COUNT", 1);
+    const int step = v.integer("SLURM_ARRAY_TASK_STEP", 1, kMaxIndex).value_or(1);
+    const std::optional<int> max = v.integer("SLURM_ARRAY_TASK_MAX", 0, kMaxIndex);
+    const long long offset = static_cast<long long>(*id) - min;
+    const bool one_range =
+        !max || static_cast<long long>(min) + static_cast<long long>(count - 1) * step == *max;
+    if (!one_range || offset < 0 || offset % step != 0 || offset / step >= count) {
+      throw InputError(
+          SourceMark{"<environment>", 0, 0}, "SLURM_ARRAY_TASK_ID",
+          fmt::format("task {} of an array from {}{} with {} tasks{} is not where a range's "
+                      "indices would be: a task's place is known only in an array of one range "
+                      "(sbatch --array=1-{}, or with a step as in --array=0-{}:2)",
+                      *id, min, max ? fmt::format(" to {}", *max) : "", count,
+                      step > 1 ? fmt::format(" in steps of {}", step) : "", count,
+                      2 * (count - 1)));
+    }
+    ArrayTask task;
+    task.index = static_cast<int>(offset / step);
+    task.count = count;
+    task.source = fmt::format("SLURM_ARRAY_TASK_ID={} (from {}{}, {} tasks)", *id, min,
+                              step > 1 ? fmt::format(" in steps of {}", step) : "", count);
+    return task;
+  }
+  if (const std::optional<int> index = v.integer("JOB_COMPLETION_INDEX", 0, kMaxIndex)) {
+    ArrayTask task;
+    task.index = *index;
+    task.source = fmt::format("JOB_COMPLETION_INDEX={}", *index);
+    return task;
+  }
+  return std::nullopt;
+}
+
 }  // namespace epochcast

@@ -10,9 +10,16 @@
 //
 // An MPI launcher wins over the others (srun --mpi=pmix sets both kinds); torchrun inside a
 // Slurm step wins over Slurm (each srun task then runs torchrun, which starts the ranks).
+//
+// Apart from those, the task of a job array this process runs, where a scheduler says
+// (`read_array_task`):
+//
+//   sbatch --array           SLURM_ARRAY_TASK_ID, _MIN, _COUNT (_STEP, _MAX where given)
+//   Kubernetes indexed Job   JOB_COMPLETION_INDEX (from 0; the Job's completions are not told)
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,5 +52,21 @@ struct LaunchEnvironment {
 // whole number, a rank outside [0, size), a port outside 1-65535).
 using EnvironmentLookup = std::function<const char*(const char*)>;
 LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup = {});
+
+// One task of a job array: each task of the array is started alone, with its own index.
+struct ArrayTask {
+  int index = 0;             // the task's place in the array, from 0
+  std::optional<int> count;  // the array's tasks; unknown for a Kubernetes indexed Job
+  // Where index and count were read ("SLURM_ARRAY_TASK_ID=7 (from 1, 10 tasks)"), for messages.
+  std::string source;
+};
+
+// The array task this process runs, read through `lookup`; nullopt when neither Slurm's
+// SLURM_ARRAY_TASK_ID nor Kubernetes' JOB_COMPLETION_INDEX is set (Slurm's wins when both
+// are). A Slurm task's index counts the array's indices from SLURM_ARRAY_TASK_MIN in steps of
+// SLURM_ARRAY_TASK_STEP (sbatch --array=1-10 or 0-18:2 give indices 0 to 9). Raises InputError
+// naming the variable when one is malformed, when SLURM_ARRAY_TASK_MIN or _COUNT is missing, or
+// when the array is not one range (--array=1,4,9: its indices cannot be told from the task's).
+std::optional<ArrayTask> read_array_task(const EnvironmentLookup& lookup = {});
 
 }  // namespace epochcast

@@ -411,6 +411,25 @@ Document Document::load_string(const std::string& text, const std::string& name)
   });
 }
 
+namespace {
+
+thread_local InputRecord* current_record = nullptr;
+
+}  // namespace
+
+InputRecord::InputRecord() : outer_(current_record) {
+  current_record = this;
+}
+
+InputRecord::~InputRecord() {
+  current_record = outer_;
+}
+
+void InputRecord::add(std::string_view content) {
+  digest_.add(content);
+  ++files_;
+}
+
 std::string read_input_file(const std::filesystem::path& path) {
   std::string name = path.string();
   std::error_code error;
@@ -434,6 +453,7 @@ std::string read_input_file(const std::filesystem::path& path) {
                      fmt::format("the file is larger than the limit of {} bytes",
                                  readable_integer(static_cast<std::int64_t>(kMaxDocumentBytes))));
   }
+  if (current_record != nullptr) current_record->add(content);
   return content;
 }
 

@@ -20,6 +20,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/input_error.h"
+#include "core/io/digest.h"
 #include "core/yaml/override.h"
 
 namespace epochcast::yaml {
@@ -171,6 +172,29 @@ class Document {
 // The whole of an input file (at most kMaxDocumentBytes). Raises InputError naming the file
 // when it is missing, a folder, unreadable or too large.
 std::string read_input_file(const std::filesystem::path& path);
+
+// What a command loaded: the bytes of every file read_input_file reads on this thread while the
+// record is alive (the innermost one, when records nest), in the order read, as one digest. A
+// later run loading the same inputs gets the same digest (epochcast merge checks the shards'
+// scenario this way); file names are left out, so the same files found at another path (an
+// installed data folder, another working folder) are the same inputs.
+class InputRecord {
+ public:
+  InputRecord();
+  ~InputRecord();
+  InputRecord(const InputRecord&) = delete;
+  InputRecord& operator=(const InputRecord&) = delete;
+
+  std::string digest() const { return digest_.hex(); }
+  int files() const { return files_; }
+  // Called by read_input_file with each file's bytes.
+  void add(std::string_view content);
+
+ private:
+  Digest digest_;
+  int files_ = 0;
+  InputRecord* outer_;
+};
 
 // An integer with thousands separators ("4,294,967,296"), for messages about ranges.
 std::string readable_integer(std::int64_t value);

@@ -1,8 +1,11 @@
-// PointResult <-> bytes: fixed-width values in the host's byte order, strings with lengths.
+// PointResult <-> bytes: fixed-width little-endian values, strings with lengths.
 #include "sim/predict/point_codec.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <limits>
 #include <stdexcept>
 
 namespace epochcast::sim {
@@ -43,10 +46,13 @@ EpochStats read_stats(ByteReader& r) {
 }  // namespace
 
 void ByteWriter::i64(std::int64_t v) {
-  out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  auto bits = static_cast<std::uint64_t>(v);
+  for (int i = 0; i < 8; ++i, bits >>= 8)
+    out_.push_back(static_cast<char>(bits & 0xff));
 }
 void ByteWriter::f64(double v) {
-  out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  static_assert(std::numeric_limits<double>::is_iec559);
+  i64(static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(v)));
 }
 void ByteWriter::flag(bool v) {
   out_.push_back(v ? 1 : 0);
@@ -62,14 +68,15 @@ void ByteReader::take(void* out, std::size_t n) {
   at_ += n;
 }
 std::int64_t ByteReader::i64() {
-  std::int64_t v = 0;
-  take(&v, sizeof v);
-  return v;
+  unsigned char bytes[8];
+  take(bytes, sizeof bytes);
+  std::uint64_t bits = 0;
+  for (int i = 7; i >= 0; --i)
+    bits = bits << 8 | bytes[i];
+  return static_cast<std::int64_t>(bits);
 }
 double ByteReader::f64() {
-  double v = 0;
-  take(&v, sizeof v);
-  return v;
+  return std::bit_cast<double>(static_cast<std::uint64_t>(i64()));
 }
 bool ByteReader::flag() {
   char v = 0;
@@ -88,9 +95,7 @@ std::string ByteReader::text() {
   return s;
 }
 void ByteReader::fail() {
-  throw std::runtime_error(
-      "bytes from another process arrived damaged (truncated or another "
-      "layout)");
+  throw std::runtime_error("encoded bytes are damaged (truncated, or another layout)");
 }
 
 std::string encode_point(const PointResult& p) {
@@ -234,6 +239,70 @@ PointResult decode_point(std::string_view bytes) {
     c = r.text();
   if (!r.done()) throw std::runtime_error("a point's result with bytes left over");
   return p;
+}
+
+PointResult PointOutcome::take() && {
+  if (result) return std::move(*result);
+  if (input_error) throw *input_error;
+  throw std::runtime_error(internal_error);
+}
+
+PointOutcome outcome_of(const std::function<PointResult()>& point) {
+  PointOutcome o;
+  try {
+    o.result = point();
+  } catch (const InputError& e) {
+    o.input_error = e;
+  } catch (const std::exception& e) {
+    o.internal_error = e.what();
+  }
+  return o;
+}
+
+// Status first: 0 a result, 1 an InputError, 2 another error.
+std::string encode_outcome(const PointOutcome& o) {
+  ByteWriter out;
+  if (o.result) {
+    out.i64(0);
+    out.text(encode_point(*o.result));
+  } else if (o.input_error) {
+    out.i64(1);
+    out.text(o.input_error->mark().file);
+    out.i64(o.input_error->mark().line);
+    out.i64(o.input_error->mark().column);
+    out.text(o.input_error->key());
+    out.text(o.input_error->problem());
+  } else {
+    out.i64(2);
+    out.text(o.internal_error);
+  }
+  return out.take();
+}
+
+PointOutcome decode_outcome(std::string_view bytes) {
+  ByteReader in(bytes);
+  PointOutcome o;
+  switch (in.i64()) {
+    case 0:
+      o.result = decode_point(in.text());
+      break;
+    case 1: {
+      SourceMark mark;
+      mark.file = in.text();
+      mark.line = static_cast<int>(in.i64());
+      mark.column = static_cast<int>(in.i64());
+      std::string key = in.text();
+      o.input_error = InputError(mark, std::move(key), in.text());
+      break;
+    }
+    case 2:
+      o.internal_error = in.text();
+      break;
+    default:
+      throw std::runtime_error("a point's outcome of no known kind (damaged, or another layout)");
+  }
+  if (!in.done()) throw std::runtime_error("a point's outcome with bytes left over");
+  return o;
 }
 
 }  // namespace epochcast::sim

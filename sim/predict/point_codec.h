@@ -1,19 +1,23 @@
-// A point's result as bytes and back, so that points simulated in other processes (an MPI
-// sweep: `mpirun -np N epochcast predict ...`) reach the process that writes the output exactly
-// as its own would be. Every field of PointResult travels, doubles bit for bit; a test checks
-// that the table, CSV and JSON of decoded results equal the originals'.
+// A point's result (or the error that stopped it) as bytes and back, so that points simulated
+// in other processes (an MPI sweep: `mpirun -np N epochcast predict ...`) or on other machines
+// (a shard file: `--shard K/N`, then `epochcast merge`) reach the process that writes the output
+// exactly as its own would be. Every field of PointResult travels, doubles bit for bit; a test
+// checks that the table, CSV and JSON of decoded results equal the originals'.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "core/input_error.h"
 #include "sim/predict/predict.h"
 
 namespace epochcast::sim {
 
-// Values as bytes, for messages between the processes of one job (which share a byte order):
-// fixed-width integers, doubles bit for bit, strings with their length.
+// Values as bytes, the same on every machine: fixed-width integers in little-endian order,
+// doubles bit for bit (IEEE 754, in the same order), strings with their length.
 class ByteWriter {
  public:
   void i64(std::int64_t v);
@@ -28,7 +32,7 @@ class ByteWriter {
   std::string out_;
 };
 
-// Reads what a ByteWriter wrote; raises std::runtime_error ("... arrived damaged") past the end.
+// Reads what a ByteWriter wrote; raises std::runtime_error ("... damaged ...") past the end.
 class ByteReader {
  public:
   explicit ByteReader(std::string_view in) : in_(in) {}
@@ -52,5 +56,25 @@ std::string encode_point(const PointResult& result);
 // Raises std::runtime_error on bytes that encode_point did not write (truncated, or another
 // version's layout).
 PointResult decode_point(std::string_view bytes);
+
+// What became of one point of a sweep: its result, or the error that stopped it, kept so that
+// the process (or the merge) that reports the sweep raises it where the serial run would.
+struct PointOutcome {
+  std::optional<PointResult> result;
+  std::optional<InputError> input_error;
+  std::string internal_error;  // any other exception's message, when neither of the above
+
+  bool failed() const { return !result; }
+  // The result, or the error raised again: an InputError as itself, any other as a
+  // std::runtime_error with its message.
+  PointResult take() &&;
+};
+
+// Runs `point` and keeps what it returned or what it raised.
+PointOutcome outcome_of(const std::function<PointResult()>& point);
+
+std::string encode_outcome(const PointOutcome& outcome);
+// Raises std::runtime_error on bytes that encode_outcome did not write.
+PointOutcome decode_outcome(std::string_view bytes);
 
 }  // namespace epochcast::sim

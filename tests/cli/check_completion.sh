@@ -44,7 +44,7 @@ refuse() {  # LINE, then what must not be offered
   done
 }
 
-expect "epochcast " predict compare inspect topo collective calibrate validate kernels run bench
+expect "epochcast " predict compare merge inspect topo collective calibrate validate kernels run bench
 expect "epochcast pre" predict
 refuse "epochcast pre" compare __complete
 expect "epochcast predict " seed-001/linear what-if/ddp-resnet50-8gpu-boxes
@@ -53,6 +53,12 @@ expect "epochcast predict seed-001/linear --j" --jobs --json
 expect "epochcast predict seed-001/linear --set " hardware=dgx-a100 training.precision=amp_bf16
 expect "epochcast predict seed-001/linear --set hardware=dgx-h" dgx-h100 dgx-h200
 expect "epochcast predict seed-001/linear --profile " default
+expect "epochcast predict seed-001/linear --sh" --shard --shard-output
+expect "epochcast predict seed-001/linear --shard " auto
+expect "epochcast compare seed-001/linear --hardware dgx-a100 --sh" --shard --shard-output
+expect "epochcast me" merge
+expect "epochcast merge shard-1.json --" --csv --json --plot --wide --explain-scaling --details
+refuse "epochcast merge " seed-001/linear
 expect "epochcast inspect res" resnet-50
 expect "epochcast inspect resnet-50 --hardware " dgx-a100 host-cpu
 expect "epochcast inspect resnet-50 --precision amp_" amp_bf16 amp_fp16

@@ -1,6 +1,8 @@
 // The launcher's variables: each launcher recognised by what it sets, MPI before torchrun before
-// Slurm, and malformed values refused naming the variable.
+// Slurm, and malformed values refused naming the variable; a job array's task (Slurm's, a
+// Kubernetes indexed Job's) counted from 0.
 #include <map>
+#include <optional>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -11,11 +13,19 @@
 namespace epochcast {
 namespace {
 
-LaunchEnvironment read(const std::map<std::string, std::string>& variables) {
-  return read_launch_environment([&](const char* name) -> const char* {
+EnvironmentLookup lookup_in(const std::map<std::string, std::string>& variables) {
+  return [&variables](const char* name) -> const char* {
     const auto it = variables.find(name);
     return it == variables.end() ? nullptr : it->second.c_str();
-  });
+  };
+}
+
+LaunchEnvironment read(const std::map<std::string, std::string>& variables) {
+  return read_launch_environment(lookup_in(variables));
+}
+
+std::optional<ArrayTask> read_task(const std::map<std::string, std::string>& variables) {
+  return read_array_task(lookup_in(variables));
 }
 
 TEST_CASE("a process started alone is rank 0 of 1") {
@@ -75,6 +85,60 @@ TEST_CASE("a malformed launcher variable is refused by name") {
   CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "four"}}),
                     Catch::Contains("WORLD_SIZE") && Catch::Contains("'four'"));
   CHECK_THROWS_AS(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}), InputError);
+}
+
+TEST_CASE("a process outside a job array has no array task") {
+  CHECK_FALSE(read_task({}).has_value());
+  CHECK_FALSE(read_task({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).has_value());
+}
+
+TEST_CASE("a Slurm array task is counted from the array's first index") {
+  const std::optional<ArrayTask> task = read_task({{"SLURM_ARRAY_TASK_ID", "7"},
+                                                   {"SLURM_ARRAY_TASK_MIN", "1"},
+                                                   {"SLURM_ARRAY_TASK_MAX", "10"},
+                                                   {"SLURM_ARRAY_TASK_COUNT", "10"}});
+  REQUIRE(task.has_value());
+  CHECK(task->index == 7 - 1);
+  CHECK(task->count == 10);
+  CHECK_THAT(task->source, Catch::Contains("SLURM_ARRAY_TASK_ID=7"));
+}
+
+TEST_CASE("a Slurm array with a step counts its indices in steps") {
+  // sbatch --array=0-18:2: indices 0, 2, ..., 18, ten tasks; 14 is the eighth.
+  const std::optional<ArrayTask> task = read_task({{"SLURM_ARRAY_TASK_ID", "14"},
+                                                   {"SLURM_ARRAY_TASK_MIN", "0"},
+                                                   {"SLURM_ARRAY_TASK_MAX", "18"},
+                                                   {"SLURM_ARRAY_TASK_STEP", "2"},
+                                                   {"SLURM_ARRAY_TASK_COUNT", "10"}});
+  REQUIRE(task.has_value());
+  CHECK(task->index == (14 - 0) / 2);
+  CHECK(task->count == 10);
+}
+
+TEST_CASE("a Slurm array that is not one range is refused") {
+  // sbatch --array=1,4,9: three tasks from 1 to 9, not a range with a step.
+  CHECK_THROWS_WITH(read_task({{"SLURM_ARRAY_TASK_ID", "4"},
+                               {"SLURM_ARRAY_TASK_MIN", "1"},
+                               {"SLURM_ARRAY_TASK_MAX", "9"},
+                               {"SLURM_ARRAY_TASK_COUNT", "3"}}),
+                    Catch::Contains("SLURM_ARRAY_TASK_ID") && Catch::Contains("one range"));
+}
+
+TEST_CASE("a Slurm array task without the array's first index or count is refused by name") {
+  CHECK_THROWS_WITH(read_task({{"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_ARRAY_TASK_COUNT", "4"}}),
+                    Catch::Contains("SLURM_ARRAY_TASK_MIN") && Catch::Contains("is not set"));
+  CHECK_THROWS_WITH(read_task({{"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_ARRAY_TASK_MIN", "0"}}),
+                    Catch::Contains("SLURM_ARRAY_TASK_COUNT"));
+  CHECK_THROWS_WITH(read_task({{"SLURM_ARRAY_TASK_ID", "x"}}),
+                    Catch::Contains("SLURM_ARRAY_TASK_ID") && Catch::Contains("'x'"));
+}
+
+TEST_CASE("a Kubernetes indexed Job's task is its JOB_COMPLETION_INDEX with no count") {
+  const std::optional<ArrayTask> task = read_task({{"JOB_COMPLETION_INDEX", "0"}});
+  REQUIRE(task.has_value());
+  CHECK(task->index == 0);
+  CHECK_FALSE(task->count.has_value());
+  CHECK_THROWS_AS(read_task({{"JOB_COMPLETION_INDEX", "-1"}}), InputError);
 }
 
 }  // namespace

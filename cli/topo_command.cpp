@@ -309,9 +309,12 @@ int write_machine_from_smi(const TopoArgs& a) {
   const sim::Topology built = sim::Topology::build(machine, 1);
   std::vector<std::string> differ;
   int pairs = 0;
+  bool redrawn = false;  // some pair's PXB or NODE, which topo shows as PIX or PHB
   for (int x = 0; x < topology.gpus; ++x) {
     for (int y = x + 1; y < topology.gpus; ++y) {
       ++pairs;
+      const SmiPath path = topology.cell(x, y).path;
+      redrawn = redrawn || path == SmiPath::pxb || path == SmiPath::node;
       const std::string expected = epochcast_path_label(topology.cell(x, y));
       const std::string got = built.path_label(x, y);
       if (got != expected) {
@@ -334,14 +337,18 @@ int write_machine_from_smi(const TopoArgs& a) {
       a.from_smi, topology.gpus, gpu.name, gpu.id, draft.sockets, draft.sockets == 1 ? "" : "s",
       draft.switches_per_socket, draft.switches_per_socket == 1 ? "" : "es",
       kNvlinkShapeNames[static_cast<int>(draft.nvlink)]);
-  text += differ.empty() ? fmt::format(
-                               "Every GPU pair's path in `epochcast topo` is the matrix's entry "
-                               "({} pair{}; PXB is shown as PIX, NODE as PHB).\n",
-                               pairs, pairs == 1 ? "" : "s")
-                         : fmt::format(
-                               "{} of the {} GPU pairs take another path than the matrix's (listed "
-                               "below).\n",
-                               differ.size(), pairs);
+  if (pairs == 0) {
+    text += "One GPU: no pair of GPUs to compare with the matrix.\n";
+  } else if (differ.empty()) {
+    text += fmt::format(
+        "Every GPU pair's path in `epochcast topo` is the matrix's entry ({} "
+        "pair{}{}).\n",
+        pairs, pairs == 1 ? "" : "s", redrawn ? "; PXB is shown as PIX, NODE as PHB" : "");
+  } else {
+    text +=
+        fmt::format("{} of the {} GPU pairs take another path than the matrix's (listed below).\n",
+                    differ.size(), pairs);
+  }
   const auto list = [&](std::string_view title, const std::vector<std::string>& notes) {
     if (notes.empty()) return;
     text += std::string(title) + "\n";

@@ -836,7 +836,7 @@ DeviceGroups group_devices(const SmiTopology& topology) {
       const bool cpu_known = !c.cpu.empty() && !node.cpu.empty();
       if (numa_known ? c.numa != node.numa : cpu_known && c.cpu != node.cpu) continue;
       if (!numa_known && !cpu_known) {
-        out.guessed.push_back(fmt::format("{} with {}", gpu_list(c.gpus), gpu_list(node.gpus)));
+        out.guessed.push_back(fmt::format("{} and {}", gpu_list(node.gpus), gpu_list(c.gpus)));
       }
       node.roots.push_back(c.roots.front());
       node.gpus.insert(node.gpus.end(), c.gpus.begin(), c.gpus.end());

@@ -1,6 +1,7 @@
-# bash completion for epochcast: commands, options, and the bundled scenarios, models, machines
-# and profiles where an argument takes one, as `epochcast __complete` lists them (the binary
-# knows its own options, so this file never goes stale); file names beside them. Installed as
+# bash completion for epochcast: commands, options, and the bundled scenarios, models, machines,
+# profiles and GPU catalogue ids (--gpu) where an argument takes one, as `epochcast __complete`
+# lists them (the binary knows its own options, `topo --from-nvidia-smi FILE --smi-query FILE`
+# included, so this file never goes stale); file names beside them. Installed as
 # <prefix>/share/bash-completion/completions/epochcast; from a build tree:
 #   source cli/completion.bash
 _epochcast() {

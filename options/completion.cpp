@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "core/spec/data_paths.h"
+#include "core/spec/hardware_spec.h"
 #include "core/spec/scenario_spec.h"
 
 namespace epochcast::options {
@@ -14,6 +15,20 @@ namespace {
 
 std::vector<std::string> names_in(std::string_view subdir) {
   return bundled_names(subdir);
+}
+
+// The GPU catalogue's ids (topo --from-nvidia-smi --gpu, kernels --gpu); none where the bundled
+// catalogue cannot be read, as a Tab must never fail.
+std::vector<std::string> gpu_ids() {
+  std::vector<std::string> ids;
+  try {
+    for (const GpuSpec& gpu : bundled_gpu_catalogue().gpus) {
+      if (!is_cpu_architecture(gpu.architecture)) ids.push_back(gpu.id);
+    }
+  } catch (const InputError&) {
+    ids.clear();
+  }
+  return ids;
 }
 
 std::vector<std::string> with_prefix(const std::string& prefix,
@@ -32,6 +47,7 @@ std::vector<std::string> values_of(std::string_view argument) {
   if (argument == "machine" || argument == "hardware") return names_in("topologies");
   if (argument == "profile") return names_in("topologies/profiles");
   if (argument == "shard") return {"auto"};  // or K/N, typed by hand
+  if (argument == "gpu") return gpu_ids();
   if (argument == "precision") {
     return {std::begin(kTrainingPrecisionNames), std::end(kTrainingPrecisionNames)};
   }

@@ -57,7 +57,8 @@ for target in $targets; do
   mkdir -p "$build/bundled/$target"
   case $target in
     fuzz_loaders)
-      mapfile -t files < <(cd "$src" && find scenarios topologies tests validate -path tests/fuzz -prune -o -name '*.yaml' -print | sort) ;;
+      mapfile -t files < <(cd "$src" && { find scenarios topologies tests validate -path tests/fuzz -prune -o -name '*.yaml' -print;
+        find tests/cli/nvidia_smi -name '*.txt'; } | sort) ;;
     fuzz_measurements_profiles)
       mapfile -t files < <(cd "$src" && { find validate tests -path tests/fuzz -prune -o -name '*.json' -print;
         grep -rlx --include='*.yaml' --exclude-dir=fuzz 'kind: profile' topologies validate tests; } | sort) ;;

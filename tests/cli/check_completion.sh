@@ -63,6 +63,10 @@ expect "epochcast inspect res" resnet-50
 expect "epochcast inspect resnet-50 --hardware " dgx-a100 host-cpu
 expect "epochcast inspect resnet-50 --precision amp_" amp_bf16 amp_fp16
 expect "epochcast topo dgx-" dgx-a100 dgx-h100
+expect "epochcast topo --fr" --from-nvidia-smi
+expect "epochcast topo --from-nvidia-smi topo.txt --" --smi-query --gpu --output
+expect "epochcast topo --from-nvidia-smi topo.txt --gpu h100" h100-sxm h100-pcie
+refuse "epochcast topo --from-nvidia-smi topo.txt --gpu " host-cpu-2core
 expect "epochcast collective dgx-h100 --" --help
 expect "epochcast --v" --version
 # Files beside the names: a scenario may be a path.

@@ -1,5 +1,5 @@
 // World and groups over the transport the launcher calls for (transport.h), or the trivial
-// one-process world when the process was started alone (or by a launcher without a transport).
+// one-process world when the process was started alone.
 #include "runtime/comm/communicator.h"
 
 #include <algorithm>
@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "core/input_error.h"
+#include "runtime/comm/tcp_transport.h"
 #include "runtime/comm/transport.h"
 
 namespace epochcast::runtime {
@@ -24,6 +26,49 @@ std::string host_name() {
   return name.data();
 }
 
+// Where rank 0 listens, from torchrun's variables or those a Slurm job script exports; refused
+// as bad input, with what to write, when they are missing.
+detail::TcpRendezvous tcp_rendezvous(const LaunchEnvironment& launch, const std::string& host) {
+  if (launch.master_address.empty() || launch.master_port == 0) {
+    const char* missing = launch.master_address.empty() ? "MASTER_ADDR" : "MASTER_PORT";
+    if (launch.launcher == Launcher::slurm) {
+      throw InputError(
+          {"<environment>", 0, 0}, missing,
+          fmt::format(
+              "srun started this process as task {} of {} without an MPI plugin: its ranks meet "
+              "at rank 0's host, which the job script names before srun:\n"
+              "  export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n "
+              "1)\n"
+              "  export MASTER_PORT=29500\n"
+              "(any free port; or srun --mpi=pmix with an epochcast-run built with MPI)",
+              launch.rank, launch.size));
+    }
+    throw InputError({"<environment>", 0, 0}, missing,
+                     fmt::format("{} says this process is rank {} of {}, but not where rank 0 "
+                                 "listens: set MASTER_ADDR (rank 0's host) and MASTER_PORT, as "
+                                 "torchrun does",
+                                 launch.rank_variable, launch.rank, launch.size));
+  }
+  detail::TcpRendezvous r;
+  r.rank = launch.rank;
+  r.size = launch.size;
+  r.local_rank = launch.local_rank;
+  r.master_address = launch.master_address;
+  r.master_port = launch.master_port;
+  r.host = host;
+  // torchrun's static rendezvous keeps its own store on MASTER_PORT of rank 0's host for the
+  // whole run: the ranks meet on the port after it.
+  if (launch.master_port_taken_by_torchrun) {
+    if (launch.master_port == 65535) {
+      throw InputError({"<environment>", 0, 0}, "MASTER_PORT",
+                       "torchrun's store holds port 65535 and the ranks meet on the next one: "
+                       "give torchrun a lower --master_port");
+    }
+    r.master_port = launch.master_port + 1;
+  }
+  return r;
+}
+
 }  // namespace
 
 World& World::initialize(int* argc, char*** argv) {
@@ -34,6 +79,8 @@ World& World::initialize(int* argc, char*** argv) {
   w->launcher_ = launch.launcher;
   if (launch.launcher == Launcher::mpi) {
     w->transport_ = detail::start_mpi_transport(argc, argv, w->host_);
+  } else if (launch.launcher != Launcher::none && launch.size > 1) {
+    w->transport_ = detail::start_tcp_transport(tcp_rendezvous(launch, w->host_));
   }
   if (w->transport_ != nullptr) {
     w->rank_ = w->transport_->world().rank();

@@ -1,11 +1,13 @@
 // The processes of a run and the groups of them that train one sweep point.
 //
 // Launched by mpirun (or mpiexec, or srun with an MPI plugin), every process is a rank of an MPI
-// world; launched alone, the world is this one process. One device per rank, chosen by the local
-// rank. A point that needs fewer ranks than the world has runs on the first ones, the others wait
-// for the next point. Host-memory collectives go through the transport (an honest all-reduce on
-// the CPU; transport.h is the seam); device collectives use NCCL, bootstrapped with the bytes of
-// its unique id broadcast over the same transport, as nccl-tests does over MPI.
+// world; launched by torchrun, or by plain srun with MASTER_ADDR and MASTER_PORT exported, the
+// ranks meet over TCP at rank 0 (tcp_transport.h); launched alone, the world is this one
+// process. One device per rank, chosen by the local rank. A point that needs fewer ranks than
+// the world has runs on the first ones, the others wait for the next point. Host-memory
+// collectives go through the transport (an honest all-reduce on the CPU; transport.h is the
+// seam); device collectives use NCCL, bootstrapped with the bytes of its unique id broadcast
+// over the same transport, as nccl-tests does over MPI.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +28,10 @@ class Transport;
 class World {
  public:
   // Joins the ranks the launcher started (core/io/launcher_environment.h): MPI_Init under an
-  // MPI launcher (refused when MPI support is not built in). Threads: the training thread and one
-  // communication thread take turns calling collectives.
+  // MPI launcher (refused when MPI support is not built in), the TCP rendezvous under torchrun
+  // or plain srun (an InputError naming the variable when MASTER_ADDR or MASTER_PORT is
+  // missing). Threads: the training thread and one communication thread take turns calling
+  // collectives.
   static World& initialize(int* argc, char*** argv);
   static World& get();  // after initialize()
   // Ends MPI or closes the connections (every rank must reach it); the world is gone afterwards.
@@ -76,8 +80,9 @@ class Group {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // In place, on host memory. A sum adds the ranks' terms in its transport's order (under MPI,
-  // the order of MPI's algorithm).
+  // In place, on host memory. A sum adds the ranks' terms in its transport's order: over TCP in
+  // rank order, the bits of a serial loop over the ranks (tcp_transport.h); under MPI in the
+  // order of MPI's algorithm, the same bits with two ranks.
   void all_reduce_sum(float* data, std::size_t count) const;
   void all_reduce_sum(double* data, std::size_t count) const;
   void all_reduce_max(double* data, std::size_t count) const;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -543,7 +544,13 @@ std::string numeric_address(const sockaddr_storage& address, socklen_t length) {
                     static_cast<socklen_t>(text.size()), nullptr, 0, NI_NUMERICHOST) != 0) {
     return "an unknown address";
   }
-  return text.data();
+  // An IPv4 peer of the dual-stack listener, as IPv4.
+  const std::string_view numeric(text.data());
+  const std::string_view mapped = "::ffff:";
+  if (numeric.starts_with(mapped) && numeric.find('.') != std::string_view::npos) {
+    return std::string(numeric.substr(mapped.size()));
+  }
+  return std::string(numeric);
 }
 
 // Rank 0's listening socket on every address of its host: IPv6 accepting IPv4 too, or IPv4

@@ -103,7 +103,11 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup) {
   }
   if (read_ranks(v, "RANK", "WORLD_SIZE", "LOCAL_RANK", out)) {
     out.launcher = Launcher::torchrun;
-  } else if (read_ranks(v, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", out)) {
+    out.master_port_taken_by_torchrun = v.text("TORCHELASTIC_USE_AGENT_STORE") == "True";
+  } else if (v.has("SLURM_STEP_ID") &&
+             (read_ranks(v, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", out) ||
+              read_ranks(v, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", out))) {
+    // The step's task count first: `srun -E` (--preserve-env) passes the job's SLURM_NTASKS on.
     out.launcher = Launcher::slurm;
   } else {
     return out;

@@ -5,11 +5,15 @@
 //   mpirun (Open MPI)        OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK
 //   mpiexec (MPICH, Hydra)   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID
 //   srun --mpi=pmi2|pmix     PMI_RANK/PMIX_RANK, with SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
-//   srun (no MPI plugin)     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
-//   torchrun                 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//   srun (no MPI plugin)     SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS),
+//                            SLURM_LOCALID, in a job step (SLURM_STEP_ID)
+//   torchrun                 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+//                            TORCHELASTIC_USE_AGENT_STORE
 //
 // An MPI launcher wins over the others (srun --mpi=pmix sets both kinds); torchrun inside a
-// Slurm step wins over Slurm (each srun task then runs torchrun, which starts the ranks).
+// Slurm step wins over Slurm (each srun task then runs torchrun, which starts the ranks). A
+// batch script itself is no launch: Slurm runs it as task 0 (SLURM_PROCID 0, SLURM_NTASKS of the
+// whole job) outside any step, so a process it starts directly is alone.
 //
 // Apart from those, the task of a job array this process runs, where a scheduler says
 // (`read_array_task`):
@@ -43,6 +47,9 @@ struct LaunchEnvironment {
   // the same variables when the job script exports them). Empty / 0 where not given.
   std::string master_address;
   int master_port = 0;
+  // torchrun's static rendezvous (its default): torchrun's own store already listens on
+  // MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), so the port is taken on rank 0's host.
+  bool master_port_taken_by_torchrun = false;
   // The variable the rank was read from ("OMPI_COMM_WORLD_RANK", "RANK", ...), for messages.
   std::string rank_variable;
 };

@@ -3,6 +3,7 @@
 #include "core/measure/measurements.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/input_error.h"
+#include "core/io/launcher_environment.h"
 #include "core/measure/nccl_tests_log.h"
 #include "core/spec/limits.h"
 #include "core/yaml/strict_yaml.h"
@@ -313,11 +315,26 @@ Spread read_spread(const Node& node) {
 }
 
 MeasuredEnvironment read_environment(const Node& node) {
-  MapReader m(node,
-              {"host", "device_kind", "device_name", "device_count", "device_memory_bytes",
-               "driver_version", "cuda_version", "nccl_version", "torch_version", "mpi_version",
-               "ranks", "cpu_threads", "host_allocator", "epochcast_version", "started_at",
-               "cublas_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark", "nccl_settings"});
+  MapReader m(node, {"host",
+                     "device_kind",
+                     "device_name",
+                     "device_count",
+                     "device_memory_bytes",
+                     "driver_version",
+                     "cuda_version",
+                     "nccl_version",
+                     "torch_version",
+                     "mpi_version",
+                     "ranks",
+                     "launcher",
+                     "cpu_threads",
+                     "host_allocator",
+                     "epochcast_version",
+                     "started_at",
+                     "cublas_allow_tf32",
+                     "cudnn_allow_tf32",
+                     "cudnn_benchmark",
+                     "nccl_settings"});
   MeasuredEnvironment e;
   e.host = str_or(m, "host");
   static constexpr std::string_view kinds[] = {"cuda", "cpu"};
@@ -331,6 +348,12 @@ MeasuredEnvironment read_environment(const Node& node) {
   e.torch_version = str_or(m, "torch_version");
   e.mpi_version = str_or(m, "mpi_version");
   e.ranks = small_count(m, "ranks", 1);
+  if (auto launcher = m.optional("launcher")) {
+    static const std::array<std::string_view, 4> launchers{
+        name_of(Launcher::none), name_of(Launcher::mpi), name_of(Launcher::torchrun),
+        name_of(Launcher::slurm)};
+    e.launcher = launchers[launcher->as_choice(launchers)];
+  }
   e.cpu_threads = small_count(m, "cpu_threads");
   e.host_allocator = str_or(m, "host_allocator");
   e.epochcast_version = str_or(m, "epochcast_version");
@@ -624,6 +647,7 @@ std::string to_json(const MeasurementFile& file) {
                           {"host_allocator", e.host_allocator},
                           {"epochcast_version", e.epochcast_version},
                           {"started_at", e.started_at}};
+  if (!e.launcher.empty()) j["environment"]["launcher"] = e.launcher;
   if (e.cublas_allow_tf32) j["environment"]["cublas_allow_tf32"] = *e.cublas_allow_tf32;
   if (e.cudnn_allow_tf32) j["environment"]["cudnn_allow_tf32"] = *e.cudnn_allow_tf32;
   if (e.cudnn_benchmark) j["environment"]["cudnn_benchmark"] = *e.cudnn_benchmark;

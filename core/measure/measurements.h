@@ -35,6 +35,9 @@ struct MeasuredEnvironment {
   std::string torch_version;   // LibTorch
   std::string mpi_version;     // empty when not launched by MPI
   int ranks = 1;               // processes in the run
+  // What started the ranks: name_of(Launcher) ("none": one process started alone, "mpi",
+  // "torchrun", "slurm"); empty in files written before it was recorded.
+  std::string launcher;
   int cpu_threads = 0;         // LibTorch intra-op threads per rank
   std::string host_allocator;  // how malloc was set (runtime/measure/host_memory.h); may be empty
   // The NCCL_* environment variables the run had ("NCCL_ALGO=Ring"), sorted: they decide what

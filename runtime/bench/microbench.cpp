@@ -51,9 +51,10 @@ void bench_collectives(const BenchOptions& options, const DevicePlan& devices, W
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::NcclCommunicator> nccl;
   int device = devices.cuda ? world.local_rank() : -1;
-  // All ranks on GPUs or all on CPUs (NCCL on some and MPI on others would never meet), and
-  // every rank with a GPU of its own before any of them waits in NCCL's initialisation: agreed
-  // over MPI, so that a rank that cannot take part stops them all with the reason.
+  // All ranks on GPUs or all on CPUs (NCCL on some and host collectives on others would never
+  // meet), and every rank with a GPU of its own before any of them waits in NCCL's
+  // initialisation: agreed over the host transport, so that a rank that cannot take part stops
+  // them all with the reason.
   if (!group.all(devices.cuda) && !group.all(!devices.cuda)) {
     throw std::runtime_error(
         "collectives: some ranks see CUDA devices and others none: run all of them with "
@@ -300,10 +301,11 @@ void bench_dispatch(const DevicePlan& devices, bool single_process, Benchmarks& 
     d.kernel_device_s = launch.device_seconds_per_kernel;
   }
   // Users train from Python: its interpreter, nn.Module and torch.optim come on top of the same
-  // dispatch. Not under MPI with several ranks, where forking a child is unsafe.
+  // dispatch. Not with several ranks (under MPI forking a child is unsafe; elsewhere the child
+  // would compete with the other ranks for the cores it is timed on).
   std::string why;
   if (!single_process) {
-    out.skipped.push_back("python dispatch: not measured under MPI with several ranks");
+    out.skipped.push_back("python dispatch: not measured with several ranks");
   } else if (auto python = python_dispatch(devices.cuda, why)) {
     d.python_op_dispatch_s = python->op_s;
     d.python_module_call_s = python->module_call_s;

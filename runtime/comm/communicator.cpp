@@ -1,21 +1,18 @@
-// World and groups over MPI, or the trivial one-process world when not launched by mpirun.
+// World and groups over the transport the launcher calls for (transport.h), or the trivial
+// one-process world when the process was started alone.
 #include "runtime/comm/communicator.h"
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <limits>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <unistd.h>
 
-#ifdef EPOCHCAST_HAVE_MPI
-// The C API only: MPI's deprecated C++ bindings are not used (and do not compile warning-free).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
+#include "core/input_error.h"
+#include "runtime/comm/tcp_transport.h"
+#include "runtime/comm/transport.h"
 
 namespace epochcast::runtime {
 
@@ -29,76 +26,69 @@ std::string host_name() {
   return name.data();
 }
 
-// mpirun (Open MPI, MPICH/Hydra, Slurm's PMI) marks the processes it starts.
-bool started_by_mpi_launcher() {
-  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(variable) != nullptr) return true;
+// Where rank 0 listens, from torchrun's variables or those a Slurm job script exports; refused
+// as bad input, with what to write, when they are missing.
+detail::TcpRendezvous tcp_rendezvous(const LaunchEnvironment& launch, const std::string& host) {
+  if (launch.master_address.empty() || launch.master_port == 0) {
+    const char* missing = launch.master_address.empty() ? "MASTER_ADDR" : "MASTER_PORT";
+    if (launch.launcher == Launcher::slurm) {
+      throw InputError(
+          {"<environment>", 0, 0}, missing,
+          fmt::format(
+              "srun started this process as task {} of {} without an MPI plugin: its ranks meet "
+              "at rank 0's host, which the job script names before srun:\n"
+              "  export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n "
+              "1)\n"
+              "  export MASTER_PORT=29500\n"
+              "(any free port; or srun --mpi=pmix with an epochcast-run built with MPI)",
+              launch.rank, launch.size));
+    }
+    throw InputError({"<environment>", 0, 0}, missing,
+                     fmt::format("{} says this process is rank {} of {}, but not where rank 0 "
+                                 "listens: set MASTER_ADDR (rank 0's host) and MASTER_PORT, as "
+                                 "torchrun does",
+                                 launch.rank_variable, launch.rank, launch.size));
   }
-  return false;
-}
-
-#ifdef EPOCHCAST_HAVE_MPI
-// MPI counts are ints: a larger message is refused rather than wrapped.
-int mpi_count(std::size_t count) {
-  if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-    throw std::runtime_error(
-        fmt::format("a host collective of {} elements exceeds MPI's count limit of {}", count,
-                    std::numeric_limits<int>::max()));
+  detail::TcpRendezvous r;
+  r.rank = launch.rank;
+  r.size = launch.size;
+  r.local_rank = launch.local_rank;
+  r.master_address = launch.master_address;
+  r.master_port = launch.master_port;
+  r.host = host;
+  // torchrun's static rendezvous keeps its own store on MASTER_PORT of rank 0's host for the
+  // whole run: the ranks meet on the port after it.
+  if (launch.master_port_taken_by_torchrun) {
+    if (launch.master_port == 65535) {
+      throw InputError({"<environment>", 0, 0}, "MASTER_PORT",
+                       "torchrun's store holds port 65535 and the ranks meet on the next one: "
+                       "give torchrun a lower --master_port");
+    }
+    r.master_port = launch.master_port + 1;
   }
-  return static_cast<int>(count);
+  return r;
 }
-
-void check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  std::array<char, MPI_MAX_ERROR_STRING> text{};
-  int length = 0;
-  MPI_Error_string(code, text.data(), &length);
-  int rank = the_world != nullptr ? the_world->rank() : -1;
-  throw std::runtime_error(fmt::format("{} failed on rank {} ({}): {}", call, rank, host_name(),
-                                       std::string(text.data(), static_cast<std::size_t>(length))));
-}
-#define EPOCHCAST_MPI(call) check((call), #call)
-
-MPI_Comm as_comm(void* comm) {
-  return *static_cast<MPI_Comm*>(comm);
-}
-#endif
 
 }  // namespace
 
 World& World::initialize(int* argc, char*** argv) {
   if (the_world != nullptr) return *the_world;
-  the_world = new World();
-  World& w = *the_world;
-  w.host_ = host_name();
-#ifdef EPOCHCAST_HAVE_MPI
-  if (started_by_mpi_launcher()) {
-    int provided = 0;
-    EPOCHCAST_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
-    if (provided < MPI_THREAD_SERIALIZED) {
-      throw std::runtime_error(
-          "MPI provides no MPI_THREAD_SERIALIZED support, which the "
-          "communication thread of ddp needs");
-    }
-    w.mpi_ = true;
-    EPOCHCAST_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank_));
-    EPOCHCAST_MPI(MPI_Comm_size(MPI_COMM_WORLD, &w.size_));
-    MPI_Comm local;
-    EPOCHCAST_MPI(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank_, MPI_INFO_NULL, &local));
-    EPOCHCAST_MPI(MPI_Comm_rank(local, &w.local_rank_));
-    MPI_Comm_free(&local);
+  std::unique_ptr<World> w(new World());
+  w->host_ = host_name();
+  const LaunchEnvironment launch = read_launch_environment();
+  w->launcher_ = launch.launcher;
+  if (launch.launcher == Launcher::mpi) {
+    w->transport_ = detail::start_mpi_transport(argc, argv, w->host_);
+  } else if (launch.launcher != Launcher::none && launch.size > 1) {
+    w->transport_ = detail::start_tcp_transport(tcp_rendezvous(launch, w->host_));
   }
-#else
-  (void)argc;
-  (void)argv;
-  if (started_by_mpi_launcher()) {
-    throw std::runtime_error(
-        "launched by mpirun, but this epochcast-run was built without MPI: install "
-        "libopenmpi-dev and rebuild, or run without mpirun");
+  if (w->transport_ != nullptr) {
+    w->rank_ = w->transport_->world().rank();
+    w->size_ = w->transport_->world().size();
+    w->local_rank_ = w->transport_->local_rank();
   }
-#endif
-  return w;
+  the_world = w.release();
+  return *the_world;
 }
 
 World& World::get() {
@@ -111,42 +101,21 @@ void World::finalize() {
   the_world = nullptr;
 }
 
-World::~World() {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (mpi_) MPI_Finalize();
-#endif
-}
+World::~World() = default;
 
 std::string World::mpi_version() const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (!mpi_) return "";
-  std::array<char, MPI_MAX_LIBRARY_VERSION_STRING> text{};
-  int length = 0;
-  MPI_Get_library_version(text.data(), &length);
-  std::string version(text.data(), static_cast<std::size_t>(length));
-  // Only the first line ("Open MPI v4.1.4, package: ...") names the library.
-  version = version.substr(0, version.find_first_of("\r\n"));
-  return version.substr(0, version.find(','));
-#else
-  return "";
-#endif
+  return transport_ != nullptr ? transport_->mpi_version() : "";
 }
 
 void World::barrier() const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (mpi_) EPOCHCAST_MPI(MPI_Barrier(MPI_COMM_WORLD));
-#endif
+  if (transport_ != nullptr) transport_->world().barrier();
 }
 
 bool World::all(bool value) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (mpi_) {
-    int in = value ? 1 : 0, out = 0;
-    EPOCHCAST_MPI(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    return out == 1;
-  }
-#endif
-  return value;
+  if (transport_ == nullptr) return value;
+  double failed = value ? 0.0 : 1.0;
+  transport_->world().all_reduce_max(std::span<double>(&failed, 1));
+  return failed == 0.0;
 }
 
 Group Group::first_ranks(const World& world, int participants) {
@@ -154,81 +123,31 @@ Group Group::first_ranks(const World& world, int participants) {
   g.member_ = world.rank() < participants;
   g.size_ = std::min(participants, world.size());
   g.rank_ = g.member_ ? world.rank() : -1;
-#ifdef EPOCHCAST_HAVE_MPI
-  if (world.launched_by_mpi()) {
-    auto* comm = new MPI_Comm(MPI_COMM_NULL);
-    EPOCHCAST_MPI(
-        MPI_Comm_split(MPI_COMM_WORLD, g.member_ ? 0 : MPI_UNDEFINED, world.rank(), comm));
-    if (*comm == MPI_COMM_NULL) {
-      delete comm;
-    } else {
-      g.comm_ = comm;
-      EPOCHCAST_MPI(MPI_Comm_rank(*comm, &g.rank_));
-      EPOCHCAST_MPI(MPI_Comm_size(*comm, &g.size_));
+  if (world.transport_ != nullptr) {
+    g.channel_ = world.transport_->first_ranks(participants);
+    if (g.channel_ != nullptr) {
+      g.rank_ = g.channel_->rank();
+      g.size_ = g.channel_->size();
     }
   }
-#endif
   return g;
 }
 
-Group::~Group() {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    auto* comm = static_cast<MPI_Comm*>(comm_);
-    MPI_Comm_free(comm);
-    delete comm;
-  }
-#endif
-}
+Group::~Group() = default;
+Group::Group(Group&&) noexcept = default;
+Group& Group::operator=(Group&&) noexcept = default;
 
-Group::Group(Group&& other) noexcept
-    : member_(other.member_), rank_(other.rank_), size_(other.size_), comm_(other.comm_) {
-  other.comm_ = nullptr;
-}
-
-Group& Group::operator=(Group&& other) noexcept {
-  std::swap(member_, other.member_);
-  std::swap(rank_, other.rank_);
-  std::swap(size_, other.size_);
-  std::swap(comm_, other.comm_);
-  return *this;
-}
-
-// Without a communicator the group is one process: every reduction is the identity.
+// Without a channel the group is one process: every reduction is the identity.
 void Group::all_reduce_sum(float* data, std::size_t count) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_FLOAT, MPI_SUM, as_comm(comm_)));
-  }
-#else
-  (void)data;
-  (void)count;
-#endif
+  if (channel_ != nullptr) channel_->all_reduce_sum(std::span<float>(data, count));
 }
 
 void Group::all_reduce_sum(double* data, std::size_t count) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_DOUBLE, MPI_SUM, as_comm(comm_)));
-  }
-#else
-  (void)data;
-  (void)count;
-#endif
+  if (channel_ != nullptr) channel_->all_reduce_sum(std::span<double>(data, count));
 }
 
 void Group::all_reduce_max(double* data, std::size_t count) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_DOUBLE, MPI_MAX, as_comm(comm_)));
-  }
-#else
-  (void)data;
-  (void)count;
-#endif
+  if (channel_ != nullptr) channel_->all_reduce_max(std::span<double>(data, count));
 }
 
 double Group::max(double value) const {
@@ -243,54 +162,42 @@ bool Group::all(bool value) const {
 }
 
 void Group::broadcast(void* data, std::size_t bytes, int root) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Bcast(data, mpi_count(bytes), MPI_BYTE, root, as_comm(comm_)));
+  if (channel_ != nullptr) {
+    channel_->broadcast(std::span<std::byte>(static_cast<std::byte*>(data), bytes), root);
   }
-#else
-  (void)data;
-  (void)bytes;
-  (void)root;
-#endif
 }
 
 std::vector<std::uint64_t> Group::all_gather(std::uint64_t value) const {
   std::vector<std::uint64_t> values(static_cast<std::size_t>(size_), value);
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(
-        MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, as_comm(comm_)));
+  if (channel_ != nullptr) {
+    channel_->all_gather(std::as_bytes(std::span<const std::uint64_t>(&value, 1)),
+                         std::as_writable_bytes(std::span<std::uint64_t>(values)));
   }
-#endif
   return values;
 }
 
 void Group::all_gather(const float* send, float* receive, std::size_t count) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Allgather(send, mpi_count(count), MPI_FLOAT, receive, mpi_count(count),
-                                MPI_FLOAT, as_comm(comm_)));
+  if (channel_ != nullptr) {
+    channel_->all_gather(
+        std::as_bytes(std::span<const float>(send, count)),
+        std::as_writable_bytes(std::span<float>(receive, count * static_cast<std::size_t>(size_))));
     return;
   }
-#endif
   std::copy(send, send + count, receive);
 }
 
 void Group::reduce_scatter_sum(const float* send, float* receive, std::size_t count) const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) {
-    EPOCHCAST_MPI(MPI_Reduce_scatter_block(send, receive, mpi_count(count), MPI_FLOAT, MPI_SUM,
-                                           as_comm(comm_)));
+  if (channel_ != nullptr) {
+    channel_->reduce_scatter_sum(
+        std::span<const float>(send, count * static_cast<std::size_t>(size_)),
+        std::span<float>(receive, count));
     return;
   }
-#endif
   std::copy(send, send + count, receive);
 }
 
 void Group::barrier() const {
-#ifdef EPOCHCAST_HAVE_MPI
-  if (comm_ != nullptr) EPOCHCAST_MPI(MPI_Barrier(as_comm(comm_)));
-#endif
+  if (channel_ != nullptr) channel_->barrier();
 }
 
 }  // namespace epochcast::runtime

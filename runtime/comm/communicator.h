@@ -1,10 +1,13 @@
 // The processes of a run and the groups of them that train one sweep point.
 //
-// Launched by mpirun, every process is a rank of an MPI world (one device per rank); launched
-// alone, the world is this one process. A point that needs fewer ranks than the world has runs
-// on the first ones, the others wait for the next point. Host-memory collectives go through MPI
-// (an honest all-reduce on the CPU); device collectives use NCCL, bootstrapped with the bytes of
-// its unique id broadcast over MPI, as nccl-tests does.
+// Launched by mpirun (or mpiexec, or srun with an MPI plugin), every process is a rank of an MPI
+// world; launched by torchrun, or by plain srun with MASTER_ADDR and MASTER_PORT exported, the
+// ranks meet over TCP at rank 0 (tcp_transport.h); launched alone, the world is this one
+// process. One device per rank, chosen by the local rank. A point that needs fewer ranks than
+// the world has runs on the first ones, the others wait for the next point. Host-memory
+// collectives go through the transport (an honest all-reduce on the CPU; transport.h is the
+// seam); device collectives use NCCL, bootstrapped with the bytes of its unique id broadcast
+// over the same transport, as nccl-tests does over MPI.
 #pragma once
 
 #include <cstddef>
@@ -13,15 +16,25 @@
 #include <string>
 #include <vector>
 
+#include "core/io/launcher_environment.h"
+
 namespace epochcast::runtime {
+
+namespace detail {
+class Channel;
+class Transport;
+}  // namespace detail
 
 class World {
  public:
-  // Initialises MPI when the process was launched by mpirun (and MPI support is built in).
-  // Threads: the training thread and one communication thread take turns calling MPI.
+  // Joins the ranks the launcher started (core/io/launcher_environment.h): MPI_Init under an
+  // MPI launcher (refused when MPI support is not built in), the TCP rendezvous under torchrun
+  // or plain srun (an InputError naming the variable when MASTER_ADDR or MASTER_PORT is
+  // missing). Threads: the training thread and one communication thread take turns calling
+  // collectives.
   static World& initialize(int* argc, char*** argv);
   static World& get();  // after initialize()
-  // Ends MPI (every rank must reach it); the world is gone afterwards.
+  // Ends MPI or closes the connections (every rank must reach it); the world is gone afterwards.
   static void finalize();
   ~World();
   World(const World&) = delete;
@@ -31,24 +44,29 @@ class World {
   int size() const { return size_; }
   // Rank among the processes on this host (selects the GPU).
   int local_rank() const { return local_rank_; }
-  bool launched_by_mpi() const { return mpi_; }
+  // Which launcher started the ranks (Launcher::none: one process started alone).
+  Launcher launcher() const { return launcher_; }
+  bool launched_by_mpi() const { return launcher_ == Launcher::mpi; }
   const std::string& host() const { return host_; }
+  // The MPI library's name and version under an MPI launcher, else empty.
   std::string mpi_version() const;
   void barrier() const;
   // The logical AND over all ranks.
   bool all(bool value) const;
 
  private:
+  friend class Group;
   World() = default;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
-  bool mpi_ = false;
+  Launcher launcher_ = Launcher::none;
   std::string host_;
+  std::unique_ptr<detail::Transport> transport_;  // null for a process started alone
 };
 
-// The first `participants` ranks of the world. Creating one is collective over the whole world;
-// ranks beyond `participants` get a group they are not a member of.
+// The first `participants` ranks of the world. Every rank of the world creates it, in the same
+// order; ranks beyond `participants` get a group they are not a member of.
 class Group {
  public:
   static Group first_ranks(const World& world, int participants);
@@ -62,7 +80,9 @@ class Group {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // In place, on host memory.
+  // In place, on host memory. A sum adds the ranks' terms in its transport's order: over TCP in
+  // rank order, the bits of a serial loop over the ranks (tcp_transport.h); under MPI in the
+  // order of MPI's algorithm, the same bits with two ranks.
   void all_reduce_sum(float* data, std::size_t count) const;
   void all_reduce_sum(double* data, std::size_t count) const;
   void all_reduce_max(double* data, std::size_t count) const;
@@ -81,7 +101,7 @@ class Group {
   bool member_ = false;
   int rank_ = 0;
   int size_ = 1;
-  void* comm_ = nullptr;  // MPI_Comm (heap-held), null for a single process
+  std::unique_ptr<detail::Channel> channel_;  // null for a single process and for non-members
 };
 
 }  // namespace epochcast::runtime

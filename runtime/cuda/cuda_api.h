@@ -119,8 +119,9 @@ class Event {
 // bytes: raw bytes, for copies of tensors of any dtype (broadcasts), never for reductions.
 enum class ElementType { float32, float16, bfloat16, bytes };
 
-// An NCCL communicator. The unique id is created by rank 0 and handed to the others by the
-// launcher (MPI broadcast), as nccl-tests bootstraps NCCL.
+// An NCCL communicator. The unique id is created by rank 0 and handed to the others by a
+// broadcast over the host transport (MPI, or TCP under torchrun and plain srun), as nccl-tests
+// bootstraps NCCL over MPI.
 class NcclCommunicator {
  public:
   static constexpr std::size_t kUniqueIdBytes = 128;

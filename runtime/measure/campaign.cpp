@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/input_error.h"
+#include "core/io/launcher_environment.h"
 #include "core/io/output_file.h"
 #include "runtime/measure/environment.h"
 #include "runtime/measure/watchdog.h"
@@ -165,7 +166,8 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
         "{}: {} point{} to measure on {} ({}{}){}\n", scenario.name, to_measure.size(),
         to_measure.size() == 1 ? "" : "s", file.environment.device_name,
         file.environment.device_kind,
-        world.size() > 1 ? fmt::format(", {} ranks", world.size()) : "",
+        world.size() > 1 ? fmt::format(", {} ranks by {}", world.size(), name_of(world.launcher()))
+                         : "",
         sweep.size() > to_measure.size()
             ? fmt::format("; {} already measured", sweep.size() - to_measure.size())
             : "");

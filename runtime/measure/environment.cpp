@@ -1,4 +1,4 @@
-// Reads the environment from the CUDA runtime, LibTorch, MPI and /proc.
+// Reads the environment from the CUDA runtime, LibTorch, the launcher and MPI, and /proc.
 #include "runtime/measure/environment.h"
 
 #include <algorithm>
@@ -71,6 +71,7 @@ MeasuredEnvironment describe_environment(const DevicePlan& devices, const World&
   e.torch_version = TORCH_VERSION;
   e.mpi_version = world.mpi_version();
   e.ranks = world.size();
+  e.launcher = std::string(name_of(world.launcher()));
   e.cpu_threads = torch::get_num_threads();
   e.host_allocator = host_allocator_description();
   for (char** variable = environ; *variable != nullptr; ++variable) {

@@ -1,4 +1,4 @@
-// What a measurement was taken on: device, driver, CUDA, NCCL, LibTorch and MPI versions.
+// What a measurement was taken on: device, driver, CUDA, NCCL, LibTorch, MPI, the launcher.
 #pragma once
 
 #include "core/measure/measurements.h"

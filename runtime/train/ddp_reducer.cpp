@@ -219,8 +219,16 @@ void DdpReducer::communication_loop() {
       bucket = queue_.front();
       queue_.pop_front();
     }
-    all_reduce(buckets_[bucket]);
+    // An exception must not leave the thread (that would end the process without a word):
+    // the training thread raises it from finish().
+    std::exception_ptr failure;
+    try {
+      all_reduce(buckets_[bucket]);
+    } catch (...) {
+      failure = std::current_exception();
+    }
     std::lock_guard lock(mutex_);
+    if (failure && !communication_failure_) communication_failure_ = failure;
     ++completed_;
     done_.notify_all();
   }
@@ -246,6 +254,7 @@ void DdpReducer::finish() {
     } else {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return completed_ == launched_ && queue_.empty(); });
+      if (communication_failure_) std::rethrow_exception(communication_failure_);
     }
   }
   torch::NoGradGuard no_grad;

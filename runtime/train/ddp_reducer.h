@@ -2,13 +2,15 @@
 // grouped into buckets in reverse registration order (the first bucket capped at 1 MiB, the rest
 // at 25 MiB by default; a bucket closes once it reaches its cap), and each bucket is all-reduced
 // as soon as backward has produced all of its gradients, while backward goes on with earlier
-// layers. On the CPU a communication thread runs the all-reduce over MPI; on a GPU NCCL runs it
-// on a side stream that waits for the gradients and that the optimizer waits for.
+// layers. On the CPU a communication thread runs the all-reduce over the host transport (MPI or
+// TCP); on a GPU NCCL runs it on a side stream that waits for the gradients and that the optimizer
+// waits for.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,7 +37,8 @@ std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<torch::Tens
 
 class DdpReducer {
  public:
-  // `nccl` and `stream` are used for CUDA parameters (both required then), else MPI via `group`.
+  // `nccl` and `stream` are used for CUDA parameters (both required then), else the host
+  // collectives of `group` (MPI or TCP).
   // With a `watchdog`, every collective launched on the GPU is registered with it.
   DdpReducer(std::vector<torch::Tensor> parameters, const Group& group,
              std::int64_t first_cap_bytes, std::int64_t cap_bytes,
@@ -100,6 +103,8 @@ class DdpReducer {
   std::size_t launched_ = 0;
   std::size_t completed_ = 0;
   bool stopping_ = false;
+  // The first all-reduce the thread could not finish (a peer gone): finish() raises it.
+  std::exception_ptr communication_failure_;
   std::thread thread_;
 };
 

@@ -1,6 +1,6 @@
-// zero1, zero2 and fsdp as the runtime executes them: its own implementation over NCCL (MPI on
-// the CPU), as its DDP reducer is, dividing the model by core's rules (core/spec/sharding.h) so
-// that a measured step and a predicted one shard alike.
+// zero1, zero2 and fsdp as the runtime executes them: its own implementation over NCCL (the host
+// transport, MPI or TCP, on the CPU), as its DDP reducer is, dividing the model by core's rules
+// (core/spec/sharding.h) so that a measured step and a predicted one shard alike.
 //
 // - zero1: DDP's reducer, then torch's ZeroRedundancyOptimizer: each rank steps the parameter
 //   tensors zero_partition gives it (holding optimizer state for those only) and broadcasts

@@ -138,9 +138,11 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
   }
   // A process per GPU.
   if (point.gpus > world.size()) {
-    return fmt::format("{} on {} {} needs {} ranks: launch with `mpirun -np {}` (this run has {})",
-                       name, point.gpus, devices.cuda ? "GPUs" : "CPU ranks", point.gpus,
-                       point.gpus, world.size());
+    return fmt::format(
+        "{} on {} {} needs {} ranks: launch with `mpirun -np {}` or `torchrun --nproc_per_node "
+        "{} --no_python` (this run has {})",
+        name, point.gpus, devices.cuda ? "GPUs" : "CPU ranks", point.gpus, point.gpus, point.gpus,
+        world.size());
   }
   if (devices.cuda && world.local_rank() >= devices.device_count && world.rank() < point.gpus) {
     return fmt::format("rank {} on {} has no GPU of its own ({} visible)", world.rank(),

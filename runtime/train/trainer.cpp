@@ -466,8 +466,8 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
 
   // The communicator and the strategy's runner across ranks (DDP's buckets), agreed like the
   // trial: a rank that cannot set them up (out of memory for the buckets, NCCL failing or
-  // timing out in its non-blocking initialisation) tells the others over MPI before anyone
-  // queues a collective that would wait for it on the GPU.
+  // timing out in its non-blocking initialisation) tells the others over the host transport
+  // (MPI or TCP) before anyone queues a collective that would wait for it on the GPU.
   const bool communicates = strategy_communicates(scenario, group);
   if (communicates) {
     bool ready = true;

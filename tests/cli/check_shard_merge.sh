@@ -14,7 +14,8 @@ trap 'rm -rf "$work"' EXIT
 # Whatever launched the test, the commands below see only the variables each check sets.
 unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_MAX SLURM_ARRAY_TASK_STEP \
   SLURM_ARRAY_TASK_COUNT JOB_COMPLETION_INDEX RANK WORLD_SIZE LOCAL_RANK SLURM_PROCID \
-  SLURM_NTASKS SLURM_LOCALID PMI_RANK PMI_SIZE PMIX_RANK OMPI_COMM_WORLD_RANK \
+  SLURM_NTASKS SLURM_LOCALID SLURM_STEP_ID SLURM_STEP_NUM_TASKS PMI_RANK PMI_SIZE PMIX_RANK \
+  OMPI_COMM_WORLD_RANK \
   OMPI_COMM_WORLD_SIZE COLUMNS
 cd "$source"
 fail() {
@@ -219,7 +220,7 @@ for rank in 0 1; do
     env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=localhost MASTER_PORT=29500 \
     "$epochcast" predict scenarios/seed-001/linear.yaml --csv "$work/torchrun.csv"
   refused "plain srun's task $rank of 2" "srun (without --mpi) started 2 processes of epochcast compare" \
-    env SLURM_PROCID=$rank SLURM_NTASKS=2 SLURM_LOCALID=$rank \
+    env SLURM_STEP_ID=0 SLURM_PROCID=$rank SLURM_NTASKS=2 SLURM_LOCALID=$rank \
     "$epochcast" compare scenarios/seed-001/linear.yaml --hardware dgx-a100 \
     --json "$work/srun.json"
 done
@@ -231,7 +232,7 @@ refused "torchrun around a shard" "mpirun -np 3 or srun --mpi=pmix" \
   --shard-output "$work/x.json"
 # One process of each is the process started alone.
 RANK=0 WORLD_SIZE=1 "$epochcast" predict scenarios/seed-001/linear.yaml > "$work/one.txt"
-SLURM_PROCID=0 SLURM_NTASKS=1 "$epochcast" predict scenarios/seed-001/linear.yaml \
+SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 "$epochcast" predict scenarios/seed-001/linear.yaml \
   > "$work/one-srun.txt"
 cmp -s "$work/serial.txt" "$work/one.txt" && cmp -s "$work/serial.txt" "$work/one-srun.txt" ||
   fail "torchrun or srun with one process differs from the serial run"

@@ -69,14 +69,49 @@ TEST_CASE("torchrun is read from RANK WORLD_SIZE LOCAL_RANK and MASTER_ADDR") {
   CHECK(e.master_port == 29500);
 }
 
-TEST_CASE("plain srun is read from SLURM_PROCID and SLURM_NTASKS") {
-  const LaunchEnvironment e =
-      read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}});
+TEST_CASE("torchrun's static rendezvous says its own store holds MASTER_PORT") {
+  const std::map<std::string, std::string> c10d{{"RANK", "0"},
+                                                {"WORLD_SIZE", "2"},
+                                                {"MASTER_ADDR", "127.0.0.1"},
+                                                {"MASTER_PORT", "29500"},
+                                                {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
+  CHECK_FALSE(read(c10d).master_port_taken_by_torchrun);
+  auto static_rendezvous = c10d;
+  static_rendezvous["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  CHECK(read(static_rendezvous).master_port_taken_by_torchrun);
+}
+
+TEST_CASE("plain srun is read from SLURM_PROCID and SLURM_NTASKS in a job step") {
+  const LaunchEnvironment e = read({{"SLURM_STEP_ID", "0"},
+                                    {"SLURM_PROCID", "1"},
+                                    {"SLURM_NTASKS", "2"},
+                                    {"SLURM_LOCALID", "1"}});
   CHECK(e.launcher == Launcher::slurm);
   CHECK(e.rank == 1);
   CHECK(e.size == 2);
   CHECK(e.local_rank == 1);
   CHECK(e.master_port == 0);
+}
+
+TEST_CASE("a job step's task count wins over the job's under srun --preserve-env") {
+  const LaunchEnvironment e = read({{"SLURM_STEP_ID", "3"},
+                                    {"SLURM_PROCID", "1"},
+                                    {"SLURM_STEP_NUM_TASKS", "2"},
+                                    {"SLURM_NTASKS", "8"},
+                                    {"MASTER_ADDR", "node1"},
+                                    {"MASTER_PORT", "29400"}});
+  CHECK(e.launcher == Launcher::slurm);
+  CHECK(e.size == 2);
+  CHECK(e.master_address == "node1");
+  CHECK(e.master_port == 29400);
+}
+
+TEST_CASE("a batch script outside any job step is a process started alone") {
+  // Slurm runs the script as task 0 of the whole job; what it starts directly is one process.
+  const LaunchEnvironment e =
+      read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}});
+  CHECK(e.launcher == Launcher::none);
+  CHECK(e.size == 1);
 }
 
 TEST_CASE("a malformed launcher variable is refused by name") {

@@ -23,6 +23,7 @@ MeasurementFile sample_file() {
   f.environment.device_kind = "cpu";
   f.environment.device_name = "Some CPU";
   f.environment.ranks = 2;
+  f.environment.launcher = "torchrun";
   f.environment.host_allocator = "glibc, freed memory retained";
   f.environment.cublas_allow_tf32 = false;
   f.environment.cudnn_allow_tf32 = true;
@@ -87,6 +88,7 @@ TEST_CASE("a measurement file reads back exactly as it was written") {
   CHECK(back.settings.rounds == 3);
   CHECK(back.points[0].rounds == 3);
   CHECK(back.environment.host_allocator == f.environment.host_allocator);
+  CHECK(back.environment.launcher == "torchrun");
   CHECK(back.environment.cudnn_allow_tf32 == std::optional<bool>(true));
   CHECK(back.environment.cublas_allow_tf32 == std::optional<bool>(false));
   CHECK(back.points[0].cuda_context_bytes == std::optional<std::int64_t>(500 << 20));
@@ -97,6 +99,19 @@ TEST_CASE("a measurement file reads back exactly as it was written") {
   CHECK(back.benchmarks.dispatch->optimizer_step_ops == 7);
   CHECK(back.benchmarks.dispatch->python_module_call_s == std::optional<double>(1.1e-6));
   CHECK(back.benchmarks.dispatch->python_optimizer_step_s == std::optional<double>(9e-5));
+}
+
+TEST_CASE("the environment's launcher is optional for older files and one of the known names") {
+  MeasurementFile f = sample_file();
+  f.environment.launcher.clear();  // as written before the launcher was recorded
+  const std::string old_file = to_json(f);
+  CHECK(old_file.find("\"launcher\"") == std::string::npos);
+  CHECK(load_measurements_from_string(old_file, "old.json").environment.launcher.empty());
+  f.environment.launcher = "slurm";
+  CHECK(load_measurements_from_string(to_json(f), "m.json").environment.launcher == "slurm");
+  f.environment.launcher = "pbs";
+  CHECK_THROWS_WITH(load_measurements_from_string(to_json(f), "m.json"),
+                    Catch::Contains("launcher") && Catch::Contains("torchrun"));
 }
 
 TEST_CASE("a point measured in rounds pools its samples and re-estimates its epoch") {

@@ -2,8 +2,9 @@
 # Runs every command line of README.md's examples (its second code block) as written, in a
 # scratch folder where scenarios/, topologies/ and build/cli/ lead to the tree's and the build's,
 # and where the files README calls your own exist: my.yaml (seed 001's linear model),
-# my-model.yaml (a zoo model), big-sweep.yaml (a short sweep) and my-ddp.yaml (a small ddp
-# scenario). Each line must exit 0; the first that does not fails the test, with its output.
+# my-model.yaml (a zoo model), big-sweep.yaml (a short sweep), my-ddp.yaml (a small ddp
+# scenario) and topo.txt (a public nvidia-smi topo -m matrix). Each line must exit 0; the first
+# that does not fails the test, with its output.
 # Usage: check_readme_commands.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 source=$(readlink -f "$1") build=$(readlink -f "$2")
@@ -16,6 +17,7 @@ mkdir -p build
 ln -s "$build/cli" build/cli
 cp "$source/scenarios/seed-001/linear.yaml" my.yaml
 cp "$source/scenarios/models/mnist-cnn.yaml" my-model.yaml
+cp "$source/tests/cli/nvidia_smi/dgx1-v100-msccl-tools.txt" topo.txt
 sed 's/^  batch: .*/  batch: [10, 600]/' "$source/scenarios/seed-001/linear.yaml" > big-sweep.yaml
 sed -e 's/^  strategy: .*/  strategy: ddp/' -e 's/^  train_samples: .*/  train_samples: 400/' \
     -e 's/^  gpus: .*/  gpus: [4]/' -e 's/^  batch: .*/  batch: [40]/' \

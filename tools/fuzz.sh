@@ -61,7 +61,8 @@ for target in $targets; do
         find tests/cli/nvidia_smi -name '*.txt'; } | sort) ;;
     fuzz_measurements_profiles)
       mapfile -t files < <(cd "$src" && { find validate tests -path tests/fuzz -prune -o -name '*.json' -print;
-        grep -rlx --include='*.yaml' --exclude-dir=fuzz 'kind: profile' topologies validate tests; } | sort) ;;
+        grep -rlx --include='*.yaml' --exclude-dir=fuzz 'kind: profile' topologies validate tests;
+        find tests/cli/data/nccl-tests-logs -name '*.txt'; } | sort) ;;
     *)
       files=() ;;  # structured inputs: the corpus and the seeds are the start
   esac

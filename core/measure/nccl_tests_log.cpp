@@ -214,11 +214,12 @@ NcclTestsRow parse_row(const std::vector<std::pair<std::string, int>>& w,
   row.bytes = integer(column_of("size"));
   row.count = integer(column_of("count"));
   const std::size_t type = column_of("type"), redop = column_of("redop");
-  if (redop >= w.size()) throw bad(redop, "the row ends early");
+  if (type >= w.size() || redop >= w.size()) throw bad(std::max(type, redop), "the row ends early");
   row.type = w[type].first;
   row.redop = w[redop].first;
   std::size_t first_time = column_of("time");
   if (first_time == columns.size()) first_time = column_of("cputime");
+  if (first_time + 3 > columns.size()) throw bad(0, "the header has no time, algbw and busbw");
   std::size_t offset = 0;  // a row with only the in-place group (nccl-tests' blank first one)
   const std::size_t root = column_of("root");
   if (root < columns.size()) {
@@ -303,8 +304,10 @@ NcclTestsRun parse_text(const std::string& text, const std::string& name) {
 struct OpenMap {
   explicit OpenMap(const yaml::Node& node) {
     if (!node.is_map()) node.fail(fmt::format("expected a mapping, got {}", node.describe()));
-    for (const auto& entry : node.raw())
-      keys.push_back(entry.first.as<std::string>());
+    for (const auto& entry : node.raw()) {
+      if (!entry.first.IsScalar()) node.fail("expected keys that are strings");
+      keys.push_back(entry.first.Scalar());
+    }
     views.assign(keys.begin(), keys.end());
     reader.emplace(node, std::span<const std::string_view>(views));
   }

@@ -37,6 +37,9 @@ std::string size_text(double bytes) {
   return fmt::format("{:g} {}", bytes, kUnits[unit]);
 }
 
+// A step latency or launch cost above this is no link's (a millisecond per step).
+constexpr double kLatencyBoundUs = 1000.0;
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -169,6 +172,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       latency_share = std::move(moved);
     }
   }
+  const Seconds prior_latency = latency_slot != nullptr ? *latency_slot : Seconds(0);
   // Each figure is matched on the sizes it governs: an efficiency where its link's rate is
   // most of the time (a tenth off the rate moves the time by 8% or more) among the largest
   // sizes (within 8x of the largest), a latency where it moves the time by at least half as
@@ -215,12 +219,31 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
             l = microseconds(us);
             return log_error(latency_rows);
           },
-          0.0, 1000.0);
+          0.0, kLatencyBoundUs);
       l = microseconds(*latency_us);
     }
     if (std::abs(efficiency.value_or(-1) - efficiency_before) < 1e-9 &&
         std::abs(latency_us.value_or(-1) - latency_before) < 1e-6)
       break;
+  }
+  // A latency the sizes would push past its range stands for something the model lacks (a
+  // transport's per-message cost, a proxy): it keeps its prior rather than bend the efficiency,
+  // which is refitted alone, and the gap is named.
+  std::optional<double> latency_wanted;
+  if (latency_us && (*latency_us >= kLatencyBoundUs || *latency_us <= 0.0)) {
+    latency_wanted = latency_us;
+    *latency_slot = prior_latency;
+    latency_us.reset();
+    if (!bandwidth_rows.empty()) {
+      double& e = p.links.efficiency[bandwidth_kind];
+      e = root(
+          [&](double value) {
+            e = value;
+            return -log_error(bandwidth_rows);
+          },
+          0.01, 1.0);
+      efficiency = e;
+    }
   }
 
   // Residuals over every size, and the sizes the fitted model still misses.
@@ -253,16 +276,15 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
                                     "or more"));
   }
   if (latency_us) {
-    const std::string& key = latency_key;
-    out.fitted.push_back({key, *latency_us, static_cast<int>(latency_rows.size()),
+    out.fitted.push_back({latency_key, *latency_us, static_cast<int>(latency_rows.size()),
                           rms_over(latency_rows),
                           from + fmt::format("; the {} latency-bound sizes", latency_rows.size())});
-    if (*latency_us >= 1000.0 || *latency_us <= 0.0) {
-      out.gaps.push_back(fmt::format(
-          "{}: {} at its bound ({:g} us): the smallest sizes are {} than any step latency makes "
-          "them in the model",
-          name, key, *latency_us, *latency_us <= 0.0 ? "faster" : "slower"));
-    }
+  } else if (latency_wanted) {
+    out.gaps.push_back(fmt::format(
+        "{}: {} kept at its prior ({:g} us): the sizes it moves most are {} than any latency from "
+        "0 to {:g} us makes them in the model",
+        name, latency_key, prior_latency.value() * 1e6,
+        *latency_wanted <= 0.0 ? "faster" : "slower", kLatencyBoundUs));
   } else {
     out.notes.push_back(fmt::format("links: no step latency fitted: {}",
                                     "no step latency or launch cost moves any size by 1% or more: "

@@ -147,6 +147,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
                       {"effective_bandwidth", k.why.bandwidth.value()}});
     }
     nlohmann::ordered_json out = {
+        {"schema", "epochcast.step-kernels/1"},
         {"model", analysis.model_name},
         {"machine", machine.name},
         {"gpu", machine.gpu.id},
@@ -339,6 +340,7 @@ void print_json(const ModelAnalysis& a) {
     });
   }
   nlohmann::ordered_json out = {
+      {"schema", "epochcast.model-analysis/1"},
       {"model", a.model_name},
       {"input_shape", a.input_shape.dims},
       {"input_dtype", to_string(a.input_dtype)},

@@ -1,5 +1,6 @@
-// Where bundled data lives (the model zoo, GPU catalogue, machines, scenarios) and how a name
-// written in a spec becomes a file.
+// Where bundled data lives (the model zoo, GPU catalogue, machines, scenarios, and schemas/, the
+// JSON Schemas of the file formats that editors and tools read) and how a name written in a spec
+// becomes a file.
 #pragma once
 
 #include <filesystem>

@@ -17,9 +17,10 @@ mv "$work/installed" "$work/moved"
 prefix=$work/moved
 epochcast=$prefix/bin/epochcast
 [[ -x $epochcast ]] || { cat "$work/install.log"; fail "no $epochcast"; exit 1; }
-for folder in topologies scenarios scenarios/models topologies/profiles; do
+for folder in topologies scenarios scenarios/models topologies/profiles schemas; do
   [[ -d $prefix/share/epochcast/$folder ]] || fail "no share/epochcast/$folder"
 done
+[[ -f $prefix/share/epochcast/schemas/scenario.schema.json ]] || fail "no scenario.schema.json"
 [[ -f $prefix/share/doc/epochcast/README.md ]] || fail "no share/doc/epochcast/README.md"
 [[ -f $prefix/share/doc/epochcast/guide.md ]] || fail "no share/doc/epochcast/guide.md"
 [[ -f $prefix/share/bash-completion/completions/epochcast ]] || fail "no bash completion"
@@ -65,7 +66,8 @@ else
   else
     listing=$(dpkg-deb -c "$deb")
     for path in ./usr/bin/epochcast ./usr/share/epochcast/scenarios/seed-001/linear.yaml \
-        ./usr/share/epochcast/topologies/gpus.yaml ./usr/share/bash-completion/completions/epochcast; do
+        ./usr/share/epochcast/topologies/gpus.yaml ./usr/share/epochcast/schemas/scenario.schema.json \
+        ./usr/share/bash-completion/completions/epochcast; do
       grep -q " $path\$" <<< "$listing" || fail "the package has no $path"
     done
     dpkg-deb -f "$deb" Depends | grep -q "libyaml-cpp" || fail "the package does not depend on yaml-cpp"

@@ -1,4 +1,5 @@
-# Runs epochcast with ARGS (a ;-list) from the source tree and compares stdout with EXPECTED.
+# Runs epochcast with ARGS (a ;-list) from the source tree and compares stdout with EXPECTED,
+# paths under the source tree made relative to it (as tools/update_golden.sh writes them).
 separate_arguments(arg_list UNIX_COMMAND "${ARGS}")
 # Tables follow COLUMNS where it is set: the goldens are the unlimited layout of a pipe.
 unset(ENV{COLUMNS})
@@ -8,6 +9,9 @@ execute_process(COMMAND ${EPOCHCAST} ${arg_list}
 if(NOT code EQUAL 0)
   message(FATAL_ERROR "epochcast ${ARGS} exited ${code}:\n${errors}")
 endif()
+get_filename_component(real_source_dir ${SOURCE_DIR} REALPATH)
+string(REPLACE "${SOURCE_DIR}/" "" actual "${actual}")
+string(REPLACE "${real_source_dir}/" "" actual "${actual}")
 file(READ ${EXPECTED} expected)
 if(NOT actual STREQUAL expected)
   file(WRITE ${ACTUAL} "${actual}")

@@ -1,44 +1,33 @@
-// Normal equations solved by Gaussian elimination with partial pivoting: the systems have a
-// dozen unknowns at most.
+// Lawson and Hanson's active-set NNLS ("Solving Least Squares Problems", 1974, ch. 23), each
+// subproblem solved by a column-pivoted QR of the passive columns (no normal equations, whose
+// squared condition number loses the small coefficients).
 #include "validate/least_squares.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+
+#include <Eigen/Dense>
 
 namespace epochcast::validate {
 
 namespace {
 
-// Solves M x = v for the columns in `active`; others are 0.
-std::vector<double> solve_active(const std::vector<std::vector<double>>& normal,
-                                 const std::vector<double>& rhs, const std::vector<bool>& active) {
-  std::vector<std::size_t> index;
-  for (std::size_t j = 0; j < active.size(); ++j)
-    if (active[j]) index.push_back(j);
-  std::size_t n = index.size();
-  std::vector<std::vector<double>> m(n, std::vector<double>(n + 1));
-  for (std::size_t r = 0; r < n; ++r) {
-    for (std::size_t c = 0; c < n; ++c)
-      m[r][c] = normal[index[r]][index[c]];
-    m[r][r] *= 1 + 1e-12;  // a whisper of ridge keeps nearly collinear columns solvable
-    m[r][n] = rhs[index[r]];
-  }
-  for (std::size_t col = 0; col < n; ++col) {
-    std::size_t pivot = col;
-    for (std::size_t r = col + 1; r < n; ++r)
-      if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
-    std::swap(m[col], m[pivot]);
-    if (std::abs(m[col][col]) < 1e-300) continue;
-    for (std::size_t r = 0; r < n; ++r) {
-      if (r == col) continue;
-      double f = m[r][col] / m[col][col];
-      for (std::size_t c = col; c <= n; ++c)
-        m[r][c] -= f * m[col][c];
-    }
-  }
-  std::vector<double> x(active.size(), 0.0);
-  for (std::size_t r = 0; r < n; ++r)
-    x[index[r]] = std::abs(m[r][r]) < 1e-300 ? 0.0 : m[r][n] / m[r][r];
+// The least-squares solution on the passive columns, zero elsewhere.
+Eigen::VectorXd solve_passive(const Eigen::MatrixXd& a, const Eigen::VectorXd& b,
+                              const std::vector<bool>& passive) {
+  std::vector<Eigen::Index> index;
+  for (std::size_t j = 0; j < passive.size(); ++j)
+    if (passive[j]) index.push_back(static_cast<Eigen::Index>(j));
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(a.cols());
+  if (index.empty()) return x;
+  Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(index.size()));
+  for (std::size_t k = 0; k < index.size(); ++k)
+    sub.col(static_cast<Eigen::Index>(k)) = a.col(index[k]);
+  const Eigen::VectorXd s = sub.colPivHouseholderQr().solve(b);
+  for (std::size_t k = 0; k < index.size(); ++k)
+    x(index[k]) = s(static_cast<Eigen::Index>(k));
   return x;
 }
 
@@ -47,27 +36,60 @@ std::vector<double> solve_active(const std::vector<std::vector<double>>& normal,
 std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& rows,
                                                const std::vector<double>& targets,
                                                std::size_t columns) {
-  std::vector<std::vector<double>> normal(columns, std::vector<double>(columns, 0.0));
-  std::vector<double> rhs(columns, 0.0);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    for (std::size_t a = 0; a < columns; ++a) {
-      if (rows[i][a] == 0) continue;
-      rhs[a] += rows[i][a] * targets[i];
-      for (std::size_t b = 0; b < columns; ++b)
-        normal[a][b] += rows[i][a] * rows[i][b];
-    }
+  const auto m = static_cast<Eigen::Index>(rows.size());
+  const auto n = static_cast<Eigen::Index>(columns);
+  Eigen::MatrixXd a(m, n);
+  Eigen::VectorXd b(m);
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j)
+      a(i, j) = rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+    b(i) = targets[static_cast<std::size_t>(i)];
   }
-  std::vector<bool> active(columns);
-  for (std::size_t j = 0; j < columns; ++j)
-    active[j] = normal[j][j] > 0;
-  // Drop the most negative coefficient until none is left (each pass removes one column).
-  for (std::size_t pass = 0; pass <= columns; ++pass) {
-    std::vector<double> x = solve_active(normal, rhs, active);
-    std::size_t worst = columns;
-    for (std::size_t j = 0; j < columns; ++j)
-      if (active[j] && x[j] < 0 && (worst == columns || x[j] < x[worst])) worst = j;
-    if (worst == columns) return x;
-    active[worst] = false;
+  // A gradient component below this is zero (MATLAB's lsqnonneg takes the same).
+  const double tolerance = 10 * std::numeric_limits<double>::epsilon() *
+                           a.cwiseAbs().colwise().sum().maxCoeff() *
+                           static_cast<double>(std::max(m, n));
+  std::vector<bool> passive(columns, false);
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
+  // Each outer pass frees one column; Lawson and Hanson bound the passes, 3n is ample.
+  for (std::size_t pass = 0; pass <= 3 * columns + 3; ++pass) {
+    const Eigen::VectorXd w = a.transpose() * (b - a * x);
+    Eigen::Index best = -1;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      if (!passive[static_cast<std::size_t>(j)] && w(j) > tolerance && (best < 0 || w(j) > w(best)))
+        best = j;
+    }
+    if (best < 0) {
+      std::vector<double> out(columns);
+      for (std::size_t j = 0; j < columns; ++j)
+        out[j] = std::max(0.0, x(static_cast<Eigen::Index>(j)));
+      return out;
+    }
+    passive[static_cast<std::size_t>(best)] = true;
+    // Inner loop: step toward the passive least-squares solution until it is feasible, freeing
+    // the columns that reach zero on the way.
+    for (std::size_t inner = 0; inner <= columns; ++inner) {
+      const Eigen::VectorXd s = solve_passive(a, b, passive);
+      double step = 1;
+      bool feasible = true;
+      for (Eigen::Index j = 0; j < n; ++j) {
+        if (!passive[static_cast<std::size_t>(j)] || s(j) > tolerance) continue;
+        feasible = false;
+        const double denominator = x(j) - s(j);
+        if (denominator > 0) step = std::min(step, x(j) / denominator);
+      }
+      if (feasible) {
+        x = s;
+        break;
+      }
+      x += step * (s - x);
+      for (Eigen::Index j = 0; j < n; ++j) {
+        if (passive[static_cast<std::size_t>(j)] && x(j) <= tolerance) {
+          passive[static_cast<std::size_t>(j)] = false;
+          x(j) = 0;
+        }
+      }
+    }
   }
   throw std::logic_error("non_negative_least_squares did not converge");
 }

@@ -5,8 +5,9 @@
 
 namespace epochcast::validate {
 
-// Lawson-Hanson active-set NNLS on the normal equations; columns that are all zero stay 0.
-// `rows` is row-major, each of `columns` entries.
+// The non-negative x minimising |A x - b|, exactly: Lawson and Hanson's active-set method, each
+// subproblem by QR. Columns that are all zero stay 0. `rows` is row-major, each of `columns`
+// entries.
 std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& rows,
                                                const std::vector<double>& targets,
                                                std::size_t columns);

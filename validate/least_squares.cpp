@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 
 #include <Eigen/Dense>
 
@@ -45,53 +44,83 @@ std::vector<double> non_negative_least_squares(const std::vector<std::vector<dou
       a(i, j) = rows[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
     b(i) = targets[static_cast<std::size_t>(i)];
   }
+  // Columns scaled to unit length (x_j scaled back at the end): calibration's columns differ by
+  // many orders of magnitude (a latency beside a time per byte), and the tolerance below must
+  // mean the same for each. An all-zero column stays out, and its coefficient 0.
+  Eigen::VectorXd scale = Eigen::VectorXd::Zero(n);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const double norm = a.col(j).norm();
+    if (norm > 0) {
+      scale(j) = 1 / norm;
+      a.col(j) *= scale(j);
+    }
+  }
   // A gradient component below this is zero (MATLAB's lsqnonneg takes the same).
   const double tolerance = 10 * std::numeric_limits<double>::epsilon() *
                            a.cwiseAbs().colwise().sum().maxCoeff() *
                            static_cast<double>(std::max(m, n));
   std::vector<bool> passive(columns, false);
+  // A column freed again by the step it was added for, with no gain, is not offered again until
+  // the solution moves: in floating point that is how Lawson and Hanson's loop would cycle.
+  std::vector<bool> stalled(columns, false);
   Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
-  // Each outer pass frees one column; Lawson and Hanson bound the passes, 3n is ample.
-  for (std::size_t pass = 0; pass <= 3 * columns + 3; ++pass) {
+  double residual = b.squaredNorm();
+  // Lawson and Hanson bound the passes in exact arithmetic; this bound is far above what any
+  // calibration needs, and every pass keeps x feasible and its residual falling.
+  for (std::size_t pass = 0; pass < 100 * (columns + 1); ++pass) {
     const Eigen::VectorXd w = a.transpose() * (b - a * x);
     Eigen::Index best = -1;
     for (Eigen::Index j = 0; j < n; ++j) {
-      if (!passive[static_cast<std::size_t>(j)] && w(j) > tolerance && (best < 0 || w(j) > w(best)))
+      const auto k = static_cast<std::size_t>(j);
+      if (!passive[k] && !stalled[k] && scale(j) > 0 && w(j) > tolerance &&
+          (best < 0 || w(j) > w(best)))
         best = j;
     }
-    if (best < 0) {
-      std::vector<double> out(columns);
-      for (std::size_t j = 0; j < columns; ++j)
-        out[j] = std::max(0.0, x(static_cast<Eigen::Index>(j)));
-      return out;
-    }
+    if (best < 0) break;
     passive[static_cast<std::size_t>(best)] = true;
     // Inner loop: step toward the passive least-squares solution until it is feasible, freeing
-    // the columns that reach zero on the way.
+    // the columns that reach zero on the way (the one that limits the step exactly).
     for (std::size_t inner = 0; inner <= columns; ++inner) {
       const Eigen::VectorXd s = solve_passive(a, b, passive);
       double step = 1;
-      bool feasible = true;
+      Eigen::Index limiting = -1;
       for (Eigen::Index j = 0; j < n; ++j) {
-        if (!passive[static_cast<std::size_t>(j)] || s(j) > tolerance) continue;
-        feasible = false;
+        if (!passive[static_cast<std::size_t>(j)] || s(j) > 0) continue;
         const double denominator = x(j) - s(j);
-        if (denominator > 0) step = std::min(step, x(j) / denominator);
+        const double reach = denominator > 0 ? x(j) / denominator : 0;
+        if (limiting < 0 || reach < step) {
+          step = std::min(step, reach);
+          limiting = j;
+        }
       }
-      if (feasible) {
+      if (limiting < 0) {
         x = s;
         break;
       }
       x += step * (s - x);
+      x(limiting) = 0;
+      const double largest = x.cwiseAbs().maxCoeff();
       for (Eigen::Index j = 0; j < n; ++j) {
-        if (passive[static_cast<std::size_t>(j)] && x(j) <= tolerance) {
+        if (passive[static_cast<std::size_t>(j)] && x(j) <= 1e-14 * largest) {
           passive[static_cast<std::size_t>(j)] = false;
           x(j) = 0;
         }
       }
     }
+    const double now = (b - a * x).squaredNorm();
+    if (!passive[static_cast<std::size_t>(best)] && now >= residual * (1 - 1e-15)) {
+      stalled[static_cast<std::size_t>(best)] = true;
+    } else {
+      std::fill(stalled.begin(), stalled.end(), false);
+    }
+    residual = std::min(residual, now);
   }
-  throw std::logic_error("non_negative_least_squares did not converge");
+  std::vector<double> out(columns);
+  for (std::size_t j = 0; j < columns; ++j) {
+    const auto k = static_cast<Eigen::Index>(j);
+    out[j] = std::max(0.0, x(k)) * scale(k);
+  }
+  return out;
 }
 
 std::pair<double, double> fit_latency_bandwidth(const std::vector<double>& bytes,

@@ -273,7 +273,7 @@ void read_faults(const yaml::Node& node, const MachineSpec& machine, ClusterCond
     if (down == entry.has("bandwidth")) {
       item.fail("give the link either a `bandwidth` (a fraction of its rate) or `down: true`");
     }
-    fault.bandwidth = down ? 0 : entry.required("bandwidth").as_number_in(0.01, 1);
+    fault.rate_fraction = down ? 0 : entry.required("bandwidth").as_number_in(0.01, 1);
     for (const LinkFault& earlier : out.links) {
       if (earlier.node == fault.node && earlier.nic == fault.nic && earlier.leaf == fault.leaf)
         item.fail("this link is listed twice: give it one bandwidth, or down");

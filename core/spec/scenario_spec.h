@@ -317,9 +317,9 @@ struct StepJitter {
   int steps = 16;
 };
 struct LinkFault {
-  int node = -1, nic = -1;  // a node's NIC link to its leaf, or
-  int leaf = -1;            // a leaf's uplink to the spine
-  double bandwidth = 1;     // of its rate; 0: down (routes go around it where they can)
+  int node = -1, nic = -1;   // a node's NIC link to its leaf, or
+  int leaf = -1;             // a leaf's uplink to the spine
+  double rate_fraction = 1;  // of its rate (the YAML key `bandwidth`); 0: down, routed around
 };
 struct ClusterConditions {
   std::vector<SlowGpu> slow_gpus;

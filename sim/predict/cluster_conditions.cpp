@@ -80,7 +80,7 @@ PointConditions conditions(const ScenarioSpec& scenario, int gpus, bool with_spe
   }
   for (const LinkFault& f : c.links) {
     const std::string what =
-        f.bandwidth == 0 ? "down (routed around)" : "at " + percent(f.bandwidth);
+        f.rate_fraction == 0 ? "down (routed around)" : "at " + percent(f.rate_fraction);
     if (f.leaf >= 0) {
       const int per_leaf = scenario.machine.topology.network->nodes_per_leaf;
       if (per_leaf <= 0 || nodes <= per_leaf || f.leaf >= (nodes + per_leaf - 1) / per_leaf)
@@ -107,7 +107,7 @@ std::vector<std::string> conditions_applied(const ScenarioSpec& scenario, int gp
 void apply_link_faults(const ScenarioSpec& scenario, Topology& topology) {
   for (const LinkFault& f : scenario.conditions.links) {
     const int link = f.leaf >= 0 ? topology.leaf_uplink(f.leaf) : topology.nic_link(f.node, f.nic);
-    if (link >= 0) topology.degrade(link, f.bandwidth);
+    if (link >= 0) topology.degrade(link, f.rate_fraction);
   }
   if (!topology.gpus_connected()) {
     throw InputError(scenario.conditions.faults_mark, "faults",

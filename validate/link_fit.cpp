@@ -198,20 +198,21 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
   // Each figure solved in turn, the other held, until neither moves (they share sizes where a
   // size pays both a latency and its bytes).
   std::optional<double> efficiency, latency_us;
+  const auto fit_efficiency = [&] {
+    double& e = p.links.efficiency[bandwidth_kind];
+    // A time falls as the efficiency rises: the error, negated, rises with it.
+    e = root(
+        [&](double value) {
+          e = value;
+          return -log_error(bandwidth_rows);
+        },
+        0.01, 1.0);
+    efficiency = e;
+  };
   for (int round = 0; round < 12; ++round) {
     const double efficiency_before = efficiency.value_or(-1);
     const double latency_before = latency_us.value_or(-1);
-    if (!bandwidth_rows.empty()) {
-      double& e = p.links.efficiency[bandwidth_kind];
-      // A time falls as the efficiency rises: the error, negated, rises with it.
-      e = root(
-          [&](double value) {
-            e = value;
-            return -log_error(bandwidth_rows);
-          },
-          0.01, 1.0);
-      efficiency = e;
-    }
+    if (!bandwidth_rows.empty()) fit_efficiency();
     if (!latency_rows.empty()) {
       Seconds& l = *latency_slot;
       latency_us = root(
@@ -234,16 +235,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     latency_wanted = latency_us;
     *latency_slot = prior_latency;
     latency_us.reset();
-    if (!bandwidth_rows.empty()) {
-      double& e = p.links.efficiency[bandwidth_kind];
-      e = root(
-          [&](double value) {
-            e = value;
-            return -log_error(bandwidth_rows);
-          },
-          0.01, 1.0);
-      efficiency = e;
-    }
+    if (!bandwidth_rows.empty()) fit_efficiency();
   }
 
   // Residuals over every size, and the sizes the fitted model still misses.

@@ -13,10 +13,6 @@
 
 namespace epochcast::sim {
 
-BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile) {
-  return link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
-}
-
 TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
                              const Transfer& transfer) {
   return transfer_route(topology, profile, transfer, profile.links.step_latency);

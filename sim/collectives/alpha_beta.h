@@ -36,7 +36,6 @@ TransferRoute transfer_route(const Topology& topology, const HardwareProfile& pr
 TransferRoute transfer_route(const Topology& topology, const HardwareProfile& profile,
                              const Transfer& transfer,
                              const std::array<Seconds, kLinkKinds>& step_latency);
-BytesPerSecond effective_bandwidth(const TopologyLink& link, const HardwareProfile& profile);
 
 // The critical path of the plan's transfers under its protocol (each step at that protocol's
 // latency and share of the bandwidth).

@@ -8,6 +8,14 @@
 
 namespace epochcast::sim {
 
+BytesPerSecond usable_rate(BytesPerSecond nominal, LinkKind kind, const HardwareProfile& profile) {
+  return nominal * profile.links.efficiency[static_cast<std::size_t>(kind)];
+}
+
+BytesPerSecond link_capacity(const TopologyLink& link, const HardwareProfile& profile) {
+  return usable_rate(link.bandwidth, link.kind, profile);
+}
+
 NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
                        MaxMinFairNetwork& network,
                        std::vector<std::array<Seconds, kLinkKinds>> step_tables)
@@ -17,8 +25,7 @@ NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
       step_tables_(std::move(step_tables)) {
   if (step_tables_.empty()) step_tables_.push_back(profile.links.step_latency);
   for (const TopologyLink& link : topology.links()) {
-    BytesPerSecond capacity =
-        link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
+    const BytesPerSecond capacity = link_capacity(link, profile);
     const std::string& a = topology.vertices()[static_cast<std::size_t>(link.a)].name;
     const std::string& b = topology.vertices()[static_cast<std::size_t>(link.b)].name;
     network.add_link(fmt::format("{} {}->{}", link.label, a, b), capacity);
@@ -43,10 +50,7 @@ void NetworkMap::mark_never_binding() {
     return kind == VertexKind::leaf_switch || kind == VertexKind::spine_switch;
   };
   auto capacity = [&](const TopologyLink& link) {
-    return link.down
-               ? 0.0
-               : (link.bandwidth * profile_.links.efficiency[static_cast<std::size_t>(link.kind)])
-                     .value();
+    return link.down ? 0.0 : link_capacity(link, profile_).value();
   };
   // Per vertex: its links to vertices other than switches, summed; its links to switches.
   std::vector<double> edge_capacity(vertices.size(), 0);
@@ -83,8 +87,7 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
   bool first = true;
   for (const Hop& hop : path.hops) {
     const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
-    BytesPerSecond effective =
-        link.bandwidth * profile.links.efficiency[static_cast<std::size_t>(link.kind)];
+    const BytesPerSecond effective = link_capacity(link, profile);
     if (first || effective < rate.bandwidth) {
       rate.bandwidth = effective;
       rate.slowest = link.kind;
@@ -103,8 +106,7 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
       narrowest =
           std::min(narrowest, topology.links()[static_cast<std::size_t>(hop.link)].bandwidth);
     }
-    const BytesPerSecond reached =
-        narrowest * profile.links.efficiency[static_cast<std::size_t>(*transport)];
+    const BytesPerSecond reached = usable_rate(narrowest, *transport, profile);
     if (reached < rate.bandwidth) {
       rate.data_factor = rate.bandwidth.value() / reached.value();
       rate.bandwidth = reached;

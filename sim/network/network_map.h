@@ -15,6 +15,13 @@
 
 namespace epochcast::sim {
 
+// The rate data reaches over a link of `kind` whose datasheet rate is `nominal`: that times the
+// profile's efficiency for the kind (links.efficiency, formats.md). Every link capacity and
+// transport rate of the flow network is this one product.
+BytesPerSecond usable_rate(BytesPerSecond nominal, LinkKind kind, const HardwareProfile& profile);
+// A topology link's capacity in the flow network: usable_rate of its own bandwidth and kind.
+BytesPerSecond link_capacity(const TopologyLink& link, const HardwareProfile& profile);
+
 // How fast data moves along a path, and which kind of link sets it.
 struct RouteRate {
   BytesPerSecond bandwidth;           // effective bottleneck

@@ -17,10 +17,6 @@
 
 namespace epochcast {
 
-bool is_cpu_architecture(std::string_view architecture) {
-  return architecture == "x86-64" || architecture == "aarch64";
-}
-
 double GpuSpec::sustained_clock_fraction() const {
   if (!clocks || clocks->boost_mhz <= 0) return 1.0;
   return clocks->sustained_or_boost() / clocks->boost_mhz;
@@ -185,7 +181,7 @@ GpuSpec read_gpu(const yaml::Node& node, std::string id, bool inline_entry = fal
       // Per-precision sources for peak_tflops.
       yaml::MapReader per(*source, kPrecisionNames);
       for (const auto& [precision, value] : gpu.peak) {
-        std::string_view p = kPrecisionNames[static_cast<std::size_t>(precision)];
+        std::string_view p = name_of(precision);
         std::optional<yaml::Node> text = per.optional(p);
         if (!text) {
           throw InputError(source->mark(), fmt::format("{}.{}", source->path(), p),

@@ -12,6 +12,7 @@
 
 #include "core/input_error.h"
 #include "core/units.h"
+#include "core/spec/architecture_traits.h"
 
 namespace epochcast {
 
@@ -19,15 +20,6 @@ namespace epochcast {
 // the GPU has tensor cores for them, else the CUDA-core rate.
 enum class Precision { fp32, tf32, fp16, bf16 };
 inline constexpr std::string_view kPrecisionNames[] = {"fp32", "tf32", "fp16", "bf16"};
-
-// The architectures the models know (GEMM tiles, NCCL protocols, profile figures): NVIDIA's GPU
-// generations, oldest first, then the CPUs the runtime measures on. A catalogue entry names one
-// of them; anything else is refused at load, never modelled as some default.
-inline constexpr std::string_view kArchitectureNames[] = {
-    "maxwell", "pascal", "volta",     "turing", "ampere",
-    "ada",     "hopper", "blackwell", "x86-64", "aarch64"};
-// Whether `architecture` is a CPU's (the runtime's host device), not a GPU generation.
-bool is_cpu_architecture(std::string_view architecture);
 
 struct NvlinkSpec {
   int generation = 0;

@@ -151,11 +151,11 @@ ProfileUncertainty read_uncertainty(const yaml::Node& node) {
 std::map<std::size_t, double> read_bandwidth_relative(const yaml::Node& node) {
   std::vector<std::string_view> kinds;
   for (OpClass kind : kBandwidthKinds)
-    kinds.push_back(to_string(kind));
+    kinds.push_back(name_of(kind));
   yaml::MapReader reader(node, std::span<const std::string_view>(kinds));
   std::map<std::size_t, double> out;
   for (OpClass kind : kBandwidthKinds) {
-    if (auto value = reader.optional(to_string(kind)))
+    if (auto value = reader.optional(name_of(kind)))
       out[static_cast<std::size_t>(kind)] =
           value->as_number_in(kBandwidthRelativeLow, kBandwidthRelativeHigh);
   }
@@ -174,8 +174,7 @@ std::map<std::string, ArchitectureEfficiency> read_architectures(const yaml::Nod
     if (out.count(architecture))
       arch_node.fail(fmt::format("'{}' is given twice; give each architecture once", architecture));
     // Only the architectures a catalogue may name: any other key would silently never apply.
-    if (std::find(std::begin(kArchitectureNames), std::end(kArchitectureNames), architecture) ==
-        std::end(kArchitectureNames)) {
+    if (find_architecture(architecture) == nullptr) {
       arch_node.fail(
           fmt::format("'{}' is not an architecture a GPU can have: expected one of "
                       "{}{}",
@@ -423,7 +422,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
     y += "  bandwidth_relative: {";
     for (std::size_t i = 0; i < std::size(kBandwidthKinds); ++i) {
       const OpClass kind = kBandwidthKinds[i];
-      y += fmt::format("{}{}: {}", i ? ", " : "", to_string(kind),
+      y += fmt::format("{}{}: {}", i ? ", " : "", name_of(kind),
                        number(p.gpu.bandwidth_relative[static_cast<std::size_t>(kind)]));
     }
     y += "}\n";

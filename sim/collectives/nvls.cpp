@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/spec/architecture_traits.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/network/topology.h"
 
@@ -70,7 +71,7 @@ bool nvls_available(const Topology& topology, std::string_view architecture,
     return false;
   }
   if (total_nodes != 1 || ranks.size() < 3) return false;
-  if (architecture != "hopper" && architecture != "blackwell") return false;
+  if (!architecture_traits(architecture).nvlink_sharp) return false;
   const int fabric = topology.nvswitch_of(ranks.front());
   return fabric >= 0 && std::all_of(ranks.begin(), ranks.end(), [&](int gpu) {
            return topology.node_of(gpu) == topology.node_of(ranks.front()) &&

@@ -1,6 +1,7 @@
 // NCCL's protocol constants (see protocols.h for the source).
 #include "sim/collectives/protocols.h"
 
+#include "core/spec/architecture_traits.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/logical_topology.h"
 
@@ -103,7 +104,7 @@ bool rings_on_nvlink(const Topology& topology, const std::vector<int>& ranks) {
 bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
                       const std::vector<int>& ranks) {
   if (protocol != Protocol::ll128) return true;
-  if (architecture != "volta" && architecture != "ampere" && architecture != "hopper") return false;
+  if (!architecture_traits(architecture).nccl_ll128) return false;
   return ranks.size() >= 2 && rings_on_nvlink(topology, ranks);
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/model/kernel_launches.h"
+#include "core/spec/architecture_traits.h"
 #include "core/yaml/strict_yaml.h"
 
 namespace epochcast::sim {
@@ -59,7 +60,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       precision_(precision),
       convolution_(convolution),
       tile_family_(tile_family(gpu.architecture)),
-      launch_target_{gpu.sm_count, max_threads_per_sm(gpu.architecture),
+      launch_target_{gpu.sm_count, architecture_traits(gpu.architecture).max_threads_per_sm,
                      convolution.channels_last} {
   // A profile straight from its file still has its per-architecture table (scenarios resolve it
   // when they load): the figures for this GPU and precision apply.

@@ -3,11 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
-#include <fmt/format.h>
-
-#include "core/input_error.h"
+#include "core/spec/architecture_traits.h"
 #include "core/spec/hardware_spec.h"
 
 namespace epochcast::sim {
@@ -40,16 +37,15 @@ constexpr double kLargerTileTolerance = 0.05;
 }  // namespace
 
 TileFamily tile_family(std::string_view architecture) {
-  if (architecture == "pascal" || architecture == "maxwell") return TileFamily::rows_of_128;
-  if (is_cpu_architecture(architecture)) return TileFamily::unpadded;
-  if (std::find(std::begin(kArchitectureNames), std::end(kArchitectureNames), architecture) ==
-      std::end(kArchitectureNames)) {
-    // The catalogue loader refuses other names; a GPU spec made in code must use these too.
-    throw std::invalid_argument(
-        fmt::format("no GEMM tiles for the architecture '{}' (expected one of {})", architecture,
-                    join_alternatives(kArchitectureNames)));
+  switch (architecture_traits(architecture).gemm_tiles) {
+    case GemmTiles::rows_of_128:
+      return TileFamily::rows_of_128;
+    case GemmTiles::cpu_blas:
+      return TileFamily::unpadded;
+    case GemmTiles::tensor_core:
+      break;
   }
-  return TileFamily::mixed;  // Volta and later: cuBLAS/CUTLASS's tensor-core tile shapes
+  return TileFamily::mixed;  // cuBLAS/CUTLASS's tensor-core tile shapes
 }
 
 TileFamily sgemm_family(std::string_view architecture, bool batched, GemmLayout layout) {
@@ -63,7 +59,7 @@ TileFamily sgemm_family(std::string_view architecture, bool batched, GemmLayout 
       break;
   }
   if (!batched) return TileFamily::sgemm_volta;
-  if (architecture == "volta" || architecture == "turing") return TileFamily::sgemm_batched_volta;
+  if (architecture_traits(architecture).volta_batched_sgemm) return TileFamily::sgemm_batched_volta;
   return TileFamily::sgemm_batched_ampere;
 }
 

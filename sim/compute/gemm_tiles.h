@@ -40,9 +40,8 @@ enum class TileFamily {
   sgemm_batched_volta,
   sgemm_batched_ampere,
 };
-// The family of an architecture of kArchitectureNames (core/spec/hardware_spec.h) for
-// tensor-core GEMMs and convolutions; any other name is std::invalid_argument (the catalogue
-// loader refuses such names first).
+// The family of an architecture (core/spec/architecture_traits.h) for tensor-core GEMMs and
+// convolutions; an unknown name is an InputError (the catalogue loader refuses such names first).
 TileFamily tile_family(std::string_view architecture);
 // cuBLAS's CUDA-core SGEMM family on a GPU architecture for a single product in `layout` or a
 // batched one (a CPU's: unpadded). Architectures after Ampere take Ampere's kernels (no kernel

@@ -229,10 +229,4 @@ LaunchGrid launch_grid(const KernelLaunch& l, std::int64_t batch, const LaunchTa
   return grid;
 }
 
-int max_threads_per_sm(std::string_view architecture) {
-  if (architecture == "turing") return 1024;
-  if (architecture == "ada") return 1536;
-  return 2048;
-}
-
 }  // namespace epochcast::sim

@@ -28,9 +28,4 @@ struct LaunchGrid {
 // The grid `launch` makes at `batch` samples on `target`. At least one block.
 LaunchGrid launch_grid(const KernelLaunch& launch, std::int64_t batch, const LaunchTarget& target);
 
-// Resident threads per SM by architecture (CUDA C++ Programming Guide, "Technical Specifications
-// per Compute Capability"): 1,024 on Turing, 1,536 on Ada, 2,048 on the others. Ampere is taken
-// as the A100's 2,048 (GA10x boards have 1,536; it only sets how far reductions split).
-int max_threads_per_sm(std::string_view architecture);
-
 }  // namespace epochcast::sim

@@ -1,0 +1,68 @@
+// What the models need to know about each processor architecture a catalogue entry may name, in
+// one table: NVIDIA's GPU generations, oldest first, then the CPUs the runtime measures on. A
+// name outside the table is refused where it is read (an InputError), never modelled as a default.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace epochcast {
+
+// The tile shapes cuBLAS/CUTLASS choose GEMM kernels from on an architecture.
+enum class GemmTiles {
+  rows_of_128,  // Maxwell and Pascal's SGEMM kernels: tiles of 128 rows
+  tensor_core,  // Volta and later: the tensor-core tile shapes, in both directions
+  cpu_blas,     // a CPU's BLAS: blocks that never pad
+};
+
+struct ArchitectureTraits {
+  std::string_view name;  // the catalogue's spelling ("hopper", "x86-64")
+  bool cpu = false;       // a host CPU (the runtime's host device), not a GPU generation
+  // Resident threads per SM, the occupancy limit of a launch (CUDA C++ Programming Guide,
+  // "Technical Specifications per Compute Capability": 1,024 at 7.5, 1,536 at 8.9). Ampere is
+  // taken as the A100's 2,048 (GA10x boards have 1,536; it only sets how far reductions split).
+  int max_threads_per_sm = 2048;
+  GemmTiles gemm_tiles = GemmTiles::tensor_core;
+  // Batched SGEMM picks among Volta's tile set (cuBLAS's volta_sgemm_*_batched kernels, which
+  // Turing also runs) rather than Ampere's single 128x128 tile.
+  bool volta_batched_sgemm = false;
+  // NCCL enables its LL128 protocol by default on this generation (NCCL src/graph/tuning.cc:
+  // compute capability 7.0, 8.0 and 9.0 only).
+  bool nccl_ll128 = false;
+  // The NVSwitch generation paired with it reduces and multicasts in the switch (NVLink SHARP,
+  // NCCL's NVLS algorithms: Hopper and later).
+  bool nvlink_sharp = false;
+};
+
+inline constexpr ArchitectureTraits kArchitectures[] = {
+    {.name = "maxwell", .gemm_tiles = GemmTiles::rows_of_128},
+    {.name = "pascal", .gemm_tiles = GemmTiles::rows_of_128},
+    {.name = "volta", .volta_batched_sgemm = true, .nccl_ll128 = true},
+    {.name = "turing", .max_threads_per_sm = 1024, .volta_batched_sgemm = true},
+    {.name = "ampere", .nccl_ll128 = true},
+    {.name = "ada", .max_threads_per_sm = 1536},
+    {.name = "hopper", .nccl_ll128 = true, .nvlink_sharp = true},
+    {.name = "blackwell", .nvlink_sharp = true},
+    {.name = "x86-64", .cpu = true, .gemm_tiles = GemmTiles::cpu_blas},
+    {.name = "aarch64", .cpu = true, .gemm_tiles = GemmTiles::cpu_blas},
+};
+inline constexpr std::size_t kArchitectureCount = std::size(kArchitectures);
+
+// The table's names in its order: the choices a catalogue's `architecture` key accepts.
+inline constexpr std::array<std::string_view, kArchitectureCount> kArchitectureNames = [] {
+  std::array<std::string_view, kArchitectureCount> names{};
+  for (std::size_t i = 0; i < kArchitectureCount; ++i)
+    names[i] = kArchitectures[i].name;
+  return names;
+}();
+
+// The traits of `name`, or nullptr when the table has no such architecture.
+const ArchitectureTraits* find_architecture(std::string_view name);
+// The traits of `name`. An unknown name is an InputError on the key gpu.architecture that lists
+// the table's names (a spec made in code must use them too).
+const ArchitectureTraits& architecture_traits(std::string_view name);
+// Whether `architecture` is a CPU's (the runtime's host device), not a GPU generation.
+bool is_cpu_architecture(std::string_view architecture);
+
+}  // namespace epochcast

@@ -58,8 +58,8 @@ void calibrate_statistical_efficiency(const std::string& file, const OutputFile&
       "statistical_efficiency:\n"
       "  noise_scale: {{value: {:.6g}, source: {}}}\n"
       "  min_steps: {{value: {:.6g}, source: calibrated}}\n",
-      file, runs.model, runs.metric, runs.value, fit->noise_scale,
-      kFigureSourceNames[static_cast<int>(fit->noise_source)], fit->min_steps);
+      file, runs.model, runs.metric, runs.value, fit->noise_scale, name_of(fit->noise_source),
+      fit->min_steps);
   if (output.kind() != OutputFile::Kind::standard_output) fmt::print(out, "{}", block);
   output.write(block);
 }

@@ -195,9 +195,8 @@ std::string target_lines(const ScenarioSpec& base, const std::vector<MachineResu
   std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
     return a.prediction.seconds < b.prediction.seconds;
   });
-  std::string out =
-      fmt::format("\nTo the target ({} {:g}), fastest first:\n",
-                  kTargetMetricNames[static_cast<int>(base.target->metric)], base.target->value);
+  std::string out = fmt::format("\nTo the target ({} {:g}), fastest first:\n",
+                                name_of(base.target->metric), base.target->value);
   for (const Ranked& r : ranked) {
     const double cost = r.machine->machine.price
                             ? r.machine->machine.price->per_gpu_hour * r.point->point.gpus *
@@ -217,11 +216,10 @@ std::string render_comparison(const ScenarioSpec& base, const std::vector<Machin
   std::string out = fmt::format(
       "Comparing {}: {} ({} {} {}), {} training samples, {} epochs; sweep: {} GPUs x batch {} "
       "({})\n",
-      base.name, base.model.name, kStrategyNames[static_cast<int>(base.training.strategy)],
-      kOptimizerNames[static_cast<int>(base.training.optimizer)],
-      kTrainingPrecisionNames[static_cast<int>(base.training.precision)],
-      base.dataset.train_samples, base.training.epochs, fmt::join(base.sweep.gpus, ","),
-      fmt::join(base.sweep.batch, ","), kBatchMeaningNames[static_cast<int>(base.sweep.batch_is)]);
+      base.name, base.model.name, name_of(base.training.strategy), name_of(base.training.optimizer),
+      name_of(base.training.precision), base.dataset.train_samples, base.training.epochs,
+      fmt::join(base.sweep.gpus, ","), fmt::join(base.sweep.batch, ","),
+      name_of(base.sweep.batch_is));
   out = wrap_lines(out, layout.width) + "\n";
   using Align = TextTable::Align;
   using Fit = TextTable::Fit;

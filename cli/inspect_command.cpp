@@ -48,7 +48,7 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
   switch (e.bound) {
     case sim::KernelBound::compute:
       return fmt::format(
-          "{} {:.3g} of {:.4g} TFLOPS{}", to_string(op_class), e.efficiency, e.peak.value() / 1e12,
+          "{} {:.3g} of {:.4g} TFLOPS{}", name_of(op_class), e.efficiency, e.peak.value() / 1e12,
           e.clock_fraction < 1
               ? fmt::format(" at {:.0f}% of boost (power limit)", e.clock_fraction * 100)
               : "");
@@ -59,7 +59,7 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
       }
       if (has_own_bandwidth(op_class)) {
         return fmt::format("memory {:.3g} x {} {:.3g}: {:.4g} GB/s", profile.memory_or_default(),
-                           to_string(op_class),
+                           name_of(op_class),
                            profile.bandwidth_relative[static_cast<std::size_t>(op_class)],
                            e.bandwidth.value() / 1e9);
       }
@@ -132,7 +132,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
       rows.push_back({{"layer", k.layer},
                       {"pass", k.pass},
                       {"kernel", k.kernel->name},
-                      {"op_class", to_string(k.kernel->op_class)},
+                      {"op_class", name_of(k.kernel->op_class)},
                       {"algorithm", k.why.algorithm},
                       {"kernels_launched", k.why.parts},
                       {"flops", k.why.flops},
@@ -199,7 +199,7 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
     const double util = k.why.bound == sim::KernelBound::memory ? k.why.memory_utilisation
                                                                 : k.why.compute_utilisation;
     table.add_row(
-        {k.layer, k.pass, std::string(k.kernel->name), std::string(to_string(k.kernel->op_class)),
+        {k.layer, k.pass, std::string(k.kernel->name), std::string(name_of(k.kernel->op_class)),
          k.why.algorithm, fmt::format("{:.3f}", k.why.flops / 1e9),
          fmt::format("{:.2f}", k.why.bytes / 1e6), fmt::format("{:.1f}", k.why.seconds * 1e6),
          sim::bound_name(k.why.bound), fmt::format("{:.0f}%", util * 100),
@@ -248,12 +248,12 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
 }
 
 std::string row_label(const LayerCosts& layer) {
-  return layer.display_name.empty() ? std::string(to_string(layer.layer.type)) : layer.display_name;
+  return layer.display_name.empty() ? std::string(name_of(layer.layer.type)) : layer.display_name;
 }
 
 void print_table(const ModelAnalysis& a) {
   fmt::print("Model {}: input {} {}\n\n", a.model_name, a.input_shape.str(),
-             to_string(a.input_dtype));
+             name_of(a.input_dtype));
   // torchsummary's columns first; on a narrow terminal the layer names are shortened, then
   // kernels, saved activations and the backward's FLOPs go.
   using Align = TextTable::Align;
@@ -323,7 +323,7 @@ void print_json(const ModelAnalysis& a) {
   for (const LayerCosts& layer : a.layers) {
     layers.push_back({
         {"name", layer.layer.name},
-        {"type", to_string(layer.layer.type)},
+        {"type", name_of(layer.layer.type)},
         {"summary_name", layer.display_name},
         {"output_shape", layer.output_shape.dims},
         {"params", layer.params},
@@ -343,7 +343,7 @@ void print_json(const ModelAnalysis& a) {
       {"schema", "epochcast.model-analysis/1"},
       {"model", a.model_name},
       {"input_shape", a.input_shape.dims},
-      {"input_dtype", to_string(a.input_dtype)},
+      {"input_dtype", name_of(a.input_dtype)},
       {"output_shape", a.output_shape.dims},
       {"params", a.params},
       {"buffers", a.buffers},

@@ -52,11 +52,9 @@ std::string percent(double fraction) {
 
 void add_accuracy_rows(TextTable& table, const std::vector<validate::ClassAccuracy>& accuracy) {
   for (const validate::ClassAccuracy& a : accuracy) {
-    table.add_row(
-        {std::string(validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]),
-         a.gpu_id, std::to_string(a.rows), std::to_string(a.gpu_decided),
-         a.gpu_decided > 0 ? percent(a.mape) : "-",
-         a.gpu_decided > 0 ? fmt::format("{:.3f}", a.median_ratio) : "-"});
+    table.add_row({std::string(name_of(a.kernel_class)), a.gpu_id, std::to_string(a.rows),
+                   std::to_string(a.gpu_decided), a.gpu_decided > 0 ? percent(a.mape) : "-",
+                   a.gpu_decided > 0 ? fmt::format("{:.3f}", a.median_ratio) : "-"});
   }
 }
 
@@ -75,7 +73,7 @@ nlohmann::json accuracy_json(const std::vector<validate::ClassAccuracy>& accurac
   nlohmann::json out = nlohmann::json::array();
   for (const validate::ClassAccuracy& a : accuracy) {
     out.push_back(
-        {{"class", validate::kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]},
+        {{"class", name_of(a.kernel_class)},
          {"gpu", a.gpu_id},
          {"rows", a.rows},
          {"gpu_decided_rows", a.gpu_decided},

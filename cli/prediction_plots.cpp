@@ -238,7 +238,7 @@ void plot_time_to_target(const ScenarioSpec& s, const Points& fitting, const std
       ", \\\n     data index {} using 1:2 with points pt 6 ps 3.5 lw 2 lc rgb 'black' "
       "title 'fastest to target'",
       block);
-  const std::string metric(kTargetMetricNames[static_cast<int>(s.target->metric)]);
+  const std::string metric(name_of(s.target->metric));
   std::string commands = epoch_against_batch_commands(
       fmt::format("{}: predicted time to {} {:g}", s.name, metric, s.target->value), plots, batches,
       seconds);

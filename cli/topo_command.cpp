@@ -144,7 +144,7 @@ std::string describe_topology(const MachineSpec& m, const sim::Topology& t, std:
         "shared-memory\n  transport): {}.\n",
         m.topology.pcie.peer_to_peer
             ? fmt::format("farther apart than its P2P level, {} (topology.pcie.nccl_p2p_level)",
-                          kP2pLevelNames[static_cast<int>(m.topology.pcie.nccl_p2p_level)])
+                          name_of(m.topology.pcie.nccl_p2p_level))
             : std::string("the machine allows no peer-to-peer")));
   }
   say(fmt::format("\nSources:\n"));
@@ -335,8 +335,7 @@ int write_machine_from_smi(const TopoArgs& a) {
       "{} from {}: {}x {} ({}), {} socket{}, {} PCIe switch{} per socket, NVLink {}.\n",
       output.kind() == OutputFile::Kind::standard_output ? "Machine file" : "Wrote " + a.output,
       a.from_smi, topology.gpus, gpu.name, gpu.id, draft.sockets, draft.sockets == 1 ? "" : "s",
-      draft.switches_per_socket, draft.switches_per_socket == 1 ? "" : "es",
-      kNvlinkShapeNames[static_cast<int>(draft.nvlink)]);
+      draft.switches_per_socket, draft.switches_per_socket == 1 ? "" : "es", name_of(draft.nvlink));
   if (pairs == 0) {
     text += "One GPU: no pair of GPUs to compare with the matrix.\n";
   } else if (differ.empty()) {

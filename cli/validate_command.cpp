@@ -170,21 +170,20 @@ void validate_target_runs(const ValidateArgs& args, std::FILE* out,
                       {"measured_s_range", {r.measured_seconds_low, r.measured_seconds_high}},
                       {"predicted_s", r.predicted_seconds}});
     }
-    nlohmann::ordered_json j = {
-        {"schema", "epochcast.target-validation/1"},
-        {"scenario", scenario.name},
-        {"fit",
-         {{"min_steps", fit->min_steps},
-          {"noise_scale", fit->noise_scale},
-          {"noise_scale_source", kFigureSourceNames[static_cast<int>(fit->noise_source)]},
-          {"fitted_on", fit->fitted_on},
-          {"how", fit->how}}},
-        {"rows", rows},
-        {"epochs_mape_pct", v.epochs_mape_pct},
-        {"epochs_mape_all_pct", v.epochs_mape_all_pct},
-        {"measured_fastest", v.measured_fastest},
-        {"predicted_fastest", v.predicted_fastest},
-        {"fastest_within_spread", v.fastest_within_spread}};
+    nlohmann::ordered_json j = {{"schema", "epochcast.target-validation/1"},
+                                {"scenario", scenario.name},
+                                {"fit",
+                                 {{"min_steps", fit->min_steps},
+                                  {"noise_scale", fit->noise_scale},
+                                  {"noise_scale_source", name_of(fit->noise_source)},
+                                  {"fitted_on", fit->fitted_on},
+                                  {"how", fit->how}}},
+                                {"rows", rows},
+                                {"epochs_mape_pct", v.epochs_mape_pct},
+                                {"epochs_mape_all_pct", v.epochs_mape_all_pct},
+                                {"measured_fastest", v.measured_fastest},
+                                {"predicted_fastest", v.predicted_fastest},
+                                {"fastest_within_spread", v.fastest_within_spread}};
     json->write(j.dump(2) + "\n");
   }
 }

@@ -124,7 +124,7 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
     for (const LayerTiming& t : p.layers) {
       if (t.index < 0 || static_cast<std::size_t>(t.index) >= analysis.layers.size()) continue;
       const LayerCosts& layer = analysis.layers[static_cast<std::size_t>(t.index)];
-      const std::string type(to_string(layer.layer.type));
+      const std::string type(name_of(layer.layer.type));
       Observation forward{t.forward_s, {}, type + " forward"};
       cost(layer.forward, batch, forward.kernels);
       if (forward.seconds > 0 && !forward.kernels.empty()) observations.push_back(forward);
@@ -399,7 +399,7 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
   const double memory =
       active_count[kMemoryColumn] > 0 ? 1.0 / theta[kMemoryColumn] : p.gpu.memory_or_default();
   for (OpClass kind : kBandwidthKinds) {
-    hold(fmt::format("gpu.bandwidth_relative.{}", to_string(kind)),
+    hold(fmt::format("gpu.bandwidth_relative.{}", name_of(kind)),
          memory_column(static_cast<std::size_t>(kind)), 1.0 / memory);
   }
   if (!floors.empty()) hold("gpu.min_kernel_us", kMinKernelColumn, 0);
@@ -457,10 +457,10 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
   // A kind's own bandwidth, relative to the streaming one just fitted (or kept).
   for (OpClass kind : kBandwidthKinds) {
     const std::size_t c = static_cast<std::size_t>(kind), column = memory_column(c);
-    const std::string key = fmt::format("gpu.bandwidth_relative.{}", to_string(kind));
+    const std::string key = fmt::format("gpu.bandwidth_relative.{}", name_of(kind));
     if (active_count[column] == 0) {
       out.notes.push_back(fmt::format("{}: kept at {:.3g}: no measured {} kernel is memory-bound",
-                                      key, p.gpu.bandwidth_relative[c], to_string(kind)));
+                                      key, p.gpu.bandwidth_relative[c], name_of(kind)));
       continue;
     }
     p.gpu.bandwidth_relative[c] = std::clamp(1.0 / (theta[column] * p.gpu.memory_or_default()),

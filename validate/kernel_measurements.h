@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/input_error.h"
 #include "core/model/analysis.h"
 #include "core/spec/hardware_spec.h"
@@ -39,6 +40,9 @@ namespace epochcast::validate {
 enum class KernelClass { gemm, batched_gemm, conv, layernorm, softmax, elementwise };
 inline constexpr std::string_view kKernelClassNames[] = {
     "gemm", "batched_gemm", "conv", "layernorm", "softmax", "elementwise"};
+inline std::string_view name_of(KernelClass value) {
+  return enum_name(kKernelClassNames, value);
+}
 inline constexpr std::size_t kKernelClassCount = std::size(kKernelClassNames);
 
 // The operators a file may hold (OPName), and their classes.

@@ -100,7 +100,7 @@ void check_runs_match(const ScenarioSpec& scenario, const TargetRunsFile& runs,
     refuse("model", fmt::format("the runs trained '{}', the scenario's model is '{}'", runs.model,
                                 scenario.model.name));
   }
-  const std::string metric(kTargetMetricNames[static_cast<int>(scenario.target->metric)]);
+  const std::string metric(name_of(scenario.target->metric));
   if (runs.metric != metric || std::abs(runs.value - scenario.target->value) > 1e-12) {
     refuse("target", fmt::format("the runs aimed at {} {:g}, the scenario at {} {:g}", runs.metric,
                                  runs.value, metric, scenario.target->value));

@@ -20,10 +20,6 @@ namespace epochcast {
 
 using Json = nlohmann::ordered_json;
 
-std::string_view to_string(PointStatus status) {
-  return kPointStatusNames[static_cast<std::size_t>(status)];
-}
-
 Spread spread_of(std::vector<double> samples) {
   Spread s;
   if (samples.empty()) return s;
@@ -135,7 +131,7 @@ Json point_json(const MeasuredPoint& p) {
   Json j{{"gpus", p.gpus},
          {"global_batch", p.global_batch},
          {"per_gpu_batch", p.per_gpu_batch},
-         {"status", to_string(p.status)}};
+         {"status", name_of(p.status)}};
   if (!p.reason.empty()) j["reason"] = p.reason;
   j["device"] = p.device;
   j["ranks"] = p.ranks;

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
+
 namespace epochcast {
 
 namespace yaml {
@@ -77,6 +79,9 @@ struct LayerTiming {
 enum class PointStatus { ok, oom, timeout, skipped, failed };
 inline constexpr std::string_view kPointStatusNames[] = {"ok", "oom", "timeout", "skipped",
                                                          "failed"};
+inline std::string_view name_of(PointStatus value) {
+  return enum_name(kPointStatusNames, value);
+}
 
 struct MeasuredPoint {
   int gpus = 1;
@@ -211,8 +216,6 @@ struct MeasurementFile {
   std::vector<MeasuredPoint> points;
   Benchmarks benchmarks;
 };
-
-std::string_view to_string(PointStatus status);
 
 // The file as JSON text (stable key order; numbers round-trip exactly).
 std::string to_json(const MeasurementFile& file);

@@ -14,10 +14,6 @@
 
 namespace epochcast {
 
-std::string_view to_string(OpClass op_class) {
-  return kOpClassNames[static_cast<std::size_t>(op_class)];
-}
-
 namespace {
 
 template <typename Q>
@@ -86,7 +82,7 @@ class Analyzer {
   [[noreturn]] void fail(const Layer& layer, const std::string& problem) const {
     throw InputError(
         layer.mark,
-        fmt::format("layer {} '{}' ({})", layers_.size() + 1, layer.name, to_string(layer.type)),
+        fmt::format("layer {} '{}' ({})", layers_.size() + 1, layer.name, name_of(layer.type)),
         problem);
   }
 
@@ -164,7 +160,7 @@ class Analyzer {
     for (std::size_t i = 0; i < 2; ++i) {
       if (is_integer(tensors_[inputs[i].tensor].dtype)) {
         fail(layer,
-             fmt::format("gets integer token ids; an {} joins activations", to_string(layer.type)));
+             fmt::format("gets integer token ids; an {} joins activations", name_of(layer.type)));
       }
       grads[i] = tensors_[inputs[i].tensor].requires_grad;
     }
@@ -259,7 +255,7 @@ class Analyzer {
       if (other.layer.name != c.layer.tied_to) continue;
       if (other.layer.type != LayerType::embedding) {
         fail(c.layer, fmt::format("tied_to '{}' must name an embedding, not a {}", c.layer.tied_to,
-                                  to_string(other.layer.type)));
+                                  name_of(other.layer.type)));
       }
       if (other.layer.num_embeddings != c.layer.out_features ||
           other.layer.embedding_dim != c.in_features) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/model/model_spec.h"
 #include "core/model/tensor_shape.h"
 #include "core/units.h"
@@ -35,8 +36,10 @@ enum class OpClass {
 inline constexpr std::string_view kOpClassNames[] = {
     "gemm",    "conv",      "depthwise_conv", "elementwise", "normalization",
     "pooling", "reduction", "embedding",      "optimizer"};
+inline std::string_view name_of(OpClass value) {
+  return enum_name(kOpClassNames, value);
+}
 inline constexpr std::size_t kOpClassCount = 9;
-std::string_view to_string(OpClass op_class);
 
 // A quantity that is `per_sample` × batch + `fixed` for one step at a given batch size.
 template <typename Q>
@@ -142,6 +145,9 @@ inline constexpr std::string_view kLaunchKindNames[] = {"blocks",
                                                         "channel_statistics",
                                                         "channel_transform",
                                                         "column_sums"};
+inline std::string_view name_of(LaunchKind value) {
+  return enum_name(kLaunchKindNames, value);
+}
 
 // Where a reduction's inputs lie: along rows (adjacent: a row sum), across rows (a column sum,
 // such as a bias gradient over [rows, features]), or over the batch and positions of a channel

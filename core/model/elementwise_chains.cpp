@@ -200,7 +200,7 @@ PrimitiveCosts cost_binary(const Layer& layer, const TensorShape& first, const T
         problem(
             fmt::format("cannot {} {} and {}: each dimension must agree or be 1 in one of "
                         "them (PyTorch's broadcasting)",
-                        to_string(layer.type), first.str(), second.str()));
+                        name_of(layer.type), first.str(), second.str()));
       }
     }
   }
@@ -208,8 +208,7 @@ PrimitiveCosts cost_binary(const Layer& layer, const TensorShape& first, const T
   const I64 a = element_bytes(options.activation_dtype), e = elements(out);
   const I64 sizes[2] = {elements(first), elements(second)};
   const bool product = layer.type == LayerType::mul;
-  p.costs.forward.push_back(
-      elementwise(to_string(layer.type), e, a * (sizes[0] + sizes[1] + e), e));
+  p.costs.forward.push_back(elementwise(name_of(layer.type), e, a * (sizes[0] + sizes[1] + e), e));
   for (int i = 0; i < 2; ++i) {
     if (!grads[static_cast<std::size_t>(i)]) continue;
     // A product's gradient is the output's times the other factor; a sum's is the output's.

@@ -345,7 +345,7 @@ PrimitiveCosts dropout(PrimitiveCosts p, const CostOptions& o, bool needs_grad) 
 PrimitiveCosts embedding(PrimitiveCosts p, const CostOptions& o, DType input_dtype) {
   const TensorShape& in = p.costs.input_shape;
   if (!is_integer(input_dtype)) {
-    problem(fmt::format("expects integer token ids, got {} values", to_string(input_dtype)));
+    problem(fmt::format("expects integer token ids, got {} values", name_of(input_dtype)));
   }
   expect_rank(in, 1, "[tokens]");
   I64 a = element_bytes(o.activation_dtype), w = element_bytes(o.parameter_dtype);
@@ -628,7 +628,7 @@ PrimitiveCosts cost_primitive(const Layer& layer, const TensorShape& input, DTyp
       layer.type != LayerType::reshape && layer.type != LayerType::flatten &&
       layer.type != LayerType::permute && layer.type != LayerType::transpose) {
     problem(fmt::format("gets integer {} values; token ids must go through an embedding first",
-                        to_string(input_dtype)));
+                        name_of(input_dtype)));
   }
   switch (layer.type) {
     case LayerType::linear:

@@ -1037,7 +1037,7 @@ ModelSpec read_model(const yaml::Document& document) {
 
 }  // namespace
 
-std::string_view to_string(LayerType type) {
+std::string_view name_of(LayerType type) {
   return info(type).yaml_name;
 }
 std::string_view torch_class_name(LayerType type) {

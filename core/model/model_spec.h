@@ -71,7 +71,7 @@ enum class AttentionKernels {
 };
 
 // The YAML spelling of each type, indexed by LayerType.
-std::string_view to_string(LayerType type);
+std::string_view name_of(LayerType type);
 // The PyTorch module class name (torchsummary's "Layer (type)" column), e.g. "Conv1d".
 std::string_view torch_class_name(LayerType type);
 // Whether the layer is an nn.Module in PyTorch (and so a row in torchsummary's table);

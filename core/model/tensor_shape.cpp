@@ -5,10 +5,6 @@
 
 namespace epochcast {
 
-std::string_view to_string(DType dtype) {
-  return kDTypeNames[static_cast<int>(dtype)];
-}
-
 std::int64_t element_bytes(DType dtype) {
   switch (dtype) {
     case DType::float32:

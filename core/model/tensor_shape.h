@@ -7,14 +7,18 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
+
 namespace epochcast {
 
 enum class DType { float32, float16, bfloat16, int64, int32, uint8 };
 
 inline constexpr std::string_view kDTypeNames[] = {"float32", "float16", "bfloat16",
                                                    "int64",   "int32",   "uint8"};
+inline std::string_view name_of(DType value) {
+  return enum_name(kDTypeNames, value);
+}
 
-std::string_view to_string(DType dtype);
 std::int64_t element_bytes(DType dtype);
 bool is_integer(DType dtype);
 

@@ -7,12 +7,8 @@
 
 namespace epochcast {
 
-std::string_view to_string(FileKind kind) {
-  return kFileKindNames[static_cast<int>(kind)];
-}
-
 void expect_file_kind(const yaml::Node& root, FileKind expected) {
-  std::string_view want = to_string(expected);
+  std::string_view want = name_of(expected);
   if (!root.is_map()) {
     root.fail(fmt::format("expected a {} file (a mapping starting with 'kind: {}'), got {}", want,
                           want, root.describe()));

@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "core/enum_name.h"
+
 namespace epochcast {
 
 namespace yaml {
@@ -14,8 +16,9 @@ enum class FileKind { model, gpu_catalogue, machine, scenario, profile };
 
 inline constexpr std::string_view kFileKindNames[] = {"model", "gpu-catalogue", "machine",
                                                       "scenario", "profile"};
-
-std::string_view to_string(FileKind kind);
+inline std::string_view name_of(FileKind value) {
+  return enum_name(kFileKindNames, value);
+}
 
 // Checks that `root` is a mapping whose `kind` is `expected`; raises InputError otherwise.
 void expect_file_kind(const yaml::Node& root, FileKind expected);

@@ -10,9 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/input_error.h"
-#include "core/units.h"
 #include "core/spec/architecture_traits.h"
+#include "core/units.h"
 
 namespace epochcast {
 
@@ -20,6 +21,9 @@ namespace epochcast {
 // the GPU has tensor cores for them, else the CUDA-core rate.
 enum class Precision { fp32, tf32, fp16, bf16 };
 inline constexpr std::string_view kPrecisionNames[] = {"fp32", "tf32", "fp16", "bf16"};
+inline std::string_view name_of(Precision value) {
+  return enum_name(kPrecisionNames, value);
+}
 
 struct NvlinkSpec {
   int generation = 0;
@@ -113,6 +117,9 @@ struct GpuCatalogue {
 // other than Broadwell, and current ones allow SYS on AMD CPUs with two GPUs).
 enum class P2pLevel { loc, pix, pxb, phb, sys };
 inline constexpr std::string_view kP2pLevelNames[] = {"loc", "pix", "pxb", "phb", "sys"};
+inline std::string_view name_of(P2pLevel value) {
+  return enum_name(kP2pLevelNames, value);
+}
 
 struct PcieTopology {
   int switches_per_socket = 0;  // 0: GPUs attach to the root complex directly
@@ -133,6 +140,9 @@ struct SocketInterconnect {
 enum class NvlinkShape { none, pairs, cube_mesh, nvswitch, explicit_links };
 inline constexpr std::string_view kNvlinkShapeNames[] = {"none", "pairs", "cube-mesh", "nvswitch",
                                                          "explicit"};
+inline std::string_view name_of(NvlinkShape value) {
+  return enum_name(kNvlinkShapeNames, value);
+}
 
 struct NvlinkTopology {
   NvlinkShape shape = NvlinkShape::none;

@@ -1234,7 +1234,7 @@ SmiMachine smi_machine(const SmiTopology& topology, const GpuSpec& gpu, const st
       "{}x {} as nvidia-smi topo -m shows them in {}: {} socket{}, {} PCIe switch{} per "
       "socket, NVLink {}.",
       m.gpus, gpu.name, file_name, m.sockets, m.sockets == 1 ? "" : "s", m.switches_per_socket,
-      m.switches_per_socket == 1 ? "" : "es", kNvlinkShapeNames[static_cast<int>(m.nvlink)]);
+      m.switches_per_socket == 1 ? "" : "es", name_of(m.nvlink));
   return m;
 }
 
@@ -1277,7 +1277,7 @@ std::string SmiMachine::yaml() const {
     out += "    latency_us: 0.3\n";
   }
   out += "  nvlink:\n";
-  out += fmt::format("    shape: {}\n", kNvlinkShapeNames[static_cast<int>(nvlink)]);
+  out += fmt::format("    shape: {}\n", name_of(nvlink));
   if (nvlink == NvlinkShape::explicit_links) {
     out += "    links:\n";
     for (const NvlinkTopology::Pair& p : nvlink_pairs)

@@ -25,7 +25,7 @@ std::vector<ProfileFigure> make_figures() {
     fraction(fmt::format("gpu.efficiency.{}", op_class));
   fraction("gpu.memory_efficiency");
   for (OpClass kind : kBandwidthKinds) {
-    figures.push_back({fmt::format("gpu.bandwidth_relative.{}", to_string(kind)), FigureKind::ratio,
+    figures.push_back({fmt::format("gpu.bandwidth_relative.{}", name_of(kind)), FigureKind::ratio,
                        kBandwidthRelativeLow, kBandwidthRelativeHigh});
   }
   fraction("gpu.optimizer_memory_efficiency");
@@ -66,7 +66,7 @@ Slot<Profile> slot(Profile& p, std::string_view key) {
     if (key == fmt::format("gpu.efficiency.{}", kOpClassNames[i])) return {&p.gpu.compute[i]};
   }
   for (OpClass kind : kBandwidthKinds) {
-    if (key == fmt::format("gpu.bandwidth_relative.{}", to_string(kind)))
+    if (key == fmt::format("gpu.bandwidth_relative.{}", name_of(kind)))
       return {&p.gpu.bandwidth_relative[static_cast<std::size_t>(kind)]};
   }
   for (std::size_t i = 0; i < kLinkKinds; ++i) {

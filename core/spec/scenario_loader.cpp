@@ -530,8 +530,7 @@ std::string gpu_count_problem(const ScenarioSpec& s, int gpus) {
   if (process_per_gpu(s.training.strategy) && gpus > s.machine.gpus_per_node &&
       gpus % s.machine.gpus_per_node != 0) {
     return fmt::format("across nodes {} uses whole nodes: a multiple of {} GPUs",
-                       kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
-                       s.machine.gpus_per_node);
+                       name_of(s.training.strategy), s.machine.gpus_per_node);
   }
   return "";
 }
@@ -567,14 +566,14 @@ void check_consistency(const ScenarioSpec& s, const yaml::MapReader& top) {
     loader.required("normalize_on_gpu")
         .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): there is nothing "
                           "to normalise; leave normalize_on_gpu out",
-                          s.model.name, to_string(s.analysis.input_dtype)));
+                          s.model.name, name_of(s.analysis.input_dtype)));
   }
   if (s.loader.gpu_decode.value() > 0 && is_integer(s.analysis.input_dtype)) {
     yaml::MapReader loader(top.required("loader"), kLoaderKeys);
     loader.required("gpu_decode_us")
         .fail(fmt::format("the model '{}' takes integer {} inputs (token ids): GPU decoding is "
                           "for images; leave gpu_decode_us out",
-                          s.model.name, to_string(s.analysis.input_dtype)));
+                          s.model.name, name_of(s.analysis.input_dtype)));
   }
   const bool sharded =
       s.training.strategy == Strategy::zero2 || s.training.strategy == Strategy::fsdp;

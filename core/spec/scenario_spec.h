@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/input_error.h"
 #include "core/model/analysis.h"
 #include "core/model/model_spec.h"
@@ -25,6 +26,9 @@ namespace epochcast {
 enum class Strategy { single, dp, ddp, zero1, zero2, fsdp };
 inline constexpr std::string_view kStrategyNames[] = {"single", "dp",    "ddp",
                                                       "zero1",  "zero2", "fsdp"};
+inline std::string_view name_of(Strategy value) {
+  return enum_name(kStrategyNames, value);
+}
 // A process per GPU, each over its own share of the data set.
 inline bool process_per_gpu(Strategy strategy) {
   return strategy != Strategy::single && strategy != Strategy::dp;
@@ -32,6 +36,9 @@ inline bool process_per_gpu(Strategy strategy) {
 
 enum class Optimizer { sgd, momentum, adam, adamw };
 inline constexpr std::string_view kOptimizerNames[] = {"sgd", "momentum", "adam", "adamw"};
+inline std::string_view name_of(Optimizer value) {
+  return enum_name(kOptimizerNames, value);
+}
 
 // How torch.optim runs the update: a kernel per op and tensor (PyTorch 1.x), multi-tensor
 // `_foreach_` ops (PyTorch 2.x's default on CUDA), or one fused kernel (`fused=True`). auto takes
@@ -39,6 +46,9 @@ inline constexpr std::string_view kOptimizerNames[] = {"sgd", "momentum", "adam"
 enum class OptimizerImplementation { automatic, for_loop, foreach, fused };
 inline constexpr std::string_view kOptimizerImplementationNames[] = {"auto", "for_loop", "foreach",
                                                                      "fused"};
+inline std::string_view name_of(OptimizerImplementation value) {
+  return enum_name(kOptimizerImplementationNames, value);
+}
 
 // fp32 is PyTorch's default float32 math: cuBLAS in full fp32 (torch.backends.cuda.matmul.
 // allow_tf32 = False since PyTorch 1.12) and cuDNN convolutions on TF32 tensor cores
@@ -46,6 +56,9 @@ inline constexpr std::string_view kOptimizerImplementationNames[] = {"auto", "fo
 enum class TrainingPrecision { fp32, tf32, amp_fp16, amp_bf16, fp32_strict };
 inline constexpr std::string_view kTrainingPrecisionNames[] = {"fp32", "tf32", "amp_fp16",
                                                                "amp_bf16", "fp32_strict"};
+inline std::string_view name_of(TrainingPrecision value) {
+  return enum_name(kTrainingPrecisionNames, value);
+}
 // Autocast to 16 bits: fp32 master weights, 16-bit activations and matrix math.
 inline bool mixed_precision(TrainingPrecision p) {
   return p == TrainingPrecision::amp_fp16 || p == TrainingPrecision::amp_bf16;
@@ -56,6 +69,9 @@ inline bool mixed_precision(TrainingPrecision p) {
 // optimizer kernels and sets gradients to None.
 enum class Framework { pytorch1, pytorch2 };
 inline constexpr std::string_view kFrameworkNames[] = {"pytorch-1", "pytorch-2"};
+inline std::string_view name_of(Framework value) {
+  return enum_name(kFrameworkNames, value);
+}
 
 // All-reduce across nodes: hierarchical rings (bandwidth) or trees (latency), or the tuner's
 // choice between them by message size. Inside a node collectives always run on rings.
@@ -68,9 +84,15 @@ inline constexpr std::string_view kFrameworkNames[] = {"pytorch-1", "pytorch-2"}
 enum class CollectiveAlgorithm { automatic, ring, tree, nvls, nvls_tree, collnet };
 inline constexpr std::string_view kCollectiveAlgorithmNames[] = {"auto", "ring",     "tree",
                                                                  "nvls", "nvlstree", "collnet"};
+inline std::string_view name_of(CollectiveAlgorithm value) {
+  return enum_name(kCollectiveAlgorithmNames, value);
+}
 
 enum class BatchMeaning { global, per_gpu };
 inline constexpr std::string_view kBatchMeaningNames[] = {"global", "per_gpu"};
+inline std::string_view name_of(BatchMeaning value) {
+  return enum_name(kBatchMeaningNames, value);
+}
 
 struct DatasetSpec {
   std::string name;
@@ -90,6 +112,9 @@ struct DatasetSpec {
 // host-to-device copy).
 enum class LoaderSource { host, synthetic_gpu };
 inline constexpr std::string_view kLoaderSourceNames[] = {"host", "synthetic_gpu"};
+inline std::string_view name_of(LoaderSource value) {
+  return enum_name(kLoaderSourceNames, value);
+}
 
 struct LoaderSpec {
   LoaderSource source = LoaderSource::host;
@@ -128,15 +153,24 @@ inline constexpr std::string_view kMemoryFormatNames[] = {"channels_first", "cha
 // wire), and cast back into the fp32 bucket after.
 enum class GradientDtype { fp32, fp16, bf16 };
 inline constexpr std::string_view kGradientDtypeNames[] = {"fp32", "fp16", "bf16"};
+inline std::string_view name_of(GradientDtype value) {
+  return enum_name(kGradientDtypeNames, value);
+}
 
 enum class TrainingLoop { python, libtorch };
 inline constexpr std::string_view kTrainingLoopNames[] = {"python", "libtorch"};
+inline std::string_view name_of(TrainingLoop value) {
+  return enum_name(kTrainingLoopNames, value);
+}
 
 // How the learning rate follows the batch (the scenario states it; the runtime uses it): from
 // `base` at `base_batch`, scaled linearly (Goyal et al. 2017), by the square root (Krizhevsky
 // 2014; usual for Adam) or not at all, after a linear warm-up of `warmup_steps`.
 enum class LearningRateScaling { none, linear, sqrt };
 inline constexpr std::string_view kLearningRateScalingNames[] = {"none", "linear", "sqrt"};
+inline std::string_view name_of(LearningRateScaling value) {
+  return enum_name(kLearningRateScalingNames, value);
+}
 struct LearningRateSpec {
   double base = 0;  // 0: the optimizer's default (SGD 0.01, Adam 0.001)
   std::int64_t base_batch = 0;
@@ -167,6 +201,9 @@ struct DdpSpec {
 // model (transformer and residual blocks), which then keeps only its input.
 enum class ActivationCheckpointing { none, blocks };
 inline constexpr std::string_view kActivationCheckpointingNames[] = {"none", "blocks"};
+inline std::string_view name_of(ActivationCheckpointing value) {
+  return enum_name(kActivationCheckpointingNames, value);
+}
 
 // What FSDP wraps as its units, each all-gathered and reduce-scattered on its own: every block
 // of the model (a transformer block, a residual block; the layers outside blocks stay in the
@@ -174,10 +211,16 @@ inline constexpr std::string_view kActivationCheckpointingNames[] = {"none", "bl
 // parameters, or the whole model as one unit.
 enum class FsdpWrap { block, layer, model };
 inline constexpr std::string_view kFsdpWrapNames[] = {"block", "layer", "model"};
+inline std::string_view name_of(FsdpWrap value) {
+  return enum_name(kFsdpWrapNames, value);
+}
 // When a unit's all-gather for backward is issued: before this unit's gradients are computed
 // (BACKWARD_PRE, the default), after them (BACKWARD_POST), or when the unit's backward starts.
 enum class FsdpBackwardPrefetch { pre, post, none };
 inline constexpr std::string_view kFsdpBackwardPrefetchNames[] = {"pre", "post", "none"};
+inline std::string_view name_of(FsdpBackwardPrefetch value) {
+  return enum_name(kFsdpBackwardPrefetchNames, value);
+}
 
 // PyTorch FullyShardedDataParallel's settings (training.fsdp), used by zero2 and fsdp, with its
 // defaults.
@@ -249,12 +292,18 @@ struct TrainingSpec {
 // Where a figure comes from, said wherever a prediction uses it.
 enum class FigureSource { measured, calibrated, assumed };
 inline constexpr std::string_view kFigureSourceNames[] = {"measured", "calibrated", "assumed"};
+inline std::string_view name_of(FigureSource value) {
+  return enum_name(kFigureSourceNames, value);
+}
 
 // What training has to reach: a metric on the validation set (or the training loss) and its
 // value. Accuracy is reached from below, a loss from above.
 enum class TargetMetric { validation_accuracy, validation_loss, training_loss };
 inline constexpr std::string_view kTargetMetricNames[] = {"validation_accuracy", "validation_loss",
                                                           "training_loss"};
+inline std::string_view name_of(TargetMetric value) {
+  return enum_name(kTargetMetricNames, value);
+}
 struct TargetSpec {
   TargetMetric metric = TargetMetric::validation_accuracy;
   double value = 0;

@@ -42,7 +42,7 @@ std::string clock_text(double seconds) {
 }
 
 std::string summary(const MeasuredPoint& p) {
-  if (p.status != PointStatus::ok) return fmt::format("{}: {}", to_string(p.status), p.reason);
+  if (p.status != PointStatus::ok) return fmt::format("{}: {}", name_of(p.status), p.reason);
   return fmt::format(
       "{:.4g} s/iteration (p10 {:.4g}, p90 {:.4g}), epoch ~{:.4g} s, {:.4g} "
       "samples/s",
@@ -56,11 +56,9 @@ MeasurementFile start_file(const ScenarioSpec& scenario, const CampaignOptions& 
   file.scenario_name = scenario.name;
   file.scenario_file = scenario.source_file;
   file.model = scenario.model.name;
-  file.strategy = std::string(kStrategyNames[static_cast<std::size_t>(scenario.training.strategy)]);
-  file.precision =
-      std::string(kTrainingPrecisionNames[static_cast<std::size_t>(scenario.training.precision)]);
-  file.optimizer =
-      std::string(kOptimizerNames[static_cast<std::size_t>(scenario.training.optimizer)]);
+  file.strategy = std::string(name_of(scenario.training.strategy));
+  file.precision = std::string(name_of(scenario.training.precision));
+  file.optimizer = std::string(name_of(scenario.training.optimizer));
   file.arguments = options.arguments;
   file.settings.warmup_iterations = options.run.warmup_iterations;
   file.settings.timed_iterations = options.run.timed_iterations;

@@ -54,7 +54,7 @@ std::vector<LayerTiming> profile_layers(TorchModel& model, const torch::Tensor& 
     LayerTiming t;
     t.index = static_cast<int>(i);
     t.name = costs.layer.name;
-    t.type = std::string(to_string(costs.layer.type));
+    t.type = std::string(name_of(costs.layer.type));
     t.forward_s = device_seconds_per_call(device, calls, options.trials, forward, fresh_inputs);
     if (has_backward) {
       std::vector<torch::Tensor> gradients(static_cast<std::size_t>(calls));

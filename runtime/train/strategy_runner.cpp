@@ -86,12 +86,12 @@ class DdpRunner final : public StrategyRunner {
 std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& point,
                                 const DevicePlan& devices, const World& world) {
   const TrainingSpec& t = scenario.training;
-  const std::string_view name = kStrategyNames[static_cast<std::size_t>(t.strategy)];
+  const std::string_view name = name_of(t.strategy);
   if (t.gradient_dtype != GradientDtype::fp32) {
     return fmt::format(
         "training.gradient_dtype {}: the runtime's ddp reducer all-reduces fp32 buckets (it has "
         "no compression hook)",
-        kGradientDtypeNames[static_cast<std::size_t>(t.gradient_dtype)]);
+        name_of(t.gradient_dtype));
   }
   switch (t.strategy) {
     case Strategy::single:
@@ -132,7 +132,7 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
         return fmt::format(
             "{} under {}: the runtime's {} gathers and reduces fp32 parameters (FSDP's "
             "MixedPrecision, which the simulator assumes, gathers 16 bits); measure it in fp32",
-            name, kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)], name);
+            name, name_of(t.precision), name);
       }
       break;
   }

@@ -303,7 +303,7 @@ TargetRunsFile run_to_target(const ScenarioSpec& scenario, const ToTargetOptions
   file.arguments = options.arguments;
   file.device_name = options.device.is_cuda() ? "cuda" : "cpu";
   file.torch_version = TORCH_VERSION;
-  file.metric = std::string(kTargetMetricNames[static_cast<int>(scenario.target->metric)]);
+  file.metric = std::string(name_of(scenario.target->metric));
   file.value = scenario.target->value;
   file.evaluate_every_samples = options.evaluate_every_samples;
   file.max_epochs = options.max_epochs;

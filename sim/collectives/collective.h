@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/units.h"
 #include "sim/collectives/transfer_deps.h"
 #include "sim/network/fabric_way.h"
@@ -31,6 +32,9 @@ enum class Collective {
 inline constexpr std::string_view kCollectiveNames[] = {
     "broadcast", "reduce", "all_reduce", "reduce_scatter", "all_gather",
     "scatter",   "gather", "send_recv",  "all_to_all"};
+inline std::string_view name_of(Collective value) {
+  return enum_name(kCollectiveNames, value);
+}
 
 enum class Algorithm {
   ring,
@@ -47,10 +51,16 @@ enum class Algorithm {
 // NCCL's protocols (their costs: sim/collectives/protocols.h).
 enum class Protocol { simple, ll, ll128 };
 inline constexpr std::string_view kProtocolNames[] = {"simple", "ll", "ll128"};
+inline std::string_view name_of(Protocol value) {
+  return enum_name(kProtocolNames, value);
+}
 inline constexpr std::size_t kProtocolCount = 3;
 inline constexpr std::string_view kAlgorithmNames[] = {
     "ring", "tree",      "direct",         "hierarchical ring", "hierarchical tree",
     "nvls", "nvls tree", "collnet direct", "collnet chain"};
+inline std::string_view name_of(Algorithm value) {
+  return enum_name(kAlgorithmNames, value);
+}
 
 // One point-to-point transfer between GPUs. A `mirror` transfer stands, in a symmetric
 // simulation of a cluster, for the identical transfer every node makes to its neighbour: it

@@ -66,8 +66,8 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
       row.algbw = algorithm_bandwidth(Bytes(bytes), Seconds(row.seconds));
       row.busbw = bus_bandwidth(sweep.collective, ranks, Bytes(bytes), Seconds(row.seconds));
     }
-    row.algorithm = std::string(kAlgorithmNames[static_cast<std::size_t>(choice.plan.algorithm)]);
-    row.protocol = std::string(kProtocolNames[static_cast<std::size_t>(choice.plan.protocol)]);
+    row.algorithm = std::string(name_of(choice.plan.algorithm));
+    row.protocol = std::string(name_of(choice.plan.protocol));
     row.channels = nccl_channels(choice.plan, topology);
     rows.push_back(std::move(row));
   }

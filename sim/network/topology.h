@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "core/spec/hardware_spec.h"
 #include "core/units.h"
 #include "sim/network/fabric_way.h"
@@ -30,6 +31,9 @@ enum class LinkKind { pcie, socket, nvlink, nvswitch, network, host_bridge, shm,
 inline constexpr std::string_view kLinkKindNames[] = {"PCIe",          "socket",  "NVLink",
                                                       "NVSwitch",      "network", "host bridge",
                                                       "shared memory", "NVLS",    "network SHARP"};
+inline std::string_view name_of(LinkKind value) {
+  return enum_name(kLinkKindNames, value);
+}
 
 struct Vertex {
   VertexKind kind = VertexKind::gpu;

@@ -267,7 +267,7 @@ struct EpochSimulator::Impl {
           deps.push_back(queue.front());
       }
       std::uint32_t detail = 0;
-      std::int64_t work = op.work_ns;
+      std::int64_t work = op.work;
       if (op.lane.kind == LaneKind::network) {
         network_resource();
         if (!routed) {

@@ -11,10 +11,6 @@ namespace {
 
 constexpr double kZ95 = 1.959964;
 
-std::string_view source_name(FigureSource source) {
-  return kFigureSourceNames[static_cast<int>(source)];
-}
-
 }  // namespace
 
 std::optional<TargetPrediction> predict_to_target(const ScenarioSpec& scenario,
@@ -66,18 +62,18 @@ const PointResult* fastest_to_target(const ScenarioSpec& scenario,
 std::string target_assumption(const ScenarioSpec& s) {
   if (!s.target || !s.statistical_efficiency) return "";
   const StatisticalEfficiencySpec& e = *s.statistical_efficiency;
-  const std::string_view metric = kTargetMetricNames[static_cast<int>(s.target->metric)];
+  const std::string_view metric = name_of(s.target->metric);
   return fmt::format(
       "reaching {} {:g} takes S_min (1 + B_noise / B) optimizer steps at B samples a step "
       "(McCandlish et al. 2018), with a learning rate tuned for each batch; B_noise {:g} samples "
       "({}), S_min {:.4g} steps{} ({}); statistical_efficiency corrects them",
-      metric, s.target->value, e.noise_scale.value, source_name(e.noise_scale.source),
+      metric, s.target->value, e.noise_scale.value, name_of(e.noise_scale.source),
       e.min_steps.value,
       e.min_given_as_epochs
           ? fmt::format(", from min_epochs {:g}", e.min_steps.value * e.noise_scale.value /
                                                       static_cast<double>(s.dataset.train_samples))
           : "",
-      source_name(e.min_steps.source));
+      name_of(e.min_steps.source));
 }
 
 }  // namespace epochcast::sim

@@ -25,7 +25,7 @@ std::string fixed(double value, int decimals) {
 }
 
 std::string precision_name(const ScenarioSpec& s) {
-  return std::string(kTrainingPrecisionNames[static_cast<int>(s.training.precision)]);
+  return std::string(name_of(s.training.precision));
 }
 
 // The most GPUs of one node that a point of the sweep uses.
@@ -103,7 +103,7 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         pcie.peer_to_peer
             ? fmt::format("they are farther apart than its P2P level, {} (NCCL_P2P_LEVEL; set "
                           "topology.pcie.nccl_p2p_level where your jobs change it)",
-                          kP2pLevelNames[static_cast<int>(pcie.nccl_p2p_level)])
+                          name_of(pcie.nccl_p2p_level))
             : std::string("the machine allows no peer-to-peer (topology.pcie.peer_to_peer)")));
   }
   const bool several =
@@ -258,8 +258,7 @@ std::string scenario_lines(const ScenarioSpec& s) {
       fmt::format("Scenario {}: {} on {} ({} x {} per node{}), {} {} {}, {} training samples{}\n",
                   s.name, s.model.name, s.machine.name, s.machine.gpus_per_node, s.machine.gpu.name,
                   s.machine.nodes > 1 ? fmt::format(", {} nodes", s.machine.nodes) : "",
-                  kStrategyNames[static_cast<int>(s.training.strategy)],
-                  kOptimizerNames[static_cast<int>(s.training.optimizer)], precision_name(s),
+                  name_of(s.training.strategy), name_of(s.training.optimizer), precision_name(s),
                   s.dataset.train_samples,
                   s.dataset.validation_samples > 0
                       ? fmt::format(" + {} validation", s.dataset.validation_samples)
@@ -377,7 +376,7 @@ std::string closing_lines(const ScenarioSpec& s, const std::vector<PointResult>&
     notes += fmt::format(
         "Fastest to the target ({} {:g}): {} GPU{}, global batch {}: {} ({:.0f} steps, {:.2f} "
         "epochs){}.\n",
-        kTargetMetricNames[static_cast<int>(s.target->metric)], s.target->value, first->point.gpus,
+        name_of(s.target->metric), s.target->value, first->point.gpus,
         first->point.gpus == 1 ? "" : "s", first->point.global_batch, readable_duration(t.seconds),
         t.steps, t.epochs,
         t.seconds_interval
@@ -605,12 +604,11 @@ nlohmann::ordered_json target_json(const ScenarioSpec& s) {
   if (!s.target || !s.statistical_efficiency) return nullptr;
   const StatisticalEfficiencySpec& e = *s.statistical_efficiency;
   auto figure = [](const EfficiencyFigure& f) {
-    return nlohmann::ordered_json{{"value", f.value},
-                                  {"relative_sd", f.relative_sd},
-                                  {"source", kFigureSourceNames[static_cast<int>(f.source)]}};
+    return nlohmann::ordered_json{
+        {"value", f.value}, {"relative_sd", f.relative_sd}, {"source", name_of(f.source)}};
   };
   const LearningRateSpec& rate = s.training.learning_rate;
-  return {{"metric", kTargetMetricNames[static_cast<int>(s.target->metric)]},
+  return {{"metric", name_of(s.target->metric)},
           {"value", s.target->value},
           {"noise_scale", figure(e.noise_scale)},
           {"min_steps", figure(e.min_steps)},
@@ -622,7 +620,7 @@ nlohmann::ordered_json target_json(const ScenarioSpec& s) {
           {"learning_rate",
            {{"base", rate.base},
             {"base_batch", rate.base_batch},
-            {"scaling", kLearningRateScalingNames[static_cast<int>(rate.scaling)]},
+            {"scaling", name_of(rate.scaling)},
             {"warmup_steps", rate.warmup_steps}}},
           {"assumption", target_assumption(s)}};
 }
@@ -714,30 +712,27 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
       {"model", s.model.name},
       {"machine", s.machine.name},
       {"gpu", s.machine.gpu.id},
-      {"strategy", kStrategyNames[static_cast<int>(s.training.strategy)]},
-      {"optimizer", kOptimizerNames[static_cast<int>(s.training.optimizer)]},
+      {"strategy", name_of(s.training.strategy)},
+      {"optimizer", name_of(s.training.optimizer)},
       {"precision", precision_name(s)},
       {"profile", s.profile.name},
       {"cross_device", cross_device_note(s)},
       {"settings",
        {{"cudnn_benchmark", s.training.convolution.cudnn_benchmark},
         {"memory_format", kMemoryFormatNames[s.training.convolution.channels_last ? 1 : 0]},
-        {"optimizer_implementation",
-         kOptimizerImplementationNames[static_cast<int>(optimizer_implementation(s.training))]},
-        {"loader_source", kLoaderSourceNames[static_cast<int>(s.loader.source)]},
+        {"optimizer_implementation", name_of(optimizer_implementation(s.training))},
+        {"loader_source", name_of(s.loader.source)},
         {"normalize_on_gpu", s.loader.normalize_on_gpu},
         {"prefetch_to_gpu", s.loader.prefetch_to_gpu},
         {"gpu_decode_us", s.loader.gpu_decode.value() * 1e6},
-        {"loop", kTrainingLoopNames[static_cast<int>(s.training.loop)]},
+        {"loop", name_of(s.training.loop)},
         {"broadcast_buffers", s.training.ddp.broadcast_buffers},
-        {"gradient_dtype", kGradientDtypeNames[static_cast<int>(s.training.gradient_dtype)]},
+        {"gradient_dtype", name_of(s.training.gradient_dtype)},
         {"gradient_as_bucket_view", s.training.ddp.gradient_as_bucket_view},
-        {"activation_checkpointing",
-         kActivationCheckpointingNames[static_cast<int>(s.training.activation_checkpointing)]},
+        {"activation_checkpointing", name_of(s.training.activation_checkpointing)},
         {"fsdp",
-         {{"wrap", kFsdpWrapNames[static_cast<int>(s.training.fsdp.wrap)]},
-          {"backward_prefetch",
-           kFsdpBackwardPrefetchNames[static_cast<int>(s.training.fsdp.backward_prefetch)]},
+         {{"wrap", name_of(s.training.fsdp.wrap)},
+          {"backward_prefetch", name_of(s.training.fsdp.backward_prefetch)},
           {"forward_prefetch", s.training.fsdp.forward_prefetch},
           {"limit_all_gathers", s.training.fsdp.limit_all_gathers},
           {"reshard_after_forward", s.training.fsdp.reshard_after_forward},
@@ -813,8 +808,7 @@ void write_chrome_trace(const ScenarioSpec& s, const PointResult& r,
     emit(
         fmt::format("{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},"
                     "\"tid\":{}}}",
-                    names[e.name], kCategoryNames[static_cast<int>(e.category)],
-                    static_cast<double>(e.start.ns()) / 1e3,
+                    names[e.name], name_of(e.category), static_cast<double>(e.start.ns()) / 1e3,
                     static_cast<double>((e.end - e.start).ns()) / 1e3, pid[e.track], e.track));
   }
   // Link utilisation as counter tracks, in a process of their own after the GPUs'. Rates change

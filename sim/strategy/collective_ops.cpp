@@ -31,11 +31,10 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
   std::map<int, std::vector<std::int32_t>> touching;
   if (analytic) {
     op = PlanOp{};
-    op.name =
-        fmt::format("{} ({})", name, kAlgorithmNames[static_cast<int>(choice.plan.algorithm)]);
+    op.name = fmt::format("{} ({})", name, name_of(choice.plan.algorithm));
     op.category = Category::communication;
     op.lane = Lane{LaneKind::delay, 0};
-    op.work_ns = SimTime::from_seconds(choice.time).ns();
+    op.work = SimTime::from_seconds(choice.time).ns();
     for (const auto& [gpu, b] : begin)
       op.deps.push_back(b);
     std::int32_t all = plan.add(op);
@@ -56,7 +55,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
         op = PlanOp{};
         op.category = Category::communication;
         op.lane = Lane{LaneKind::delay, 0};
-        op.work_ns = SimTime::from_seconds(base).ns();
+        op.work = SimTime::from_seconds(base).ns();
         op.deps = {b};
         b = plan.add(op, base_name);
       }
@@ -70,8 +69,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.deps = std::move(deps);
       op.category = Category::communication;
       op.lane = Lane{LaneKind::network, 0};
-      op.work_ns =
-          static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
+      op.work = static_cast<std::int64_t>(std::ceil(static_cast<double>(t.bytes.value()) / share));
       op.src_gpu = t.src;
       op.dst_gpu = t.dst;
       op.mirror = t.mirror;

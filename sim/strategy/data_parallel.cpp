@@ -33,7 +33,7 @@ std::int32_t peer_copy(IterationPlan& plan, const std::string& name, int src, in
   op.name = name;
   op.category = Category::communication;
   op.lane = Lane{LaneKind::network, 0};
-  op.work_ns = bytes;
+  op.work = bytes;
   op.src_gpu = src;
   op.dst_gpu = dst;
   op.deps = std::move(deps);

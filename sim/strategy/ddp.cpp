@@ -39,8 +39,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   std::vector<GradientBucket> buckets =
       ddp_buckets(analysis, training.ddp.first_bucket_cap, training.ddp.bucket_cap);
   const bool compressed = training.gradient_dtype != GradientDtype::fp32;
-  const std::string_view dtype_name =
-      kGradientDtypeNames[static_cast<std::size_t>(training.gradient_dtype)];
+  const std::string_view dtype_name = name_of(training.gradient_dtype);
   const std::int64_t parameter_element = element_bytes(analysis.options.parameter_dtype);
   // The layer after whose backward each bucket is complete (its earliest layer), the parameter
   // tensors each layer's backward produces, and the bucket of each.

@@ -79,7 +79,7 @@ std::int32_t IterationPlan::add(const PlanOp& op, std::string_view name) {
     names_.emplace_back(name);
   }
   StoredOp stored;
-  stored.work_ns = op.work_ns;
+  stored.work = op.work;
   stored.name = found->second;
   stored.first_dep = static_cast<std::uint32_t>(deps_.size());
   stored.dep_count = static_cast<std::uint32_t>(op.deps.size());
@@ -191,7 +191,7 @@ const IterationPlan::Segment& IterationPlan::segment_of(std::int32_t index) cons
 
 PlanEntry IterationPlan::entry(const StoredOp& stored) const {
   PlanEntry out;
-  out.work_ns = stored.work_ns;
+  out.work = stored.work;
   out.name = stored.name;
   out.dep_count = stored.dep_count;
   out.lane = Lane{stored.lane_kind, stored.lane_index};

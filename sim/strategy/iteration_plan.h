@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/enum_name.h"
 #include "sim/network/fabric_way.h"
 
 namespace epochcast::sim {
@@ -32,11 +33,15 @@ enum class Category : std::uint8_t {
 };
 inline constexpr std::string_view kCategoryNames[] = {
     "data", "h2d", "forward", "backward", "optimizer", "sync", "host", "communication"};
+inline std::string_view name_of(Category value) {
+  return enum_name(kCategoryNames, value);
+}
 inline constexpr std::size_t kCategoryCount = 8;
 
 // cpu, compute, copy and comm lanes run their ops in order. `network` ops are flows of
-// `work_ns` BYTES between GPUs on the shared network; `delay` ops last `work_ns` regardless of
-// anything else (a collective costed analytically). Neither is ordered like a lane.
+// PlanOp::work bytes between GPUs on the shared network; `delay` ops last PlanOp::work
+// nanoseconds regardless of anything else (a collective costed analytically). Neither is
+// ordered like a lane.
 enum class LaneKind : std::uint8_t { cpu, compute, copy, comm, network, delay };
 
 // Zero-length ops that open and close a collective on one GPU's lane; the time between them
@@ -53,7 +58,9 @@ struct PlanOp {
   std::string name;
   Category category = Category::host;
   Lane lane;
-  std::int64_t work_ns = 0;
+  // How much the op does, in its lane's unit: bytes for a `network` flow, nanoseconds at full
+  // speed for every other lane (a lane slowed by contention takes longer).
+  std::int64_t work = 0;
   std::vector<std::int32_t> deps;  // earlier ops of this plan, on other lanes
   std::optional<Lane> after_lane;  // also wait for the last op issued on that lane (stream order)
   int consumes_loader = -1;        // takes this iteration's batch from that rank's loader
@@ -79,7 +86,7 @@ struct PlanOp {
 // An op as the plan gives it (IterationPlan::op): PlanOp's fields but its name, which the plan
 // holds (IterationPlan::name), and its dependencies (IterationPlan::deps).
 struct PlanEntry {
-  std::int64_t work_ns = 0;
+  std::int64_t work = 0;  // PlanOp::work
   std::int64_t collective_bytes = 0;
   std::uint32_t name = 0;  // IterationPlan::name
   std::uint32_t dep_count = 0;
@@ -178,7 +185,7 @@ class IterationPlan {
   // of a large cluster, are flows); the rest, which few ops have, in `rare_`. With tens of
   // millions of flows a plan's memory is mostly these.
   struct StoredOp {
-    std::int64_t work_ns = 0;
+    std::int64_t work = 0;
     std::uint32_t name = 0;
     std::uint32_t first_dep = 0;  // in deps_
     std::uint32_t dep_count = 0;

@@ -385,11 +385,9 @@ class FsdpStrategy final : public StrategyModel {
         "costs the host one framework op (the profile's host.forward_op and backward_op), where "
         "its Python hooks are reported to take far longer on some models (pytorch/pytorch#173680), "
         "so small units may be host-bound sooner than predicted",
-        kStrategyNames[static_cast<std::size_t>(s.training.strategy)],
-        reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
-        kFsdpWrapNames[static_cast<std::size_t>(fsdp.wrap)], mixed ? "16 bits" : "fp32",
-        mixed && !fsdp.reduce_in_fp32 ? "16 bits" : "fp32",
-        kFsdpBackwardPrefetchNames[static_cast<std::size_t>(fsdp.backward_prefetch)]));
+        name_of(s.training.strategy), reshard(s.training) ? "FULL_SHARD" : "SHARD_GRAD_OP",
+        name_of(fsdp.wrap), mixed ? "16 bits" : "fp32",
+        mixed && !fsdp.reduce_in_fp32 ? "16 bits" : "fp32", name_of(fsdp.backward_prefetch)));
     if (fsdp.cpu_offload) {
       out.push_back(fmt::format(
           "training.fsdp.cpu_offload: parameter and gradient shards and the optimizer state in "

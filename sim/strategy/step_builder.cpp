@@ -99,9 +99,8 @@ void add_layer_kernels(std::vector<Call>& out, const StepContext& context, const
                        Category category, Seconds host_cost, bool training) {
   for (const KernelWork& k : kernels) {
     if (k.training_only && !training) continue;
-    out.push_back({fmt::format("{} {} ({})", kCategoryNames[static_cast<int>(category)],
-                               layer.layer.name, k.name),
-                   category, host_cost, context.device.kernel_time(k, batch), index});
+    out.push_back({fmt::format("{} {} ({})", name_of(category), layer.layer.name, k.name), category,
+                   host_cost, context.device.kernel_time(k, batch), index});
   }
 }
 
@@ -336,7 +335,7 @@ std::int32_t StepBuilder::host(std::string_view name, Category category, Seconds
   PlanOp op;
   op.category = category;
   op.lane = Lane{LaneKind::cpu, cpu_};
-  op.work_ns = SimTime::from_seconds(cost).ns();
+  op.work = SimTime::from_seconds(cost).ns();
   op.deps = std::move(deps);
   op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
   pending_.clear();
@@ -349,7 +348,7 @@ std::int32_t StepBuilder::pinned_copy(std::string_view name, Category category, 
   PlanOp dispatch;
   dispatch.category = category;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
-  dispatch.work_ns = SimTime::from_seconds(context_.device.profile().host.forward_op).ns();
+  dispatch.work = SimTime::from_seconds(context_.device.profile().host.forward_op).ns();
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
@@ -358,7 +357,7 @@ std::int32_t StepBuilder::pinned_copy(std::string_view name, Category category, 
   copy.category = category;
   copy.lane = Lane{LaneKind::copy, gpu_};
   // PCIe moves pinned memory at one rate either way in this model.
-  copy.work_ns = context_.device.host_to_device_time(bytes, true).ns();
+  copy.work = context_.device.host_to_device_time(bytes, true).ns();
   copy.deps = std::move(deps);
   copy.deps.push_back(last_cpu_op_);
   return plan_.add(copy, name);
@@ -372,7 +371,7 @@ std::int32_t StepBuilder::kernel(std::string_view name, Category category, Secon
   launch_name_.append(name);
   dispatch.category = category;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
-  dispatch.work_ns = SimTime::from_seconds(host_cost).ns();
+  dispatch.work = SimTime::from_seconds(host_cost).ns();
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
@@ -382,7 +381,7 @@ std::int32_t StepBuilder::kernel(std::string_view name, Category category, Secon
   PlanOp run;
   run.category = category;
   run.lane = Lane{LaneKind::compute, gpu_};
-  run.work_ns = gpu_time.ns();
+  run.work = gpu_time.ns();
   run.deps = std::move(deps);
   run.deps.push_back(issued);
   run.deps.insert(run.deps.end(), waits.begin(), waits.end());
@@ -431,7 +430,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
       prefetch ? "launch copy of the next batch on the side stream" : "launch copy batch to device";
   dispatch.category = Category::h2d;
   dispatch.lane = Lane{LaneKind::cpu, cpu_};
-  dispatch.work_ns = SimTime::from_seconds(costs.forward_op).ns();
+  dispatch.work = SimTime::from_seconds(costs.forward_op).ns();
   dispatch.launches_on_gpu = gpu_;
   dispatch.deps = pending_;
   pending_.clear();
@@ -443,7 +442,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
                           static_cast<double>(bytes) / kMiB, pinned ? "pinned" : "pageable");
   copy.category = Category::h2d;
   copy.lane = Lane{LaneKind::copy, gpu_};
-  copy.work_ns = context_.device.host_to_device_time(Bytes(bytes), pinned).ns();
+  copy.work = context_.device.host_to_device_time(Bytes(bytes), pinned).ns();
   copy.deps = {issued};
   // On the compute stream the copy waits for the kernels before it; on the prefetcher's side
   // stream it overlaps them.
@@ -480,7 +479,7 @@ std::int32_t StepBuilder::copy_batch(std::int64_t batch) {
       run.name = what;
       run.category = Category::h2d;
       run.lane = Lane{LaneKind::copy, gpu_};
-      run.work_ns = gpu_time.ns();
+      run.work = gpu_time.ns();
       run.deps = {launch};
       ready = plan_.add(run);
     }

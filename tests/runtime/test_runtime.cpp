@@ -249,7 +249,7 @@ TEST_CASE("fsdp gathers a unit for its forward and frees it after, zero2 keeps i
   const SweepPoint point{1, 4, 4};
   Group group = Group::first_ranks(world(), 1);
   for (Strategy strategy : {Strategy::fsdp, Strategy::zero2}) {
-    INFO(kStrategyNames[static_cast<std::size_t>(strategy)]);
+    INFO(name_of(strategy));
     scenario.training.strategy = strategy;
     torch::manual_seed(5);
     TorchModel model = build_torch_model(scenario.model);
@@ -470,7 +470,7 @@ TEST_CASE("PyTorch 2's foreach optimizer steps equal torch.optim's per-parameter
   // four steps of deterministic gradients: the multi-tensor kernels must reach the same values
   // as LibTorch's C++ optimizers, step by step.
   for (Optimizer kind : {Optimizer::sgd, Optimizer::momentum, Optimizer::adam, Optimizer::adamw}) {
-    INFO(kOptimizerNames[static_cast<std::size_t>(kind)]);
+    INFO(name_of(kind));
     torch::manual_seed(7);
     std::vector<torch::Tensor> shapes = {torch::randn({4, 3}), torch::randn({5}),
                                          torch::randn({2, 2, 2})};
@@ -529,7 +529,7 @@ TEST_CASE("a foreach step launches the multi-tensor ops the simulator costs, wha
                                                 {Optimizer::adamw, 7 + lerp}};
   for (const auto& [kind, count] : expected) {
     for (int tensors : {3, 40}) {
-      INFO(kOptimizerNames[static_cast<std::size_t>(kind)] << ", " << tensors << " tensors");
+      INFO(name_of(kind) << ", " << tensors << " tensors");
       std::vector<torch::Tensor> params;
       for (int i = 0; i < tensors; ++i) {
         params.push_back(torch::ones({i + 1}).set_requires_grad(true));
@@ -642,7 +642,7 @@ TEST_CASE("fp32 keeps PyTorch's default math, tf32 and fp32_strict change it") {
         Case{TrainingPrecision::amp_bf16, false, true}}) {
     training.precision = c.precision;
     MathFlags flags = math_flags(training);
-    INFO(kTrainingPrecisionNames[static_cast<std::size_t>(c.precision)]);
+    INFO(name_of(c.precision));
     CHECK(flags.cublas_allow_tf32 == c.cublas);
     CHECK(flags.cudnn_allow_tf32 == c.cudnn);
   }

@@ -497,7 +497,7 @@ TEST_CASE("the schemas' vocabularies are the loaders' and the writers'") {
         sorted(names(kOpClassNames)));
   std::vector<std::string> kinds;
   for (OpClass kind : kBandwidthKinds)
-    kinds.emplace_back(to_string(kind));
+    kinds.emplace_back(name_of(kind));
   CHECK(keys_of(at(f, "/$defs/bandwidth_relative/properties")) == sorted(kinds));
   CHECK(keys_of(at(f, "/properties/links/properties/efficiency/properties")) ==
         sorted(names(kLinkKindKeys)));
@@ -546,7 +546,7 @@ TEST_CASE("the model schema knows every layer type the loader knows") {
   // LayerType's primitives (scale is the last), as inspect --json names them.
   std::vector<std::string> primitives;
   for (int i = 0; i <= static_cast<int>(LayerType::scale); ++i)
-    primitives.emplace_back(to_string(static_cast<LayerType>(i)));
+    primitives.emplace_back(name_of(static_cast<LayerType>(i)));
   CHECK(sorted(at("epochcast.model-analysis-1.schema.json",
                   "/properties/layers/items/properties/type/enum")
                    .get<std::vector<std::string>>()) == sorted(primitives));

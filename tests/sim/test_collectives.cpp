@@ -1105,7 +1105,7 @@ TEST_CASE("across nodes: reduce-scatter and all-gather on rings, all-to-all dire
   std::vector<std::vector<int>> all_nodes = cluster(nodes);
   const Bytes bytes(std::int64_t{64} << 20);
   for (Collective c : {Collective::reduce_scatter, Collective::all_gather}) {
-    INFO(kCollectiveNames[static_cast<int>(c)]);
+    INFO(name_of(c));
     CollectiveRequest mirrored{c, bytes, {first(8)}, nodes, true, 0};
     CollectiveRequest every{c, bytes, all_nodes, nodes, false, 0};
     const CollectiveChoice a = choose_collective(mirrored, one, p);
@@ -1148,7 +1148,7 @@ TEST_CASE("broadcast and reduce across nodes: a chain through every node, one ch
     std::vector<std::vector<int>> all_nodes = cluster(nodes);
     for (Collective c : {Collective::broadcast, Collective::reduce}) {
       for (std::int64_t kib : {8, 1024, 256 * 1024}) {
-        INFO(nodes << " nodes, " << kCollectiveNames[static_cast<int>(c)] << ", " << kib << " KiB");
+        INFO(nodes << " nodes, " << name_of(c) << ", " << kib << " KiB");
         CollectiveRequest mirrored{c, Bytes(kib << 10), {first(8)}, nodes, true, 0};
         CollectiveRequest every{c, Bytes(kib << 10), all_nodes, nodes, false, 0};
         mirrored.protocol = every.protocol = Protocol::simple;
@@ -1261,7 +1261,7 @@ TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and th
       // 8N - 1 hops.
       const std::int64_t share = (kib << 10) / 8;
       for (Protocol protocol : {Protocol::simple, Protocol::ll, Protocol::ll128}) {
-        INFO(kProtocolNames[static_cast<int>(protocol)]);
+        INFO(name_of(protocol));
         CollectiveRequest forced = every;
         forced.protocol = protocol;
         const std::int64_t piece = step(share, protocol);

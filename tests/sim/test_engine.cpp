@@ -479,7 +479,7 @@ TEST_CASE("an iteration plan of more than a million ops is simulated, not refuse
   for (std::int64_t i = 0; i < kOps; ++i) {
     PlanOp op;
     op.lane = Lane{LaneKind::cpu, 0};
-    op.work_ns = 1;
+    op.work = 1;
     plan.add(op);
   }
   const EpochInput input = every_iteration(plan, 2);
@@ -499,11 +499,11 @@ TEST_CASE("an iteration with a GPU op that waits for no CPU op is added at the b
     plan.samples = 1;
     PlanOp step;
     step.lane = Lane{LaneKind::cpu, 0};
-    step.work_ns = 10;
+    step.work = 10;
     const std::int32_t first = plan.add(step, "step");
     PlanOp kernel;
     kernel.lane = Lane{LaneKind::compute, 0};
-    kernel.work_ns = 100;
+    kernel.work = 100;
     if (led_by_cpu) kernel.deps = {first};
     const std::int32_t ran = plan.add(kernel, "kernel");
     PlanOp sync = step;
@@ -532,12 +532,12 @@ TEST_CASE(
   for (int rank = 0; rank < 2; ++rank) {
     PlanOp fetch;
     fetch.lane = Lane{LaneKind::cpu, rank};
-    fetch.work_ns = 10;
+    fetch.work = 10;
     fetch.consumes_loader = rank;
     const std::int32_t fetched = plan.add(fetch, "fetch");
     PlanOp kernel;
     kernel.lane = Lane{LaneKind::compute, rank};
-    kernel.work_ns = rank == 0 ? 1000 : 100;
+    kernel.work = rank == 0 ? 1000 : 100;
     kernel.deps = {fetched};
     const std::int32_t ran = plan.add(kernel, "kernel");
     PlanOp sync = fetch;

@@ -18,7 +18,7 @@ struct Rank {
 PlanOp cpu_op(int rank, std::int64_t work, std::vector<std::int32_t> deps = {}) {
   PlanOp op;
   op.lane = Lane{LaneKind::cpu, rank};
-  op.work_ns = work;
+  op.work = work;
   op.deps = std::move(deps);
   return op;
 }
@@ -27,7 +27,7 @@ PlanOp kernel_op(int rank, std::int64_t work, std::vector<std::int32_t> deps) {
   PlanOp op;
   op.lane = Lane{LaneKind::compute, rank};
   op.category = Category::backward;
-  op.work_ns = work;
+  op.work = work;
   op.deps = std::move(deps);
   return op;
 }
@@ -37,7 +37,7 @@ PlanOp shared_op(int src, std::vector<std::int32_t> deps) {
   op.lane = Lane{LaneKind::network, 0};
   op.src_gpu = src;
   op.dst_gpu = src + 1;
-  op.work_ns = 1000;
+  op.work = 1000;
   op.deps = std::move(deps);
   return op;
 }
@@ -94,7 +94,7 @@ void check_same_op(const IterationPlan& a, const IterationPlan& b, std::size_t i
   const PlanEntry x = a.op(i);
   const PlanEntry y = b.op(i);
   CHECK(a.name(x) == b.name(y));
-  CHECK(x.work_ns == y.work_ns);
+  CHECK(x.work == y.work);
   CHECK(x.lane == y.lane);
   CHECK(x.after_lane == y.after_lane);
   CHECK(x.consumes_loader == y.consumes_loader);

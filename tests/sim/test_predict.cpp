@@ -43,7 +43,7 @@ double host_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
   for (const PlanEntry& op : ops_of(plan)) {
-    if (op.lane.kind == LaneKind::cpu && op.category != Category::data) ns += op.work_ns;
+    if (op.lane.kind == LaneKind::cpu && op.category != Category::data) ns += op.work;
   }
   return static_cast<double>(ns) * 1e-9;
 }
@@ -55,7 +55,7 @@ double gpu_seconds_per_step(const ScenarioSpec& s, std::int64_t batch) {
   IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
   std::int64_t ns = 0;
   for (const PlanEntry& op : ops_of(plan)) {
-    if (op.lane.kind != LaneKind::cpu) ns += op.work_ns;
+    if (op.lane.kind != LaneKind::cpu) ns += op.work;
   }
   return static_cast<double>(ns) * 1e-9;
 }
@@ -548,7 +548,7 @@ sweep: {gpus: [1], batch: [64], batch_is: global}
   auto optimizer_ns = [](const IterationPlan& plan) {
     std::int64_t ns = 0;
     for (const PlanEntry& op : ops_of(plan)) {
-      if (op.lane.kind != LaneKind::cpu && op.category == Category::optimizer) ns += op.work_ns;
+      if (op.lane.kind != LaneKind::cpu && op.category == Category::optimizer) ns += op.work;
     }
     return ns;
   };
@@ -576,7 +576,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     int kernels = 0;
     for (const PlanEntry& op : ops_of(plan)) {
       if (op.category != Category::h2d || op.lane.kind != lane) continue;
-      ns += op.work_ns;
+      ns += op.work;
       kernels += plan.name(op).rfind("normalize batch on GPU", 0) == 0;
     }
     return std::pair{ns, kernels};
@@ -619,7 +619,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     int ops = 0;
     for (const PlanEntry& op : ops_of(plan)) {
       if (op.category != category) continue;
-      ns += op.work_ns;
+      ns += op.work;
       ++ops;
     }
     return std::pair{ns, ops};
@@ -663,7 +663,7 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   CHECK(!plan.op(static_cast<std::size_t>(side[0])).after_lane);
   const PlanEntry last = plan.op(plan.size() - 1);
   CHECK(last.lane.kind == LaneKind::compute);
-  CHECK(last.work_ns == 0);
+  CHECK(last.work == 0);
   CHECK(plan.deps(plan.size() - 1) == std::vector<std::int32_t>{side.back()});
   for (std::size_t i = 0; i + 1 < plan.size(); ++i) {
     if (plan.op(i).lane.kind != LaneKind::compute) continue;
@@ -677,7 +677,7 @@ sweep: {gpus: [1], batch: [256], batch_is: global}
   IterationPlan plain_plan = single_device_training_step(StepContext{plain, analysis, device}, 256);
   std::int64_t copy_ns = 0;
   for (const PlanEntry& op : ops_of(plain_plan)) {
-    if (op.lane.kind == LaneKind::copy) copy_ns += op.work_ns;
+    if (op.lane.kind == LaneKind::copy) copy_ns += op.work;
   }
   const double steps = 10, copy_s = static_cast<double>(copy_ns) * 1e-9;
   REQUIRE(copy_s > 1e-3);  // 154 MB of fp32 images over PCIe 5.0
@@ -736,7 +736,7 @@ sweep: {gpus: [1], batch: [128], batch_is: global}
     for (const PlanEntry& op : ops_of(plan)) {
       if (op.lane.kind != LaneKind::compute || op.category != Category::data) continue;
       ++decoders;
-      CHECK(op.work_ns == 128 * 50'000);
+      CHECK(op.work == 128 * 50'000);
     }
     CHECK(decoders == 1);
     // Prefetched, the next batch is decoded at the end of the step.

@@ -278,7 +278,7 @@ TEST_CASE(
   std::size_t checked = 0;
   for (const LeaveOneOut& run : runs) {
     for (const ClassAccuracy& a : run.held_out) {
-      const std::string cls(kKernelClassNames[static_cast<std::size_t>(a.kernel_class)]);
+      const std::string cls(name_of(a.kernel_class));
       INFO(cls << " on " << run.gpu_id << ": " << 100 * a.mape << "% over " << a.gpu_decided
                << " rows");
       auto limit = limits.find({cls, run.gpu_id});

@@ -12,6 +12,7 @@
 #include "core/input_error.h"
 #include "core/io/child_process.h"
 #include "core/io/output_file.h"
+#include "core/system_failure.h"
 
 namespace epochcast::cli {
 
@@ -159,9 +160,9 @@ void draw_with_gnuplot(const std::string& image, const std::string& option, cons
   in_directory.directory = directory.string();
   const ChildResult gnuplot =
       run_program({"gnuplot", "-e", "output='/dev/stdout'", stem + ".gp"}, in_directory);
-  if (!gnuplot.started) throw std::runtime_error("cannot run gnuplot (is it installed?)");
+  if (!gnuplot.started) throw SystemFailure("cannot run gnuplot (is it installed?)");
   if (!gnuplot.succeeded() || gnuplot.output.empty()) {
-    throw std::runtime_error("gnuplot failed on " + stem + ".gp");
+    throw SystemFailure("gnuplot failed on " + stem + ".gp");
   }
   write_output(image, gnuplot.output, option);
 }

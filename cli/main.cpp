@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/input_error.h"
 #include "core/io/output_file.h"
+#include "core/system_failure.h"
 #include "options/command_line.h"
 #include "options/completion.h"
 
@@ -94,6 +95,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const epochcast::BrokenPipe& error) {
     return broken_pipe(error.what());
+  } catch (const epochcast::SystemFailure& error) {
+    std::cerr << "epochcast: " << error.what() << "\n";
+    return 1;
   } catch (const std::system_error& error) {
     // fmt's print to a closed pipe.
     if (error.code() == std::errc::broken_pipe) {

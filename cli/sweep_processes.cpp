@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/input_error.h"
+#include "core/system_failure.h"
 #include "sim/predict/point_codec.h"
 #include "sim/predict/point_pool.h"
 
@@ -75,7 +76,7 @@ std::vector<sim::PointOutcome> gather(std::size_t count, int size,
                                       std::vector<sim::PointOutcome> own,
                                       const std::vector<std::string>& received,
                                       const std::string& own_failure) {
-  if (!own_failure.empty()) throw std::runtime_error(own_failure);
+  if (!own_failure.empty()) throw SystemFailure(own_failure);
   std::vector<std::optional<sim::PointOutcome>> all(count);
   for (std::size_t k = 0; k < own.size(); ++k)
     all[k * static_cast<std::size_t>(size)] = std::move(own[k]);
@@ -83,16 +84,21 @@ std::vector<sim::PointOutcome> gather(std::size_t count, int size,
     sim::ByteReader in(bytes);
     while (!in.done()) {
       const auto index = static_cast<std::size_t>(in.i64());
-      if (index > count) throw std::runtime_error("a process sent a point outside the sweep");
-      sim::PointOutcome o = sim::decode_outcome(in.text());
-      if (index == count) throw std::runtime_error(o.internal_error);  // a whole process failed
+      if (index > count) throw std::logic_error("a process sent a point outside the sweep");
+      sim::PointOutcome o;
+      try {
+        o = sim::decode_outcome(in.text());
+      } catch (const sim::DamagedEncoding& e) {
+        throw SystemFailure(fmt::format("a process of the sweep sent damaged bytes: {}", e.what()));
+      }
+      if (index == count) throw SystemFailure(o.internal_error);  // a whole process failed
       all[index] = std::move(o);
     }
   }
   std::vector<sim::PointOutcome> outcomes;
   outcomes.reserve(count);
   for (std::optional<sim::PointOutcome>& o : all) {
-    if (!o) throw std::runtime_error("a point of the sweep never arrived");
+    if (!o) throw SystemFailure("a point of the sweep never arrived");
     outcomes.push_back(std::move(*o));
   }
   return outcomes;
@@ -211,7 +217,7 @@ std::vector<sim::PointOutcome> SweepProcesses::outcomes(
 std::vector<sim::PointOutcome> SweepProcesses::spread(
     std::size_t count, int jobs, const std::function<sim::PointResult(std::size_t)>& point,
     const sim::PointDone& done, bool fail_fast) {
-  if (!agree(Step::enter_sweep, true)) throw std::runtime_error(kOtherProcessFailed);
+  if (!agree(Step::enter_sweep, true)) throw SystemFailure(kOtherProcessFailed);
   // This process's points, each kept with its outcome (errors too: the others must still
   // hear from it).
   const std::size_t mine = share(count);
@@ -251,7 +257,7 @@ std::vector<sim::PointOutcome> SweepProcesses::spread(
   if (rank_ != 0) {
     send_bytes(message, 0);
     if (!agree(Step::end_sweep, true)) {
-      throw std::runtime_error(kOtherProcessFailed);  // process 0 reports it
+      throw SystemFailure(kOtherProcessFailed);  // process 0 reports it
     }
     return {};
   }
@@ -273,7 +279,7 @@ std::vector<sim::PointOutcome> SweepProcesses::spread(
   }
   if (!agree(Step::end_sweep, error == nullptr)) {
     if (error) std::rethrow_exception(error);
-    throw std::runtime_error(kOtherProcessFailed);
+    throw SystemFailure(kOtherProcessFailed);
   }
   return all;
 #else

@@ -14,6 +14,7 @@
 #include <torch/version.h>
 
 #include "core/io/child_process.h"
+#include "core/system_failure.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
@@ -56,13 +57,13 @@ void bench_collectives(const BenchOptions& options, const DevicePlan& devices, W
   // initialisation: agreed over the host transport, so that a rank that cannot take part stops
   // them all with the reason.
   if (!group.all(devices.cuda) && !group.all(!devices.cuda)) {
-    throw std::runtime_error(
+    throw SystemFailure(
         "collectives: some ranks see CUDA devices and others none: run all of them with "
         "--device cuda, or all with --device cpu");
   }
   const bool has_device = !devices.cuda || device < devices.device_count;
   if (!group.all(has_device)) {
-    throw std::runtime_error(
+    throw SystemFailure(
         has_device ? "collectives: another rank has no GPU of its own"
                    : fmt::format("collectives: {} has {} CUDA device(s) visible and its local "
                                  "rank {} needs one of its own: launch one rank per GPU "

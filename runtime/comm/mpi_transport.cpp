@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/system_failure.h"
 #include "runtime/comm/transport.h"
 
 #ifdef EPOCHCAST_HAVE_MPI
@@ -34,15 +35,15 @@ void check(int code, const char* call, const Identity& self) {
   std::array<char, MPI_MAX_ERROR_STRING> text{};
   int length = 0;
   MPI_Error_string(code, text.data(), &length);
-  throw std::runtime_error(fmt::format("{} failed on rank {} ({}): {}", call, self.rank, self.host,
-                                       std::string(text.data(), static_cast<std::size_t>(length))));
+  throw SystemFailure(fmt::format("{} failed on rank {} ({}): {}", call, self.rank, self.host,
+                                  std::string(text.data(), static_cast<std::size_t>(length))));
 }
 #define EPOCHCAST_MPI(call) check((call), #call, self_)
 
 // MPI counts are ints: a larger message is refused rather than wrapped.
 int mpi_count(std::size_t count) {
   if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-    throw std::runtime_error(
+    throw SystemFailure(
         fmt::format("a host collective of {} elements exceeds MPI's count limit of {}", count,
                     std::numeric_limits<int>::max()));
   }
@@ -107,7 +108,7 @@ class MpiTransport final : public Transport {
     EPOCHCAST_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     if (provided < MPI_THREAD_SERIALIZED) {
       MPI_Finalize();
-      throw std::runtime_error(
+      throw SystemFailure(
           "MPI provides no MPI_THREAD_SERIALIZED support, which the communication thread of "
           "ddp needs");
     }
@@ -170,7 +171,7 @@ std::unique_ptr<Transport> start_mpi_transport(int* argc, char*** argv, const st
 
 std::unique_ptr<Transport> start_mpi_transport(int* /*argc*/, char*** /*argv*/,
                                                const std::string& /*host*/) {
-  throw std::runtime_error(
+  throw SystemFailure(
       "launched by an MPI launcher (mpirun, mpiexec or srun --mpi), but this epochcast-run was "
       "built without MPI: install libopenmpi-dev and rebuild, or start the ranks with torchrun "
       "or with plain srun and MASTER_ADDR/MASTER_PORT (docs/guide.md, section 1.7)");

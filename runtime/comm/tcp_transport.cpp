@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/system_failure.h"
+
 namespace epochcast::runtime::detail {
 
 namespace {
@@ -259,12 +261,12 @@ class Link {
     for (Fd& fd : peers_) {
       if (fd.valid()) ::shutdown(fd.get(), SHUT_RDWR);
     }
-    throw std::runtime_error(message);
+    throw SystemFailure(message);
   }
 
   void check_usable(const char* call) const {
     if (failure_) {
-      throw std::runtime_error(fmt::format(
+      throw SystemFailure(fmt::format(
           "{} on rank {} ({}): the connections to the other ranks were shut down after an "
           "earlier failure: {}",
           call, rank_, host_, *failure_));
@@ -557,7 +559,7 @@ std::string numeric_address(const sockaddr_storage& address, socklen_t length) {
 // alone where the kernel has no IPv6.
 Fd listen_on(const TcpRendezvous& who, const std::string& where) {
   auto fail = [&](const std::string& call, int error) -> Fd {
-    throw std::runtime_error(fmt::format(
+    throw SystemFailure(fmt::format(
         "{} failed on rank 0 ({}) for {}: {}{}", call, who.host, where, errno_text(error),
         error == EADDRINUSE ? ": another process listens on that port (choose another "
                               "MASTER_PORT)"
@@ -608,7 +610,7 @@ void accept_ranks(Link& link, const TcpRendezvous& who, const TcpOptions& option
       for (int p = 1; p < who.size; ++p) {
         if (!link.peer(p).valid()) missing.push_back(std::to_string(p));
       }
-      throw std::runtime_error(fmt::format(
+      throw SystemFailure(fmt::format(
           "rank 0 ({}) listening on port {}: {} of the {} other ranks joined within {:g} s "
           "(missing: rank{} {}; {}); were they started, with MASTER_ADDR naming this host and "
           "the same MASTER_PORT?",
@@ -624,13 +626,12 @@ void accept_ranks(Link& link, const TcpRendezvous& who, const TcpOptions& option
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
         continue;
       }
-      throw std::runtime_error(fmt::format("accept failed on rank 0 ({}) for {}: {}", who.host,
-                                           where, errno_text(errno)));
+      throw SystemFailure(fmt::format("accept failed on rank 0 ({}) for {}: {}", who.host, where,
+                                      errno_text(errno)));
     }
     const std::string address = numeric_address(from, length);
     if (auto why = configure(connection.get(), options)) {
-      throw std::runtime_error(
-          fmt::format("{} failed on rank 0 ({}) for {}", *why, who.host, address));
+      throw SystemFailure(fmt::format("{} failed on rank 0 ({}) for {}", *why, who.host, address));
     }
     // A connection that says nothing recognisable soon is not a rank (a port scanner, a health
     // check): dropped, and the wait goes on.
@@ -639,18 +640,18 @@ void accept_ranks(Link& link, const TcpRendezvous& who, const TcpOptions& option
     const Header hello = decode(raw);
     if (hello.magic != kMagic || hello.op != Op::hello) continue;
     if (hello.b != static_cast<std::uint64_t>(who.size)) {
-      throw std::runtime_error(fmt::format(
+      throw SystemFailure(fmt::format(
           "rank 0 ({}): rank {} at {} was started for {} ranks, this one for {}: every rank "
           "needs the same WORLD_SIZE (or SLURM_NTASKS)",
           who.host, hello.a, address, hello.b, who.size));
     }
     if (hello.a < 1 || hello.a >= hello.b) {
-      throw std::runtime_error(fmt::format("rank 0 ({}): {} says it is rank {} of {}", who.host,
-                                           address, hello.a, who.size));
+      throw SystemFailure(fmt::format("rank 0 ({}): {} says it is rank {} of {}", who.host, address,
+                                      hello.a, who.size));
     }
     const int p = static_cast<int>(hello.a);
     if (link.peer(p).valid()) {
-      throw std::runtime_error(fmt::format(
+      throw SystemFailure(fmt::format(
           "rank 0 ({}): two processes say they are rank {} ({} and {}): every rank needs its "
           "own RANK (or SLURM_PROCID)",
           who.host, p, link.peer_name(p), address));
@@ -661,7 +662,7 @@ void accept_ranks(Link& link, const TcpRendezvous& who, const TcpOptions& option
   const HeaderBytes welcome = encode({kMagic, Op::welcome, static_cast<std::uint64_t>(who.size)});
   for (int p = 1; p < who.size; ++p) {
     if (auto why = write_all(link.peer(p).get(), welcome, deadline)) {
-      throw std::runtime_error(
+      throw SystemFailure(
           fmt::format("welcoming {} failed on rank 0 ({}): {}", link.peer_name(p), who.host, *why));
     }
   }
@@ -692,7 +693,7 @@ void join_rank_zero(Link& link, const TcpRendezvous& who, const TcpOptions& opti
   const std::string target = fmt::format("{}:{}", who.master_address, who.master_port);
   const Deadline deadline = Deadline::in(options.connect_timeout_s);
   auto fail = [&](const std::string& what) {
-    throw std::runtime_error(fmt::format("rank {} ({}): {}", who.rank, who.host, what));
+    throw SystemFailure(fmt::format("rank {} ({}): {}", who.rank, who.host, what));
   };
   std::string last_error;
   auto pause = std::chrono::milliseconds(50);

@@ -47,7 +47,7 @@ struct TcpOptions {
   int dead_host_timeout_s = 120;
 };
 
-// Joins the `rendezvous.size` ranks; returns once all have joined. Raises std::runtime_error
+// Joins the `rendezvous.size` ranks; returns once all have joined. Raises SystemFailure
 // naming the call, the rank, the host and the address on failure or timeout.
 std::unique_ptr<Transport> start_tcp_transport(const TcpRendezvous& rendezvous,
                                                const TcpOptions& options = {});

@@ -15,7 +15,7 @@ namespace epochcast::runtime::detail {
 // The collectives among the ranks of one channel. Every member calls each collective in the same
 // order, with the same sizes (as MPI requires on a communicator); calls from several threads of
 // a process take turns (the caller serialises them, as MPI_THREAD_SERIALIZED asks). Failures
-// raise std::runtime_error naming the call, the rank and the host.
+// raise SystemFailure (core/system_failure.h) naming the call, the rank and the host.
 class Channel {
  public:
   virtual ~Channel() = default;

@@ -13,11 +13,13 @@
 #include <string>
 #include <utility>
 
+#include "core/system_failure.h"
+
 namespace epochcast::cuda {
 
-class CudaError : public std::runtime_error {
+class CudaError : public SystemFailure {
  public:
-  using std::runtime_error::runtime_error;
+  using SystemFailure::SystemFailure;
 };
 
 // Whether CUDA support was compiled in.

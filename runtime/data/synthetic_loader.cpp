@@ -15,6 +15,8 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "core/system_failure.h"
+
 namespace epochcast::runtime {
 
 namespace {
@@ -193,7 +195,7 @@ SyntheticLoader::Host SyntheticLoader::take_host_batch() {
       try {
         std::rethrow_exception(failures_.at(next_index_));
       } catch (const std::exception& e) {
-        throw std::runtime_error(
+        throw SystemFailure(
             fmt::format("a loader worker failed making batch {}: {}", next_index_, e.what()));
       }
     }

@@ -6,6 +6,8 @@
 
 #include <malloc.h>
 
+#include "core/system_failure.h"
+
 namespace epochcast::runtime {
 
 namespace {
@@ -21,7 +23,7 @@ std::string retain_freed_host_memory() {
   // free() never shrinks the heap. mallopt returns 0 when it refuses a setting.
   if (mallopt(M_MMAP_MAX, 0) == 0 ||
       mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 0) {
-    throw std::runtime_error(
+    throw SystemFailure(
         "glibc refused the allocator settings (mallopt M_MMAP_MAX, "
         "M_TRIM_THRESHOLD)");
   }

@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include "core/model/tensor_shape.h"
+#include "core/system_failure.h"
 
 namespace epochcast::runtime {
 
@@ -125,7 +126,7 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
             q, k, v, {}, is_training() ? layer_.dropout : 0.0, layer_.causal);
         break;
 #else
-        throw std::runtime_error(fused_attention_unavailable());
+        throw SystemFailure(fused_attention_unavailable());
 #endif
       case AttentionKernels::math: {
         torch::Tensor scores = torch::matmul(q * scale, k.transpose(-2, -1));
@@ -428,7 +429,7 @@ const LayerCosts& TorchModelImpl::analysed_layer(std::size_t cursor, const std::
   const LayerCosts& costs = analysis_->layers[cursor];
   if (costs.layer.name != name || costs.layer.type != type) {
     broken(fmt::format("layer {} is '{}' ({}) in the spec but '{}' ({}) in the analysis", cursor,
-                       name, to_string(type), costs.layer.name, to_string(costs.layer.type)));
+                       name, name_of(type), costs.layer.name, name_of(costs.layer.type)));
   }
   return costs;
 }
@@ -739,7 +740,7 @@ TorchModelImpl::LayerFunction TorchModelImpl::make_layer(const LayerCosts& costs
     case LayerType::mul:
       return [](const Inputs& in) { return in.at(0) * in.at(1); };
   }
-  broken(fmt::format("layer '{}' ({}) is not a primitive", l.name, to_string(l.type)));
+  broken(fmt::format("layer '{}' ({}) is not a primitive", l.name, name_of(l.type)));
 }
 
 std::size_t TorchModelImpl::layer_count() const {
@@ -836,7 +837,7 @@ torch::Tensor random_model_input(const ModelAnalysis& analysis, std::int64_t bat
   if (vocabulary == 0) {
     throw std::invalid_argument(
         fmt::format("model '{}' takes {} inputs but has no embedding to bound their values",
-                    analysis.model_name, to_string(analysis.input_dtype)));
+                    analysis.model_name, name_of(analysis.input_dtype)));
   }
   options = options.dtype(torch::kLong);
   return generator.defined() ? torch::randint(0, vocabulary, shape, generator, options)

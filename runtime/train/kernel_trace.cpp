@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/io/output_file.h"
+#include "core/system_failure.h"
 
 namespace epochcast::runtime {
 
@@ -74,12 +75,11 @@ void record_kernel_trace(const torch::Device& device, TrainingPrecision precisio
   std::filesystem::remove(temporary);
   std::string trace = text.str();
   const std::size_t brace = trace.find('{');
-  if (brace == std::string::npos) throw std::runtime_error("the profiler wrote no trace");
+  if (brace == std::string::npos) throw SystemFailure("the profiler wrote no trace");
   trace.insert(
       brace + 1,
       fmt::format("\n  \"epochcast\": {{\"precision\": \"{}\", \"cudnn_allow_tf32\": {}}},",
-                  kTrainingPrecisionNames[static_cast<std::size_t>(precision)],
-                  at::globalContext().allowTF32CuDNN() ? "true" : "false"));
+                  name_of(precision), at::globalContext().allowTF32CuDNN() ? "true" : "false"));
   output.write(trace);
 }
 

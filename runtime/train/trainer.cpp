@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include "core/spec/rank_share.h"
+#include "core/system_failure.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/collective_watchdog.h"
@@ -300,12 +301,12 @@ DevicePlan plan_devices(DeviceChoice choice) {
     cuda_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   }
   if (cuda_devices > 0 && !cuda::compiled_with_cuda()) {
-    throw std::runtime_error(
+    throw SystemFailure(
         "LibTorch sees CUDA devices, but epochcast-run was built without the CUDA Toolkit and "
         "NCCL: rebuild with them, or pass --device cpu");
   }
   if (choice == DeviceChoice::cuda && cuda_devices == 0) {
-    throw std::runtime_error("--device cuda: no CUDA device is visible to LibTorch here");
+    throw SystemFailure("--device cuda: no CUDA device is visible to LibTorch here");
   }
   plan.cuda = cuda_devices > 0;
   plan.device_count = cuda_devices;
@@ -317,8 +318,7 @@ std::string why_not_runnable(const ScenarioSpec& scenario, const SweepPoint& poi
   const TrainingSpec& t = scenario.training;
   if (!devices.cuda &&
       (t.precision == TrainingPrecision::tf32 || t.precision == TrainingPrecision::amp_fp16)) {
-    return fmt::format("{} needs a CUDA GPU; this run is on the CPU",
-                       kTrainingPrecisionNames[static_cast<std::size_t>(t.precision)]);
+    return fmt::format("{} needs a CUDA GPU; this run is on the CPU", name_of(t.precision));
   }
   if (t.optimizer_implementation == OptimizerImplementation::fused) {
     // torch::optim's C++ optimizers update tensor by tensor; torch.optim's fused kernels are
@@ -502,10 +502,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
     }
     if (!group.all(ready)) {
       result.status = ready ? PointStatus::failed : status;
-      result.reason = ready
-                          ? fmt::format("another rank could not set up {} (its buckets or NCCL)",
-                                        kStrategyNames[static_cast<std::size_t>(training.strategy)])
-                          : why;
+      result.reason = ready ? fmt::format("another rank could not set up {} (its buckets or NCCL)",
+                                          name_of(training.strategy))
+                            : why;
       return finish(std::move(result));
     }
   }
@@ -553,9 +552,9 @@ MeasuredPoint measure_point(const ScenarioSpec& scenario, const SweepPoint& poin
                                              nccl_failed ? 1.0 : 0.0};
       group.all_reduce_max(stop_late_failed.data(), stop_late_failed.size());
       if (stop_late_failed[2] > 0) {
-        throw std::runtime_error(nccl_failure.empty()
-                                     ? "another rank's NCCL communicator failed; the point stopped"
-                                     : nccl_failure);
+        throw SystemFailure(nccl_failure.empty()
+                                ? "another rank's NCCL communicator failed; the point stopped"
+                                : nccl_failure);
       }
       stop_agreed = stop_late_failed[0] > 0;
       return stop_agreed || stop_late_failed[1] > 0;

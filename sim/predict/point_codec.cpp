@@ -95,7 +95,7 @@ std::string ByteReader::text() {
   return s;
 }
 void ByteReader::fail() {
-  throw std::runtime_error("encoded bytes are damaged (truncated, or another layout)");
+  throw DamagedEncoding("encoded bytes are damaged (truncated, or another layout)");
 }
 
 std::string encode_point(const PointResult& p) {
@@ -166,7 +166,7 @@ std::string encode_point(const PointResult& p) {
 
 PointResult decode_point(std::string_view bytes) {
   ByteReader r(bytes);
-  if (r.i64() != kLayout) throw std::runtime_error("a point's result in another layout");
+  if (r.i64() != kLayout) throw DamagedEncoding("a point's result in another layout");
   PointResult p;
   p.point.gpus = static_cast<int>(r.i64());
   p.point.global_batch = r.i64();
@@ -216,7 +216,7 @@ PointResult decode_point(std::string_view bytes) {
   auto index = [&](std::size_t size) {
     const std::int64_t i = r.i64();
     if (i < 0 || static_cast<std::size_t>(i) >= size)
-      throw std::runtime_error("point codec: a trace event refers to nothing");
+      throw DamagedEncoding("point codec: a trace event refers to nothing");
     return static_cast<std::uint32_t>(i);
   };
   p.trace.events.resize(r.count());
@@ -237,14 +237,14 @@ PointResult decode_point(std::string_view bytes) {
   p.conditions.resize(r.count());
   for (std::string& c : p.conditions)
     c = r.text();
-  if (!r.done()) throw std::runtime_error("a point's result with bytes left over");
+  if (!r.done()) throw DamagedEncoding("a point's result with bytes left over");
   return p;
 }
 
 PointResult PointOutcome::take() && {
   if (result) return std::move(*result);
   if (input_error) throw *input_error;
-  throw std::runtime_error(internal_error);
+  throw PointFailed(internal_error);
 }
 
 PointOutcome outcome_of(const std::function<PointResult()>& point) {
@@ -299,9 +299,9 @@ PointOutcome decode_outcome(std::string_view bytes) {
       o.internal_error = in.text();
       break;
     default:
-      throw std::runtime_error("a point's outcome of no known kind (damaged, or another layout)");
+      throw DamagedEncoding("a point's outcome of no known kind (damaged, or another layout)");
   }
-  if (!in.done()) throw std::runtime_error("a point's outcome with bytes left over");
+  if (!in.done()) throw DamagedEncoding("a point's outcome with bytes left over");
   return o;
 }
 

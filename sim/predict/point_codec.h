@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -32,7 +33,14 @@ class ByteWriter {
   std::string out_;
 };
 
-// Reads what a ByteWriter wrote; raises std::runtime_error ("... damaged ...") past the end.
+// Bytes that no writer of this layout wrote (truncated, or another version's). The reader says
+// what that means where it read them: a shard file's InputError, a sweep process's failure.
+class DamagedEncoding : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads what a ByteWriter wrote; raises DamagedEncoding past the end.
 class ByteReader {
  public:
   explicit ByteReader(std::string_view in) : in_(in) {}
@@ -53,9 +61,16 @@ class ByteReader {
 };
 
 std::string encode_point(const PointResult& result);
-// Raises std::runtime_error on bytes that encode_point did not write (truncated, or another
+// Raises DamagedEncoding on bytes that encode_point did not write (truncated, or another
 // version's layout).
 PointResult decode_point(std::string_view bytes);
+
+// A point that stopped on something other than its input (a broken invariant, a failure of the
+// system), raised again with its message where the sweep is reported, maybe in another process.
+class PointFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // What became of one point of a sweep: its result, or the error that stopped it, kept so that
 // the process (or the merge) that reports the sweep raises it where the serial run would.
@@ -66,7 +81,7 @@ struct PointOutcome {
 
   bool failed() const { return !result; }
   // The result, or the error raised again: an InputError as itself, any other as a
-  // std::runtime_error with its message.
+  // PointFailed with its message.
   PointResult take() &&;
 };
 
@@ -74,7 +89,7 @@ struct PointOutcome {
 PointOutcome outcome_of(const std::function<PointResult()>& point);
 
 std::string encode_outcome(const PointOutcome& outcome);
-// Raises std::runtime_error on bytes that encode_outcome did not write.
+// Raises DamagedEncoding on bytes that encode_outcome did not write.
 PointOutcome decode_outcome(std::string_view bytes);
 
 }  // namespace epochcast::sim

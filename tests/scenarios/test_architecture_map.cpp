@@ -35,8 +35,8 @@ bool looks_like_path(const std::string& token) {
   if (token.empty() || token.front() == '-' || token.rfind("../", 0) == 0) return false;
   if (token.find_first_of(" \t*?[]<>{}|=:$'\"") != std::string::npos) return false;
   if (token.find('/') != std::string::npos) return true;
-  for (std::string_view ending : {".h", ".cpp", ".yaml", ".md", ".sh", ".txt", ".py", ".json",
-                                  ".cmake"}) {
+  for (std::string_view ending :
+       {".h", ".cpp", ".yaml", ".md", ".sh", ".txt", ".py", ".json", ".cmake"}) {
     if (ends_with(token, ending)) return true;
   }
   return false;
@@ -86,9 +86,8 @@ TEST_CASE("docs/ARCHITECTURE.md has a Recipes section with at least five recipes
   const std::size_t recipes = text.find("\n## Recipes\n");
   REQUIRE(recipes != std::string::npos);
   const std::size_t next_section = text.find("\n## ", recipes + 1);
-  const std::string section = text.substr(recipes, next_section == std::string::npos
-                                                       ? std::string::npos
-                                                       : next_section - recipes);
+  const std::string section = text.substr(
+      recipes, next_section == std::string::npos ? std::string::npos : next_section - recipes);
   // Each recipe opens a paragraph with "**To add ...**" and names files to touch.
   int count = 0;
   for (std::size_t at = section.find("\n**To add "); at != std::string::npos;

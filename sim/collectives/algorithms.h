@@ -43,10 +43,9 @@ struct ChainChunks {
 // BROADCAST_CHUNKSTEPS = REDUCE_CHUNKSTEPS = 1). LL and LL128 pass each line on as soon as its
 // flag shows it arrived, so a chunk flows through the chain a block's pass at a time
 // (kLlPassBytes, kLl128PassBytes). Every rank's plan holds a flow per hop and chunk, so LL's and
-// LL128's shares are cut in at most 4 pieces, each at most kPipelineChunkBytes (the cut all
-// chains had before): ResNet-50's 0.2 MiB of buffers on 1,024 H100s then come out 0.17% above
-// its cut in whole passes on the epoch (2 pieces: 0.6%), and its every-rank plan has 4 flows a
-// hop, not 7; a share past 4 MiB is cut as before, in 1 MiB pieces.
+// LL128's shares are cut in at most 4 pieces, each at most kPipelineChunkBytes, which keeps an
+// every-rank plan small for little change in the epoch (measured: docs/performance.md, "Chains
+// cut in protocol passes"); a share past 4 MiB is cut in 1 MiB pieces.
 ChainChunks chain_chunks(Protocol protocol);
 // The bytes of each chunk of a channel's `share` (ChainChunks' rule).
 Bytes chain_step(Bytes share, ChainChunks chunks);

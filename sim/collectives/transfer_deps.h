@@ -1,8 +1,8 @@
 // TransferDeps: the transfers one transfer of a plan waits for, as a small vector of indices
 // that holds up to two in place. Nearly every transfer waits for one or two (the step before on
-// its own GPU, the chunk arriving from the previous one), and a flat ring over 1,024 ranks has
-// 2.1 million of them: a std::vector each cost an allocation and a free per transfer, a sixth
-// of that benchmark's instructions (cachegrind, BM_FlatRingAllReduce100MB/1024).
+// its own GPU, the chunk arriving from the previous one), and a large flat ring has millions of
+// them: a std::vector each costs an allocation and a free per transfer (what that cost:
+// docs/performance.md, "The flow network").
 #pragma once
 
 #include <algorithm>

@@ -99,10 +99,12 @@ class Engine final : private StartListener {
 
   // A task's first kInlineSuccessors successors live in its slot, the rest in a list of
   // edges: most tasks have one or two, and a finished task then releases them without a trip
-  // to memory elsewhere (with every rank of a large cluster, that trip was a third of the run).
+  // to memory elsewhere (what that trip cost with every rank of a large cluster:
+  // docs/performance.md).
   static constexpr std::uint8_t kInlineSuccessors = 2;
   // One cache line: a slot is touched as its task is added, released, started and finished,
-  // each time a miss with every rank of a large cluster, and 72 bytes made most of them two.
+  // each time a miss with every rank of a large cluster, and a slot across two lines makes
+  // each miss two.
   struct alignas(64) Slot {
     std::uint32_t generation = 0;
     bool live = false;

@@ -56,7 +56,7 @@ class Resource {
                        StartListener& starts) = 0;
   // The earliest instant at which an activity in progress finishes; SimTime::never() when idle.
   // (Not an optional: GCC builds a returned std::optional<SimTime> on the stack and reads it
-  // back whole, a stalled store forward on every release, 7% of a 1,024-rank ring's run.)
+  // back whole, a stalled store forward on every release: docs/performance.md.)
   virtual SimTime next_completion() const = 0;
   // The slot index (TaskHandle::index) of a task that finishes at next_completion(), if the
   // model knows one cheaply; the engine fetches that task's slot into the cache before the

@@ -1,7 +1,7 @@
 // A first-in first-out queue in one block that doubles as it fills. libstdc++'s std::deque
 // allocates its first 512-byte block and its map as it is constructed: with every rank of a
-// 16,384-GPU cluster simulated, its 262,144 servers (most of them loader workers holding a batch
-// or two) held 150 MB of those before any task arrived. This one allocates nothing until its
+// large cluster simulated, its many servers (most of them loader workers holding a batch or two)
+// held those before any task arrived (docs/performance.md). This one allocates nothing until its
 // first element, and keeps its block when emptied. T must be default-constructible; a popped
 // element stays in its slot until overwritten (the engine queues plain values).
 #pragma once

@@ -68,9 +68,9 @@ class MaxMinFairNetwork final : public Resource {
   }
 
  private:
-  // What a refill reads and writes of a link comes first, in one cache line: the refills of a
-  // 256-GPU epoch with every rank reach 13 million links in all, most of them a miss, and the
-  // name's 32 bytes ahead put those fields across two lines.
+  // What a refill reads and writes of a link comes first, in one cache line: the refills of an
+  // epoch with every rank reach millions of links, most of them a cache miss, and the name's 32
+  // bytes ahead put those fields across two lines.
   struct alignas(64) Link {
     std::vector<std::uint32_t> flows;  // transferring flows that cross it (flow slots)
     double capacity = 0;               // bytes per second

@@ -89,7 +89,7 @@ class NetworkMap {
   std::vector<double> data_factors_;  // by route id
   // Each source's last route, checked before the hash map: a plan's transfers from one GPU
   // mostly go the same way (a ring's next rank, a chain's next node), and this array stays in
-  // cache where the map's nodes did not (8% of a 1,024-rank flat ring's run).
+  // cache where the map's nodes did not (docs/performance.md, "The flow network").
   struct Recent {
     std::uint64_t key = ~std::uint64_t{0};
     int steps = 0;

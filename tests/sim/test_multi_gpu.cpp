@@ -510,7 +510,7 @@ TEST_CASE("32 symmetric nodes stay within 0.5% of every node's epoch, with flows
   // pair at once (1.05% apart here, 4.7% at 1,024 GPUs); what is left is the all-reduces'
   // (0.25%, as without the broadcast). Flows: 0.09% (every node's channels meet on the NVSwitch
   // ports: with the chain in whole chunks that was 0.07% here, 0.57% at 1,024 GPUs; cut in LL's
-  // passes, 0.11% there; docs/guide.md).
+  // passes, 0.11% there; docs/models.md, "Network").
   for (const char* fidelity : {"analytic", "flows"}) {
     INFO(fidelity);
     ScenarioSpec s = scenario(R"(model: resnet-50

@@ -61,7 +61,9 @@ struct CollectiveRequest {
   int root = 0;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;  // across nodes
   std::optional<Protocol> protocol = std::nullopt;  // forced (NCCL_PROTO); none: the tuner's
-  std::string architecture = {};  // of the GPUs, for the protocols NCCL enables on them
+  // The GPUs' (a name of core/spec/architecture_traits.h): the protocols and algorithms NCCL
+  // enables on them. Required: an unknown or empty name is an InputError.
+  std::string architecture = {};
 };
 
 struct CollectiveChoice {

@@ -337,14 +337,22 @@ TEST_CASE("across nodes the tuner takes trees for latency and rings for bandwidt
   MachineSpec m = machine("dgx-h100-cluster");
   Topology one = Topology::build(m, 1, true);
   CollectiveRequest request{Collective::all_reduce, Bytes(64 << 10), {first(8)}, 64, true, 0};
+  request.architecture = m.gpu.architecture;
   // Small message, many nodes. Ring: 2 x 63 latency-bound cross-node steps; tree: about
   // 2 log2(64) levels.
   CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::hierarchical_tree);
   // Large message, few nodes: a ring's NIC moves 2(N-1)/N of its shard (4/3 over three nodes),
   // the busiest node's of a double binary tree 3/2 of it (twice from about eight nodes on).
+  // On Hopper the tuner takes NVLSTree there (NVLink SHARP inside the node, trees across), as
+  // NCCL does on H100 clusters; between ring and tree alone, the ring.
   request.total_nodes = 3;
   request.bytes = Bytes(std::int64_t{4} << 30);
-  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::hierarchical_ring);
+  CHECK(choose_collective(request, one, p).plan.algorithm == Algorithm::nvls_tree);
+  request.algorithm = CollectiveAlgorithm::ring;
+  const CollectiveChoice rings = choose_collective(request, one, p);
+  CHECK(rings.plan.algorithm == Algorithm::hierarchical_ring);
+  request.algorithm = CollectiveAlgorithm::tree;
+  CHECK(rings.time.value() < choose_collective(request, one, p).time.value());
   // Large message, many nodes: both near the NIC's bandwidth, within a few percent.
   request.total_nodes = 64;
   request.algorithm = CollectiveAlgorithm::ring;
@@ -691,6 +699,7 @@ TEST_CASE("a transfer of several steps costs what a chain of single steps does")
   // as at 16,384.
   auto mirrored_ring = [&](int nodes) {
     CollectiveRequest request{Collective::all_reduce, Bytes(64 << 20), {first(8)}, nodes, true, 0};
+    request.architecture = "hopper";  // dgx-h100-cluster's
     request.algorithm = CollectiveAlgorithm::ring;
     return choose_collective(request, one, p).plan.transfers.size();
   };
@@ -1108,6 +1117,7 @@ TEST_CASE("across nodes: reduce-scatter and all-gather on rings, all-to-all dire
     INFO(name_of(c));
     CollectiveRequest mirrored{c, bytes, {first(8)}, nodes, true, 0};
     CollectiveRequest every{c, bytes, all_nodes, nodes, false, 0};
+    mirrored.architecture = every.architecture = m.gpu.architecture;
     const CollectiveChoice a = choose_collective(mirrored, one, p);
     const CollectiveChoice b = choose_collective(every, full, p);
     CHECK(a.plan.algorithm == Algorithm::hierarchical_ring);
@@ -1125,6 +1135,7 @@ TEST_CASE("across nodes: reduce-scatter and all-gather on rings, all-to-all dire
   }
   CollectiveRequest mirrored{Collective::all_to_all, bytes, {first(8)}, nodes, true, 0};
   CollectiveRequest every{Collective::all_to_all, bytes, all_nodes, nodes, false, 0};
+  mirrored.architecture = every.architecture = m.gpu.architecture;
   const CollectiveChoice a = choose_collective(mirrored, one, p);
   const CollectiveChoice b = choose_collective(every, full, p);
   // Every GPU's shares for the other nodes leave through its NIC: the NICs bound it, so the
@@ -1218,6 +1229,7 @@ TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains s
   MachineSpec m = machine("dgx-h100-cluster");
   Topology one = Topology::build(m, 1, true);
   CollectiveRequest request{Collective::all_reduce, Bytes(1 << 20), {{0}}, 2, true, 0};
+  request.architecture = m.gpu.architecture;
   const CollectiveChoice choice = choose_collective(request, one, p);
   CHECK(nccl_channels(choice.plan, one) == 2);
   // A 1 TiB broadcast: at most 4096 chunks on each ring's 7 hops.

@@ -131,9 +131,11 @@ void check_head_size(const Config& config, std::int64_t hidden, std::int64_t hea
   }
 }
 
+// The tokens per sample: those asked for, at most the model's `context` (its positions, read
+// from `context_key`), or `default_tokens` when none are asked for.
 std::int64_t sequence(const Config& config, const HuggingFaceOptions& options, std::int64_t context,
-                      std::string_view context_key) {
-  if (options.tokens == 0) return context;
+                      std::int64_t default_tokens, std::string_view context_key) {
+  if (options.tokens == 0) return std::min(context, default_tokens);
   if (options.tokens > context) {
     config.required(context_key)
         .fail(fmt::format("the model takes at most {} tokens ({}); {} were asked for", context,
@@ -164,8 +166,7 @@ Yaml bert(const Config& config, const HuggingFaceOptions& options, bool roberta)
         .fail(fmt::format("leaves no position after the padding offset ({})", offset));
   }
   Yaml y;
-  y.tokens = sequence(config, options, std::min<std::int64_t>(positions - offset, 512),
-                      "max_position_embeddings");
+  y.tokens = sequence(config, options, positions - offset, 512, "max_position_embeddings");
   const double eps = config.positive_or("layer_norm_eps", 1e-12);
   const double dropout = config.fraction_or("hidden_dropout_prob", 0.1);
   const std::string act = activation(config, "hidden_act", "gelu");
@@ -217,7 +218,7 @@ Yaml gpt2(const Config& config, const HuggingFaceOptions& options) {
   }
   const std::int64_t positions = config.size_or("n_positions", 1024);
   Yaml y;
-  y.tokens = sequence(config, options, positions, "n_positions");
+  y.tokens = sequence(config, options, positions, positions, "n_positions");
   const double eps = config.positive_or("layer_norm_epsilon", 1e-5);
   const std::int64_t vocabulary = config.size("vocab_size");
   y.layers = {
@@ -261,8 +262,8 @@ Yaml decoder(const Config& config, const HuggingFaceOptions& options, std::strin
   }
   const std::int64_t positions = config.size_or("max_position_embeddings", 2048);
   Yaml y;
-  y.tokens = sequence(config, options, std::min(positions, kDefaultHuggingFaceTokens),
-                      "max_position_embeddings");
+  y.tokens =
+      sequence(config, options, positions, kDefaultHuggingFaceTokens, "max_position_embeddings");
   bool attention_bias = false, output_bias = false, mlp_bias = false;
   if (type == "llama") {
     attention_bias = output_bias = config.flag_or("attention_bias", false);

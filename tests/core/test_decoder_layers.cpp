@@ -234,6 +234,13 @@ TEST_CASE("a Hugging Face import states its assumptions and honours the options"
   CHECK_THAT(yaml, Catch::Contains("rotary_theta: 500000"));
   const std::string defaults = huggingface_model_yaml(fixture("meta-llama-3-8b.json"));
   CHECK_THAT(defaults, Catch::Contains("shape: [2048]"));  // 8,192 capped
+  // The default is capped, not the context: any length up to the model's 8,192 positions.
+  options.tokens = 8192;
+  CHECK_THAT(huggingface_model_yaml(fixture("meta-llama-3-8b.json"), options),
+             Catch::Contains("shape: [8192]"));
+  options.tokens = 8193;
+  CHECK_THROWS_WITH(huggingface_model_yaml(fixture("meta-llama-3-8b.json"), options),
+                    Catch::Contains("at most 8192 tokens"));
   CHECK_THAT(defaults, Catch::Contains("attention: sdpa"));
   ModelSpec gpt2 = load_model(fixture("gpt2.json"));
   ModelAnalysis analysis = analyze_model(gpt2);

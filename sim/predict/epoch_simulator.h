@@ -64,8 +64,8 @@ struct EpochInput {
 };
 
 // What simulating one epoch may cost before it is given up: tasks run plus state snapshot
-// values written, 50 to 150 ns each, so 2^26 is some 3 to 10 s of one core. Epochs of the
-// bundled scenarios spend at most 3 % of it (seed 000's mobilenet-v2 sweep, 1.8 M); one that
+// values written. 2^26 of them is seconds of one core, and some thirty times what the largest
+// epoch among the bundled scenarios needs (docs/performance.md has the timings); an epoch that
 // has not settled into a repeating state by then is pathological (see SimulationTooLong).
 inline constexpr std::int64_t kDefaultSimulationBudget = std::int64_t{1} << 26;
 // ...or, where that is more, this many iterations' work: the largest plan's ops and one state

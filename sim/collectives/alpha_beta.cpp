@@ -297,15 +297,20 @@ TransferPlan in_one_node(const CollectiveRequest& request, const Topology& topol
 
 // Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
 // NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
+// The ranks of the request's communicator: every node's, node 0's standing for all of them in a
+// symmetric request.
+int communicator_size(const CollectiveRequest& request) {
+  return static_cast<int>(request.nodes.front().size()) *
+         (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
+}
+
 Protocol point_to_point_protocol(const CollectiveRequest& request, const TransferPlan& plan) {
   std::int64_t largest = 0;
   for (const Transfer& t : plan.transfers)
     largest = std::max(largest, t.bytes.value());
   if (request.collective == Collective::all_to_all) {
     // A mirror transfer carries many sends at once: each is one rank's share.
-    const auto total =
-        static_cast<std::int64_t>(request.nodes.front().size()) *
-        (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
+    const std::int64_t total = communicator_size(request);
     largest = (request.bytes.value() + total - 1) / total;
   }
   return largest <= kP2pLlThresholdBytes ? Protocol::ll : Protocol::simple;
@@ -394,6 +399,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   }
   best.plan.collective = request.collective;
   best.bytes = request.bytes;
+  best.channels = nccl_channels(best.plan, topology, request.bytes, communicator_size(request));
   return best;
 }
 

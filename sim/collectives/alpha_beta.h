@@ -69,7 +69,8 @@ struct CollectiveRequest {
 struct CollectiveChoice {
   Bytes bytes;  // the message, as requested
   TransferPlan plan;
-  Seconds time;  // analytic: collective_time
+  Seconds time;      // analytic: collective_time
+  int channels = 0;  // NCCL's at this size: its kernel's CTAs, the SMs it holds (nccl_channels)
 };
 
 // Like NCCL's tuner: every applicable algorithm under every enabled protocol is costed and the

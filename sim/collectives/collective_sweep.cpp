@@ -68,7 +68,7 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     }
     row.algorithm = std::string(name_of(choice.plan.algorithm));
     row.protocol = std::string(name_of(choice.plan.protocol));
-    row.channels = nccl_channels(choice.plan, topology);
+    row.channels = choice.channels;
     rows.push_back(std::move(row));
   }
   return rows;

@@ -45,7 +45,7 @@ struct CollectiveRow {
   double busbw = 0;  // algbw x nccl-tests' factor for the collective and rank count
   std::string algorithm;
   std::string protocol;  // NCCL's protocol chosen (or forced)
-  int channels = 1;      // NCCL's channels, one CTA (SM) each (protocols.h: nccl_channels)
+  int channels = 1;      // NCCL's channels at this size, one CTA (SM) each (nccl_channels)
 };
 
 // The sizes nccl-tests visits: from min to max by factor (or increment), each rounded down to a

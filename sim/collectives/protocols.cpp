@@ -108,7 +108,7 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
   return ranks.size() >= 2 && rings_on_nvlink(topology, ranks);
 }
 
-int nccl_channels(const TransferPlan& plan, const Topology& topology) {
+int communicator_channels(const TransferPlan& plan, const Topology& topology) {
   constexpr int kNvlinkRings = 24, kOtherRings = 2;
   if (plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree)
     return kNvlsChannelsHopper;
@@ -120,6 +120,31 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology) {
     if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);
   }
   return local.size() >= 2 && rings_on_nvlink(topology, local) ? kNvlinkRings : kOtherRings;
+}
+
+int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks) {
+  int channels = communicator_channels(plan, topology);
+  switch (plan.algorithm) {
+    case Algorithm::ring:
+    case Algorithm::tree:
+    case Algorithm::hierarchical_ring:
+    case Algorithm::hierarchical_tree:
+      break;
+    default:
+      return channels;
+  }
+  const bool ring =
+      plan.algorithm == Algorithm::ring || plan.algorithm == Algorithm::hierarchical_ring;
+  std::int64_t threads = 512, per_thread = 64;  // Simple
+  if (plan.protocol == Protocol::ll) {
+    per_thread = ring ? std::int64_t{8} * ranks : 8;
+  } else if (plan.protocol == Protocol::ll128) {
+    threads = 640;
+    per_thread = 8;
+  }
+  while (channels > 1 && bytes.value() < channels * threads * per_thread)
+    --channels;
+  return channels;
 }
 
 std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {

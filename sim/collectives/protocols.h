@@ -34,13 +34,24 @@ std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& p
 // which NCCL runs as point-to-point operations outside its tuning model, and for NVLS, NVLSTree
 // and CollNet: tuning.cc baseLat 0).
 Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol);
-// NCCL's channels for a plan: each runs as one CTA of the collective's kernel, so they are also
-// the SMs it holds while it runs. NVLS on Hopper: 16 (NVLS_NCHANNELS_SM90); rings whose every
-// edge is NVLink: 24 (an 8x H100 NVSwitch node's log, NVIDIA/nccl issue 1367: the ring search
-// finds 12 channels and NCCL doubles them, as it does wherever a channel's bandwidth is 25 GB/s
-// or more, ncclTopoDupChannels); others (PCIe, shared memory, the network): 2, an estimate (a
-// PCIe ring is found once or twice and not doubled below 25 GB/s).
-int nccl_channels(const TransferPlan& plan, const Topology& topology);
+// The channels NCCL's communicator holds for a plan's algorithm (comm->nChannels, or
+// nvlsChannels): each runs as one CTA of a collective's kernel. NVLS on Hopper: 16
+// (NVLS_NCHANNELS_SM90); rings whose every edge is NVLink: 24 (an 8x H100 NVSwitch node's log,
+// NVIDIA/nccl issue 1367: the ring search finds 12 channels and NCCL doubles them, as it does
+// wherever a channel's bandwidth is 25 GB/s or more, ncclTopoDupChannels); others (PCIe, shared
+// memory, the network): 2, an estimate (a PCIe ring is found once or twice and not doubled
+// below 25 GB/s). A plan that moves nothing: 0.
+int communicator_channels(const TransferPlan& plan, const Topology& topology);
+// The channels NCCL launches a collective of `bytes` on, so also the SMs its kernel holds while
+// it runs. Rings and trees start from the communicator's and drop one at a time while
+// bytes < channels x threads x threshold (enqueue.cc, topoGetAlgoInfo, NCCL 2.18-2.21):
+// threads a channel, LL 512, LL128 640, Simple 512 (NCCL_*_MAX_NTHREADS); bytes a thread, LL 8
+// (times the communicator's `ranks` on rings), LL128 8, Simple 64 (NCCL_*_THREAD_THRESHOLD,
+// tuning.cc). An 8-rank ring under LL so runs 1 channel up to 32 KiB and all 24 from 768 KiB.
+// NVLS keeps its 16; NVLSTree, CollNet and point-to-point copies keep the communicator's (NCCL
+// cuts them by rules of their own, not modelled). `bytes`: the whole buffer, nccl-tests' size
+// (NCCL's nBytes, all ranks' data for all-gather and reduce-scatter).
+int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks);
 // The share of a link's (Simple) bandwidth the protocol's data gets.
 double protocol_bandwidth_share(Protocol protocol, Collective collective);
 // Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and

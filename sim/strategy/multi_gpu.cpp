@@ -125,7 +125,7 @@ double compute_speed_beside(const MultiGpuContext& c, const CollectiveChoice& ch
   const TrainingSpec& training = c.step.scenario.training;
   double sm_share = 0, memory_share = 0;
   const int sms = c.step.scenario.machine.gpu.sm_count;
-  const int held = nccl_channels(choice.plan, c.topology);
+  const int held = choice.channels;
   if (training.nccl_sm_contention && sms > 0 && held > 0)
     sm_share = static_cast<double>(std::min(held, sms - 1)) / sms;
   if (training.nccl_memory_contention && !choice.plan.ranks.empty())

@@ -362,6 +362,48 @@ TEST_CASE("across nodes the tuner takes trees for latency and rings for bandwidt
   CHECK(tree == Approx(ring).epsilon(0.05));
 }
 
+TEST_CASE(
+    "NCCL launches a small collective on fewer channels: bytes under channels x threads x "
+    "threshold") {
+  // enqueue.cc topoGetAlgoInfo (NCCL 2.18-2.21): from the communicator's channels, one fewer
+  // while nBytes < nc * nThreads * threadThreshold. Threads a channel: LL 512, LL128 640,
+  // Simple 512; bytes a thread: LL 8 times the ranks on rings, LL128 8, Simple 64.
+  HardwareProfile p = profile();
+  MachineSpec m = machine("dgx-a100");
+  Topology t = Topology::build(m, 1);
+  struct Case {
+    Protocol protocol;
+    std::int64_t per_channel;
+  };
+  for (const Case& c : {Case{Protocol::ll, 512 * 8 * 8}, Case{Protocol::ll128, 640 * 8},
+                        Case{Protocol::simple, 512 * 64}}) {
+    for (std::int64_t bytes :
+         {std::int64_t{8}, std::int64_t{4} << 10, std::int64_t{32} << 10, std::int64_t{64} << 10,
+          std::int64_t{256} << 10, std::int64_t{512} << 10, std::int64_t{768} << 10,
+          std::int64_t{1} << 30}) {
+      INFO(name_of(c.protocol) << " at " << bytes << " bytes");
+      CollectiveRequest request{Collective::all_reduce, Bytes(bytes), {first(8)}, 1, false, 0};
+      request.architecture = m.gpu.architecture;
+      request.protocol = c.protocol;
+      const CollectiveChoice choice = choose_collective(request, t, p);
+      REQUIRE(choice.plan.algorithm == Algorithm::ring);
+      CHECK(communicator_channels(choice.plan, t) == 24);
+      const std::int64_t expected = std::clamp<std::int64_t>(bytes / c.per_channel, 1, 24);
+      CHECK(choice.channels == expected);
+    }
+  }
+  // An 8-rank ring under LL: one channel up to 32 KiB, all 24 from 768 KiB (NCCL's log of an
+  // 8x H100 node in NVIDIA/nccl issue 1259 prints the thresholds 64/8/64 on rings).
+  CollectiveRequest small{Collective::all_reduce, Bytes(32 << 10), {first(8)}, 1, false, 0};
+  small.architecture = m.gpu.architecture;
+  small.protocol = Protocol::ll;
+  CHECK(choose_collective(small, t, p).channels == 1);
+  // A collective of one rank moves nothing and holds no SM.
+  CollectiveRequest alone{Collective::all_reduce, Bytes(1 << 20), {{0}}, 1, false, 0};
+  alone.architecture = m.gpu.architecture;
+  CHECK(choose_collective(alone, t, p).channels == 0);
+}
+
 TEST_CASE("NVLS chunks as NCCL sizes them: 128 KiB halved for small buffers") {
   // src/enqueue.cc: channels x heads operations (16 x 8 on an 8-GPU H100 node, 128), the chunk
   // halved to 64 KiB below 64 x 128 x 128 KiB (1 GiB), to 32 KiB below 8 x 128 x 64 KiB
@@ -975,7 +1017,7 @@ TEST_CASE("NVLSTree: NVLS inside H100 nodes, trees across them, where NCCL enabl
   request.architecture = m.gpu.architecture;
   const CollectiveChoice large = choose_collective(request, one, p);
   CHECK(large.plan.algorithm == Algorithm::nvls_tree);
-  CHECK(nccl_channels(large.plan, one) == kNvlsChannelsHopper);
+  CHECK(large.channels == kNvlsChannelsHopper);
   CHECK(protocol_base_latency(Algorithm::nvls_tree, Protocol::simple).value() == 0);
   bool inside = false, across = false;
   for (const Transfer& t : large.plan.transfers) {
@@ -1231,7 +1273,7 @@ TEST_CASE("channels and chunks: one-GPU nodes still hold channels, huge chains s
   CollectiveRequest request{Collective::all_reduce, Bytes(1 << 20), {{0}}, 2, true, 0};
   request.architecture = m.gpu.architecture;
   const CollectiveChoice choice = choose_collective(request, one, p);
-  CHECK(nccl_channels(choice.plan, one) == 2);
+  CHECK(choice.channels == 2);
   // A 1 TiB broadcast: at most 4096 chunks on each ring's 7 hops.
   const std::vector<Ring> rings = build_rings(one, first(8));
   const TransferPlan chain = ring_broadcast(rings, 0, Bytes(std::int64_t{1} << 40),

@@ -217,12 +217,14 @@ TEST_CASE("ddp's all-reduces hold SMs: the backward beside them runs slower, and
       load_machine(test::source_dir() / "topologies/dgx-a100.yaml", bundled_gpu_catalogue());
   Topology t = Topology::build(a100, 1);
   TransferPlan ring = ring_all_reduce(build_rings(t, {0, 1, 2, 3, 4, 5, 6, 7}), Bytes(1 << 20));
-  CHECK(nccl_channels(ring, t) == 24);
-  CHECK(nccl_channels(nvls_collective(Collective::all_reduce, {0, 1, 2}, Bytes(1 << 20)), t) == 16);
+  CHECK(communicator_channels(ring, t) == 24);
+  CHECK(communicator_channels(nvls_collective(Collective::all_reduce, {0, 1, 2}, Bytes(1 << 20)),
+                              t) == 16);
   MachineSpec box =
       load_machine(test::source_dir() / "topologies/seed001-box.yaml", bundled_gpu_catalogue());
   Topology pcie = Topology::build(box, 1);
-  CHECK(nccl_channels(ring_all_reduce(build_rings(pcie, {0, 1, 2, 3}), Bytes(1 << 20)), pcie) == 2);
+  CHECK(communicator_channels(ring_all_reduce(build_rings(pcie, {0, 1, 2, 3}), Bytes(1 << 20)),
+                              pcie) == 2);
 
   ScenarioSpec on = scenario(kDdpResnet, {{"training.wait_for_slowest_gpu", "false", ""}});
   ScenarioSpec off = scenario(kDdpResnet, {{"training.wait_for_slowest_gpu", "false", ""},

@@ -295,14 +295,15 @@ TransferPlan in_one_node(const CollectiveRequest& request, const Topology& topol
   return direct_all_to_all(ranks, request.bytes);
 }
 
-// Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
-// NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
 // The ranks of the request's communicator: every node's, node 0's standing for all of them in a
 // symmetric request.
 int communicator_size(const CollectiveRequest& request) {
   return static_cast<int>(request.nodes.front().size()) *
          (request.symmetric ? request.total_nodes : static_cast<int>(request.nodes.size()));
 }
+
+// Direct copies are NCCL's point-to-point sends, outside its tuner: LL up to
+// NCCL_P2P_LL_THRESHOLD bytes a send (16384, src/enqueue.cc), Simple beyond.
 
 Protocol point_to_point_protocol(const CollectiveRequest& request, const TransferPlan& plan) {
   std::int64_t largest = 0;

@@ -133,14 +133,21 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes byte
     default:
       return channels;
   }
+  // Threads of a channel's CTA (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, src/include/device.h) and
+  // bytes a thread before another channel is worth it (NCCL_*_THREAD_THRESHOLD,
+  // src/include/comm.h; tuning.cc multiplies LL's by the ranks on rings).
+  constexpr std::int64_t kLlThreads = 512, kLl128Threads = 640, kSimpleThreads = 512;
+  constexpr std::int64_t kLlBytesPerThread = 8, kLl128BytesPerThread = 8,
+                         kSimpleBytesPerThread = 64;
   const bool ring =
       plan.algorithm == Algorithm::ring || plan.algorithm == Algorithm::hierarchical_ring;
-  std::int64_t threads = 512, per_thread = 64;  // Simple
+  std::int64_t threads = kSimpleThreads, per_thread = kSimpleBytesPerThread;
   if (plan.protocol == Protocol::ll) {
-    per_thread = ring ? std::int64_t{8} * ranks : 8;
+    threads = kLlThreads;
+    per_thread = ring ? kLlBytesPerThread * ranks : kLlBytesPerThread;
   } else if (plan.protocol == Protocol::ll128) {
-    threads = 640;
-    per_thread = 8;
+    threads = kLl128Threads;
+    per_thread = kLl128BytesPerThread;
   }
   while (channels > 1 && bytes.value() < channels * threads * per_thread)
     --channels;

@@ -33,6 +33,14 @@ struct ArchitectureTraits {
   // The NVSwitch generation paired with it reduces and multicasts in the switch (NVLink SHARP,
   // NCCL's NVLS algorithms: Hopper and later).
   bool nvlink_sharp = false;
+  // NCCL's caps on its low-latency protocols, from the tuner's constants (src/tuning/cost_model.cc,
+  // commit 1fc949c; one row per generation: Volta's for compute capability below 8.0, Ampere's
+  // below 9.0), in GB/s of bus traffic a rank:
+  // - LL at most this on one node, two nodes, three or more (llMaxBws; Hopper's one-node figure
+  //   was 87.7 in NCCL 2.20);
+  // - LL128 at most this a channel (perChMaxRingLL128Bws).
+  std::array<double, 3> nccl_ll_max_gbps = {39.0, 39.0, 20.4};
+  double nccl_ll128_channel_gbps = 20.0;
 };
 
 inline constexpr ArchitectureTraits kArchitectures[] = {
@@ -40,10 +48,17 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     {.name = "pascal", .gemm_tiles = GemmTiles::rows_of_128},
     {.name = "volta", .volta_batched_sgemm = true, .nccl_ll128 = true},
     {.name = "turing", .max_threads_per_sm = 1024, .volta_batched_sgemm = true},
-    {.name = "ampere", .nccl_ll128 = true},
-    {.name = "ada", .max_threads_per_sm = 1536},
-    {.name = "hopper", .nccl_ll128 = true, .nvlink_sharp = true},
-    {.name = "blackwell", .nvlink_sharp = true},
+    {.name = "ampere", .nccl_ll128 = true, .nccl_ll_max_gbps = {87.7, 22.5, 19.0}},
+    {.name = "ada", .max_threads_per_sm = 1536, .nccl_ll_max_gbps = {87.7, 22.5, 19.0}},
+    {.name = "hopper",
+     .nccl_ll128 = true,
+     .nvlink_sharp = true,
+     .nccl_ll_max_gbps = {141.0, 45.0, 35.0},
+     .nccl_ll128_channel_gbps = 36.7},
+    {.name = "blackwell",
+     .nvlink_sharp = true,
+     .nccl_ll_max_gbps = {282.0, 90.0, 70.0},
+     .nccl_ll128_channel_gbps = 40.0},
     {.name = "x86-64", .cpu = true, .gemm_tiles = GemmTiles::cpu_blas},
     {.name = "aarch64", .cpu = true, .gemm_tiles = GemmTiles::cpu_blas},
 };

@@ -87,7 +87,10 @@ PlanRoutes plan_routes(const Topology& topology, const HardwareProfile& profile,
 Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
                   const TransferPlan& plan) {
   const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
-  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
+  const double share = protocol_bandwidth_share(plan.protocol);
+  // A rank's kernel paces all of its sends: each of the plan's channels (rings) has one at a
+  // time.
+  const double per_send_limit = plan.rank_rate_limit / std::max(1, plan.channels);
   // Transfers are stored after their dependencies, so one pass finds the critical path.
   std::vector<double> finish(plan.transfers.size(), 0);
   double end = 0;
@@ -101,8 +104,9 @@ Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
     if (route.moves) {
       // NCCL's per-step latencies are measured hop to hop, wire included (transfer_route).
       const double latency = step[static_cast<std::size_t>(route.slowest)].value();
-      seconds = (t.pipelined ? 0 : latency * t.steps) +
-                static_cast<double>(t.bytes.value()) / (route.bandwidth * share / t.sharing);
+      double rate = route.bandwidth * share / t.sharing;
+      if (per_send_limit > 0) rate = std::min(rate, per_send_limit);
+      seconds = (t.pipelined ? 0 : latency * t.steps) + static_cast<double>(t.bytes.value()) / rate;
     }
     finish[i] = start + seconds;
     end = std::max(end, finish[i]);
@@ -368,10 +372,12 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     candidates.push_back(nvls_collective(request.collective, ranks, request.bytes));
     cut_for.emplace_back();
   }
+  const int communicator = communicator_size(request);
   CollectiveChoice best;
   best.time = Seconds(std::numeric_limits<double>::infinity());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     TransferPlan& plan = candidates[i];
+    plan.collective = request.collective;
     std::optional<Protocol> fastest;
     if (plan.algorithm == Algorithm::direct && !request.protocol) {
       plan.protocol = point_to_point_protocol(request, plan);
@@ -387,6 +393,9 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       if (simple_only(plan.algorithm) && protocol != Protocol::simple) continue;
       if (cut_for[i] && protocol != *cut_for[i]) continue;
       plan.protocol = protocol;
+      plan.rank_rate_limit =
+          kernel_rate_limit(plan, nccl_launch(plan, topology, request.bytes, communicator),
+                            request.architecture, request.total_nodes);
       Seconds t = collective_time(routes, profile, plan);
       if (t < best.time) {
         best.time = t;
@@ -395,12 +404,15 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     }
     if (fastest) {
       plan.protocol = *fastest;
+      plan.rank_rate_limit =
+          kernel_rate_limit(plan, nccl_launch(plan, topology, request.bytes, communicator),
+                            request.architecture, request.total_nodes);
       best.plan = std::move(plan);
     }
   }
   best.plan.collective = request.collective;
   best.bytes = request.bytes;
-  best.channels = nccl_channels(best.plan, topology, request.bytes, communicator_size(request));
+  best.channels = nccl_channels(best.plan, topology, request.bytes, communicator);
   return best;
 }
 

@@ -104,6 +104,10 @@ struct TransferPlan {
   int channels = 1;  // rings the data is split over (one per distinct ring laid over the GPUs);
                      // NCCL's own channel count is nccl_channels (protocols.h)
   Protocol protocol = Protocol::simple;  // NCCL's protocol it runs under
+  // The most data a rank's transfers together move per second under that protocol, whatever
+  // the links (bytes of data, as Transfer::bytes; 0: no such limit): the pace of the CTAs NCCL
+  // launches at this size (kernel_rate_limit, protocols.h).
+  double rank_rate_limit = 0;
 
   int add(Transfer t) {
     transfers.push_back(std::move(t));

@@ -18,8 +18,10 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
   // bandwidth (and by staging through host memory where NCCL does not use peer-to-peer).
-  const double share = protocol_bandwidth_share(plan.protocol, plan.collective);
+  const double share = protocol_bandwidth_share(plan.protocol);
   const int protocol_table = static_cast<int>(plan.protocol);
+  // The pace of each rank's kernel, in the bytes its flows carry.
+  const double kernel_rate = plan.rank_rate_limit / share;
   std::vector<TaskHandle> tasks;
   tasks.reserve(plan.transfers.size());
   std::size_t edges = 0;
@@ -33,10 +35,10 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
     for (int d : t.deps)
       deps.push_back(tasks[static_cast<std::size_t>(d)]);
     const int step_table = t.pipelined ? kPipelinedStepTable : protocol_table;
-    std::uint32_t route = t.fabric != FabricWay::none
-                              ? routes.fabric_route(t.src, step_table, t.fabric, t.steps)
-                          : t.mirror ? routes.mirror_route(t.src, step_table, t.in_network, t.steps)
-                                     : routes.route(t.src, t.dst, step_table, t.steps);
+    std::uint32_t route =
+        t.fabric != FabricWay::none ? routes.fabric_route(t.src, step_table, t.fabric, t.steps)
+        : t.mirror ? routes.mirror_route(t.src, step_table, t.in_network, t.steps, kernel_rate)
+                   : routes.route(t.src, t.dst, step_table, t.steps, kernel_rate);
     const auto bytes = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(t.bytes.value()) / share * routes.data_factor(route)));
     tasks.push_back(engine.add_task(id, bytes, i, deps, route));

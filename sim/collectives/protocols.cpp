@@ -72,13 +72,12 @@ Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol) {
   return Seconds(0);
 }
 
-double protocol_bandwidth_share(Protocol protocol, Collective collective) {
+double protocol_bandwidth_share(Protocol protocol) {
   switch (protocol) {
     case Protocol::simple:
       return 1.0;
     case Protocol::ll:
-      return collective == Collective::all_reduce || collective == Collective::reduce ? 0.25
-                                                                                      : 1.0 / 3;
+      return 0.5;
     case Protocol::ll128:
       return 0.92;
   }
@@ -86,6 +85,9 @@ double protocol_bandwidth_share(Protocol protocol, Collective collective) {
 }
 
 namespace {
+
+// The channels of a communicator whose rings are all NVLink, and of others (communicator_channels).
+constexpr int kNvlinkRings = 24, kOtherRings = 2;
 
 // Whether NVLink (directly or through NVSwitch) joins every two neighbours of the rings laid
 // over `ranks` (NCCL: typeIntra <= PATH_NVB).
@@ -99,6 +101,15 @@ bool rings_on_nvlink(const Topology& topology, const std::vector<int>& ranks) {
   return true;
 }
 
+// Whether NVLink joins every two neighbours of the rings over the plan's GPUs in its first node.
+bool node_rings_on_nvlink(const TransferPlan& plan, const Topology& topology) {
+  std::vector<int> local;
+  for (int gpu : plan.ranks) {
+    if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);
+  }
+  return local.size() >= 2 && rings_on_nvlink(topology, local);
+}
+
 }  // namespace
 
 bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,
@@ -109,49 +120,93 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
 }
 
 int communicator_channels(const TransferPlan& plan, const Topology& topology) {
-  constexpr int kNvlinkRings = 24, kOtherRings = 2;
   if (plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree)
     return kNvlsChannelsHopper;
   // A collective of one rank moves nothing; a symmetric cluster's plan over nodes of one GPU
   // lists that GPU only, its steps crossing the network.
   if (plan.transfers.empty()) return 0;
-  std::vector<int> local;
-  for (int gpu : plan.ranks) {
-    if (topology.node_of(gpu) == topology.node_of(plan.ranks.front())) local.push_back(gpu);
+  return node_rings_on_nvlink(plan, topology) ? kNvlinkRings : kOtherRings;
+}
+
+namespace {
+
+// Threads of a channel's CTA (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, src/include/device.h).
+constexpr int kLlThreads = 512, kLl128Threads = 640, kSimpleThreads = 512, kWarp = 32;
+// A thread's pace under LL over NVLink: one 16-byte line (8 bytes of data) each this long.
+constexpr double kLlLinePaceUs = 0.27;
+constexpr double kLlLineDataBytes = 8;
+
+}  // namespace
+
+NcclLaunch nccl_launch(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks) {
+  NcclLaunch launch;
+  launch.channels = communicator_channels(plan, topology);
+  launch.nvlink = !plan.transfers.empty() && node_rings_on_nvlink(plan, topology);
+  launch.threads = plan.protocol == Protocol::ll      ? kLlThreads
+                   : plan.protocol == Protocol::ll128 ? kLl128Threads
+                                                      : kSimpleThreads;
+  const bool ring =
+      plan.algorithm == Algorithm::ring || plan.algorithm == Algorithm::hierarchical_ring;
+  const bool tree =
+      plan.algorithm == Algorithm::tree || plan.algorithm == Algorithm::hierarchical_tree;
+  if (!ring && !tree) return launch;
+  // Bytes a thread before another channel is worth it (NCCL_*_THREAD_THRESHOLD,
+  // src/include/comm.h; tuning.cc multiplies LL's by the ranks on rings).
+  constexpr std::int64_t kLlBytesPerThread = 8, kLl128BytesPerThread = 8,
+                         kSimpleBytesPerThread = 64;
+  std::int64_t per_thread = kSimpleBytesPerThread;
+  if (plan.protocol == Protocol::ll) {
+    per_thread = ring ? kLlBytesPerThread * ranks : kLlBytesPerThread;
+  } else if (plan.protocol == Protocol::ll128) {
+    per_thread = kLl128BytesPerThread;
   }
-  return local.size() >= 2 && rings_on_nvlink(topology, local) ? kNvlinkRings : kOtherRings;
+  std::int64_t channels = launch.channels, threads = launch.threads;
+  while (bytes.value() < channels * threads * per_thread) {
+    if (channels >= 2) {
+      --channels;
+    } else if (threads % 128 == 0) {
+      threads /= 2;
+    } else {
+      break;
+    }
+  }
+  if (plan.protocol == Protocol::simple) threads += ring ? kWarp : 4 * kWarp;
+  launch.channels = static_cast<int>(channels);
+  launch.threads = static_cast<int>(std::max<std::int64_t>(threads, 3 * kWarp));
+  return launch;
 }
 
 int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks) {
-  int channels = communicator_channels(plan, topology);
-  switch (plan.algorithm) {
-    case Algorithm::ring:
-    case Algorithm::tree:
-    case Algorithm::hierarchical_ring:
-    case Algorithm::hierarchical_tree:
-      break;
-    default:
-      return channels;
-  }
-  // Threads of a channel's CTA (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, src/include/device.h) and
-  // bytes a thread before another channel is worth it (NCCL_*_THREAD_THRESHOLD,
-  // src/include/comm.h; tuning.cc multiplies LL's by the ranks on rings).
-  constexpr std::int64_t kLlThreads = 512, kLl128Threads = 640, kSimpleThreads = 512;
-  constexpr std::int64_t kLlBytesPerThread = 8, kLl128BytesPerThread = 8,
-                         kSimpleBytesPerThread = 64;
-  const bool ring =
-      plan.algorithm == Algorithm::ring || plan.algorithm == Algorithm::hierarchical_ring;
-  std::int64_t threads = kSimpleThreads, per_thread = kSimpleBytesPerThread;
+  return nccl_launch(plan, topology, bytes, ranks).channels;
+}
+
+double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
+                         std::string_view architecture, int nodes) {
+  // Ring steps only: chains and trees forward pipelined chunks, whose cut (chain_chunks) takes
+  // the links' rate for the chunk's time a hop, where under LL a thread forwards each line as
+  // it lands.
+  const bool ring_steps =
+      plan.algorithm == Algorithm::ring &&
+      (plan.collective == Collective::all_reduce || plan.collective == Collective::all_gather ||
+       plan.collective == Collective::reduce_scatter);
+  if (!ring_steps || launch.channels <= 0 || plan.protocol == Protocol::simple) return 0;
+  const ArchitectureTraits& traits = architecture_traits(architecture);
+  constexpr double kGb = 1e9;
   if (plan.protocol == Protocol::ll) {
-    threads = kLlThreads;
-    per_thread = ring ? kLlBytesPerThread * ranks : kLlBytesPerThread;
-  } else if (plan.protocol == Protocol::ll128) {
-    threads = kLl128Threads;
-    per_thread = kLl128BytesPerThread;
+    // llMaxBws' rows: one node, two, more (tuning.cc: nNodes <= 2 ? nNodes - 1 : 2).
+    const std::size_t row = nodes <= 1 ? 0 : nodes == 2 ? 1 : 2;
+    double limit = traits.nccl_ll_max_gbps[row] * kGb;
+    if (launch.nvlink) {
+      const double per_channel = launch.threads * kLlLineDataBytes / (kLlLinePaceUs * 1e-6);
+      limit = std::min(limit, launch.channels * per_channel);
+    }
+    return limit;
   }
-  while (channels > 1 && bytes.value() < channels * threads * per_thread)
-    --channels;
-  return channels;
+  if (plan.protocol == Protocol::ll128) {
+    return launch.channels * traits.nccl_ll128_channel_gbps * kGb *
+           (static_cast<double>(launch.threads) / kLl128Threads);
+  }
+  return 0;
 }
 
 std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {

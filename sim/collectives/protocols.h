@@ -5,10 +5,11 @@
 // - Simple: the data in large chunks with a memory fence per step; full bandwidth, the highest
 //   per-step latency. Its per-step latencies are the profile's links.step_latency_us (NCCL's
 //   ring/Simple hwLat: NVLink 3.4, PCI 5.7, network 14 us), so calibration can move them.
-// - LL (low latency): 8-byte stores of 4 data bytes and a flag, polled by the receiver; a
-//   fraction of the bandwidth (NCCL takes a quarter for all-reduce and reduce on rings, a third
-//   for the others) at a per-step latency of 0.6 us over NVLink, 1.0 over PCIe, 2.7 over the
-//   network.
+// - LL (low latency): 8-byte stores of 4 data bytes and a flag, polled by the receiver; half
+//   the bandwidth, as its lines are half flags (NCCL's tuner took a quarter for all-reduce in
+//   2.20 and takes half in src/tuning/ring.cc at commit 1fc949c), at a per-step latency of
+//   0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network; its CTAs' pace bounds it at small
+//   sizes (kernel_rate_limit).
 // - LL128: 128-byte lines of 120 data bytes and a flag, relying on NVLink's ordering; 0.92 of
 //   the bandwidth at 1.9 / 2.5 / 4.0 us per step. NCCL enables it by default only on Volta,
 //   Ampere and Hopper when NVLink joins the GPUs of a node.
@@ -42,18 +43,43 @@ Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol);
 // memory, the network): 2, an estimate (a PCIe ring is found once or twice and not doubled
 // below 25 GB/s). A plan that moves nothing: 0.
 int communicator_channels(const TransferPlan& plan, const Topology& topology);
-// The channels NCCL launches a collective of `bytes` on, so also the SMs its kernel holds while
-// it runs. Rings and trees start from the communicator's and drop one at a time while
-// bytes < channels x threads x threshold (enqueue.cc, topoGetAlgoInfo, NCCL 2.18-2.21):
-// threads a channel, LL 512, LL128 640, Simple 512 (NCCL_*_MAX_NTHREADS); bytes a thread, LL 8
-// (times the communicator's `ranks` on rings), LL128 8, Simple 64 (NCCL_*_THREAD_THRESHOLD,
-// tuning.cc). An 8-rank ring under LL so runs 1 channel up to 32 KiB and all 24 from 768 KiB.
+// How NCCL launches a collective's kernel at one size: its channels (one CTA each, so also the
+// SMs the kernel holds while it runs) and the threads of each.
+struct NcclLaunch {
+  int channels = 0;
+  int threads = 0;
+  bool nvlink = false;  // NVLink joins every two neighbours of the node's rings
+};
+// The launch of a collective of `bytes`. Rings and trees start from the communicator's channels
+// and the protocol's threads and, while bytes < channels x threads x threshold, drop a channel,
+// then, down to one, halve the threads while they are a multiple of 128 (enqueue.cc,
+// topoGetAlgoInfo, NCCL 2.18-2.21): threads a channel, LL 512, LL128 640, Simple 512
+// (NCCL_*_MAX_NTHREADS); bytes a thread, LL 8 (times the communicator's `ranks` on rings), LL128
+// 8, Simple 64 (NCCL_*_THREAD_THRESHOLD, tuning.cc). Simple adds a warp for synchronisation on
+// rings, four on trees, and no CTA has fewer than 3 warps. An 8-rank ring under LL so runs 1
+// channel of 96 threads up to 8 KiB, 512 threads from 32 KiB and all 24 channels from 768 KiB.
 // NVLS keeps its 16; NVLSTree, CollNet and point-to-point copies keep the communicator's (NCCL
 // cuts them by rules of their own, not modelled). `bytes`: the whole buffer, nccl-tests' size
 // (NCCL's nBytes, all ranks' data for all-gather and reduce-scatter).
+NcclLaunch nccl_launch(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks);
+// nccl_launch's channels.
 int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks);
+// The most data (bytes a second) a rank's transfers together move under the plan's protocol,
+// however fast its links, when NCCL launches it as `launch` on `nodes` nodes of `architecture`:
+// for the steps of a ring all-reduce, all-gather or reduce-scatter (a flat ring, in one node or
+// across nodes); 0 where nothing but the links limits it (Simple; chains, trees, NVLS, CollNet,
+// point-to-point copies, whose pipelined chunks are timed at the links' rate).
+// - LL: each thread stores one 16-byte line (8 bytes of data and their flags) and waits for it
+//   to land before the next, 0.27 us a line over NVLink, so a channel of 512 threads moves
+//   about 15 GB/s; and a rank never more than NCCL's llMaxBw (ArchitectureTraits). The pace is
+//   fitted to an 8x H100 node's all_reduce_perf table from 64 B to 1 MiB
+//   (tests/sim/data/nccl-tests/dgx-h100-all-reduce.csv; docs/evidence/nccl-small-messages.md);
+//   without NVLink rings only llMaxBw is applied (no table to fit a PCIe or network pace).
+// - LL128: NCCL's perChMaxRingLL128Bw a channel, in proportion to the threads launched.
+double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
+                         std::string_view architecture, int nodes);
 // The share of a link's (Simple) bandwidth the protocol's data gets.
-double protocol_bandwidth_share(Protocol protocol, Collective collective);
+double protocol_bandwidth_share(Protocol protocol);
 // Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and
 // NVLink on every edge of the rings laid over `ranks` (NCCL: typeIntra <= PATH_NVB).
 bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,

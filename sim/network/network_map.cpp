@@ -118,13 +118,14 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
 }
 
 std::uint32_t NetworkMap::add(const Path& path, int step_table, std::optional<LinkKind> transport,
-                              int steps) {
+                              int steps, std::optional<std::uint32_t> kernel) {
   std::vector<std::uint32_t> links;
   Seconds latency;
   for (const Hop& hop : path.hops) {
     links.push_back(directed_link(hop));
     latency += topology_.links()[static_cast<std::size_t>(hop.link)].latency;
   }
+  if (kernel && !links.empty()) links.push_back(*kernel);
   const RouteRate rate = route_rate(topology_, profile_, path, transport);
   if (step_table >= 0 && !path.hops.empty()) {
     // NCCL's per-step latencies are measured hop to hop, wire included: they replace the
@@ -199,13 +200,40 @@ std::uint32_t NetworkMap::lookup(int src, int dst, Via via, int step_table, Fabr
   return id;
 }
 
-std::uint32_t NetworkMap::route(int src, int dst, int step_table, int steps) {
-  return cached(src, dst, Via::peer, step_table, FabricWay::none, steps);
+std::uint32_t NetworkMap::kernel_link(int gpu, double rate) {
+  auto [found, added] = kernel_links_.try_emplace({gpu, rate}, 0);
+  if (added) {
+    found->second = network_.add_link(fmt::format("gpu{} NCCL kernel {:.4g} GB/s", gpu, rate / 1e9),
+                                      BytesPerSecond(rate));
+  }
+  return found->second;
 }
 
-std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network, int steps) {
-  return cached(gpu, gpu, in_network ? Via::in_network : Via::mirror, step_table, FabricWay::none,
-                steps);
+std::uint32_t NetworkMap::through_kernel(std::uint32_t plain, int gpu, const Path& path,
+                                         int step_table, std::optional<LinkKind> transport,
+                                         int steps, double rate) {
+  auto [found, added] = kernel_routes_.try_emplace({plain, rate}, 0);
+  if (added) found->second = add(path, step_table, transport, steps, kernel_link(gpu, rate));
+  return found->second;
+}
+
+std::uint32_t NetworkMap::route(int src, int dst, int step_table, int steps, double kernel_rate) {
+  const std::uint32_t plain = cached(src, dst, Via::peer, step_table, FabricWay::none, steps);
+  if (!(kernel_rate > 0)) return plain;
+  const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
+  return through_kernel(plain, src, topology_.path(src, dst), step_table,
+                        staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt, steps,
+                        kernel_rate);
+}
+
+std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network, int steps,
+                                       double kernel_rate) {
+  const std::uint32_t plain = cached(gpu, gpu, in_network ? Via::in_network : Via::mirror,
+                                     step_table, FabricWay::none, steps);
+  if (!(kernel_rate > 0)) return plain;
+  return through_kernel(plain, gpu, topology_.mirror_path(gpu), step_table,
+                        in_network ? std::optional<LinkKind>(LinkKind::sharp) : std::nullopt, steps,
+                        kernel_rate);
 }
 
 std::uint32_t NetworkMap::fabric_route(int gpu, int step_table, FabricWay way, int steps) {

@@ -48,10 +48,15 @@ class NetworkMap {
   // Route ids for the network's flows. `step_table`: that table's per-step latency for the
   // slowest link kind (collective steps, staged through host memory where NCCL does not use
   // peer-to-peer); -1 for plain copies. `steps`: the hop made that many times back to back
-  // (Transfer::steps), each step paying the latency.
-  std::uint32_t route(int src, int dst, int step_table, int steps = 1);
+  // (Transfer::steps), each step paying the latency. `kernel_rate` > 0: the flow also crosses a
+  // link of that capacity that stands for the sending GPU's collective kernel, which every flow
+  // from `src` at the same rate shares (a protocol's pace, TransferPlan::rank_rate_limit, in the
+  // bytes the flows carry).
+  std::uint32_t route(int src, int dst, int step_table, int steps = 1, double kernel_rate = 0);
   // `in_network`: the switches reduce the data (SHARP), at the profile's sharp figures.
-  std::uint32_t mirror_route(int gpu, int step_table, bool in_network = false, int steps = 1);
+  // `kernel_rate`: as route's.
+  std::uint32_t mirror_route(int gpu, int step_table, bool in_network = false, int steps = 1,
+                             double kernel_rate = 0);
   // NVLink SHARP (Topology::fabric_path).
   std::uint32_t fabric_route(int gpu, int step_table, FabricWay way, int steps = 1);
   // What a flow on the route carries per byte of data (RouteRate::data_factor).
@@ -62,7 +67,13 @@ class NetworkMap {
   }
 
  private:
-  std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport, int steps);
+  std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport, int steps,
+                    std::optional<std::uint32_t> kernel = std::nullopt);
+  // The link of `gpu`'s collective kernel at `rate` (route's kernel_rate), added once.
+  std::uint32_t kernel_link(int gpu, double rate);
+  // `plain` (a route from `gpu` over `path`) through `gpu`'s kernel link at `rate`, added once.
+  std::uint32_t through_kernel(std::uint32_t plain, int gpu, const Path& path, int step_table,
+                               std::optional<LinkKind> transport, int steps, double rate);
   void mark_never_binding();
   enum class Via { peer, mirror, in_network, fabric };
   std::uint32_t cached(int src, int dst, Via via, int step_table, FabricWay way, int steps);
@@ -87,6 +98,10 @@ class NetworkMap {
   // Routes of several steps (few: one per mirrored rail), by (key, steps).
   std::map<std::pair<std::uint64_t, int>, std::uint32_t> multi_step_routes_;
   std::vector<double> data_factors_;  // by route id
+  // Routes through a kernel's link (few: small collectives under LL or LL128), by the plain
+  // route and the rate, and those links by (GPU, rate).
+  std::map<std::pair<std::uint32_t, double>, std::uint32_t> kernel_routes_;
+  std::map<std::pair<int, double>, std::uint32_t> kernel_links_;
   // Each source's last route, checked before the hash map: a plan's transfers from one GPU
   // mostly go the same way (a ring's next rank, a chain's next node), and this array stays in
   // cache where the map's nodes did not (docs/performance.md, "The flow network").

@@ -274,9 +274,10 @@ struct EpochSimulator::Impl {
           idx.routes[stored] =
               op.fabric != FabricWay::none
                   ? routes->fabric_route(op.src_gpu, op.step_protocol, op.fabric, op.steps)
-              : op.mirror
-                  ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network, op.steps)
-                  : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps);
+              : op.mirror ? routes->mirror_route(op.src_gpu, op.step_protocol, op.in_network,
+                                                 op.steps, op.kernel_rate)
+                          : routes->route(op.src_gpu, op.dst_gpu, op.step_protocol, op.steps,
+                                          op.kernel_rate);
         }
         detail = idx.routes[stored];
         // A step NCCL stages through host memory moves slower than its links: its flow

@@ -42,9 +42,10 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       touching[gpu].push_back(all);
   } else {
     // Under NCCL's protocol: each step at the protocol's latency, the data inflated by its share
-    // of the bandwidth (LL moves a quarter as fast).
+    // of the bandwidth (LL moves half as fast), each rank's sends at its kernel's pace.
     const Protocol protocol = choice.plan.protocol;
-    const double share = nccl ? protocol_bandwidth_share(protocol, choice.plan.collective) : 1.0;
+    const double share = nccl ? protocol_bandwidth_share(protocol) : 1.0;
+    const double kernel_rate = nccl ? choice.plan.rank_rate_limit / share : 0;
     // NCCL's base latency: each rank's part starts that long after the rank enters.
     const Seconds base = nccl && !choice.plan.transfers.empty()
                              ? protocol_base_latency(choice.plan.algorithm, protocol)
@@ -76,6 +77,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
       op.fabric = t.fabric;
       op.in_network = t.in_network;
       op.steps = t.steps;
+      op.kernel_rate = t.fabric != FabricWay::none ? 0 : kernel_rate;
       op.step_protocol = !nccl         ? std::int8_t{-1}
                          : t.pipelined ? static_cast<std::int8_t>(kPipelinedStepTable)
                                        : static_cast<std::int8_t>(protocol);

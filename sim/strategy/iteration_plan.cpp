@@ -95,8 +95,8 @@ std::int32_t IterationPlan::add(const PlanOp& op, std::string_view name) {
   stored.mirror = op.mirror;
   stored.in_network = op.in_network;
   stored.step_protocol = op.step_protocol;
-  const RareFields rare{op.collective_bytes, op.after_lane, op.consumes_loader, op.launches_on_gpu,
-                        op.compute_speed};
+  const RareFields rare{op.collective_bytes, op.after_lane,    op.consumes_loader,
+                        op.launches_on_gpu,  op.compute_speed, op.kernel_rate};
   if (!(rare == RareFields{})) {
     stored.rare = static_cast<std::uint32_t>(rare_.size());
     rare_.push_back(rare);
@@ -211,6 +211,7 @@ PlanEntry IterationPlan::entry(const StoredOp& stored) const {
     out.consumes_loader = rare.consumes_loader;
     out.launches_on_gpu = rare.launches_on_gpu;
     out.compute_speed = rare.compute_speed;
+    out.kernel_rate = rare.kernel_rate;
   }
   return out;
 }

@@ -76,6 +76,9 @@ struct PlanOp {
   bool in_network = false;             // a mirror step the network's switches reduce (SHARP)
   std::int8_t step_protocol = -1;
   int steps = 1;  // the hop made that many times back to back (Transfer::steps)
+  // network ops of a collective whose kernel paces its sends (TransferPlan::rank_rate_limit):
+  // that pace in the bytes the flow carries, shared by the GPU's flows at the same pace; 0: none.
+  double kernel_rate = 0;
   Marker marker = Marker::none;
   std::int64_t collective_bytes = 0;  // on collective_begin: the data the collective moves
   // On a comm lane's collective_begin: the speed of that GPU's compute stream until the
@@ -98,6 +101,7 @@ struct PlanEntry {
   int dst_gpu = -1;
   int steps = 1;
   float compute_speed = 1.0f;
+  double kernel_rate = 0;
   Category category = Category::host;
   Marker marker = Marker::none;
   FabricWay fabric = FabricWay::none;
@@ -208,6 +212,7 @@ class IterationPlan {
     int consumes_loader = -1;
     int launches_on_gpu = -1;
     float compute_speed = 1.0f;
+    double kernel_rate = 0;
     friend bool operator==(const RareFields&, const RareFields&) = default;
   };
   static constexpr std::uint32_t kNoRare = 0xffffffffu;

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/spec/architecture_traits.h"
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "sim/collectives/alpha_beta.h"
@@ -179,12 +180,13 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   AlphaBeta simple = alpha_beta(t, p, 0, 1);
   // NCCL's per-step latency replaces the links' own (measured hop to hop, wire included).
   CHECK(simple.alpha == Approx(p.links.step_latency[static_cast<int>(LinkKind::nvswitch)].value()));
-  // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us, LL128 1.9 us; LL a quarter of
-  // the bandwidth for all-reduce, LL128 0.92 of it.
+  // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us, LL128 1.9 us; LL half the
+  // bandwidth (a line's 8 data bytes and their flags), LL128 0.92 of it. (A plan made by hand
+  // has no kernel pace: choose_collective sets it.)
   const struct {
     Protocol protocol;
     double step_us, share;
-  } cases[] = {{Protocol::ll, 0.6, 0.25}, {Protocol::ll128, 1.9, 0.92}};
+  } cases[] = {{Protocol::ll, 0.6, 0.5}, {Protocol::ll128, 1.9, 0.92}};
   for (const auto& c : cases) {
     plan.protocol = c.protocol;
     const double expected =
@@ -332,6 +334,75 @@ TEST_CASE("small messages are latency-bound") {
   CHECK(plan_time(t, p, ring).value() == Approx(steps * ab.alpha).epsilon(0.001));
 }
 
+TEST_CASE("NCCL launches a small ring on fewer channels and threads and its kernel paces it") {
+  MachineSpec m = machine("dgx-h100");
+  Topology t = Topology::build(m, 1);
+  TransferPlan ring = ring_all_reduce(build_rings(t, first(8)), Bytes(1 << 20));
+  ring.protocol = Protocol::ll;
+  // enqueue.cc's loop for an 8-rank ring under LL (64 bytes a thread): one channel of 3 warps
+  // up to 8 KiB, its threads doubling to 512 by 32 KiB, then a channel more each 32 KiB.
+  const struct {
+    std::int64_t bytes;
+    int channels, threads;
+  } ll[] = {{8, 1, 96},           {4 << 10, 1, 96},     {8 << 10, 1, 128},
+            {16 << 10, 1, 256},   {32 << 10, 1, 512},   {64 << 10, 2, 512},
+            {512 << 10, 16, 512}, {768 << 10, 24, 512}, {1 << 30, 24, 512}};
+  for (const auto& c : ll) {
+    INFO(c.bytes << " B");
+    const NcclLaunch launch = nccl_launch(ring, t, Bytes(c.bytes), 8);
+    CHECK(launch.channels == c.channels);
+    CHECK(launch.threads == c.threads);
+    CHECK(launch.nvlink);
+  }
+  // Simple adds a synchronisation warp; LL128 needs 8 bytes a thread of 640.
+  ring.protocol = Protocol::simple;
+  CHECK(nccl_launch(ring, t, Bytes(1 << 30), 8).threads == 512 + 32);
+  ring.protocol = Protocol::ll128;
+  CHECK(nccl_launch(ring, t, Bytes(24 * 640 * 8), 8).channels == 24);
+  CHECK(nccl_launch(ring, t, Bytes(24 * 640 * 8 - 1), 8).channels == 23);
+
+  // The pace: 8 data bytes a thread every 0.27 us, under Hopper's llMaxBw of 141 GB/s.
+  ring.protocol = Protocol::ll;
+  const auto limit = [&](std::int64_t bytes, int nodes = 1) {
+    return kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(bytes), 8), "hopper", nodes);
+  };
+  CHECK(limit(8) == Approx(96 * 8 / 0.27e-6));
+  CHECK(limit(32 << 10) == Approx(512 * 8 / 0.27e-6));
+  CHECK(limit(1 << 30) == Approx(141e9));
+  CHECK(limit(1 << 30, 2) == Approx(45e9));
+  CHECK(limit(1 << 30, 4) == Approx(35e9));
+  CHECK(kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(1 << 30), 8), "ampere", 1) ==
+        Approx(87.7e9));
+  ring.protocol = Protocol::ll128;
+  CHECK(limit(1 << 30) == Approx(24 * 36.7e9));
+  ring.protocol = Protocol::simple;
+  CHECK(limit(1 << 30) == 0);
+  // Without NVLink (a PCIe box, NCCL staging through host memory) only llMaxBw is known.
+  MachineSpec box = machine("seed001-box");
+  Topology pcie = Topology::build(box, 1);
+  TransferPlan pcie_ring = ring_all_reduce(build_rings(pcie, first(4)), Bytes(1 << 20));
+  pcie_ring.protocol = Protocol::ll;
+  const NcclLaunch small = nccl_launch(pcie_ring, pcie, Bytes(8), 4);
+  CHECK_FALSE(small.nvlink);
+  CHECK(kernel_rate_limit(pcie_ring, small, box.gpu.architecture, 1) ==
+        Approx(architecture_traits(box.gpu.architecture).nccl_ll_max_gbps[0] * 1e9));
+
+  // The tuner sets the pace on the plan it picks; the analytic cost and the flows both keep
+  // to it: a 32 KiB all-reduce on one channel of 512 threads moves 1.75 x 32 KiB at 15.2 GB/s.
+  HardwareProfile p = profile();
+  CollectiveRequest request{Collective::all_reduce, Bytes(32 << 10), {first(8)}, 1, false, 0};
+  request.architecture = m.gpu.architecture;
+  request.algorithm = CollectiveAlgorithm::ring;
+  const CollectiveChoice choice = choose_collective(request, t, p);
+  REQUIRE(choice.plan.protocol == Protocol::ll);
+  CHECK(choice.plan.rank_rate_limit == Approx(512 * 8 / 0.27e-6));
+  const double expected = 15.0e-6 + 1.75 * (32 << 10) / (512 * 8 / 0.27e-6);
+  CHECK(choice.time.value() == Approx(expected).epsilon(1e-3));
+  CHECK((protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
+         simulate_plan(choice.plan, t, p))
+            .value() == Approx(expected).epsilon(2e-3));
+}
+
 TEST_CASE("across nodes the tuner takes trees for latency and rings for bandwidth") {
   HardwareProfile p = profile();
   MachineSpec m = machine("dgx-h100-cluster");
@@ -468,7 +539,7 @@ TEST_CASE("NVLS: its loop's iterations, S(1 + 1/n) each way over a GPU's NVSwitc
   CollectiveRequest request{Collective::all_reduce, Bytes(256 << 20), {first(8)}, 1, false, 0};
   request.architecture = m.gpu.architecture;
   CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::nvls);
-  request.bytes = Bytes(64 << 10);
+  request.bytes = Bytes(1 << 10);
   CHECK(choose_collective(request, t, p).plan.algorithm == Algorithm::ring);
   request.bytes = Bytes(256 << 20);
   request.nodes = {first(2)};

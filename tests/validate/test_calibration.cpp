@@ -416,7 +416,7 @@ TEST_CASE(
   // Below the rate where another bound takes over (the host's memory, the bridge), so that the
   // largest sizes depend on it.
   truth.links.efficiency[shm] = 0.25;
-  truth.links.step_latency[shm] = microseconds(30);
+  truth.links.step_latency[shm] = microseconds(10);
   const double copy_latency = 10e-6, copy_bandwidth = 0.8 * pcie;
   auto measure = [&](double noise) {
     MeasuredScenario m = synthetic_measurements(scenario, scenario.profile);
@@ -446,7 +446,7 @@ TEST_CASE(
 
   Calibration exact = measure(0);
   CHECK(exact.profile.links.efficiency[shm] == Approx(0.25).epsilon(1e-6));
-  CHECK(exact.profile.links.step_latency[shm].value() == Approx(30e-6).epsilon(1e-3));
+  CHECK(exact.profile.links.step_latency[shm].value() == Approx(10e-6).epsilon(1e-3));
   CHECK(exact.profile.transfer.pcie_efficiency == Approx(0.8).epsilon(1e-3));
   CHECK(exact.profile.transfer.copy_latency.value() == Approx(copy_latency).epsilon(1e-3));
   for (const char* key : {"links.efficiency.shm", "links.step_latency_us.shm",

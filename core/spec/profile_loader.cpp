@@ -287,7 +287,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
   // Profiles written before the host bridge had its own figures gave one PCIe figure for both;
   // those written before the shared-memory transport had its own took the host bridge's for it.
   // Those written before NVLink SHARP had figures take the default's: its efficiency relative
-  // to the NVSwitch links' (0.74 of 0.80) and 6 us per iteration of NVLS's loop, as
+  // to the NVSwitch links' (0.78 of 0.80) and 5.75 us per iteration of NVLS's loop, as
   // topologies/profiles/default.yaml cites them.
   // Those written before SHARP had figures take NCCL's model of CollNet: the network links'
   // efficiency times 0.85 and 31 us a step (tuning.cc), as default.yaml cites them.
@@ -310,7 +310,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
       continue;
     }
     if (i == kNvls) {
-      nccl_model(i, kNvswitch, 0.925, 6);  // default.yaml's 0.74 over its NVSwitch 0.80
+      nccl_model(i, kNvswitch, 0.975, 5.75);  // default.yaml's 0.78 over its NVSwitch 0.80
       continue;
     }
     if (i == kHostBridge || i == kShm) {

@@ -49,7 +49,7 @@ TransferPlan nvls_collective(Collective collective, const std::vector<int>& rank
     t.bytes = Bytes(bytes_that_way + static_cast<std::int64_t>(
                                          std::llround(static_cast<double>(bytes_that_way) * fill)));
     t.steps = static_cast<int>(
-        std::min<std::int64_t>(loop.loops + loop.stages - 1, std::numeric_limits<int>::max()));
+        std::min<std::int64_t>(loop.loops + loop.stages, std::numeric_limits<int>::max()));
     plan.add(std::move(t));
   };
   for (int rank : ranks) {

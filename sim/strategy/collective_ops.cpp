@@ -83,7 +83,12 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
                                        : static_cast<std::int8_t>(protocol);
       for (int d : t.deps)
         op.deps.push_back(ops[static_cast<std::size_t>(d)]);
-      if (t.deps.empty()) {
+      if (t.deps.empty() && t.fabric != FabricWay::none) {
+        // NVLS: the switch reduces every GPU's shard of each chunk, so no GPU's exchange with
+        // it gets ahead of the last GPU to enter.
+        for (const auto& [gpu, b] : begin)
+          op.deps.push_back(b);
+      } else if (t.deps.empty()) {
         // A rank's first transfer needs both ends in the collective.
         for (int gpu : {t.src, t.dst}) {
           auto b = begin.find(gpu);

@@ -698,8 +698,8 @@ Command add_collective_command(CLI::App& app) {
             render_table(s.rows, s.type, s.redop, root, is_terminal(out) ? output_width(out) : 0));
       }
       print_prose(out, fmt::format("# busbw = algbw x {:.4g} (nccl-tests' factor for {} over {} "
-                                   "ranks); GB/s = 1e9 B/s. Protocols, NVLS and CollNet as NCCL's "
-                                   "tuning model costs them.\n",
+                                   "ranks); GB/s = 1e9 B/s. How each algorithm and protocol is "
+                                   "timed: docs/models.md, \"Collectives\".\n",
                                    sim::bus_bandwidth_factor(sweep.collective, ranks), op, ranks));
       for (const std::string& note : notes)
         print_prose(out, fmt::format("# {}\n", note));

@@ -632,6 +632,15 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("{} {}: measures a real run; a simulation ignores it", flag, value));
     for (const std::string& ignored : choices.ignored)
       notes.push_back(ignored);
+    if (gpus_given && args->gpus > 1) {
+      // Public -g 8 tables sit at 30-48 us up to about 512 KiB where one process per GPU gives
+      // 13-17 us (docs/evidence/nccl-small-messages.md): the thread's launches, not modelled.
+      notes.push_back(fmt::format(
+          "-g {}: the GPUs are timed as if each had a process of its own; one thread driving {} "
+          "GPUs launches their kernels one after another, which public runs show as a floor of "
+          "about 4-6 us a GPU ({}-{} us here) on sizes the GPUs finish sooner",
+          args->gpus, args->gpus, 4 * args->gpus, 6 * args->gpus));
+    }
     if (sweep_sizes(sweep).front() != sweep.min_bytes) {
       notes.push_back(fmt::format(
           "-b {} is not a whole number of {}-byte {} elements{}: rounded "

@@ -478,6 +478,11 @@ TEST_CASE("a pasted nccl-tests command line runs and says what a simulation igno
   CHECK_THAT(r.output, Catch::Contains("# Avg bus bandwidth    : "));
   CHECK_THAT(r.output, Catch::Contains("-c 1: measures a real run; a simulation ignores it"));
   CHECK_THAT(r.output, Catch::Contains("simulated, not measured: all_reduce on dgx-h100"));
+  // One thread driving eight GPUs: the simulation says what it does not time.
+  CHECK_THAT(r.output, Catch::Contains("-g 8: the GPUs are timed as if each had a process of its "
+                                       "own"));
+  CHECK_THAT(run_command(epochcast_binary() + " collective dgx-h100 -b 8 -e 8 -g 1").output,
+             !Catch::Contains("timed as if each had a process"));
   // -J: nccl-tests' JSON, one result per size with both groups.
   const nlohmann::json j = nlohmann::json::parse(read_text(json));
   CHECK(j["version"] == 2);

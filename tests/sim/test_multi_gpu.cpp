@@ -243,6 +243,28 @@ TEST_CASE("ddp's all-reduces hold SMs: the backward beside them runs slower, and
   CHECK(predict_point(analytic, eight).breakdown.backward > free.breakdown.backward);
 }
 
+TEST_CASE("an NVLS all-reduce waits for the slowest GPU as a ring's does") {
+  // The switch reduces every GPU's shard of a chunk, so no GPU's exchange gets ahead of the last
+  // to enter: with one GPU at half speed, GPU 0 waits for it inside its all-reduces, exposed
+  // communication as under rings, not after them (where the step's end would hold it: "other").
+  const std::string body = std::string(kDdpResnet) + "stragglers: {gpus: [{gpu: 3, speed: 0.5}]}\n";
+  const auto point = [&](const std::string& algorithm) {
+    const ScenarioSpec s = scenario(body, {{"hardware", "dgx-h100", ""},
+                                           {"training.collective_algorithm", algorithm, ""},
+                                           {"training.wait_for_slowest_gpu", "false", ""},
+                                           {"training.ddp.broadcast_buffers", "false", ""}});
+    return predict_point(s, SweepPoint{8, 512, 64});
+  };
+  const PointResult nvls = point("nvls"), ring = point("ring");
+  INFO("communication " << nvls.breakdown.communication << " s under NVLS, "
+                        << ring.breakdown.communication << " s under rings; other "
+                        << nvls.breakdown.other << " s");
+  CHECK(nvls.epoch_seconds == Approx(ring.epoch_seconds).epsilon(0.02));
+  CHECK(nvls.breakdown.communication == Approx(ring.breakdown.communication).epsilon(0.15));
+  CHECK(nvls.breakdown.communication > 0.5 * nvls.breakdown.backward);
+  CHECK(nvls.breakdown.other < 0.01 * nvls.epoch_seconds);
+}
+
 TEST_CASE("ddp's all-reduces take memory bandwidth from the memory-bound kernels beside them") {
   const std::vector<yaml::Override> base = {{"training.wait_for_slowest_gpu", "false", ""},
                                             {"training.nccl_sm_contention", "false", ""}};

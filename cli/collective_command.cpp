@@ -633,13 +633,16 @@ Command add_collective_command(CLI::App& app) {
     for (const std::string& ignored : choices.ignored)
       notes.push_back(ignored);
     if (gpus_given && args->gpus > 1) {
-      // Public -g 8 tables sit at 30-48 us up to about 512 KiB where one process per GPU gives
-      // 13-17 us (docs/evidence/nccl-small-messages.md): the thread's launches, not modelled.
+      // The thread's launches, not modelled: public -g 8 tables sit flat at 30-48 us up to about
+      // 512 KiB, where one process per GPU gives 13-17 us, so about 4-6 us a GPU
+      // (docs/evidence/nccl-small-messages.md, tables T1-T5).
+      constexpr int kLaunchUsLow = 4, kLaunchUsHigh = 6;
       notes.push_back(fmt::format(
           "-g {}: the GPUs are timed as if each had a process of its own; one thread driving {} "
           "GPUs launches their kernels one after another, which public runs show as a floor of "
-          "about 4-6 us a GPU ({}-{} us here) on sizes the GPUs finish sooner",
-          args->gpus, args->gpus, 4 * args->gpus, 6 * args->gpus));
+          "about {}-{} us a GPU ({}-{} us here) on sizes the GPUs finish sooner",
+          args->gpus, args->gpus, kLaunchUsLow, kLaunchUsHigh, kLaunchUsLow * args->gpus,
+          kLaunchUsHigh * args->gpus));
     }
     if (sweep_sizes(sweep).front() != sweep.min_bytes) {
       notes.push_back(fmt::format(

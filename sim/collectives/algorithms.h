@@ -159,11 +159,10 @@ inline constexpr std::int64_t kHierarchyPieces = 8;
 // chunks, to 32 KiB below 8 loops' worth, to 16 KiB below 2. Each loop passes through the
 // kernel's warp groups in turn, `stages` of them: all-reduce scatters into the switch's buffer,
 // reduces and multicasts, gathers (3); reduce-scatter and all-gather have two. A pipeline of
-// `stages` over `loops` iterations takes loops + stages - 1 iteration times; the collective one
-// more, as the public DGX H100 table wants it (a fit with and without it: every size from 2 MiB
-// within 3% with, 7% without; Azure's H200 table, not fitted, within 5% from 1 MiB with, 17%
-// without): so a few bytes take four iterations, 23 us, NCCL's own latency for NVLS (tuning.cc
-// hwLat, NCCL 2.20; 25 us in 2026).
+// `stages` over `loops` iterations takes loops + stages - 1 iteration times, and the collective
+// one more (fitted with the iteration's latency to the public DGX H100 all_reduce_perf table:
+// docs/evidence/nccl-all-reduce-sizes.md), so that a few bytes take four iterations, NCCL's own
+// latency for NVLS (tuning.cc hwLat NVLS, 23 us in NCCL 2.20).
 struct NvlsLoop {
   std::int64_t chunk_bytes = 0;
   std::int64_t loop_bytes = 0;

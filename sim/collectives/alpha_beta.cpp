@@ -379,6 +379,7 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     TransferPlan& plan = candidates[i];
     plan.collective = request.collective;
     std::optional<Protocol> fastest;
+    double fastest_limit = 0;
     if (plan.algorithm == Algorithm::direct && !request.protocol) {
       plan.protocol = point_to_point_protocol(request, plan);
       const Seconds t = collective_time(topology, profile, plan);
@@ -400,13 +401,12 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       if (t < best.time) {
         best.time = t;
         fastest = protocol;
+        fastest_limit = plan.rank_rate_limit;
       }
     }
     if (fastest) {
       plan.protocol = *fastest;
-      plan.rank_rate_limit =
-          kernel_rate_limit(plan, nccl_launch(plan, topology, request.bytes, communicator),
-                            request.architecture, request.total_nodes);
+      plan.rank_rate_limit = fastest_limit;
       best.plan = std::move(plan);
     }
   }

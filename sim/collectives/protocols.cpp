@@ -119,13 +119,24 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
   return ranks.size() >= 2 && rings_on_nvlink(topology, ranks);
 }
 
-int communicator_channels(const TransferPlan& plan, const Topology& topology) {
+namespace {
+
+// communicator_channels, with whether the node's rings are all NVLink found already.
+int communicator_channels(const TransferPlan& plan, bool nvlink) {
   if (plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree)
     return kNvlsChannelsHopper;
   // A collective of one rank moves nothing; a symmetric cluster's plan over nodes of one GPU
   // lists that GPU only, its steps crossing the network.
   if (plan.transfers.empty()) return 0;
-  return node_rings_on_nvlink(plan, topology) ? kNvlinkRings : kOtherRings;
+  return nvlink ? kNvlinkRings : kOtherRings;
+}
+
+}  // namespace
+
+int communicator_channels(const TransferPlan& plan, const Topology& topology) {
+  const bool nvls = plan.algorithm == Algorithm::nvls || plan.algorithm == Algorithm::nvls_tree;
+  return communicator_channels(
+      plan, !nvls && !plan.transfers.empty() && node_rings_on_nvlink(plan, topology));
 }
 
 namespace {
@@ -140,8 +151,8 @@ constexpr double kLlLineDataBytes = 8;
 
 NcclLaunch nccl_launch(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks) {
   NcclLaunch launch;
-  launch.channels = communicator_channels(plan, topology);
   launch.nvlink = !plan.transfers.empty() && node_rings_on_nvlink(plan, topology);
+  launch.channels = communicator_channels(plan, launch.nvlink);
   launch.threads = plan.protocol == Protocol::ll      ? kLlThreads
                    : plan.protocol == Protocol::ll128 ? kLl128Threads
                                                       : kSimpleThreads;

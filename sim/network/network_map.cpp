@@ -177,9 +177,7 @@ std::uint32_t NetworkMap::lookup(int src, int dst, Via via, int step_table, Fabr
   std::uint32_t id = 0;
   switch (via) {
     case Via::peer: {
-      const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
-      id = add(topology_.path(src, dst), step_table,
-               staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt, steps);
+      id = add(topology_.path(src, dst), step_table, peer_transport(src, dst, step_table), steps);
       break;
     }
     case Via::mirror:
@@ -198,6 +196,11 @@ std::uint32_t NetworkMap::lookup(int src, int dst, Via via, int step_table, Fabr
     multi_step_routes_.emplace(std::pair{key, steps}, id);
   }
   return id;
+}
+
+std::optional<LinkKind> NetworkMap::peer_transport(int src, int dst, int step_table) const {
+  if (step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst)) return LinkKind::shm;
+  return std::nullopt;
 }
 
 std::uint32_t NetworkMap::kernel_link(int gpu, double rate) {
@@ -220,10 +223,8 @@ std::uint32_t NetworkMap::through_kernel(std::uint32_t plain, int gpu, const Pat
 std::uint32_t NetworkMap::route(int src, int dst, int step_table, int steps, double kernel_rate) {
   const std::uint32_t plain = cached(src, dst, Via::peer, step_table, FabricWay::none, steps);
   if (!(kernel_rate > 0)) return plain;
-  const bool staged = step_table >= 0 && !topology_.nccl_peer_to_peer(src, dst);
   return through_kernel(plain, src, topology_.path(src, dst), step_table,
-                        staged ? std::optional<LinkKind>(LinkKind::shm) : std::nullopt, steps,
-                        kernel_rate);
+                        peer_transport(src, dst, step_table), steps, kernel_rate);
 }
 
 std::uint32_t NetworkMap::mirror_route(int gpu, int step_table, bool in_network, int steps,

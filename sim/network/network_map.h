@@ -69,6 +69,9 @@ class NetworkMap {
  private:
   std::uint32_t add(const Path& path, int step_table, std::optional<LinkKind> transport, int steps,
                     std::optional<std::uint32_t> kernel = std::nullopt);
+  // A collective step between two GPUs farther apart than NCCL's P2P level stages through host
+  // memory (NCCL's shared-memory transport); plain copies (step_table -1) and the rest: none.
+  std::optional<LinkKind> peer_transport(int src, int dst, int step_table) const;
   // The link of `gpu`'s collective kernel at `rate` (route's kernel_rate), added once.
   std::uint32_t kernel_link(int gpu, double rate);
   // `plain` (a route from `gpu` over `path`) through `gpu`'s kernel link at `rate`, added once.

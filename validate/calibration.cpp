@@ -62,12 +62,13 @@ double least_inverse(std::size_t column) {
 
 // One kernel costed with every efficiency at 1: its compute and memory time, so that with
 // inverse efficiencies x (compute, per class) and y (memory, per memory column) its time is
-// max(c x, m y, z).
+// max(c x, m y, z), or max(c x + m y, z) where the two add (a CPU BLAS's packed GEMM).
 struct UnitKernel {
   std::size_t op_class = 0;
   std::size_t memory_column = kMemoryColumn;
   double compute_s = 0;
   double memory_s = 0;
+  bool packed = false;
 };
 
 // A measured time and the kernels it covers (a layer's forward, or its backward).
@@ -110,6 +111,7 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
       u.memory_column = memory_column(u.op_class);
       u.compute_s = e.compute_s;
       u.memory_s = e.memory_s;
+      u.packed = e.packed;
       out.push_back(u);
     }
   };
@@ -152,8 +154,8 @@ double weight_scale(const Observation& o) {
 }
 
 double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
-  return std::max({k.compute_s * theta[k.op_class], k.memory_s * theta[k.memory_column],
-                   theta[kMinKernelColumn]});
+  const double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[k.memory_column];
+  return std::max(k.packed ? c + m : std::max(c, m), theta[kMinKernelColumn]);
 }
 
 double rms_relative(const std::vector<Observation>& obs, const std::vector<double>& theta,
@@ -192,7 +194,16 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       for (const UnitKernel& k : o.kernels) {
         double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[k.memory_column];
         double z = theta[kMinKernelColumn];
-        if (c >= m && c >= z) {
+        if (k.packed && c + m >= z) {
+          // Both bounds are paid, one after the other.
+          row[k.op_class] += k.compute_s;
+          row[k.memory_column] += k.memory_s;
+          ++active_count[k.op_class];
+          ++active_count[k.memory_column];
+        } else if (k.packed) {
+          floor_seconds += z;
+          ++active_count[kMinKernelColumn];
+        } else if (c >= m && c >= z) {
           row[k.op_class] += k.compute_s;
           ++active_count[k.op_class];
         } else if (m >= z) {
@@ -237,6 +248,9 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
 bool bound_by(const UnitKernel& k, const std::vector<double>& theta, std::size_t column) {
   const double t = kernel_time(k, theta);
   if (column == kMinKernelColumn) return t == theta[column];
+  // A packed GEMM pays both of its bounds while it is above the floor.
+  if (k.packed && t > theta[kMinKernelColumn])
+    return column == k.op_class || column == k.memory_column;
   if (is_memory_column(column)) return k.memory_column == column && t == k.memory_s * theta[column];
   return k.op_class == column && t == k.compute_s * theta[column];
 }

@@ -13,7 +13,12 @@ namespace epochcast {
 enum class GemmTiles {
   rows_of_128,  // Maxwell and Pascal's SGEMM kernels: tiles of 128 rows
   tensor_core,  // Volta and later: the tensor-core tile shapes, in both directions
-  cpu_blas,     // a CPU's BLAS: blocks that never pad
+  // A CPU's BLAS: blocks that never pad, and operands packed before they are computed on. The
+  // Goto/van de Geijn GEMM (Goto and van de Geijn, "Anatomy of High-Performance Matrix
+  // Multiplication", ACM TOMS 34(3), 2008; OpenBLAS, BLIS, MKL, oneDNN) copies each panel of A
+  // and B into a cache-sized contiguous buffer in a pass of its own, then its micro-kernel
+  // computes from cache: the streaming and the arithmetic add rather than overlap.
+  cpu_blas,
 };
 
 struct ArchitectureTraits {

@@ -69,6 +69,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // boost under a load on every SM (the catalogue's clocks_mhz.sustained) has that much less
   // compute in all: explain_part caps each kernel's rate there.
   sustained_fraction_ = gpu.sustained_clock_fraction();
+  packs_gemm_operands_ = architecture_traits(gpu.architecture).gemm_tiles == GemmTiles::cpu_blas;
   vector_peak_ = *gpu.peak_for(Precision::fp32);
   // The fp32 peak is lanes x SMs x 2 x boost clock: 64 lanes on GP100, GV100, TU10x and GA100,
   // 128 on GP10x, GA10x, Ada, Hopper and Blackwell. A GPU described without clocks: 64.
@@ -242,8 +243,10 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
     e.algorithm = part.what.empty() ? launch(kernel, batch).rule : part.what;
   }
   e.memory_s = e.bytes / e.bandwidth.value() / e.memory_utilisation;
-  e.seconds = std::max(e.compute_s, e.memory_s);
+  e.packed = kernel.has_gemm_shape && packs_gemm_operands_;
+  e.seconds = e.packed ? e.compute_s + e.memory_s : std::max(e.compute_s, e.memory_s);
   e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
+  if (e.packed) e.algorithm += ", operands packed first";
   if (profile_.gpu.min_kernel.value() > e.seconds) {
     e.seconds = profile_.gpu.min_kernel.value();
     e.bound = KernelBound::floor;
@@ -297,6 +300,7 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
         total.clock_fraction = e.clock_fraction;
         total.peak = e.peak;
         total.bandwidth = e.bandwidth;
+        total.packed = e.packed;
       }
     }
     total.flops = scaled(kernel.flops, batch);  // the direct convolution's count, as papers do

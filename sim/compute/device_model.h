@@ -8,6 +8,8 @@
 // keeps a small part of the GPU busy runs at boost and a full one at the sustained clock.
 //   (the optimizer's kernels use the profile's optimizer memory efficiency)
 //   time = max(time, minimum kernel time)
+// except a GEMM on a CPU, whose BLAS packs its operands before it computes (GemmTiles::cpu_blas):
+//   time = max(compute time + memory time, minimum kernel time)
 //
 // GEMMs and convolutions are cut into output tiles (sim/compute/gemm_tiles.h): padding of the
 // edge tiles, the idle slots of a last partial wave and uneven split-K slices lower their
@@ -43,6 +45,9 @@ struct KernelExplanation {
   double memory_s = 0;   // at the effective bandwidth and the memory utilisation
   double seconds = 0;    // what kernel_time() gives
   KernelBound bound = KernelBound::compute;
+  // The memory and compute times add instead of overlapping: a CPU BLAS packs the operands of a
+  // GEMM in a pass of its own before computing on them (GemmTiles::cpu_blas).
+  bool packed = false;
   double compute_utilisation = 1, memory_utilisation = 1;
   double efficiency = 0;  // the op class's fraction of `peak`
   // The clock its compute ran at over the boost clock: below 1 where the board's power limit
@@ -102,11 +107,12 @@ class DeviceModel {
   ConvContext conv_context_;
   TileFamily tile_family_;
   LaunchTarget launch_target_;
-  FlopsPerSecond matrix_peak_;     // the GEMM unit at this precision
-  FlopsPerSecond conv_peak_;       // the convolution unit at this precision
-  FlopsPerSecond vector_peak_;     // FP32 CUDA cores
-  double sustained_fraction_ = 1;  // sustained over boost clock, in (0, 1]
-  double fp32_lanes_per_sm_ = 64;  // FP32 CUDA cores per SM
+  FlopsPerSecond matrix_peak_;        // the GEMM unit at this precision
+  FlopsPerSecond conv_peak_;          // the convolution unit at this precision
+  FlopsPerSecond vector_peak_;        // FP32 CUDA cores
+  double sustained_fraction_ = 1;     // sustained over boost clock, in (0, 1]
+  bool packs_gemm_operands_ = false;  // a CPU BLAS: GEMMs stream, then compute
+  double fp32_lanes_per_sm_ = 64;     // FP32 CUDA cores per SM
   // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
   FlopsPerSecond unit_peak(OpClass op_class) const;
   bool on_tensor_cores(OpClass op_class) const;

@@ -211,6 +211,39 @@ TEST_CASE("Pascal cuBLAS pads a small minibatch to 128-row tiles (openai-gemm, D
   }
 }
 
+TEST_CASE("a CPU BLAS packs a GEMM's operands before it computes: the two times add") {
+  // Goto and van de Geijn's GEMM (OpenBLAS, BLIS, MKL) copies each operand panel into a
+  // cache-sized buffer in a pass of its own: on a CPU the streaming and the arithmetic add; a
+  // GPU's tiles load while they compute, so there the larger alone sets the time.
+  HardwareProfile profile = default_profile();
+  profile.gpu.min_kernel = Seconds(0);
+  // A thin product, batch 4 over a 12,000 x 1,000 weight: far more bytes than arithmetic.
+  KernelWork k = square_gemm(1);
+  k.gemm.m = {4, 0};
+  k.gemm.n = {1000, 0};
+  k.gemm.k = {12000, 0};
+  k.flops = {Flops(2LL * 4 * 1000 * 12000), Flops(0)};
+  k.bytes = {Bytes(4LL * (4 * 12000 + 12000 * 1000 + 4 * 1000)), Bytes(0)};
+  const KernelExplanation cpu =
+      DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32).explain(k, 1);
+  CHECK(cpu.packed);
+  CHECK(cpu.compute_s > 0);
+  CHECK(cpu.memory_s > cpu.compute_s);
+  CHECK(cpu.seconds == Approx(cpu.compute_s + cpu.memory_s));
+  CHECK(cpu.bound == KernelBound::memory);
+  CHECK_THAT(cpu.algorithm, Catch::Contains("packed"));
+  const KernelExplanation a100 =
+      DeviceModel(gpu("a100-sxm4-80gb"), profile, TrainingPrecision::fp32).explain(k, 1);
+  CHECK_FALSE(a100.packed);
+  CHECK(a100.seconds == Approx(std::max(a100.compute_s, a100.memory_s)));
+  // A CPU's element-wise kernels stream while they compute, as a GPU's do.
+  const KernelExplanation relu =
+      DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32)
+          .explain(elementwise(1 << 20), 1);
+  CHECK_FALSE(relu.packed);
+  CHECK(relu.seconds == Approx(std::max(relu.compute_s, relu.memory_s)));
+}
+
 TEST_CASE("a tiny kernel takes the minimum kernel time") {
   HardwareProfile profile = default_profile();
   DeviceModel device(gpu("rtx-4090"), profile, TrainingPrecision::fp32);

@@ -178,6 +178,22 @@ TEST_CASE("calibration recovers the efficiencies that generated the measurements
   CHECK(report.all.best_matches);
 }
 
+TEST_CASE("on a CPU a GEMM's arithmetic and its packing pass are recovered apart") {
+  // A CPU BLAS packs a GEMM's operands before computing (GemmTiles::cpu_blas): the linear
+  // model's 12,000 x 1,000 weight is streamed at every batch and computed on in proportion to
+  // it, so the layer times fix both figures, where under a roofline's max only one would show.
+  ScenarioSpec scenario =
+      load_scenario(source("tests/validate/scenarios/cpu-spoken-digits-linear.yaml"));
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.compute[static_cast<std::size_t>(OpClass::gemm)] = 0.8;
+  truth.gpu.memory = 0.2;
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  CHECK(c.profile.gpu.compute[static_cast<std::size_t>(OpClass::gemm)] ==
+        Approx(0.8).epsilon(0.02));
+  CHECK(c.profile.gpu.memory == Approx(0.2).epsilon(0.02));
+}
+
 namespace {
 
 // MobileNetV2 on one GPU at four batch sizes: its BatchNorm kernels stream at the normalisation

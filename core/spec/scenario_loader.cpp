@@ -343,8 +343,8 @@ StatisticalEfficiencySpec read_statistical_efficiency(const yaml::Node& node,
 }
 
 DdpSpec read_ddp(const yaml::Node& node) {
-  yaml::MapReader map(
-      node, {"bucket_cap_mib", "first_bucket_mib", "gradient_as_bucket_view", "broadcast_buffers"});
+  yaml::MapReader map(node, {"bucket_cap_mib", "first_bucket_mib", "gradient_as_bucket_view",
+                             "broadcast_buffers", "find_unused_parameters"});
   auto mebibytes = [](const yaml::Node& n) {
     double mib = n.as_number_in(1.0 / kMiB, 1e6);
     return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
@@ -355,6 +355,8 @@ DdpSpec read_ddp(const yaml::Node& node) {
   if (auto view = map.optional("gradient_as_bucket_view"))
     ddp.gradient_as_bucket_view = view->as_bool();
   if (auto sync = map.optional("broadcast_buffers")) ddp.broadcast_buffers = sync->as_bool();
+  if (auto search = map.optional("find_unused_parameters"))
+    ddp.find_unused_parameters = search->as_bool();
   return ddp;
 }
 

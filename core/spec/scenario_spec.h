@@ -194,6 +194,12 @@ struct DdpSpec {
   // (batch-norm statistics) are broadcast to every rank, as broadcast_buffers=True, the
   // default, does; false: no broadcast.
   bool broadcast_buffers = true;
+  // find_unused_parameters=True (reducer.cpp): each gradient hook marks its parameter used in a
+  // host-side map, the end of backward all-reduces that map (an int32 a parameter tensor) after
+  // the last bucket and the optimizer waits for it, and the buckets keep the assignment made at
+  // construction in registration order (should_rebuild_buckets: never rebuilt in the gradients'
+  // order with it). False: PyTorch's default.
+  bool find_unused_parameters = false;
 };
 
 // Which activations backward recomputes instead of keeping (torch.utils.checkpoint around each

@@ -107,6 +107,10 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       return "";
     case Strategy::ddp:
+      if (t.ddp.find_unused_parameters) {
+        return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
+               "parameter's gradient and keeps no used-parameter map";
+      }
       if (t.ddp.gradient_as_bucket_view) {
         // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook),
         // which would add each raw gradient into a bucket that is also the .grad.
@@ -115,6 +119,10 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       break;
     case Strategy::zero1:
+      if (t.ddp.find_unused_parameters) {
+        return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
+               "parameter's gradient and keeps no used-parameter map";
+      }
       if (t.ddp.gradient_as_bucket_view) {
         return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets "
                "back into the gradients";

@@ -729,6 +729,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"broadcast_buffers", s.training.ddp.broadcast_buffers},
         {"gradient_dtype", name_of(s.training.gradient_dtype)},
         {"gradient_as_bucket_view", s.training.ddp.gradient_as_bucket_view},
+        {"find_unused_parameters", s.training.ddp.find_unused_parameters},
         {"activation_checkpointing", name_of(s.training.activation_checkpointing)},
         {"fsdp",
          {{"wrap", name_of(s.training.fsdp.wrap)},

@@ -11,11 +11,14 @@
 
 namespace epochcast::sim {
 
-std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap) {
+std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap,
+                                        BucketOrder order) {
   std::vector<GradientBucket> buckets;
   const std::int64_t element = element_bytes(analysis.options.parameter_dtype);
+  const std::size_t count = analysis.param_tensors.size();
   GradientBucket current;
-  for (std::size_t i = analysis.param_tensors.size(); i-- > 0;) {
+  for (std::size_t n = 0; n < count; ++n) {
+    const std::size_t i = order == BucketOrder::registration ? n : count - 1 - n;
     // As PyTorch's reducer assigns them: a bucket takes tensors until it reaches its limit,
     // so it may pass the limit by its last tensor.
     current.tensors.push_back(i);
@@ -26,6 +29,7 @@ std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes fir
     }
   }
   if (!current.tensors.empty()) buckets.push_back(std::move(current));
+  if (order == BucketOrder::registration) std::reverse(buckets.begin(), buckets.end());
   return buckets;
 }
 
@@ -36,8 +40,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const HostCosts& costs = c.profile.host;
   const TrainingSpec& training = c.step.scenario.training;
   const ModelAnalysis& analysis = c.step.analysis;
+  const bool find_unused = training.ddp.find_unused_parameters;
   std::vector<GradientBucket> buckets =
-      ddp_buckets(analysis, training.ddp.first_bucket_cap, training.ddp.bucket_cap);
+      ddp_buckets(analysis, training.ddp.first_bucket_cap, training.ddp.bucket_cap,
+                  find_unused ? BucketOrder::registration : BucketOrder::gradient_ready);
   const bool compressed = training.gradient_dtype != GradientDtype::fp32;
   const std::string_view dtype_name = name_of(training.gradient_dtype);
   const std::int64_t parameter_element = element_bytes(analysis.options.parameter_dtype);
@@ -121,8 +127,12 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const std::vector<Call> loss_forward = loss_forward_calls(c.step, batch);
   const std::vector<Call> loss_backward = loss_backward_calls(c.step, batch);
   const std::vector<Call> calls = backward_calls(c.step, batch, accumulate);
-  // ready[b]: the ops of rank 0 after which it may start all-reducing bucket b.
+  // ready[b]: the ops of rank 0 after which it may start all-reducing bucket b; used_map_ready:
+  // after which it may all-reduce the used-parameter map (find_unused_parameters).
   std::vector<std::vector<std::int32_t>> ready(buckets.size());
+  std::vector<std::int32_t> used_map_ready;
+  const std::int64_t used_map_bytes =
+      checked_product(static_cast<std::int64_t>(analysis.param_tensors.size()), 4);
   plan.begin_replicas(replicas.front());
   b.emit(forward);
   b.emit(loss_forward);
@@ -132,12 +142,20 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   for (std::size_t k = 0; k < calls.size(); ++k) {
     b.emit(calls[k]);
     bool layer_done = k + 1 == calls.size() || calls[k + 1].layer != calls[k].layer;
-    if (!communicate || !layer_done) continue;
+    if (!layer_done) continue;
+    const auto layer = static_cast<std::size_t>(calls[k].layer);
+    // With find_unused_parameters every hook first marks its parameter used, under no_sync
+    // too (reducer.cpp, autograd_hook: local_used_map_[index] = 1, a select and a fill_ of a
+    // host tensor).
+    if (find_unused && layer < layer_tensors.size()) {
+      for (std::size_t t = 0; t < layer_tensors[layer].size(); ++t)
+        b.host("mark parameter used", Category::backward, 2 * costs.backward_op);
+    }
+    if (!communicate) continue;
     // The reducer's autograd hook on each of the layer's parameters copies its gradient into
     // its bucket, pre-divided by the world size: one kernel a parameter (reducer.cpp,
     // mark_variable_ready_dense: mul_out into the bucket's view, or div_ in place where the
     // gradient already is that view), and its C++ work on the autograd thread.
-    const auto layer = static_cast<std::size_t>(calls[k].layer);
     if (layer < layer_tensors.size()) {
       for (std::size_t t : layer_tensors[layer]) {
         filled[tensor_bucket[t]] =
@@ -164,6 +182,18 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
       std::int32_t launched = b.host(fmt::format("launch all-reduce of bucket {}", bucket),
                                      Category::communication, c.profile.links.collective_launch);
       ready[bucket] = {copied, launched};
+      if (find_unused && bucket + 1 == buckets.size()) {
+        // The last bucket launched, the used-parameter map goes to the device (a pinned
+        // staging copy, then an asynchronous copy in the compute stream's order) and is
+        // all-reduced after the buckets (reducer.cpp, all_reduce_local_used_map).
+        std::int32_t copied_map = b.kernel(
+            "copy used-parameter map to device", Category::communication, 3 * costs.backward_op,
+            c.step.device.host_to_device_time(Bytes(used_map_bytes), true));
+        std::int32_t launched_map =
+            b.host("launch all-reduce of used-parameter map", Category::communication,
+                   c.profile.links.collective_launch);
+        used_map_ready = {copied_map, launched_map};
+      }
     }
   }
   plan.end_replicas(replicas);
@@ -181,6 +211,13 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
                                      static_cast<double>(wire.value()) / kMiB,
                                      compressed ? fmt::format(", {}", dtype_name) : std::string()),
                          true, compute_speed_beside(c, choice, memory_bound));
+    }
+    std::vector<std::int32_t> used_map_end;
+    if (!used_map_ready.empty()) {
+      used_map_end = add_collective(
+          plan, c.collective(Collective::all_reduce, Bytes(used_map_bytes)), c.analytic,
+          sites_after(used_map_ready),
+          fmt::format("all-reduce used-parameter map ({} int32)", analysis.param_tensors.size()));
     }
     // finalize_backward: the compute stream waits for each all-reduce, then the averaged
     // bucket is copied back into the gradients (a compressed one is cast back into the bucket
@@ -213,6 +250,12 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     // buckets: the compute stream waits for their all-reduces (the work's wait() in
     // finalize_backward).
     if (!viewed.empty()) b.stream_waits("compute stream waits for the all-reduces", viewed);
+    // finalize_backward then waits for the map's all-reduce (local_used_work_->wait()) before
+    // the optimizer.
+    if (!used_map_end.empty()) {
+      b.stream_waits("compute stream waits for the used-parameter map",
+                     {plan.per_replica(std::move(used_map_end))});
+    }
     if (sharded == nullptr) {
       b.optimizer_step();
       plan.end_replicas(replicas);
@@ -319,6 +362,12 @@ class DdpStrategy final : public StrategyModel {
           "ddp broadcasts rank 0's buffers (batch-norm statistics) before each step's forward, "
           "as DistributedDataParallel's default broadcast_buffers=True does; "
           "training.ddp.broadcast_buffers: false leaves it out");
+    }
+    if (training.ddp.find_unused_parameters) {
+      out.push_back(
+          "find_unused_parameters: every parameter is taken as used (the map is all-reduced, no "
+          "bucket waits for a parameter the forward skipped), and the search of the autograd graph "
+          "after each forward is not costed (a hash-set insertion per autograd node)");
     }
     return out;
   }

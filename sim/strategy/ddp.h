@@ -33,14 +33,20 @@ IterationPlan ddp_training_step(const MultiGpuContext& context, std::int64_t bat
                                 const ShardedOptimizer* sharded = nullptr);
 IterationPlan ddp_validation_step(const MultiGpuContext& context, std::int64_t batch);
 
-// DDP's gradient buckets: parameter tensors in reverse registration order; a bucket closes once
-// it holds first_cap (the first) or cap (the others) bytes, so by its last tensor it may hold
-// more, as in PyTorch's reducer.
+// DDP's gradient buckets, in the order they are reduced. A bucket closes once it holds first_cap
+// (the first assigned) or cap (the others) bytes, so by its last tensor it may hold more, as in
+// PyTorch's reducer. Assigned in the order the gradients become ready (reverse registration),
+// as the reducer rebuilds them after the first step; or, where it never rebuilds them
+// (find_unused_parameters), as DistributedDataParallel assigns them at construction: in
+// registration order, the first cap on the first-registered tensors, then reversed, so that
+// small bucket is the last reduced.
 struct GradientBucket {
   std::vector<std::size_t> tensors;  // indices into the analysis' param_tensors
   Bytes bytes;
 };
-std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap);
+enum class BucketOrder { gradient_ready, registration };
+std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap,
+                                        BucketOrder order = BucketOrder::gradient_ready);
 
 // What DDP holds beside the model: the gradient buckets, unless the gradients are views into
 // them, and a compression hook's half-precision copy of every bucket (gradient_dtype).

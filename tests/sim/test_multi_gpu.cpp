@@ -18,6 +18,8 @@
 #include "sim/predict/predict.h"
 #include "sim/predict/stragglers.h"
 #include "sim/report/report.h"
+#include "sim/strategy/ddp.h"
+#include "sim/strategy/strategy.h"
 #include "support/paths.h"
 #include "support/text.h"
 
@@ -436,6 +438,57 @@ TEST_CASE("gradient_as_bucket_view: no copy back from the buckets, no bucket mem
   // The peak with the allocator's overhead on it (the profile's 5%).
   CHECK(static_cast<double>(copied.memory.peak.value() - viewed.memory.peak.value()) ==
         Approx(25'557'032.0 * 4 * 1.05).epsilon(1e-6));
+}
+
+TEST_CASE("find_unused_parameters: buckets in registration order and a used-parameter map") {
+  // reducer.h's should_rebuild_buckets: with find_unused_parameters the buckets keep the
+  // assignment DistributedDataParallel made at construction, over the parameters in
+  // registration order with the 1 MiB cap on the first ones, then reversed: that small bucket is
+  // reduced last instead of first.
+  const ScenarioSpec base = scenario(kDdpResnet, {{"training.ddp.broadcast_buffers", "false", ""}});
+  const ModelAnalysis analysis = analyze_model(base.model);
+  const std::size_t tensors = analysis.param_tensors.size();
+  const std::vector<GradientBucket> ready = ddp_buckets(analysis, Bytes(kMiB), Bytes(25 * kMiB));
+  const std::vector<GradientBucket> registered =
+      ddp_buckets(analysis, Bytes(kMiB), Bytes(25 * kMiB), BucketOrder::registration);
+  auto holds = [](const GradientBucket& b, std::size_t t) {
+    return std::find(b.tensors.begin(), b.tensors.end(), t) != b.tensors.end();
+  };
+  // Either way the first reduced holds fc's bias, the last conv1's weight.
+  CHECK(holds(ready.front(), tensors - 1));
+  CHECK(holds(registered.front(), tensors - 1));
+  CHECK(holds(ready.back(), 0));
+  CHECK(holds(registered.back(), 0));
+  // The small bucket: first in the gradients' order, last in registration order.
+  CHECK(ready.front().bytes < Bytes(25 * kMiB));
+  CHECK(registered.back().bytes >= Bytes(kMiB));
+  CHECK(registered.back().bytes < Bytes(2 * kMiB));
+  CHECK(ready.back().bytes > registered.back().bytes);
+  auto total = [](const std::vector<GradientBucket>& buckets) {
+    std::int64_t sum = 0;
+    for (const GradientBucket& b : buckets)
+      sum += b.bytes.value();
+    return sum;
+  };
+  CHECK(total(ready) == total(registered));
+  CHECK(total(ready) == analysis.params * 4);
+
+  // Each step all-reduces the used-parameter map (an int32 a parameter tensor) after the
+  // buckets, and the optimizer waits for it.
+  ScenarioSpec searching = base;
+  searching.training.ddp.find_unused_parameters = true;
+  const PointResult plain = predict_point(base, SweepPoint{8, 512, 64});
+  const PointResult found = predict_point(searching, SweepPoint{8, 512, 64});
+  CHECK(plain.stats.collectives * static_cast<std::int64_t>(registered.size() + 1) ==
+        found.stats.collectives * static_cast<std::int64_t>(ready.size()));
+  const std::int64_t steps = plain.stats.collectives / static_cast<std::int64_t>(ready.size());
+  CHECK(found.stats.collective_bytes ==
+        plain.stats.collective_bytes + steps * static_cast<std::int64_t>(tensors) * 4);
+  CHECK(found.epoch_seconds > plain.epoch_seconds);
+  const std::vector<std::string> said = strategy_model(Strategy::ddp).assumptions(searching);
+  CHECK(std::any_of(said.begin(), said.end(), [](const std::string& line) {
+    return line.find("find_unused_parameters") != std::string::npos;
+  }));
 }
 
 TEST_CASE("gradient accumulation all-reduces once per cycle of micro-batches") {

@@ -434,6 +434,11 @@ TEST_CASE("points the CPU cannot run are skipped with the reason in words") {
   scenario.training.strategy = Strategy::ddp;
   CHECK_THAT(why_not_runnable(scenario, {2, 32, 16}, cpu, world()),
              Catch::Contains("mpirun -np 2"));
+  // A reducer setting the runtime's reducer does not mirror.
+  CHECK(why_not_runnable(scenario, {1, 32, 32}, cpu, world()).empty());
+  scenario.training.ddp.find_unused_parameters = true;
+  CHECK_THAT(why_not_runnable(scenario, {1, 32, 32}, cpu, world()),
+             Catch::Contains("training.ddp.find_unused_parameters"));
 }
 
 TEST_CASE("resuming measures only the points without a finished record") {

@@ -11,6 +11,16 @@
 
 namespace epochcast::sim {
 
+namespace {
+
+// find_unused_parameters' host work (reducer.cpp): a hook marks its parameter with a select
+// and a fill_ of the host map; all_reduce_local_used_map stages the map with an empty_like in
+// pinned memory, a copy_ into it and a copy_ to the device.
+constexpr int kMarkUsedHostOps = 2;
+constexpr int kStageUsedMapHostOps = 3;
+
+}  // namespace
+
 std::vector<GradientBucket> ddp_buckets(const ModelAnalysis& analysis, Bytes first_cap, Bytes cap,
                                         BucketOrder order) {
   std::vector<GradientBucket> buckets;
@@ -132,7 +142,8 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   std::vector<std::vector<std::int32_t>> ready(buckets.size());
   std::vector<std::int32_t> used_map_ready;
   const std::int64_t used_map_bytes =
-      checked_product(static_cast<std::int64_t>(analysis.param_tensors.size()), 4);
+      checked_product(static_cast<std::int64_t>(analysis.param_tensors.size()),
+                      static_cast<std::int64_t>(sizeof(std::int32_t)));
   plan.begin_replicas(replicas.front());
   b.emit(forward);
   b.emit(loss_forward);
@@ -149,7 +160,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     // host tensor).
     if (find_unused && layer < layer_tensors.size()) {
       for (std::size_t t = 0; t < layer_tensors[layer].size(); ++t)
-        b.host("mark parameter used", Category::backward, 2 * costs.backward_op);
+        b.host("mark parameter used", Category::backward, kMarkUsedHostOps * costs.backward_op);
     }
     if (!communicate) continue;
     // The reducer's autograd hook on each of the layer's parameters copies its gradient into
@@ -186,9 +197,10 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
         // The last bucket launched, the used-parameter map goes to the device (a pinned
         // staging copy, then an asynchronous copy in the compute stream's order) and is
         // all-reduced after the buckets (reducer.cpp, all_reduce_local_used_map).
-        std::int32_t copied_map = b.kernel(
-            "copy used-parameter map to device", Category::communication, 3 * costs.backward_op,
-            c.step.device.host_to_device_time(Bytes(used_map_bytes), true));
+        std::int32_t copied_map =
+            b.kernel("copy used-parameter map to device", Category::communication,
+                     kStageUsedMapHostOps * costs.backward_op,
+                     c.step.device.host_to_device_time(Bytes(used_map_bytes), true));
         std::int32_t launched_map =
             b.host("launch all-reduce of used-parameter map", Category::communication,
                    c.profile.links.collective_launch);
@@ -365,9 +377,9 @@ class DdpStrategy final : public StrategyModel {
     }
     if (training.ddp.find_unused_parameters) {
       out.push_back(
-          "find_unused_parameters: every parameter is taken as used (the map is all-reduced, no "
-          "bucket waits for a parameter the forward skipped), and the search of the autograd graph "
-          "after each forward is not costed (a hash-set insertion per autograd node)");
+          "find_unused_parameters: every parameter is taken as used (none is marked ready early "
+          "for its bucket), and the search of the autograd graph after each forward is not "
+          "costed (a hash-set insertion per autograd node)");
     }
     return out;
   }

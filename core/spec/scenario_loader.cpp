@@ -344,7 +344,7 @@ StatisticalEfficiencySpec read_statistical_efficiency(const yaml::Node& node,
 
 DdpSpec read_ddp(const yaml::Node& node) {
   yaml::MapReader map(node, {"bucket_cap_mib", "first_bucket_mib", "gradient_as_bucket_view",
-                             "broadcast_buffers", "find_unused_parameters"});
+                             "broadcast_buffers", "find_unused_parameters", "static_graph"});
   auto mebibytes = [](const yaml::Node& n) {
     double mib = n.as_number_in(1.0 / kMiB, 1e6);
     return Bytes(static_cast<std::int64_t>(mib * static_cast<double>(kMiB)));
@@ -357,6 +357,7 @@ DdpSpec read_ddp(const yaml::Node& node) {
   if (auto sync = map.optional("broadcast_buffers")) ddp.broadcast_buffers = sync->as_bool();
   if (auto search = map.optional("find_unused_parameters"))
     ddp.find_unused_parameters = search->as_bool();
+  if (auto fixed = map.optional("static_graph")) ddp.static_graph = fixed->as_bool();
   return ddp;
 }
 

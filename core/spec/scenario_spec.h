@@ -200,6 +200,11 @@ struct DdpSpec {
   // construction in registration order (should_rebuild_buckets: never rebuilt in the gradients'
   // order with it). False: PyTorch's default.
   bool find_unused_parameters = false;
+  // static_graph=True: the reducer learns the graph in the first step, then neither searches for
+  // unused parameters nor all-reduces their map, and rebuilds its buckets in the gradients'
+  // order (reducer.h: dynamic_graph_find_unused() and should_rebuild_buckets()); the steady
+  // state is then the default's. The first step's single bucket is not modelled.
+  bool static_graph = false;
 };
 
 // Which activations backward recomputes instead of keeping (torch.utils.checkpoint around each

@@ -107,7 +107,7 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       return "";
     case Strategy::ddp:
-      if (t.ddp.find_unused_parameters) {
+      if (t.ddp.find_unused_parameters && !t.ddp.static_graph) {
         return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
                "parameter's gradient and keeps no used-parameter map";
       }
@@ -119,7 +119,7 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       break;
     case Strategy::zero1:
-      if (t.ddp.find_unused_parameters) {
+      if (t.ddp.find_unused_parameters && !t.ddp.static_graph) {
         return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
                "parameter's gradient and keeps no used-parameter map";
       }

@@ -730,6 +730,7 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         {"gradient_dtype", name_of(s.training.gradient_dtype)},
         {"gradient_as_bucket_view", s.training.ddp.gradient_as_bucket_view},
         {"find_unused_parameters", s.training.ddp.find_unused_parameters},
+        {"static_graph", s.training.ddp.static_graph},
         {"activation_checkpointing", name_of(s.training.activation_checkpointing)},
         {"fsdp",
          {{"wrap", name_of(s.training.fsdp.wrap)},

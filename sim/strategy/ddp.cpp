@@ -50,7 +50,8 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const HostCosts& costs = c.profile.host;
   const TrainingSpec& training = c.step.scenario.training;
   const ModelAnalysis& analysis = c.step.analysis;
-  const bool find_unused = training.ddp.find_unused_parameters;
+  // A static graph searches only in its first step (reducer.h, dynamic_graph_find_unused).
+  const bool find_unused = training.ddp.find_unused_parameters && !training.ddp.static_graph;
   std::vector<GradientBucket> buckets =
       ddp_buckets(analysis, training.ddp.first_bucket_cap, training.ddp.bucket_cap,
                   find_unused ? BucketOrder::registration : BucketOrder::gradient_ready);
@@ -375,7 +376,7 @@ class DdpStrategy final : public StrategyModel {
           "as DistributedDataParallel's default broadcast_buffers=True does; "
           "training.ddp.broadcast_buffers: false leaves it out");
     }
-    if (training.ddp.find_unused_parameters) {
+    if (training.ddp.find_unused_parameters && !training.ddp.static_graph) {
       out.push_back(
           "find_unused_parameters: every parameter is taken as used (none is marked ready early "
           "for its bucket), and the search of the autograd graph after each forward is not "

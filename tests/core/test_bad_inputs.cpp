@@ -592,6 +592,8 @@ TEST_CASE("bad input: ddp's settings outside their block, or not of their type")
                  {"bad.yaml:6:58", "training.ddp.gradient_as_bucket_view", "true or false"});
   scenario_error(with("{find_unused_parameters: 1}"),
                  {"bad.yaml:6:57", "training.ddp.find_unused_parameters", "true or false"});
+  scenario_error(with("{static_graph: 2}"),
+                 {"bad.yaml:6:47", "training.ddp.static_graph", "true or false"});
   scenario_error(with("{bucket_cap_mib: 0}"),
                  {"bad.yaml:6:49", "training.ddp.bucket_cap_mib", "expected a number from"});
   scenario_error(with("{bucket_cap: 25}"),

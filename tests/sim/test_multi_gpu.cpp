@@ -489,6 +489,14 @@ TEST_CASE("find_unused_parameters: buckets in registration order and a used-para
   CHECK(std::any_of(said.begin(), said.end(), [](const std::string& line) {
     return line.find("find_unused_parameters") != std::string::npos;
   }));
+  // static_graph: the reducer searches in its first step only and rebuilds its buckets in the
+  // gradients' order, so the steady state is the default's.
+  ScenarioSpec fixed = searching;
+  fixed.training.ddp.static_graph = true;
+  const PointResult learned = predict_point(fixed, SweepPoint{8, 512, 64});
+  CHECK(learned.epoch_seconds == plain.epoch_seconds);
+  CHECK(learned.stats.collectives == plain.stats.collectives);
+  CHECK(learned.stats.collective_bytes == plain.stats.collective_bytes);
 }
 
 TEST_CASE("gradient accumulation all-reduces once per cycle of micro-batches") {

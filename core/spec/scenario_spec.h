@@ -205,6 +205,9 @@ struct DdpSpec {
   // order (reducer.h: dynamic_graph_find_unused() and should_rebuild_buckets()); the steady
   // state is then the default's. The first step's single bucket is not modelled.
   bool static_graph = false;
+  // Whether every step searches for unused parameters and all-reduces their map (reducer.h,
+  // dynamic_graph_find_unused()).
+  bool searches_unused_parameters() const { return find_unused_parameters && !static_graph; }
 };
 
 // Which activations backward recomputes instead of keeping (torch.utils.checkpoint around each

@@ -81,6 +81,21 @@ class DdpRunner final : public StrategyRunner {
   std::vector<torch::Tensor> parameters_;
 };
 
+// The DDP settings the runtime's reducer (ddp and zero1) does not mirror, or "".
+std::string reducer_cannot_run(const DdpSpec& ddp) {
+  if (ddp.searches_unused_parameters()) {
+    return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
+           "parameter's gradient and keeps no used-parameter map";
+  }
+  if (ddp.gradient_as_bucket_view) {
+    // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook), which
+    // would add each raw gradient into a bucket that is also the .grad.
+    return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets back "
+           "into the gradients";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& point,
@@ -107,26 +122,8 @@ std::string strategy_cannot_run(const ScenarioSpec& scenario, const SweepPoint& 
       }
       return "";
     case Strategy::ddp:
-      if (t.ddp.find_unused_parameters && !t.ddp.static_graph) {
-        return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
-               "parameter's gradient and keeps no used-parameter map";
-      }
-      if (t.ddp.gradient_as_bucket_view) {
-        // Its hooks run before AccumulateGrad (LibTorch 1.13 has no post-accumulate hook),
-        // which would add each raw gradient into a bucket that is also the .grad.
-        return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets "
-               "back into the gradients";
-      }
-      break;
     case Strategy::zero1:
-      if (t.ddp.find_unused_parameters && !t.ddp.static_graph) {
-        return "training.ddp.find_unused_parameters: the runtime's ddp reducer expects every "
-               "parameter's gradient and keeps no used-parameter map";
-      }
-      if (t.ddp.gradient_as_bucket_view) {
-        return "training.ddp.gradient_as_bucket_view: the runtime's ddp reducer copies buckets "
-               "back into the gradients";
-      }
+      if (std::string why = reducer_cannot_run(t.ddp); !why.empty()) return why;
       break;
     case Strategy::zero2:
     case Strategy::fsdp:

@@ -50,8 +50,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
   const HostCosts& costs = c.profile.host;
   const TrainingSpec& training = c.step.scenario.training;
   const ModelAnalysis& analysis = c.step.analysis;
-  // A static graph searches only in its first step (reducer.h, dynamic_graph_find_unused).
-  const bool find_unused = training.ddp.find_unused_parameters && !training.ddp.static_graph;
+  const bool find_unused = training.ddp.searches_unused_parameters();
   std::vector<GradientBucket> buckets =
       ddp_buckets(analysis, training.ddp.first_bucket_cap, training.ddp.bucket_cap,
                   find_unused ? BucketOrder::registration : BucketOrder::gradient_ready);
@@ -376,7 +375,7 @@ class DdpStrategy final : public StrategyModel {
           "as DistributedDataParallel's default broadcast_buffers=True does; "
           "training.ddp.broadcast_buffers: false leaves it out");
     }
-    if (training.ddp.find_unused_parameters && !training.ddp.static_graph) {
+    if (training.ddp.searches_unused_parameters()) {
       out.push_back(
           "find_unused_parameters: every parameter is taken as used (none is marked ready early "
           "for its bucket), and the search of the autograd graph after each forward is not "

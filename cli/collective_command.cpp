@@ -359,7 +359,8 @@ std::vector<sim::CollectiveRow> fastest_rows(const MachineSpec& machine,
         continue;
       }
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].seconds < best[i].seconds) best[i] = std::move(rows[i]);
+        // NCCL's tuner picks by the collective's own time, whatever the loop around it costs.
+        if (rows[i].collective_seconds < best[i].collective_seconds) best[i] = std::move(rows[i]);
       }
     }
   }
@@ -432,7 +433,10 @@ Command add_collective_command(CLI::App& app) {
       ->add_option("-m,--agg_iters", args->aggregated,
                    "Collectives aggregated per iteration (shown, not simulated)")
       ->check(options::integer_within(0, 1 << 30));
-  command->add_option("-G,--cudagraph", args->graph, "CUDA graph launches (shown, not simulated)")
+  command
+      ->add_option("-G,--cudagraph", args->graph,
+                   "CUDA graph launches: the iterations replay a graph, so no thread launches "
+                   "them one by one")
       ->check(options::integer_within(0, 1 << 30));
   for (const MeasurementOnlyOption& o : kMeasurementOnly) {
     CLI::Option* option = command->add_option_function<std::string>(
@@ -541,8 +545,8 @@ Command add_collective_command(CLI::App& app) {
     for (const std::string& assignment : args->set)
       apply_figure(profile, assignment);
 
-    // Ranks as nccl-tests counts them: processes x threads x GPUs; one process drives a node
-    // unless mpirun's -np says otherwise.
+    // Ranks as nccl-tests counts them: processes x threads x GPUs; with none of -g, -t and
+    // mpirun's --np, a whole node of processes with a GPU each.
     const bool gpus_given = command->get_option("-g")->count() > 0;
     const int per_process = args->threads * (gpus_given ? args->gpus : 1);
     if (args->processes > 0) {
@@ -589,6 +593,9 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("the root must be one of the {} ranks: 0 to {}", ranks, ranks - 1));
     }
     sweep.root = args->root;
+    // nccl-tests' thread launches its GPUs' kernels in turn every iteration, unless the
+    // iterations replay a CUDA graph.
+    sweep.launches_per_iteration = args->graph > 0 ? 0 : gpus_given ? args->gpus : 1;
     // Collectives nccl-tests splits in equal parts per rank round their sizes to that.
     const bool per_rank_parts = sweep.collective == sim::Collective::all_gather ||
                                 sweep.collective == sim::Collective::reduce_scatter ||
@@ -632,17 +639,24 @@ Command add_collective_command(CLI::App& app) {
           fmt::format("{} {}: measures a real run; a simulation ignores it", flag, value));
     for (const std::string& ignored : choices.ignored)
       notes.push_back(ignored);
-    if (gpus_given && args->gpus > 1) {
-      // The thread's launches, not modelled: public -g 8 tables sit flat at 30-48 us up to about
-      // 512 KiB, where one process per GPU gives 13-17 us, so about 4-6 us a GPU
-      // (docs/evidence/nccl-small-messages.md, tables T1-T5).
-      constexpr int kLaunchUsLow = 4, kLaunchUsHigh = 6;
+    if (sweep.launches_per_iteration > 1) {
+      // Where the thread's launches, not the collective, set the pace (collective_sweep.h).
+      std::vector<std::int64_t> bound;
+      for (const Series& s : all) {
+        for (const sim::CollectiveRow& r : s.rows)
+          if (r.launch_bound) bound.push_back(r.bytes);
+      }
       notes.push_back(fmt::format(
-          "-g {}: the GPUs are timed as if each had a process of its own; one thread driving {} "
-          "GPUs launches their kernels one after another, which public runs show as a floor of "
-          "about {}-{} us a GPU ({}-{} us here) on sizes the GPUs finish sooner",
-          args->gpus, args->gpus, kLaunchUsLow, kLaunchUsHigh, kLaunchUsLow * args->gpus,
-          kLaunchUsHigh * args->gpus));
+          "-g {}: one thread launches the {} GPUs' kernels in turn, {:g} us each, so an "
+          "iteration takes at least {:g} us{}",
+          args->gpus, args->gpus, sim::kLaunchSecondsPerGpu * 1e6,
+          args->gpus * sim::kLaunchSecondsPerGpu * 1e6,
+          bound.empty()
+              ? ": every size here takes longer on the GPUs"
+              : fmt::format("; that sets the time from {} B to {} B (mpirun with a process per "
+                            "GPU would time the collective alone)",
+                            *std::min_element(bound.begin(), bound.end()),
+                            *std::max_element(bound.begin(), bound.end()))));
     }
     if (sweep_sizes(sweep).front() != sweep.min_bytes) {
       notes.push_back(fmt::format(
@@ -660,7 +674,9 @@ Command add_collective_command(CLI::App& app) {
     NcclTestsRun run;
     run.collective = std::string(op);
     run.threads = args->threads;
-    run.gpus = gpus_given ? args->gpus : sweep.gpus_per_node / args->threads;
+    // Without -g, -t or --np a whole node is timed with a process per GPU (as mpirun -np 8 runs
+    // nccl-tests, and DDP its ranks), and printed so.
+    run.gpus = gpus_given ? args->gpus : 1;
     run.min_bytes = sweep.min_bytes;
     run.max_bytes = sweep.max_bytes;
     run.step_is_factor = sweep.increment == 0;
@@ -670,11 +686,10 @@ Command add_collective_command(CLI::App& app) {
     run.aggregated_iterations = args->aggregated;
     run.validation = 0;  // a simulation checks no data: #wrong is N/A
     run.graph = args->graph;
-    const int ranks_per_process = args->processes > 0 ? per_process : sweep.gpus_per_node;
     for (int r = 0; r < ranks; ++r) {
       const int node = r / sweep.gpus_per_node;
       run.devices.push_back(
-          {r, 0, r / ranks_per_process,
+          {r, 0, r / per_process,
            sweep.nodes > 1 ? fmt::format("{}-{}", machine.name, node) : machine.name,
            r % sweep.gpus_per_node, "0x00", machine.gpu.name});
     }

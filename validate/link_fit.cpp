@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -49,11 +50,15 @@ double median(std::vector<double> values) {
 // The machine's collective at one size, as `collective` times it.
 class Model {
  public:
-  Model(const MachineSpec& machine, sim::Collective collective, int per_node, int nodes)
+  // `launches_per_iteration`: the benchmark's thread launches (nccl-tests' -g), whose floor the
+  // measured times carry and the link figures must not absorb.
+  Model(const MachineSpec& machine, sim::Collective collective, int per_node, int nodes,
+        int launches_per_iteration)
       : machine_(machine) {
     sweep_.collective = collective;
     sweep_.gpus_per_node = per_node;
     sweep_.nodes = nodes;
+    sweep_.launches_per_iteration = launches_per_iteration;
     sweep_.element_bytes = 1;  // measured sizes are whole already
     sweep_.factor = 1;
   }
@@ -87,13 +92,14 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
                          const MachineSpec& machine, const HardwareProfile& prior) {
   LinkFit out;
   out.profile = prior;
-  // The collective to fit: most ranks, all_reduce first; correct rows only.
-  std::map<std::pair<int, int>, std::vector<const CollectiveMeasurement*>> groups;
+  // The collective to fit: most ranks, all_reduce first; correct rows only; one group per way
+  // the benchmark launched them (a -g 8 run's small sizes wait on its thread).
+  std::map<std::tuple<int, int, int>, std::vector<const CollectiveMeasurement*>> groups;
   for (const CollectiveMeasurement& c : measured) {
     const auto known = std::find(std::begin(kCollectives), std::end(kCollectives), c.operation);
     if (!c.correct || c.ranks < 2 || c.time_s <= 0 || known == std::end(kCollectives)) continue;
     const int order = static_cast<int>(known - std::begin(kCollectives));
-    groups[{-c.ranks, order}].push_back(&c);
+    groups[{-c.ranks, order, c.launches_per_iteration}].push_back(&c);
   }
   std::vector<const CollectiveMeasurement*> rows;
   for (auto& [key, group] : groups) {
@@ -121,7 +127,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
         machine.topology.network ? "" : ", no network"));
     return out;
   }
-  Model model(machine, collective_of(name), per_node, nodes);
+  Model model(machine, collective_of(name), per_node, nodes, rows.front()->launches_per_iteration);
   const std::string from = fmt::format(
       "{} over {} ranks ({} node{}), {} to {} ({} sizes), the "
       "simulator in the loop",

@@ -178,13 +178,13 @@ Json benchmarks_json(const Benchmarks& b) {
   if (!b.collectives.empty()) {
     Json list = Json::array();
     for (const CollectiveMeasurement& c : b.collectives) {
-      list.push_back(Json{{"operation", c.operation},
-                          {"ranks", c.ranks},
-                          {"bytes", c.bytes},
-                          {"time_s", c.time_s},
-                          {"algbw_gbps", c.algbw_gbps},
-                          {"busbw_gbps", c.busbw_gbps},
-                          {"correct", c.correct}});
+      Json item{{"operation", c.operation},   {"ranks", c.ranks},
+                {"bytes", c.bytes},           {"time_s", c.time_s},
+                {"algbw_gbps", c.algbw_gbps}, {"busbw_gbps", c.busbw_gbps},
+                {"correct", c.correct}};
+      // Only where it is not the process-per-GPU default, so that older files read the same.
+      if (c.launches_per_iteration != 1) item["launches_per_iteration"] = c.launches_per_iteration;
+      list.push_back(std::move(item));
     }
     j["collectives"] = std::move(list);
   }
@@ -454,12 +454,12 @@ Benchmarks read_benchmarks(const Node& node) {
   Benchmarks b;
   if (auto list = m.optional("collectives")) {
     for (const Node& item : list->items()) {
-      MapReader c(item,
-                  {"operation", "ranks", "bytes", "time_s", "algbw_gbps", "busbw_gbps", "correct"});
-      b.collectives.push_back({str(c, "operation"), small_count(c, "ranks", 1),
-                               count(c, "bytes", 1), nonnegative(c, "time_s"),
-                               nonnegative(c, "algbw_gbps"), nonnegative(c, "busbw_gbps"),
-                               c.required("correct").as_bool()});
+      MapReader c(item, {"operation", "ranks", "bytes", "time_s", "algbw_gbps", "busbw_gbps",
+                         "correct", "launches_per_iteration"});
+      b.collectives.push_back(
+          {str(c, "operation"), small_count(c, "ranks", 1), count(c, "bytes", 1),
+           nonnegative(c, "time_s"), nonnegative(c, "algbw_gbps"), nonnegative(c, "busbw_gbps"),
+           c.required("correct").as_bool(), small_count_or(c, "launches_per_iteration", 1)});
     }
   }
   if (auto list = m.optional("copies")) {

@@ -137,6 +137,9 @@ struct CollectiveMeasurement {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   bool correct = true;  // the result equals the known answer
+  // Collective kernels one host thread launched in turn each iteration: nccl-tests' -g (1 with
+  // a process per GPU, 0 under -G's CUDA graphs); sim::CollectiveSweep's figure of the same name.
+  int launches_per_iteration = 1;
 };
 
 struct CopyMeasurement {

@@ -595,6 +595,7 @@ MeasurementFile measurements_from_nccl_tests(const NcclTestsRun& run) {
     c.algbw_gbps = t.algbw_gbps;
     c.busbw_gbps = t.busbw_gbps;
     c.correct = !(t.wrong && *t.wrong > 0);
+    c.launches_per_iteration = run.graph > 0 ? 0 : run.gpus;
     file.benchmarks.collectives.push_back(std::move(c));
   }
   return file;

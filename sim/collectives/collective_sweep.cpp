@@ -56,12 +56,15 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
     row.bytes = bytes;
     row.count = bytes / std::max(1, sweep.element_bytes) / std::max(1, sweep.parts);
     // NCCL returns at once from a collective of no elements (it launches nothing).
-    row.seconds = bytes == 0 ? 0
-                  : sweep.flows
-                      ? (protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
+    row.collective_seconds =
+        bytes == 0    ? 0
+        : sweep.flows ? (protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
                          simulate_plan(choice.plan, topology, profile))
                             .value()
                       : choice.time.value();
+    const double launches = bytes == 0 ? 0 : sweep.launches_per_iteration * kLaunchSecondsPerGpu;
+    row.launch_bound = launches > row.collective_seconds;
+    row.seconds = std::max(row.collective_seconds, launches);
     if (row.seconds > 0) {
       row.algbw = algorithm_bandwidth(Bytes(bytes), Seconds(row.seconds));
       row.busbw = bus_bandwidth(sweep.collective, ranks, Bytes(bytes), Seconds(row.seconds));

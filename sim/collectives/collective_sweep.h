@@ -35,14 +35,31 @@ struct CollectiveSweep {
   std::optional<Protocol> protocol = std::nullopt;  // forced (NCCL_PROTO); none: the tuner's
   bool flows = true;  // flows on the network (contention); false: the analytic time
   int root = 0;       // of broadcast and reduce
+  // Kernels one host thread launches in turn each iteration: nccl-tests' -g (the GPUs a thread
+  // drives), 1 with a process per GPU, 0 when the iterations replay a CUDA graph (-G), which
+  // launches from the GPU's queue. See kLaunchSecondsPerGpu.
+  int launches_per_iteration = 1;
 };
+
+// The host's cost of one NCCL collective's launch on one GPU, in a loop that issues nothing else:
+// a CUDA kernel launch (about 3 us, ../shared/REFERENCE.md section 2) with NCCL's enqueue and
+// stream ordering around it. nccl-tests issue 123 (DGX A100, NCCL_ALGO=Ring
+// NCCL_MAX_NCHANNELS=1, one thread driving -g 2 to 8 GPUs) measured 10.0, 13.8, 16.9, 20.8,
+// 25.2, 29.5 and 33.7 us, 3.96 us a GPU by least squares (1.6 us at none), where a thread per
+// GPU took 12-21 us: the thread's launches, not the rings, set those times.
+inline constexpr double kLaunchSecondsPerGpu = 4e-6;
 
 struct CollectiveRow {
   std::int64_t bytes = 0;  // nccl-tests' size: the larger buffer, whole elements in each part
   std::int64_t count = 0;  // elements per part, as nccl-tests prints them
+  // An iteration as nccl-tests times it: the collective on the GPUs, or the launches its thread
+  // issues each iteration where those take longer (iterations are queued back to back, so
+  // whichever is slower sets the pace).
   double seconds = 0;
-  double algbw = 0;  // bytes / seconds (B/s)
-  double busbw = 0;  // algbw x nccl-tests' factor for the collective and rank count
+  double collective_seconds = 0;  // the collective alone, from the last rank's launch
+  bool launch_bound = false;      // seconds is the thread's launches
+  double algbw = 0;               // bytes / seconds (B/s)
+  double busbw = 0;               // algbw x nccl-tests' factor for the collective and rank count
   std::string algorithm;
   std::string protocol;  // NCCL's protocol chosen (or forced)
   int channels = 1;      // NCCL's channels at this size, one CTA (SM) each (nccl_channels)

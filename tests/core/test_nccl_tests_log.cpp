@@ -126,6 +126,21 @@ TEST_CASE("a -J file round trips and becomes collective microbenchmarks") {
         file.environment.nccl_settings);
   // Through the measurement-file reader, as calibrate reads its inputs.
   CHECK(load_measurements_from_string(json, "run.json").benchmarks.collectives.size() == 31);
+  // How the run launched its kernels, which calibrate times with it: a process per GPU here
+  // (nGpus 1); one thread's eight launches an iteration under -g 8, none under -G's graphs;
+  // kept through a measurement file's round trip.
+  CHECK(file.benchmarks.collectives.back().launches_per_iteration == 1);
+  NcclTestsRun threaded = back;
+  threaded.gpus = 8;
+  const MeasurementFile eight = measurements_from_nccl_tests(threaded);
+  CHECK(eight.benchmarks.collectives.back().launches_per_iteration == 8);
+  CHECK(load_measurements_from_string(to_json(eight), "eight.json")
+            .benchmarks.collectives.back()
+            .launches_per_iteration == 8);
+  threaded.graph = 1;
+  CHECK(
+      measurements_from_nccl_tests(threaded).benchmarks.collectives.back().launches_per_iteration ==
+      0);
 }
 
 TEST_CASE("a malformed nccl-tests row is refused at its line and column") {

@@ -12,6 +12,7 @@
 #include "core/spec/hardware_spec.h"
 #include "core/spec/profile_spec.h"
 #include "sim/collectives/alpha_beta.h"
+#include "sim/collectives/collective_sweep.h"
 #include "sim/collectives/flow_run.h"
 #include "sim/collectives/protocols.h"
 #include "sim/network/max_min_fair.h"
@@ -1410,4 +1411,42 @@ TEST_CASE("a chain is cut in the unit its protocol forwards: every node's and th
       CHECK(b.time.value() == Approx(a.time.value()).epsilon(0.01));
     }
   }
+}
+
+TEST_CASE("one thread launching eight GPUs' collectives each iteration sets a floor of its own") {
+  // nccl-tests' -g 8: the thread launches the eight kernels in turn every iteration and queues
+  // the iterations back to back, so an iteration takes the collective's time or the eight
+  // launches', whichever is longer; a process per GPU launches one; a CUDA graph none.
+  const MachineSpec m = machine("dgx-a100");
+  const HardwareProfile p = profile();
+  CollectiveSweep sweep;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 1LL << 30;
+  sweep.factor = 8;
+  const std::vector<CollectiveRow> alone = run_collective_sweep(m, p, sweep);
+  sweep.launches_per_iteration = 8;
+  const std::vector<CollectiveRow> threaded = run_collective_sweep(m, p, sweep);
+  sweep.launches_per_iteration = 0;
+  const std::vector<CollectiveRow> graph = run_collective_sweep(m, p, sweep);
+  REQUIRE(threaded.size() == alone.size());
+  int bound = 0;
+  for (std::size_t i = 0; i < alone.size(); ++i) {
+    INFO(alone[i].bytes << " B");
+    // The collective itself, and the algorithm and protocol NCCL picks for it, do not change.
+    CHECK(threaded[i].collective_seconds == alone[i].collective_seconds);
+    CHECK(threaded[i].algorithm == alone[i].algorithm);
+    CHECK(threaded[i].protocol == alone[i].protocol);
+    CHECK(threaded[i].seconds == std::max(alone[i].collective_seconds, 8 * kLaunchSecondsPerGpu));
+    CHECK(threaded[i].launch_bound == (threaded[i].seconds > alone[i].collective_seconds));
+    CHECK(graph[i].seconds == alone[i].collective_seconds);
+    // A process per GPU: no NCCL collective over 8 GPUs is quicker than one launch.
+    CHECK(alone[i].seconds == alone[i].collective_seconds);
+    CHECK_FALSE(alone[i].launch_bound);
+    bound += threaded[i].launch_bound ? 1 : 0;
+  }
+  // The small sizes wait on the thread (32 us), the large ones on the links.
+  CHECK(threaded.front().launch_bound);
+  CHECK(threaded.front().seconds == Approx(32e-6));
+  CHECK_FALSE(threaded.back().launch_bound);
+  CHECK(bound >= 3);
 }

@@ -16,6 +16,7 @@
 #include "validate/calibration.h"
 #include "validate/end_to_end_fit.h"
 #include "validate/least_squares.h"
+#include "validate/link_fit.h"
 #include "validate/validation.h"
 
 using namespace epochcast;
@@ -478,6 +479,37 @@ TEST_CASE(
     INFO(key);
     CHECK(fitted(noisy, key).rms_relative_residual == Approx(0.05).margin(0.01));
   }
+}
+
+TEST_CASE("a -g 8 benchmark's thread is timed with it, not fitted into the links") {
+  // An nccl-tests run with one thread driving eight GPUs (-g 8) times its small sizes at the
+  // thread's eight launches an iteration. The link fit times them the same way, so it recovers
+  // the figures the run was simulated with and names no gap; the same times said to come from
+  // a process per GPU leave the small sizes unexplained, named as a gap, not absorbed.
+  const MachineSpec machine =
+      load_machine(source("topologies/dgx-a100.yaml"), bundled_gpu_catalogue());
+  const HardwareProfile truth = load_profile(source("topologies/profiles/default.yaml"));
+  sim::CollectiveSweep sweep;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 8LL << 30;
+  sweep.launches_per_iteration = 8;
+  std::vector<CollectiveMeasurement> threaded;
+  for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
+    threaded.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+  HardwareProfile prior = truth;
+  const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
+  prior.links.efficiency[nvswitch] = 0.6;
+  prior.links.step_latency[nvswitch] = microseconds(6);
+  const validate::LinkFit fit = validate::fit_link_figures(threaded, machine, prior);
+  CHECK(fit.profile.links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-3));
+  CHECK(fit.profile.links.step_latency[nvswitch].value() == Approx(3.4e-6).epsilon(1e-3));
+  CHECK(fit.gaps.empty());
+  std::vector<CollectiveMeasurement> said_alone = threaded;
+  for (CollectiveMeasurement& c : said_alone)
+    c.launches_per_iteration = 1;
+  const validate::LinkFit alone = validate::fit_link_figures(said_alone, machine, prior);
+  REQUIRE(alone.gaps.size() == 1);
+  CHECK_THAT(alone.gaps.front(), Catch::Contains("8 B to"));
 }
 
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {

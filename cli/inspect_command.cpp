@@ -67,6 +67,8 @@ std::string efficiency_used(const sim::KernelExplanation& e, OpClass op_class,
                          e.bandwidth.value() / 1e9);
     case sim::KernelBound::floor:
       return "min_kernel_us";
+    case sim::KernelBound::serial:
+      return fmt::format("cpu_bernoulli_ns {:.3g}", profile.cpu_bernoulli_ns_or_default());
   }
   return "";
 }
@@ -193,8 +195,8 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
   table.add_column("util", Align::right, {0, 2});
   table.add_column("efficiency used", Align::left, {9, 1});
   double total = 0;
-  std::array<double, 3> by_bound{};
-  std::array<int, 3> count_by_bound{};
+  std::array<double, 4> by_bound{};  // KernelBound's order
+  std::array<int, 4> count_by_bound{};
   for (const ExplainedKernel& k : kernels) {
     const double util = k.why.bound == sim::KernelBound::memory ? k.why.memory_utilisation
                                                                 : k.why.compute_utilisation;
@@ -214,11 +216,14 @@ int print_kernels(const ModelSpec& model, const InspectOptions& o) {
       wrap_lines(
           fmt::format(
               "\n{} kernels, {:.3f} ms on the GPU: compute-bound {} ({:.3f} ms), memory-bound {} "
-              "({:.3f} ms), at the launch floor {} ({:.3f} ms). The loss, the optimizer and "
+              "({:.3f} ms), at the launch floor {} ({:.3f} ms){}. The loss, the optimizer and "
               "zero_grad add their own kernels (predict's opt column); host dispatch is not "
               "included.\n",
               kernels.size(), total * 1e3, count_by_bound[0], by_bound[0] * 1e3, count_by_bound[1],
-              by_bound[1] * 1e3, count_by_bound[2], by_bound[2] * 1e3),
+              by_bound[1] * 1e3, count_by_bound[2], by_bound[2] * 1e3,
+              count_by_bound[3] > 0 ? fmt::format(", drawing a mask serially {} ({:.3f} ms)",
+                                                  count_by_bound[3], by_bound[3] * 1e3)
+                                    : ""),
           width, 0));
   std::string sources;
   sources += fmt::format(

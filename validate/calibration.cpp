@@ -37,11 +37,13 @@ constexpr double kLeastMeasuredSpread = kAssumedRelativeNoise;
 
 // Columns of the bound fit: an inverse compute efficiency per op class; the inverse streaming
 // bandwidth (gpu.memory_efficiency); the inverse bandwidth of each kind with its own
-// (kBandwidthKinds: memory efficiency times relative bandwidth); the minimum kernel time.
+// (kBandwidthKinds: memory efficiency times relative bandwidth); the minimum kernel time; a
+// CPU's nanoseconds per serially drawn mask element (gpu.cpu_bernoulli_ns).
 constexpr std::size_t kMemoryColumn = kOpClassCount;
 constexpr std::size_t kFirstKindColumn = kMemoryColumn + 1;
 constexpr std::size_t kMinKernelColumn = kFirstKindColumn + std::size(kBandwidthKinds);
-constexpr std::size_t kColumns = kMinKernelColumn + 1;
+constexpr std::size_t kBernoulliColumn = kMinKernelColumn + 1;
+constexpr std::size_t kColumns = kBernoulliColumn + 1;
 
 // The memory column whose bandwidth a kernel of `op_class` streams at.
 std::size_t memory_column(std::size_t op_class) {
@@ -54,21 +56,25 @@ bool is_memory_column(std::size_t column) {
   return column >= kMemoryColumn && column < kMinKernelColumn;
 }
 // The least inverse efficiency a column may take: the nominal peak (1), or for a kind with its
-// own bandwidth, the highest relative bandwidth a profile allows.
+// own bandwidth, the highest relative bandwidth a profile allows; the serial draws' least time.
 double least_inverse(std::size_t column) {
+  if (column == kBernoulliColumn) return GpuEfficiency::kCpuBernoulliNsLow;
   return column >= kFirstKindColumn && column < kMinKernelColumn ? 1.0 / kBandwidthRelativeHigh
                                                                  : 1.0;
 }
 
 // One kernel costed with every efficiency at 1: its compute and memory time, so that with
 // inverse efficiencies x (compute, per class) and y (memory, per memory column) its time is
-// max(c x, m y, z), or max(c x + m y, z) where the two add (a CPU BLAS's packed GEMM).
+// max(c x, m y, z), or max(c x + m y, z) where the two add (a CPU BLAS's packed GEMM); a
+// CPU's serial mask draws add d w to the bound (d: their time at 1 ns an element; w: the
+// nanoseconds an element, gpu.cpu_bernoulli_ns).
 struct UnitKernel {
   std::size_t op_class = 0;
   std::size_t memory_column = kMemoryColumn;
   double compute_s = 0;
   double memory_s = 0;
   bool packed = false;
+  double draws_s = 0;  // its serial draws at 1 ns each
 };
 
 // A measured time and the kernels it covers (a layer's forward, or its backward).
@@ -85,6 +91,7 @@ HardwareProfile unit_profile(HardwareProfile p) {
   p.gpu.memory = 1.0;
   p.gpu.bandwidth_relative.fill(1.0);
   p.gpu.min_kernel = Seconds(0);
+  p.gpu.cpu_bernoulli_ns = 1.0;
   return p;
 }
 
@@ -112,6 +119,7 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
       u.compute_s = e.compute_s;
       u.memory_s = e.memory_s;
       u.packed = e.packed;
+      u.draws_s = e.serial_draws_s;
       out.push_back(u);
     }
   };
@@ -153,9 +161,15 @@ double weight_scale(const Observation& o) {
   return std::sqrt(o.seconds * o.point_seconds);
 }
 
-double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
+// The kernel's compute and memory bounds as they combine, without its serial draws.
+double bounds_time(const UnitKernel& k, const std::vector<double>& theta) {
   const double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[k.memory_column];
-  return std::max(k.packed ? c + m : std::max(c, m), theta[kMinKernelColumn]);
+  return k.packed ? c + m : std::max(c, m);
+}
+
+double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
+  return std::max(bounds_time(k, theta) + k.draws_s * theta[kBernoulliColumn],
+                  theta[kMinKernelColumn]);
 }
 
 double rms_relative(const std::vector<Observation>& obs, const std::vector<double>& theta,
@@ -194,24 +208,29 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       for (const UnitKernel& k : o.kernels) {
         double c = k.compute_s * theta[k.op_class], m = k.memory_s * theta[k.memory_column];
         double z = theta[kMinKernelColumn];
-        if (k.packed && c + m >= z) {
+        // A CPU's serial draws come on top of whichever bound is paid.
+        const double d = k.draws_s * theta[kBernoulliColumn];
+        bool above_floor = true;
+        if (k.packed && c + m + d >= z) {
           // Both bounds are paid, one after the other.
           row[k.op_class] += k.compute_s;
           row[k.memory_column] += k.memory_s;
           ++active_count[k.op_class];
           ++active_count[k.memory_column];
-        } else if (k.packed) {
-          floor_seconds += z;
-          ++active_count[kMinKernelColumn];
-        } else if (c >= m && c >= z) {
+        } else if (!k.packed && c >= m && c + d >= z) {
           row[k.op_class] += k.compute_s;
           ++active_count[k.op_class];
-        } else if (m >= z) {
+        } else if (!k.packed && c < m && m + d >= z) {
           row[k.memory_column] += k.memory_s;
           ++active_count[k.memory_column];
         } else {
           floor_seconds += z;  // a known constant in this solve
           ++active_count[kMinKernelColumn];
+          above_floor = false;
+        }
+        if (above_floor && k.draws_s > 0) {
+          row[kBernoulliColumn] += k.draws_s;
+          ++active_count[kBernoulliColumn];
         }
       }
       const double scale = weight_scale(o);
@@ -227,8 +246,10 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       // The minimum kernel time is fitted apart (below): in this solve it would soak up every
       // misfit of small layers and then floor every kernel of the step at that value.
       if (j == kMinKernelColumn) continue;
-      // An inverse efficiency below 1 would beat the nominal peak: clamp to the peak.
+      // An inverse efficiency below 1 would beat the nominal peak: clamp to the peak (and a
+      // serial draw to its physical range).
       double value = j == kMinKernelColumn ? solved[j] : std::max(solved[j], least_inverse(j));
+      if (j == kBernoulliColumn) value = std::min(value, GpuEfficiency::kCpuBernoulliNsHigh);
       change = std::max(change, std::abs(value - theta[j]) / std::max(theta[j], 1e-12));
       theta[j] = value;
     }
@@ -248,11 +269,14 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
 bool bound_by(const UnitKernel& k, const std::vector<double>& theta, std::size_t column) {
   const double t = kernel_time(k, theta);
   if (column == kMinKernelColumn) return t == theta[column];
-  // A packed GEMM pays both of its bounds while it is above the floor.
-  if (k.packed && t > theta[kMinKernelColumn])
-    return column == k.op_class || column == k.memory_column;
-  if (is_memory_column(column)) return k.memory_column == column && t == k.memory_s * theta[column];
-  return k.op_class == column && t == k.compute_s * theta[column];
+  // Above the floor, serial draws are paid beside the bound, and a packed GEMM pays both bounds.
+  const bool above_floor = t > theta[kMinKernelColumn];
+  if (column == kBernoulliColumn) return above_floor && k.draws_s > 0;
+  if (k.packed && above_floor) return column == k.op_class || column == k.memory_column;
+  if (k.draws_s > 0 && !above_floor) return false;
+  const double b = k.draws_s > 0 ? bounds_time(k, theta) : t;
+  if (is_memory_column(column)) return k.memory_column == column && b == k.memory_s * theta[column];
+  return k.op_class == column && b == k.compute_s * theta[column];
 }
 
 // A figure of the layer fit held to its GPU range: what the layers wanted, what is kept, and
@@ -359,6 +383,7 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
     prior[memory_column(c)] = 1.0 / (p.gpu.memory_or_default() * p.gpu.bandwidth_relative[c]);
   }
   prior[kMinKernelColumn] = p.gpu.min_kernel.value();
+  prior[kBernoulliColumn] = p.gpu.cpu_bernoulli_ns_or_default();
   constexpr double kComputeBoundStart = 1000;
   std::vector<std::vector<double>> starts{prior};
   for (std::size_t c = 0; c <= kOpClassCount; ++c) {
@@ -486,6 +511,15 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
     add("gpu.min_kernel_us", theta[kMinKernelColumn] * 1e6, kMinKernelColumn);
   } else {
     out.notes.push_back("gpu.min_kernel_us: kept: no measured layer is that short");
+  }
+  // Only a CPU draws a mask serially (a GPU's draws are in its kernels' FLOPs).
+  if (active_count[kBernoulliColumn] > 0) {
+    p.gpu.cpu_bernoulli_ns = theta[kBernoulliColumn];
+    add("gpu.cpu_bernoulli_ns", theta[kBernoulliColumn], kBernoulliColumn);
+  } else if (!gpu) {
+    out.notes.push_back(fmt::format(
+        "gpu.cpu_bernoulli_ns: kept at {:.3g}: no measured layer draws a random mask (dropout)",
+        p.gpu.cpu_bernoulli_ns_or_default()));
   }
 }
 

@@ -342,9 +342,10 @@ std::vector<FreeFigure> candidates(const std::vector<MeasuredScenario>& inputs,
       if (!value) value = first.loader.sample_cpu.value() * 1e6;
     }
     if (!value || *value <= 0) continue;
-    // A GEMM tile's costs are kernel-level figures (epochcast kernels fits them): epoch times
-    // cannot tell them from the GEMM efficiency.
-    if (figure.kind == FigureKind::tile_cost) continue;
+    // Kernel-level figures (a GEMM tile's costs, which epochcast kernels fits; a CPU's serial
+    // random draws, which the per-layer fit sets): epoch times cannot tell them from the
+    // figures of the kernels around them.
+    if (figure.kernel_level) continue;
     FreeFigure f{figure.key, *value, default_log_sd(figure.key), 0, 0, figure.lower, figure.upper};
     prior_from[figure.key] = "prior profile";
     for (const FigurePrior& p : priors) {

@@ -180,6 +180,9 @@ struct KernelWork {
   ConvGeometry conv;               // algorithm for them
   // Skipped in evaluation (validation) passes: dropout, batch-norm statistics.
   bool training_only = false;
+  // Elements of a Bernoulli mask it draws (dropout's): a GPU draws them inside the kernel, in its
+  // FLOPs; a CPU one after another on one core (GpuEfficiency::cpu_bernoulli_ns).
+  PerBatch<std::int64_t> bernoulli_draws;
 };
 
 struct ParamTensor {

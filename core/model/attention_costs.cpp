@@ -219,6 +219,7 @@ PrimitiveCosts unfused_attention(PrimitiveCosts p, const Sizes& s, bool needs_gr
     KernelWork drop = kernel("fused_dropout", OpClass::elementwise, flops(2 * S),
                              bytes(2 * a * S + S), launch::blocks_of(count(S), 256, 256));
     drop.training_only = true;
+    drop.bernoulli_draws = count(S);
     f.push_back(drop);
   }
   f.push_back(gemm("bmm", OpClass::gemm, per_sample(s.h), fixed(s.len), fixed(s.dh), fixed(s.len),

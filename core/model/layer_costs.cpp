@@ -333,6 +333,7 @@ PrimitiveCosts dropout(PrimitiveCosts p, const CostOptions& o, bool needs_grad) 
       kernel("fused_dropout", OpClass::elementwise, flops(2 * e), bytes(2 * a * e + e),
              launch::blocks_of(count(e), 256, 256));  // Dropout.cu: 256 threads, one element each
   forward.training_only = true;
+  forward.bernoulli_draws = count(e);  // one a element
   p.costs.forward.push_back(forward);
   if (needs_grad) {
     p.costs.backward_input.push_back(

@@ -32,7 +32,9 @@ std::vector<ProfileFigure> make_figures() {
   fraction("gpu.speed_spread");
   micros("gpu.min_kernel_us");
   figures.push_back(
-      {"gpu.tile_staging_cycles", FigureKind::tile_cost, 0, GpuEfficiency::kTileStagingHigh});
+      {"gpu.tile_staging_cycles", FigureKind::tile_cost, 0, GpuEfficiency::kTileStagingHigh, true});
+  figures.push_back({"gpu.cpu_bernoulli_ns", FigureKind::nanoseconds,
+                     GpuEfficiency::kCpuBernoulliNsLow, GpuEfficiency::kCpuBernoulliNsHigh, true});
   for (const char* key : {"forward_op_us", "backward_op_us", "optimizer_op_us", "step_overhead_us",
                           "sync_us", "batch_fetch_us"})
     micros(fmt::format("host.{}", key));
@@ -153,6 +155,7 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
   if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
   if (key == "gpu.tile_staging_cycles") return profile.gpu.tile_staging_cycles_or_default();
+  if (key == "gpu.cpu_bernoulli_ns") return profile.gpu.cpu_bernoulli_ns_or_default();
   Slot<const HardwareProfile> s = slot(profile, key);
   return s.fraction ? *s.fraction : s.time->value() * 1e6;
 }
@@ -181,6 +184,10 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   }
   if (key == "gpu.tile_staging_cycles") {
     profile.gpu.tile_staging_cycles = value;
+    return;
+  }
+  if (key == "gpu.cpu_bernoulli_ns") {
+    profile.gpu.cpu_bernoulli_ns = value;
     return;
   }
   Slot<HardwareProfile> s = slot(profile, key);

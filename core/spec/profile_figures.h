@@ -18,12 +18,16 @@ enum class FigureKind {
   microseconds,  // a time per operation, step or sample: from 1e-3 us to 1e9 us
   ratio,         // a bandwidth relative to another: from 0.001 to 4
   tile_cost,     // a GEMM tile's cost beyond its multiply-adds: from 0 to its own bound
+  nanoseconds,   // a kernel's time per element of serial work: within its own bounds
 };
 
 struct ProfileFigure {
   std::string key;
   FigureKind kind = FigureKind::fraction;
   double lower = 0, upper = 0;  // physical bounds, in the key's unit
+  // Set from kernel or layer times only: epoch times cannot tell it from the figures of the
+  // kernels around it, so the end-to-end fit leaves it as calibrated.
+  bool kernel_level = false;
 };
 
 // The range a figure can physically take on a GPU, narrower than ProfileFigure's bounds (which

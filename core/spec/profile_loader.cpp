@@ -41,7 +41,7 @@ constexpr std::string_view kOptionalFigures[] = {
     "gpu.memory_efficiency",  "gpu.optimizer_memory_efficiency",
     "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
     "gpu.speed_spread",       "gpu.tile_staging_cycles",
-    "host_libtorch"};
+    "gpu.cpu_bernoulli_ns",   "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -56,6 +56,7 @@ std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   if (p.gpu.optimizer_memory) figures.push_back("gpu.optimizer_memory_efficiency");
   if (p.gpu.speed_spread) figures.push_back("gpu.speed_spread");
   if (p.gpu.tile_staging_cycles) figures.push_back("gpu.tile_staging_cycles");
+  if (p.gpu.cpu_bernoulli_ns) figures.push_back("gpu.cpu_bernoulli_ns");
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
@@ -240,10 +241,10 @@ HardwareProfile read_profile(const yaml::Document& document) {
   }
   if (auto d = top.optional("description")) d->as_string();
 
-  yaml::MapReader gpu(
-      top.required("gpu"),
-      {"efficiency", "memory_efficiency", "bandwidth_relative", "optimizer_memory_efficiency",
-       "min_kernel_us", "efficiency_by_architecture", "speed_spread", "tile_staging_cycles"});
+  yaml::MapReader gpu(top.required("gpu"),
+                      {"efficiency", "memory_efficiency", "bandwidth_relative",
+                       "optimizer_memory_efficiency", "min_kernel_us", "efficiency_by_architecture",
+                       "speed_spread", "tile_staging_cycles", "cpu_bernoulli_ns"});
   if (auto table = gpu.optional("efficiency_by_architecture"))
     p.gpu.by_architecture = read_architectures(*table);
   yaml::MapReader efficiency(gpu.required("efficiency"),
@@ -262,6 +263,10 @@ HardwareProfile read_profile(const yaml::Document& document) {
   if (auto spread = gpu.optional("speed_spread")) p.gpu.speed_spread = spread->as_number_in(0, 0.5);
   if (auto staging = gpu.optional("tile_staging_cycles"))
     p.gpu.tile_staging_cycles = staging->as_number_in(0, GpuEfficiency::kTileStagingHigh);
+  if (auto bernoulli = gpu.optional("cpu_bernoulli_ns")) {
+    p.gpu.cpu_bernoulli_ns = bernoulli->as_number_in(GpuEfficiency::kCpuBernoulliNsLow,
+                                                     GpuEfficiency::kCpuBernoulliNsHigh);
+  }
 
   p.host = read_host_costs(top.required("host"));
   if (auto libtorch = top.optional("host_libtorch")) p.host_libtorch = read_host_costs(*libtorch);
@@ -433,6 +438,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   if (p.gpu.speed_spread) y += "  speed_spread: " + number(*p.gpu.speed_spread) + "\n";
   if (p.gpu.tile_staging_cycles)
     y += "  tile_staging_cycles: " + number(*p.gpu.tile_staging_cycles) + "\n";
+  if (p.gpu.cpu_bernoulli_ns) y += "  cpu_bernoulli_ns: " + number(*p.gpu.cpu_bernoulli_ns) + "\n";
   if (!p.gpu.by_architecture.empty()) {
     y += "  efficiency_by_architecture:\n";
     for (const auto& [architecture, e] : p.gpu.by_architecture) {

@@ -83,6 +83,18 @@ struct GpuEfficiency {
   // which their large-GEMM figures (a V100's 0.92, an A100's 0.97 of peak) rule out.
   static constexpr double kTileStagingHigh = 1;
   double tile_staging_cycles_or_default() const { return tile_staging_cycles.value_or(0); }
+  // A CPU's time per element of a Bernoulli mask (dropout's), nanoseconds: PyTorch's CPU
+  // bernoulli_ is a serial loop on one core, two mt19937 numbers an element
+  // (aten/src/ATen/native/cpu/DistributionTemplates.h, bernoulli_kernel; PyTorch 1.13 took
+  // MKL's parallel generator on Intel CPUs only, later releases on none: pytorch issue 132395),
+  // which no vector unit or second core speeds up. GPUs draw inside the kernel (Philox), in its
+  // FLOPs. Unset, kDefaultCpuBernoulliNs: default.yaml's figure, with its source.
+  std::optional<double> cpu_bernoulli_ns;
+  static constexpr double kDefaultCpuBernoulliNs = 13.5;
+  static constexpr double kCpuBernoulliNsLow = 0.5, kCpuBernoulliNsHigh = 1000;
+  double cpu_bernoulli_ns_or_default() const {
+    return cpu_bernoulli_ns.value_or(kDefaultCpuBernoulliNs);
+  }
 };
 
 // CPU-side costs of an eager framework, per operation, on the profile's host.

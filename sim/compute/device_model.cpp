@@ -70,6 +70,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // compute in all: explain_part caps each kernel's rate there.
   sustained_fraction_ = gpu.sustained_clock_fraction();
   packs_gemm_operands_ = architecture_traits(gpu.architecture).gemm_tiles == GemmTiles::cpu_blas;
+  draws_serially_ = is_cpu_architecture(gpu.architecture);
   vector_peak_ = *gpu.peak_for(Precision::fp32);
   // The fp32 peak is lanes x SMs x 2 x boost clock: 64 lanes on GP100, GV100, TU10x and GA100,
   // 128 on GP10x, GA10x, Ada, Hopper and Blackwell. A GPU described without clocks: 64.
@@ -202,6 +203,8 @@ const char* bound_name(KernelBound bound) {
       return "memory";
     case KernelBound::floor:
       return "launch floor";
+    case KernelBound::serial:
+      return "serial draws";
   }
   return "";
 }
@@ -247,6 +250,13 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.seconds = e.packed ? e.compute_s + e.memory_s : std::max(e.compute_s, e.memory_s);
   e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
   if (e.packed) e.algorithm += ", operands packed first";
+  if (draws_serially_ && kernel.bernoulli_draws.fixed + kernel.bernoulli_draws.per_sample > 0) {
+    e.serial_draws_s =
+        scaled(kernel.bernoulli_draws, batch) * profile_.gpu.cpu_bernoulli_ns_or_default() * 1e-9;
+    e.seconds += e.serial_draws_s;
+    e.algorithm += ", mask drawn serially";
+    if (e.serial_draws_s > std::max(e.compute_s, e.memory_s)) e.bound = KernelBound::serial;
+  }
   if (profile_.gpu.min_kernel.value() > e.seconds) {
     e.seconds = profile_.gpu.min_kernel.value();
     e.bound = KernelBound::floor;

@@ -38,7 +38,7 @@
 namespace epochcast::sim {
 
 // Why a kernel takes the time it does: the three bounds of the roofline and which one decides.
-enum class KernelBound { compute, memory, floor };
+enum class KernelBound { compute, memory, floor, serial };
 struct KernelExplanation {
   double flops = 0, bytes = 0;
   double compute_s = 0;  // at the class's efficiency and the kernel's compute utilisation
@@ -48,6 +48,9 @@ struct KernelExplanation {
   // The memory and compute times add instead of overlapping: a CPU BLAS packs the operands of a
   // GEMM in a pass of its own before computing on them (GemmTiles::cpu_blas).
   bool packed = false;
+  // A CPU's serial Bernoulli draws (KernelWork::bernoulli_draws at the profile's
+  // cpu_bernoulli_ns), on top of both bounds: one core's loop that no vector unit shares.
+  double serial_draws_s = 0;
   double compute_utilisation = 1, memory_utilisation = 1;
   double efficiency = 0;  // the op class's fraction of `peak`
   // The clock its compute ran at over the boost clock: below 1 where the board's power limit
@@ -112,6 +115,7 @@ class DeviceModel {
   FlopsPerSecond vector_peak_;        // FP32 CUDA cores
   double sustained_fraction_ = 1;     // sustained over boost clock, in (0, 1]
   bool packs_gemm_operands_ = false;  // a CPU BLAS: GEMMs stream, then compute
+  bool draws_serially_ = false;       // a CPU: a mask's random numbers one after another
   double fp32_lanes_per_sm_ = 64;     // FP32 CUDA cores per SM
   // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
   FlopsPerSecond unit_peak(OpClass op_class) const;

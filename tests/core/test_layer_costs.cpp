@@ -152,6 +152,9 @@ TEST_CASE("dropout holds a one-byte mask per element and costs nothing at p = 0"
       "  - {type: dropout, p: 0}\n");
   CHECK(a.layers[1].saved.per_sample.value() == 50);
   CHECK(a.layers[1].forward.at(0).training_only);
+  // Its mask: one Bernoulli draw an element (which a CPU makes one after another).
+  CHECK(a.layers[1].forward.at(0).bernoulli_draws.per_sample == 50);
+  CHECK(a.layers[1].forward.at(0).bernoulli_draws.fixed == 0);
   CHECK(a.layers[2].forward_kernels() == 0);
 }
 

@@ -244,6 +244,33 @@ TEST_CASE("a CPU BLAS packs a GEMM's operands before it computes: the two times 
   CHECK(relu.seconds == Approx(std::max(relu.compute_s, relu.memory_s)));
 }
 
+TEST_CASE("a CPU draws a dropout mask one element after another, a GPU inside its kernel") {
+  // PyTorch's CPU bernoulli_ is a serial loop (GpuEfficiency::cpu_bernoulli_ns an element) on
+  // top of the element-wise bounds; a GPU's Philox draws are in the kernel's FLOPs.
+  HardwareProfile profile = default_profile();
+  KernelWork dropout = elementwise(1 << 20);
+  dropout.bernoulli_draws = {1 << 20, 0};
+  const DeviceModel cpu(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32);
+  const KernelExplanation drawn = cpu.explain(dropout, 2);
+  const KernelExplanation plain = cpu.explain(elementwise(1 << 20), 2);
+  const double draws_s = 2.0 * (1 << 20) * GpuEfficiency::kDefaultCpuBernoulliNs * 1e-9;
+  CHECK(drawn.serial_draws_s == Approx(draws_s));
+  CHECK(drawn.seconds == Approx(plain.seconds + draws_s));
+  CHECK(drawn.bound == KernelBound::serial);
+  CHECK_THAT(drawn.algorithm, Catch::Contains("mask drawn serially"));
+  // The figure sets it: twice the time a draw, twice the draws' share.
+  profile.gpu.cpu_bernoulli_ns = 2 * GpuEfficiency::kDefaultCpuBernoulliNs;
+  CHECK(DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32)
+            .explain(dropout, 2)
+            .serial_draws_s == Approx(2 * draws_s));
+  const KernelExplanation a100 =
+      DeviceModel(gpu("a100-sxm4-80gb"), profile, TrainingPrecision::fp32).explain(dropout, 2);
+  CHECK(a100.serial_draws_s == 0);
+  CHECK(a100.seconds == DeviceModel(gpu("a100-sxm4-80gb"), profile, TrainingPrecision::fp32)
+                            .explain(elementwise(1 << 20), 2)
+                            .seconds);
+}
+
 TEST_CASE("a tiny kernel takes the minimum kernel time") {
   HardwareProfile profile = default_profile();
   DeviceModel device(gpu("rtx-4090"), profile, TrainingPrecision::fp32);

@@ -195,6 +195,26 @@ TEST_CASE("on a CPU a GEMM's arithmetic and its packing pass are recovered apart
   CHECK(c.profile.gpu.memory == Approx(0.2).epsilon(0.02));
 }
 
+TEST_CASE("a CPU's serial dropout draws are recovered from the layer times and not a gap") {
+  // PyTorch's CPU bernoulli_ draws a dropout mask one element after another on one core: the
+  // mnist CNN's two dropout layers take that time per element at every batch, beside the
+  // element-wise bounds, so their forward times fix gpu.cpu_bernoulli_ns. A model without the
+  // term names those layers a structural gap (the committed CPU campaign did, at 26x).
+  ScenarioSpec scenario = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  HardwareProfile truth = scenario.profile;
+  truth.gpu.cpu_bernoulli_ns = 25.0;
+  MeasuredScenario measured = synthetic_measurements(scenario, truth);
+  Calibration c = calibrate({measured}, {}, {"synthetic.json"});
+  REQUIRE(c.profile.gpu.cpu_bernoulli_ns);
+  CHECK(*c.profile.gpu.cpu_bernoulli_ns == Approx(25.0).epsilon(0.02));
+  bool reported = false;
+  for (const FittedParameter& f : c.fitted)
+    reported = reported || (f.key == "gpu.cpu_bernoulli_ns" && f.observations > 0);
+  CHECK(reported);
+  for (const std::string& gap : c.gaps)
+    CHECK(gap.find("dropout") == std::string::npos);
+}
+
 namespace {
 
 // MobileNetV2 on one GPU at four batch sizes: its BatchNorm kernels stream at the normalisation

@@ -91,6 +91,8 @@ struct GpuEfficiency {
   // FLOPs. Unset, kDefaultCpuBernoulliNs: default.yaml's figure, with its source.
   std::optional<double> cpu_bernoulli_ns;
   static constexpr double kDefaultCpuBernoulliNs = 13.5;
+  // Two mt19937 numbers take a few cycles at least (0.5 ns is 2 cycles at 4 GHz); a microsecond
+  // an element is no generator's, but something else in the layer.
   static constexpr double kCpuBernoulliNsLow = 0.5, kCpuBernoulliNsHigh = 1000;
   double cpu_bernoulli_ns_or_default() const {
     return cpu_bernoulli_ns.value_or(kDefaultCpuBernoulliNs);

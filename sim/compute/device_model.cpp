@@ -250,9 +250,9 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.seconds = e.packed ? e.compute_s + e.memory_s : std::max(e.compute_s, e.memory_s);
   e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
   if (e.packed) e.algorithm += ", operands packed first";
-  if (draws_serially_ && kernel.bernoulli_draws.fixed + kernel.bernoulli_draws.per_sample > 0) {
-    e.serial_draws_s =
-        scaled(kernel.bernoulli_draws, batch) * profile_.gpu.cpu_bernoulli_ns_or_default() * 1e-9;
+  const double draws = draws_serially_ ? scaled(kernel.bernoulli_draws, batch) : 0;
+  if (draws > 0) {
+    e.serial_draws_s = draws * profile_.gpu.cpu_bernoulli_ns_or_default() * 1e-9;
     e.seconds += e.serial_draws_s;
     e.algorithm += ", mask drawn serially";
     if (e.serial_draws_s > std::max(e.compute_s, e.memory_s)) e.bound = KernelBound::serial;

@@ -27,6 +27,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/measure/campaign.h"
+#include "runtime/measure/cpu_threads.h"
 #include "runtime/measure/environment.h"
 #include "runtime/measure/host_memory.h"
 #include "runtime/measure/watchdog.h"
@@ -315,6 +316,10 @@ int main(int argc, char** argv) {
     if (!a.scenario.empty()) {
       epochcast::options::extend_catalogue(a.scenario_options.catalogues);
       scenario = epochcast::load_scenario(a.scenario, a.scenario_options.overrides());
+      if (!devices.cuda) {
+        const std::string shared = epochcast::runtime::compute_on_device_cores(scenario->machine);
+        if (!shared.empty() && world.rank() == 0) std::cerr << shared << "\n";
+      }
     } else if (!a.scenario_options.overrides().empty()) {
       throw epochcast::InputError({"<command line>", 0, 0}, "--set",
                                   "--set, --gpus and --batch need a scenario file");

@@ -337,6 +337,11 @@ if ((measure)); then
       --format=csv; fi
     echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+    # What sets a CPU device's peak: its family (x86 family 26 is Zen 5) and vector extensions.
+    echo "cpu_family: $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
+      "model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+    echo "cpu_vector: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+      grep -x 'avx2\|fma\|avx512f\|avx512_bf16\|amx_tile' | sort | tr '\n' ' ' | sed 's/ $//')"
   } > "$data/machine.txt"
   reserve=20  # seconds kept for packing the results
   for ((k = 0; k < ${#scenarios[@]}; k++)); do

@@ -66,7 +66,7 @@ expect "epochcast topo dgx-" dgx-a100 dgx-h100
 expect "epochcast topo --fr" --from-nvidia-smi
 expect "epochcast topo --from-nvidia-smi topo.txt --" --smi-query --gpu --output
 expect "epochcast topo --from-nvidia-smi topo.txt --gpu h100" h100-sxm h100-pcie
-refuse "epochcast topo --from-nvidia-smi topo.txt --gpu " host-cpu-2core
+refuse "epochcast topo --from-nvidia-smi topo.txt --gpu " host-cpu-1core
 expect "epochcast collective dgx-h100 --" --help
 expect "epochcast --v" --version
 # Files beside the names: a scenario may be a path.

@@ -8,6 +8,7 @@
 #include "runtime/data/synthetic_loader.h"
 #include "runtime/measure/campaign.h"
 #include "runtime/measure/collective_watchdog.h"
+#include "runtime/measure/cpu_threads.h"
 #include "runtime/measure/device_clock.h"
 #include "runtime/model/torch_model.h"
 #include "runtime/train/coalesced_buffers.h"
@@ -326,6 +327,26 @@ TEST_CASE("the profiling pass times every layer of the model") {
     CHECK(timings[i].forward_s > 0);
     CHECK(timings[i].name == model->layer_costs(i).layer.name);
   }
+}
+
+TEST_CASE("a CPU device computes on as many threads as it has cores, a GPU's leaves LibTorch's") {
+  const int before = torch::get_num_threads();
+  MachineSpec cpu = load_scenario(source("tests/validate/scenarios/cpu-mnist-cnn.yaml")).machine;
+  REQUIRE(cpu.gpu.sm_count == 1);
+  cpu.gpu.sm_count = 2;
+  compute_on_device_cores(cpu);
+  CHECK(torch::get_num_threads() == 2);
+  cpu.gpu.sm_count = 1;
+  CHECK(compute_on_device_cores(cpu).empty());
+  CHECK(torch::get_num_threads() == 1);
+  // More cores than this host has threads: the steps share them, and the run says so.
+  cpu.gpu.sm_count = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  CHECK_THAT(compute_on_device_cores(cpu), Catch::Contains("the steps share them"));
+  torch::set_num_threads(3);
+  MachineSpec gpu = load_scenario(source("scenarios/calibration/gpu-mnist-cnn.yaml")).machine;
+  CHECK(compute_on_device_cores(gpu).empty());
+  CHECK(torch::get_num_threads() == 3);
+  torch::set_num_threads(before);
 }
 
 TEST_CASE("a point trained on the CPU reports its iteration spread, epoch and memory") {

@@ -225,7 +225,7 @@ TEST_CASE("a CPU BLAS packs a GEMM's operands before it computes: the two times 
   k.flops = {Flops(2LL * 4 * 1000 * 12000), Flops(0)};
   k.bytes = {Bytes(4LL * (4 * 12000 + 12000 * 1000 + 4 * 1000)), Bytes(0)};
   const KernelExplanation cpu =
-      DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32).explain(k, 1);
+      DeviceModel(gpu("host-cpu-1core"), profile, TrainingPrecision::fp32).explain(k, 1);
   CHECK(cpu.packed);
   CHECK(cpu.compute_s > 0);
   CHECK(cpu.memory_s > cpu.compute_s);
@@ -238,7 +238,7 @@ TEST_CASE("a CPU BLAS packs a GEMM's operands before it computes: the two times 
   CHECK(a100.seconds == Approx(std::max(a100.compute_s, a100.memory_s)));
   // A CPU's element-wise kernels stream while they compute, as a GPU's do.
   const KernelExplanation relu =
-      DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32)
+      DeviceModel(gpu("host-cpu-1core"), profile, TrainingPrecision::fp32)
           .explain(elementwise(1 << 20), 1);
   CHECK_FALSE(relu.packed);
   CHECK(relu.seconds == Approx(std::max(relu.compute_s, relu.memory_s)));
@@ -250,7 +250,7 @@ TEST_CASE("a CPU draws a dropout mask one element after another, a GPU inside it
   HardwareProfile profile = default_profile();
   KernelWork dropout = elementwise(1 << 20);
   dropout.bernoulli_draws = {1 << 20, 0};
-  const DeviceModel cpu(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32);
+  const DeviceModel cpu(gpu("host-cpu-1core"), profile, TrainingPrecision::fp32);
   const KernelExplanation drawn = cpu.explain(dropout, 2);
   const KernelExplanation plain = cpu.explain(elementwise(1 << 20), 2);
   const double draws_s = 2.0 * (1 << 20) * GpuEfficiency::kDefaultCpuBernoulliNs * 1e-9;
@@ -260,7 +260,7 @@ TEST_CASE("a CPU draws a dropout mask one element after another, a GPU inside it
   CHECK_THAT(drawn.algorithm, Catch::Contains("mask drawn serially"));
   // The figure sets it: twice the time a draw, twice the draws' share.
   profile.gpu.cpu_bernoulli_ns = 2 * GpuEfficiency::kDefaultCpuBernoulliNs;
-  CHECK(DeviceModel(gpu("host-cpu-2core"), profile, TrainingPrecision::fp32)
+  CHECK(DeviceModel(gpu("host-cpu-1core"), profile, TrainingPrecision::fp32)
             .explain(dropout, 2)
             .serial_draws_s == Approx(2 * draws_s));
   const KernelExplanation a100 =
@@ -391,9 +391,14 @@ TEST_CASE("a profile's per-architecture figures apply to that architecture and p
   HardwareProfile volta_bf16 = p;  // no bf16 figures for Volta: the defaults
   resolve_for_device(volta_bf16, v100, "bf16");
   CHECK(volta_bf16.gpu.compute[gemm_class] == fallback);
-  HardwareProfile cpu = p;  // an architecture the table does not name
-  resolve_for_device(cpu, gpu("host-cpu-2core"), "fp32");
-  CHECK(cpu.gpu.compute == p.gpu.compute);
+  HardwareProfile blackwell = p;  // an architecture the table does not name
+  resolve_for_device(blackwell, gpu("b200"), "fp32");
+  CHECK(blackwell.gpu.compute == p.gpu.compute);
+  // A CPU device has its own: one core's GEMMs and convolutions (default.yaml's x86-64 row).
+  HardwareProfile cpu = p;
+  resolve_for_device(cpu, gpu("host-cpu-1core"), "fp32");
+  CHECK(cpu.gpu.compute[gemm_class] == 0.57);
+  CHECK(cpu.gpu.compute[static_cast<std::size_t>(OpClass::conv)] == 0.37);
   // Written and read back, the table survives; resolving twice changes nothing.
   HardwareProfile again = load_profile_from_string(profile_yaml(p, "t"), "t.yaml");
   CHECK(again.gpu.by_architecture.size() == p.gpu.by_architecture.size());
@@ -412,9 +417,11 @@ TEST_CASE("streaming kernels reach the board's streaming bandwidth unless the pr
   CHECK(board.gpu.memory == 846.0 / 900.0);
   CHECK_THAT(board.sources["gpu.memory_efficiency"], Catch::Contains("BabelStream"));
   // A GPU described without a streaming figure: the default.
-  HardwareProfile cpu = p;
-  resolve_for_device(cpu, gpu("host-cpu-2core"), "fp32");
-  CHECK(cpu.gpu.memory == GpuEfficiency::kDefaultMemory);
+  GpuSpec bare = gpu("h100-sxm");
+  bare.streaming_bandwidth.reset();
+  HardwareProfile unknown = p;
+  resolve_for_device(unknown, bare, "fp32");
+  CHECK(unknown.gpu.memory == GpuEfficiency::kDefaultMemory);
   // A profile's own figure (a calibrated one) wins, and an architecture's over the profile's.
   HardwareProfile calibrated = p;
   calibrated.gpu.memory = 0.5;

@@ -120,8 +120,8 @@ TEST_CASE("kernel measurements: bad files are refused at the cell, with what was
     CHECK_THAT(e.what(), Contains("kernels-huge.csv:2:1: error: shape"));
   }
   // A CPU entry of the catalogue is no GPU a kernel was measured on.
-  CHECK_THAT(error_of(kHeader + "add,0.03,host-cpu-2core,1,2\n"),
-             Contains("no GPU of the catalogue is 'host-cpu-2core'"));
+  CHECK_THAT(error_of(kHeader + "add,0.03,host-cpu-1core,1,2\n"),
+             Contains("no GPU of the catalogue is 'host-cpu-1core'"));
   CHECK_THAT(error_of("OPName,Latency,Device,B,Input_Channel,Output_Channel,Kernel_Szie,"
                       "Input_Size,Stride,Padding\nconv,1,Tesla T4,1,3,8,7,3,1,1\n"),
              Contains("Kernel_Szie") && Contains("larger than the padded"));

@@ -196,7 +196,7 @@ TEST_CASE("a measurement file finds its scenario beside it and re-applies its --
                                               {{"training.epochs", "3", ""}});
   std::filesystem::current_path(here);
   CHECK(m.scenario.name == "copied-beside");
-  CHECK(m.scenario.machine.gpu.id == "host-cpu-2core");  // its recorded --set hardware=host-cpu
+  CHECK(m.scenario.machine.gpu.id == "host-cpu-1core");  // its recorded --set hardware=host-cpu
   CHECK(m.scenario.training.epochs == 3);  // the command's --set after the recorded ones
 }
 

@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = "cpu-spoken-digits-conv1d.png" }
 set output output
 data = "cpu-spoken-digits-conv1d.dat"
-set title "cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-2core)"
+set title "cpu-spoken-digits-conv1d: measured vs predicted (calibrated-host-cpu-1core)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy
@@ -12,7 +12,7 @@ set key outside right
 set xrange [0.8408964153:19.02731384]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set mxtics 1
-set yrange [6.233865556:8.180193828]
+set yrange [6.251207059:8.180193828]
 set ytics ("6.4" 6.4, "6.6" 6.6, "6.8" 6.8, "7" 7, "7.2" 7.2, "7.4" 7.4, "7.6" 7.6, "7.8" 7.8, "8" 8)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

@@ -3,7 +3,7 @@ set terminal pngcairo noenhanced size 960,600
 if (!exists("output")) { output = "cpu-spoken-digits-linear.png" }
 set output output
 data = "cpu-spoken-digits-linear.dat"
-set title "cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-2core)"
+set title "cpu-spoken-digits-linear: measured vs predicted (calibrated-host-cpu-1core)"
 set xlabel 'global batch (samples)'
 set ylabel 'epoch time (s)'
 set logscale xy

@@ -259,7 +259,97 @@ ConvPlan fft_tiling(const ConvGeometry& g, const ConvContext& cx) {
   return plan;
 }
 
+// oneDNN's direct kernels unroll at most 28 output columns a block (ur_w) and refuse code past
+// 256 KiB, counting 15 bytes of code a multiply-add instruction of the unrolled block: the
+// window's width x the input channels of a block (16, or all of them below 16: a first layer)
+// x the block's columns, once for the middle and once more for each padded edge. The data
+// gradient runs the window flipped, so what overhangs either edge, (width - 1 - padding) /
+// stride, must fit the block; the weight gradient's kernel takes windows up to 14 wide.
+constexpr std::int64_t kOnednnUnroll = 28, kOnednnCodeBytes = 256 * 1024, kOnednnBytesPerFma = 15,
+                       kOnednnChannelBlock = 16, kOnednnWeightGradientWidth = 14;
+
+// im2col and a GEMM (oneDNN's gemm_convolution.cpp): the column matrix (input channels x window
+// x output positions a sample) is written by im2col and read by the GEMM, or, for the data
+// gradient, written by the GEMM and added back into the input gradient by col2im. Its traffic
+// is what the direct kernel does not pay. The GEMMs keep the convolution's class (its
+// efficiency is the library's, whichever way it computes).
+ConvPlan im2col_gemm(const KernelWork& conv, const ConvContext& cx) {
+  const ConvGeometry& g = conv.conv;
+  const double a = static_cast<double>(cx.activation_bytes);
+  const double w = static_cast<double>(cx.weight_bytes);
+  const double groups = static_cast<double>(std::max<std::int64_t>(1, g.groups));
+  const double c = static_cast<double>(g.in_channels) / groups;
+  const double k = static_cast<double>(g.out_channels) / groups;
+  const double window = window_size(g);
+  double in_positions = 1, out_positions = 1;
+  for (int d = 0; d < g.spatial_dims && d < 2; ++d) {
+    in_positions *= static_cast<double>(g.in_size[d]);
+    out_positions *= static_cast<double>(g.out_size[d]);
+  }
+  const double columns = groups * c * window * out_positions;  // a sample's column matrix
+  const double inputs = groups * c * in_positions, outputs = groups * k * out_positions;
+  const double weights = groups * k * c * window;
+  const KernelPart im2col =
+      elementwise("im2col", flops(0), bytes(a * (inputs + columns)), per_sample(columns));
+  ConvPlan plan;
+  plan.algorithm = ConvAlgorithm::im2col_gemm;
+  switch (g.pass) {
+    case ConvPass::forward:
+      plan.parts.push_back(im2col);
+      plan.parts.push_back(gemm_part(
+          "im2col GEMM", conv.op_class,
+          GemmShape{fixed(groups), per_sample(out_positions), fixed(k), fixed(c * window)},
+          conv.flops, bytes(a * (columns + outputs), w * weights), false));
+      break;
+    case ConvPass::backward_data:
+      plan.parts.push_back(gemm_part(
+          "GEMM into the columns", conv.op_class,
+          GemmShape{fixed(groups), per_sample(out_positions), fixed(c * window), fixed(k)},
+          conv.flops, bytes(a * (outputs + columns), w * weights), false));
+      // One addition a column element, into the input gradient it reads and writes.
+      plan.parts.push_back(elementwise("col2im", flops(columns), bytes(a * (columns + 2 * inputs)),
+                                       per_sample(columns)));
+      break;
+    case ConvPass::backward_weight:
+      plan.parts.push_back(im2col);
+      plan.parts.push_back(gemm_part(
+          "GEMM over the columns", conv.op_class,
+          GemmShape{fixed(groups), fixed(k), fixed(c * window), per_sample(out_positions)},
+          conv.flops, bytes(a * (columns + outputs), w * weights), false));
+      break;
+  }
+  return plan;
+}
+
 }  // namespace
+
+bool onednn_direct_applies(const ConvGeometry& g) {
+  const int d = std::clamp(g.spatial_dims - 1, 0, 1);  // the width: the last spatial dimension
+  const std::int64_t width = g.window[d], stride = g.stride[d];
+  const std::int64_t left = g.padding[d];
+  const std::int64_t right = std::max<std::int64_t>(
+      0, (g.out_size[d] - 1) * stride + (width - 1) * g.dilation[d] + 1 - g.in_size[d] - left);
+  auto code_fits = [&](std::int64_t channels, std::int64_t columns) {
+    const std::int64_t copies = 1 + (left > 0 ? 1 : 0) + (right > 0 ? 1 : 0);
+    return copies * width * std::min(channels, kOnednnChannelBlock) *
+               std::min(columns, kOnednnUnroll) * kOnednnBytesPerFma <=
+           kOnednnCodeBytes;
+  };
+  switch (g.pass) {
+    case ConvPass::forward: {
+      const std::int64_t unroll = std::min(g.out_size[d], kOnednnUnroll);
+      return left <= unroll && right <= unroll &&
+             code_fits(g.in_channels / std::max<std::int64_t>(1, g.groups), g.out_size[d]);
+    }
+    case ConvPass::backward_data:
+      return width - 1 - left <= kOnednnUnroll * stride &&
+             width - 1 - right <= kOnednnUnroll * stride &&
+             code_fits(kOnednnChannelBlock, g.in_size[d]);
+    case ConvPass::backward_weight:
+      return width <= kOnednnWeightGradientWidth;
+  }
+  return true;
+}
 
 const char* conv_algorithm_name(ConvAlgorithm algorithm) {
   switch (algorithm) {
@@ -269,6 +359,8 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
       return "Winograd F(4x4,3x3)";
     case ConvAlgorithm::fft_tiling:
       return "FFT, 32-point tiles";
+    case ConvAlgorithm::im2col_gemm:
+      return "im2col + GEMM";
   }
   return "";
 }
@@ -279,6 +371,12 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
 }
 
 std::vector<ConvPlan> conv_plans(const KernelWork& conv, const ConvContext& context) {
+  if (context.onednn) {
+    if (!onednn_direct_applies(conv.conv)) return {im2col_gemm(conv, context)};
+    ConvPlan direct = implicit_gemm(conv, context);
+    direct.parts.front().what = "direct (oneDNN)";
+    return {direct};
+  }
   std::vector<ConvPlan> plans;
   plans.push_back(implicit_gemm(conv, context));
   if (winograd_applies(conv.conv)) plans.push_back(winograd(conv.conv, context));

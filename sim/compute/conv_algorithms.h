@@ -15,6 +15,13 @@
 //   transformed tensors (complex fp32) written and read once.
 //
 // Depthwise convolutions are not here: they run PyTorch's own direct kernel, bound by memory.
+//
+// On a CPU device PyTorch calls oneDNN instead (mkldnn_convolution), which takes the first of its
+// implementations whose conditions hold (docs/evidence/onednn-cpu-convolutions.md): a direct
+// kernel whose generated code unrolls the window's width, or, for windows too wide or padded
+// too far for it, im2col and a GEMM: the window's inputs laid out as a column matrix (input
+// channels x window x output positions) that is written and read once per pass, and for the
+// data gradient added back into the input by col2im.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +32,7 @@
 
 namespace epochcast::sim {
 
-enum class ConvAlgorithm { implicit_gemm, winograd, fft_tiling };
+enum class ConvAlgorithm { implicit_gemm, winograd, fft_tiling, im2col_gemm };
 const char* conv_algorithm_name(ConvAlgorithm algorithm);
 
 // One kernel an algorithm launches. GEMM parts carry their (padded) product shape.
@@ -46,10 +53,16 @@ struct ConvContext {
   bool tensor_cores = false;          // the precision has tensor cores faster than fp32 here
   std::int64_t channel_multiple = 1;  // tensor-core channel multiple (8 for 16-bit, 4 for tf32)
   bool channels_last = false;         // activations in NHWC order
+  bool onednn = false;                // a CPU device: oneDNN's one choice, not cuDNN's algorithms
 };
 
-// Every algorithm that can compute `conv` (which has_conv_geometry), implicit GEMM first.
+// Every algorithm that can compute `conv` (which has_conv_geometry), implicit GEMM first; on
+// oneDNN the one it takes.
 std::vector<ConvPlan> conv_plans(const KernelWork& conv, const ConvContext& context);
+
+// Whether oneDNN 2.x's direct AVX-512 kernel computes this pass (else im2col and a GEMM): the
+// conditions of jit_avx512_common_conv_kernel.cpp's init_conf on the window's width.
+bool onednn_direct_applies(const ConvGeometry& g);
 
 // The multiple tensor-core kernels need their feature dimensions padded to.
 std::int64_t round_up(std::int64_t value, std::int64_t multiple);

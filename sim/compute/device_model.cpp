@@ -115,6 +115,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       kTensorCoreBytes /
       (precision == TrainingPrecision::tf32 ? 4 : conv_context_.activation_bytes);
   conv_context_.channels_last = convolution.channels_last;
+  conv_context_.onednn = is_cpu_architecture(gpu.architecture);
 }
 
 FlopsPerSecond DeviceModel::unit_peak(OpClass op_class) const {

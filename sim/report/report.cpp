@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/format/text_table.h"
+#include "core/spec/architecture_traits.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/stragglers.h"
@@ -145,6 +146,13 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
       convolutions = convolutions || k.has_conv_geometry;
   }
   if (!convolutions) return out;
+  if (is_cpu_architecture(s.machine.gpu.architecture)) {
+    out.push_back(
+        "convolutions run oneDNN's direct kernel where its conditions on the window's width hold, "
+        "else im2col and a GEMM (oneDNN 2.x, PyTorch's CPU convolutions; other versions draw the "
+        "line elsewhere)");
+    return out;
+  }
   if (!s.training.convolution.cudnn_benchmark) {
     out.push_back(
         "convolutions run cuDNN's implicit GEMM, taken as its heuristic's choice (not public); "

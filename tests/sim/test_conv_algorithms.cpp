@@ -214,3 +214,84 @@ TEST_CASE("implicit GEMM: only the weight gradient splits its reduction across b
   // Batch 32: 256 x 2,304 weights in 36 tiles of 128x128, their 1,568 positions split 4 ways.
   CHECK_THAT(v100.explain(*c.weight, 32).algorithm, Catch::Contains("split-K 4"));
 }
+
+TEST_CASE(
+    "on a CPU oneDNN computes narrow windows directly and wide or far-padded ones by im2col") {
+  // What oneDNN 2.6 ran for each pass on the CI machine (ONEDNN_VERBOSE, 50 input channels
+  // unless said; docs/evidence/onednn-cpu-convolutions.md): direct, direct, direct for a
+  // 13-wide window padded 6; im2col for all three at 20 padded 10; direct forward only at 30
+  // unpadded; a 200-wide first layer direct forward padded 28 but not padded 100.
+  ConvContext cpu;
+  cpu.onednn = true;
+  auto directs = [&](const std::string& input, const std::string& conv) {
+    ConvKernels c = first_conv(input, conv);
+    std::vector<bool> out;
+    for (const KernelWork* k : {c.forward, c.data, c.weight}) {
+      const std::vector<ConvPlan> plans = conv_plans(*k, cpu);
+      REQUIRE(plans.size() == 1);  // one library choice, no cudnn.benchmark
+      out.push_back(plans.front().algorithm == ConvAlgorithm::implicit_gemm);
+      CHECK(out.back() == onednn_direct_applies(k->conv));
+    }
+    return out;
+  };
+  const std::string wave = "[50, 3000]";
+  CHECK(directs(wave, "{type: conv1d, out_channels: 50, kernel: 13, padding: 6}") ==
+        std::vector<bool>{true, true, true});
+  CHECK(directs(wave, "{type: conv1d, out_channels: 50, kernel: 20, padding: 10}") ==
+        std::vector<bool>{false, false, false});
+  CHECK(directs(wave, "{type: conv1d, out_channels: 50, kernel: 30}") ==
+        std::vector<bool>{true, false, false});
+  // seed 001's conv1d layers and mnist-cnn's 4x4 ones, as measured.
+  CHECK(directs("[50, 3000]", "{type: conv1d, out_channels: 50, kernel: 100, padding: 50}") ==
+        std::vector<bool>{false, false, false});
+  CHECK(directs("[32, 12, 12]", "{type: conv2d, out_channels: 32, kernel: 4}") ==
+        std::vector<bool>{true, true, true});
+  // A first layer's block is its few channels: 200 wide fits the code padded 28, not past the
+  // unrolled block padded 100 (the forward alone: layer 1's input needs no gradient).
+  ConvKernels first =
+      first_conv("[1, 12001]", "{type: conv1d, out_channels: 1, kernel: 200, padding: 28}");
+  ConvGeometry g = first.forward->conv;
+  CHECK(onednn_direct_applies(g));
+  g.padding[0] = 100;
+  g.out_size[0] = g.in_size[0] + 2 * 100 - 200 + 1;
+  CHECK_FALSE(onednn_direct_applies(g));
+}
+
+TEST_CASE("im2col + GEMM writes and reads the column matrix once a pass, col2im adds it back") {
+  // Seed 001's second convolution: 50 channels x 100 taps x 3,001 positions, 60 MB a sample.
+  ConvKernels c =
+      first_conv("[50, 3000]", "{type: conv1d, out_channels: 30, kernel: 100, padding: 50}",
+                 "{type: conv1d, out_channels: 50, kernel: 1}");
+  ConvContext cpu;
+  cpu.onednn = true;
+  const double columns = 50.0 * 100 * 3001, inputs = 50.0 * 3000, outputs = 30.0 * 3001;
+  const ConvPlan forward = conv_plans(*c.forward, cpu).front();
+  REQUIRE(forward.algorithm == ConvAlgorithm::im2col_gemm);
+  REQUIRE(forward.parts.size() == 2);
+  CHECK(forward.parts[0].what == "im2col");
+  CHECK(forward.parts[0].work.bytes.per_sample.value() == 4 * (inputs + columns));
+  const GemmShape& f = gemm_of(forward).work.gemm;
+  CHECK(f.m.per_sample == 3001);
+  CHECK(f.n.fixed == 30);
+  CHECK(f.k.fixed == 50 * 100);
+  CHECK(gemm_of(forward).work.flops.per_sample == c.forward->flops.per_sample);
+  CHECK(gemm_of(forward).work.bytes.per_sample.value() == 4 * (columns + outputs));
+  const ConvPlan data = conv_plans(*c.data, cpu).front();
+  REQUIRE(data.parts.size() == 2);
+  CHECK(gemm_of(data).work.gemm.n.fixed == 50 * 100);  // the columns come out of the GEMM
+  CHECK(gemm_of(data).work.gemm.k.fixed == 30);
+  CHECK(data.parts[1].what == "col2im");
+  CHECK(data.parts[1].work.bytes.per_sample.value() == 4 * (columns + 2 * inputs));
+  const ConvPlan weight = conv_plans(*c.weight, cpu).front();
+  REQUIRE(weight.parts.size() == 2);
+  CHECK(weight.parts[0].what == "im2col");
+  const GemmShape& w = gemm_of(weight).work.gemm;
+  CHECK(w.m.fixed == 30);
+  CHECK(w.n.fixed == 50 * 100);
+  CHECK(w.k.per_sample == 3001);  // reduced over every sample's positions
+  // A CPU device takes it: the column traffic makes the pass slower than the direct kernel's.
+  const DeviceModel device(gpu("host-cpu-1core"), default_profile(), TrainingPrecision::fp32);
+  const KernelExplanation e = device.explain(*c.data, 4);
+  CHECK(e.parts == 2);
+  CHECK_THAT(e.algorithm, Catch::Contains("im2col + GEMM"));
+}

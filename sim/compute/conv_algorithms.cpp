@@ -324,29 +324,33 @@ ConvPlan im2col_gemm(const KernelWork& conv, const ConvContext& cx) {
 }  // namespace
 
 bool onednn_direct_applies(const ConvGeometry& g) {
+  // In double: a model's sizes are checked below 2^44 each, not their products.
   const int d = std::clamp(g.spatial_dims - 1, 0, 1);  // the width: the last spatial dimension
-  const std::int64_t width = g.window[d], stride = g.stride[d];
-  const std::int64_t left = g.padding[d];
-  const std::int64_t right = std::max<std::int64_t>(
-      0, (g.out_size[d] - 1) * stride + (width - 1) * g.dilation[d] + 1 - g.in_size[d] - left);
-  auto code_fits = [&](std::int64_t channels, std::int64_t columns) {
-    const std::int64_t copies = 1 + (left > 0 ? 1 : 0) + (right > 0 ? 1 : 0);
-    return copies * width * std::min(channels, kOnednnChannelBlock) *
-               std::min(columns, kOnednnUnroll) * kOnednnBytesPerFma <=
-           kOnednnCodeBytes;
+  const auto at = [](std::int64_t v) { return static_cast<double>(v); };
+  const double width = at(g.window[d]), stride = at(g.stride[d]), left = at(g.padding[d]);
+  const double right =
+      std::max(0.0, (at(g.out_size[d]) - 1) * stride + (width - 1) * at(g.dilation[d]) + 1 -
+                        at(g.in_size[d]) - left);
+  const double unroll_most = at(kOnednnUnroll);
+  auto code_fits = [&](double channels, double columns) {
+    const double copies = 1 + (left > 0 ? 1 : 0) + (right > 0 ? 1 : 0);
+    return copies * width * std::min(channels, at(kOnednnChannelBlock)) *
+               std::min(columns, unroll_most) * at(kOnednnBytesPerFma) <=
+           at(kOnednnCodeBytes);
   };
   switch (g.pass) {
     case ConvPass::forward: {
-      const std::int64_t unroll = std::min(g.out_size[d], kOnednnUnroll);
+      const double unroll = std::min(at(g.out_size[d]), unroll_most);
       return left <= unroll && right <= unroll &&
-             code_fits(g.in_channels / std::max<std::int64_t>(1, g.groups), g.out_size[d]);
+             code_fits(at(g.in_channels) / at(std::max<std::int64_t>(1, g.groups)),
+                       at(g.out_size[d]));
     }
     case ConvPass::backward_data:
-      return width - 1 - left <= kOnednnUnroll * stride &&
-             width - 1 - right <= kOnednnUnroll * stride &&
-             code_fits(kOnednnChannelBlock, g.in_size[d]);
+      return width - 1 - left <= unroll_most * stride &&
+             width - 1 - right <= unroll_most * stride &&
+             code_fits(at(kOnednnChannelBlock), at(g.in_size[d]));
     case ConvPass::backward_weight:
-      return width <= kOnednnWeightGradientWidth;
+      return width <= at(kOnednnWeightGradientWidth);
   }
   return true;
 }

@@ -269,19 +269,22 @@ TEST_CASE("im2col + GEMM writes and reads the column matrix once a pass, col2im 
   REQUIRE(forward.algorithm == ConvAlgorithm::im2col_gemm);
   REQUIRE(forward.parts.size() == 2);
   CHECK(forward.parts[0].what == "im2col");
-  CHECK(forward.parts[0].work.bytes.per_sample.value() == 4 * (inputs + columns));
+  CHECK(static_cast<double>(forward.parts[0].work.bytes.per_sample.value()) ==
+        4 * (inputs + columns));
   const GemmShape& f = gemm_of(forward).work.gemm;
   CHECK(f.m.per_sample == 3001);
   CHECK(f.n.fixed == 30);
   CHECK(f.k.fixed == 50 * 100);
   CHECK(gemm_of(forward).work.flops.per_sample == c.forward->flops.per_sample);
-  CHECK(gemm_of(forward).work.bytes.per_sample.value() == 4 * (columns + outputs));
+  CHECK(static_cast<double>(gemm_of(forward).work.bytes.per_sample.value()) ==
+        4 * (columns + outputs));
   const ConvPlan data = conv_plans(*c.data, cpu).front();
   REQUIRE(data.parts.size() == 2);
   CHECK(gemm_of(data).work.gemm.n.fixed == 50 * 100);  // the columns come out of the GEMM
   CHECK(gemm_of(data).work.gemm.k.fixed == 30);
   CHECK(data.parts[1].what == "col2im");
-  CHECK(data.parts[1].work.bytes.per_sample.value() == 4 * (columns + 2 * inputs));
+  CHECK(static_cast<double>(data.parts[1].work.bytes.per_sample.value()) ==
+        4 * (columns + 2 * inputs));
   const ConvPlan weight = conv_plans(*c.weight, cpu).front();
   REQUIRE(weight.parts.size() == 2);
   CHECK(weight.parts[0].what == "im2col");

@@ -328,21 +328,34 @@ then
   kernel_traces=1
 fi
 if ((measure)); then
-  {
-    # EPOCHCAST_COMMIT first: a lent machine's copy of .git may not be the working tree's.
-    echo "commit: ${EPOCHCAST_COMMIT:-$(git describe --always --dirty 2> /dev/null || echo unknown)}"
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "command: $0 --device $device --rounds $rounds --iterations $iterations --warmup $warmup ${scenarios[*]}"
-    if has_gpu; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
-      --format=csv; fi
-    echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
-    # What sets a CPU device's peak: its family (x86 family 26 is Zen 5) and vector extensions.
-    echo "cpu_family: $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
-      "model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "cpu_vector: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
-      grep -x 'avx2\|fma\|avx512f\|avx512_bf16\|amx_tile' | sort | tr '\n' ' ' | sed 's/ $//')"
-  } > "$data/machine.txt"
+  commit="${EPOCHCAST_COMMIT:-$(git describe --always --dirty 2> /dev/null || echo unknown)}"
+  command_line="$0 --device $device --rounds $rounds --iterations $iterations --warmup $warmup ${scenarios[*]}"
+  # Measurement files already there are resumed (epochcast run refuses one measured with another
+  # device, library or thread count): machine.txt keeps describing where their points were taken
+  # and says when the run went on.
+  resumed=0
+  for ((k = 0; k < ${#scenarios[@]}; k++)); do
+    if [[ -f $data/$(basename "${scenarios[k]}" .yaml).json ]]; then resumed=1; fi
+  done
+  if ((resumed)) && [[ -f $data/machine.txt ]]; then
+    echo "resumed: $(date -u +%Y-%m-%dT%H:%M:%SZ) at $commit: $command_line" >> "$data/machine.txt"
+  else
+    {
+      # EPOCHCAST_COMMIT first: a lent machine's copy of .git may not be the working tree's.
+      echo "commit: $commit"
+      echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+      echo "command: $command_line"
+      if has_gpu; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+        --format=csv; fi
+      echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
+      echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+      # What sets a CPU device's peak: its family (x86 family 26 is Zen 5) and vector extensions.
+      echo "cpu_family: $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
+        "model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+      echo "cpu_vector: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+        grep -x 'avx2\|fma\|avx512f\|avx512_bf16\|amx_tile' | sort | tr '\n' ' ' | sed 's/ $//')"
+    } > "$data/machine.txt"
+  fi
   reserve=20  # seconds kept for packing the results
   for ((k = 0; k < ${#scenarios[@]}; k++)); do
     s=${scenarios[k]}

@@ -1,6 +1,7 @@
 // The campaign loop: resume, measure, save, report progress, stop on request.
 #include "runtime/measure/campaign.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -106,6 +108,34 @@ void save_measurements(const MeasurementFile& file, const OutputFile& output) {
   output.write(to_json(file));
 }
 
+std::string resume_mismatch(const MeasuredEnvironment& previous, const MeasuredEnvironment& now) {
+  const auto differ = [](std::string_view what, const auto& a, const auto& b) -> std::string {
+    if (a == b) return "";
+    return fmt::format("{} {}, where this run has {}", what, a, b);
+  };
+  const auto flag = [](const std::optional<bool>& v) -> std::string {
+    return v ? (*v ? "true" : "false") : "unset";
+  };
+  for (std::string why :
+       {differ("device kind", previous.device_kind, now.device_kind),
+        differ("device", previous.device_name, now.device_name),
+        differ("devices a rank", previous.device_count, now.device_count),
+        differ("LibTorch", previous.torch_version, now.torch_version),
+        differ("CUDA", previous.cuda_version, now.cuda_version),
+        differ("NCCL", previous.nccl_version, now.nccl_version),
+        differ("ranks", previous.ranks, now.ranks),
+        differ("intra-op threads", previous.cpu_threads, now.cpu_threads),
+        differ("the allocator", previous.host_allocator, now.host_allocator),
+        differ("NCCL settings", fmt::format("[{}]", fmt::join(previous.nccl_settings, " ")),
+               fmt::format("[{}]", fmt::join(now.nccl_settings, " "))),
+        differ("cuBLAS TF32", flag(previous.cublas_allow_tf32), flag(now.cublas_allow_tf32)),
+        differ("cuDNN TF32", flag(previous.cudnn_allow_tf32), flag(now.cudnn_allow_tf32)),
+        differ("cudnn.benchmark", flag(previous.cudnn_benchmark), flag(now.cudnn_benchmark))}) {
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
 OutputFile resolve_measurement_output(const std::string& path, bool resume) {
   OutputFile output = OutputFile::resolve(path, "-o");
   if (resume && output.kind() != OutputFile::Kind::replace) {
@@ -150,9 +180,23 @@ int run_campaign(const ScenarioSpec& scenario, const CampaignOptions& options,
                                    "choose another -o, or drop --resume to start afresh",
                                    previous.scenario_name, scenario.name));
     }
+    const bool keeps_points =
+        std::any_of(previous.points.begin(), previous.points.end(),
+                    [](const MeasuredPoint& m) { return finished(m.status); });
+    const std::string mismatch = resume_mismatch(previous.environment, file.environment);
+    if (keeps_points && !mismatch.empty()) {
+      throw InputError(SourceMark{options.output, 0, 0}, "--resume",
+                       fmt::format("its points were measured with {}: points measured now "
+                                   "would not compare with them; choose another -o, or drop "
+                                   "--resume to measure every point afresh",
+                                   mismatch));
+    }
     for (MeasuredPoint& m : previous.points) {
       if (finished(m.status)) file.points.push_back(std::move(m));
     }
+    // The file keeps the environment its first points were measured in (its start, the memory
+    // the OS reported then): what it describes is the same by resume_mismatch.
+    if (keeps_points) file.environment = previous.environment;
     if (!benchmarks) file.benchmarks = previous.benchmarks;
   }
   if (benchmarks) file.benchmarks = *benchmarks;

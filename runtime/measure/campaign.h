@@ -60,6 +60,12 @@ std::vector<SweepPoint> points_to_measure(const std::vector<SweepPoint>& sweep,
                                           const std::vector<MeasuredPoint>& existing,
                                           int rounds = 1);
 
+// Why points measured under `previous` cannot share a file with points measured under `now`
+// (in words: the first setting that differs, both values), or "" when they can: the same
+// device, library, threads, ranks, allocator and GPU math. Times, hosts and versions of
+// epochcast may differ; the device's memory as the OS reports it may too.
+std::string resume_mismatch(const MeasuredEnvironment& previous, const MeasuredEnvironment& now);
+
 // Writes `file` whole, the way `output` says (a file is replaced, never left half-written).
 void save_measurements(const MeasurementFile& file, const OutputFile& output);
 

@@ -483,6 +483,35 @@ TEST_CASE("resuming measures only the points without a finished record") {
   CHECK(points_to_measure(sweep, existing, 3).size() == 2);
 }
 
+TEST_CASE("resuming a file measured with another device, library or thread count is refused") {
+  MeasuredEnvironment before;
+  before.device_kind = "cpu";
+  before.device_name = "AMD EPYC";
+  before.device_count = 1;
+  before.torch_version = "1.13.0";
+  before.cpu_threads = 1;
+  before.host_allocator = "glibc, freed memory retained";
+  before.started_at = "2026-11-23T15:00:39Z";
+  before.device_memory_bytes = 25274793984;
+  MeasuredEnvironment now = before;
+  // Another start, host and memory figure: the same device, the points compare.
+  now.started_at = "2026-11-30T16:01:10Z";
+  now.host = "another-vm";
+  now.device_memory_bytes = 25276026880;
+  CHECK(resume_mismatch(before, now).empty());
+  now.cpu_threads = 2;
+  CHECK(resume_mismatch(before, now) == "intra-op threads 1, where this run has 2");
+  now = before;
+  now.torch_version = "2.11.0";
+  CHECK_THAT(resume_mismatch(before, now), Catch::Contains("LibTorch 1.13.0"));
+  now = before;
+  now.cudnn_benchmark = true;
+  CHECK_THAT(resume_mismatch(before, now), Catch::Contains("cudnn.benchmark unset"));
+  now = before;
+  now.nccl_settings = {"NCCL_ALGO=Ring"};
+  CHECK_THAT(resume_mismatch(before, now), Catch::Contains("NCCL settings []"));
+}
+
 TEST_CASE("parameter hashes differ as soon as one value does") {
   std::vector<torch::Tensor> a = {torch::ones({3}), torch::zeros({2})};
   std::vector<torch::Tensor> b = {torch::ones({3}), torch::zeros({2})};

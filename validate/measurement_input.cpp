@@ -279,6 +279,15 @@ std::string measured_device_note(const ScenarioSpec& scenario,
     if (!model.empty() && std::find(measured.begin(), measured.end(), model) == measured.end())
       mismatch = "another device";
   }
+  if (mismatch.empty() && scenario_is_cpu && environment.cpu_threads > 0 &&
+      environment.cpu_threads != gpu.sm_count) {
+    // A CPU device is its cores (a core an SM): steps on more or fewer threads measure another.
+    return fmt::format(
+        "measured on {} thread{} of {}, but the scenario's device, {}, has {} core{}: the "
+        "comparison is across devices",
+        environment.cpu_threads, environment.cpu_threads == 1 ? "" : "s", environment.device_name,
+        gpu.name, gpu.sm_count, gpu.sm_count == 1 ? "" : "s");
+  }
   if (mismatch.empty()) return "";
   return fmt::format(
       "measured on {} ({}), but the scenario's machine has {}: the comparison is "

@@ -40,7 +40,8 @@ MeasuredScenario load_measured_scenario(const std::string& measurement_file,
                                         const std::vector<yaml::Override>& extra = {});
 
 // "" when the measurements' device is the scenario's, else a sentence saying they differ: the
-// CPU against a GPU, or a GPU whose model (H100, 1080, ...) is not in the measured name.
+// CPU against a GPU, a GPU whose model (H100, 1080, ...) is not in the measured name, or a CPU
+// device measured on another number of threads than it has cores.
 std::string measured_device_note(const ScenarioSpec& scenario,
                                  const MeasuredEnvironment& environment);
 

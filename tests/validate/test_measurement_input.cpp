@@ -222,4 +222,17 @@ TEST_CASE("measurements from another device than the scenario's are pointed out"
   CHECK_FALSE(measured_device_note(gtx, e).empty());
   e.device_name = "";  // a results table: nothing recorded, nothing to say
   CHECK(measured_device_note(gtx, e).empty());
+  // The CPU device is one core: measured on one thread it is the same device, on two another.
+  const ScenarioSpec cpu =
+      load_scenario(epochcast::test::source_file("tests/validate/scenarios/cpu-mnist-cnn.yaml"));
+  e.device_kind = "cpu";
+  e.device_name = "AMD EPYC";
+  e.cpu_threads = 1;
+  CHECK(measured_device_note(cpu, e).empty());
+  e.cpu_threads = 2;
+  CHECK(measured_device_note(cpu, e) ==
+        "measured on 2 threads of AMD EPYC, but the scenario's device, Host CPU (one x86-64 core, "
+        "AVX-512), has 1 core: the comparison is across devices");
+  e.cpu_threads = 0;  // files that predate the record
+  CHECK(measured_device_note(cpu, e).empty());
 }

@@ -281,11 +281,9 @@ ConvPlan im2col_gemm(const KernelWork& conv, const ConvContext& cx) {
   const double c = static_cast<double>(g.in_channels) / groups;
   const double k = static_cast<double>(g.out_channels) / groups;
   const double window = window_size(g);
-  double in_positions = 1, out_positions = 1;
-  for (int d = 0; d < g.spatial_dims && d < 2; ++d) {
-    in_positions *= static_cast<double>(g.in_size[d]);
-    out_positions *= static_cast<double>(g.out_size[d]);
-  }
+  // Unused spatial dimensions are 1, as roles() counts positions.
+  const double in_positions = static_cast<double>(g.in_size[0] * g.in_size[1]);
+  const double out_positions = static_cast<double>(g.out_size[0] * g.out_size[1]);
   const double columns = groups * c * window * out_positions;  // a sample's column matrix
   const double inputs = groups * c * in_positions, outputs = groups * k * out_positions;
   const double weights = groups * k * c * window;

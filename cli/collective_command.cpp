@@ -649,8 +649,8 @@ Command add_collective_command(CLI::App& app) {
       notes.push_back(fmt::format(
           "-g {}: one thread launches the {} GPUs' kernels in turn, {:g} us each, so an "
           "iteration takes at least {:g} us{}",
-          args->gpus, args->gpus, sim::kLaunchSecondsPerGpu * 1e6,
-          args->gpus * sim::kLaunchSecondsPerGpu * 1e6,
+          args->gpus, args->gpus, profile.links.nccl_launch_or_default().value() * 1e6,
+          args->gpus * profile.links.nccl_launch_or_default().value() * 1e6,
           bound.empty()
               ? ": every size here takes longer on the GPUs"
               : fmt::format("; that sets the time from {} B to {} B (mpirun with a process per "

@@ -40,6 +40,9 @@ std::string size_text(double bytes) {
 
 // A step latency or launch cost above this is no link's (a millisecond per step).
 constexpr double kLatencyBoundUs = 1000.0;
+// What a host thread may take to launch one GPU's NCCL kernel: a CUDA launch alone takes 2-3 us
+// on any host (../shared/REFERENCE.md section 2); 50 us is a host that does something else.
+constexpr double kLaunchLowUs = 1.0, kLaunchHighUs = 50.0;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -62,9 +65,12 @@ class Model {
     sweep_.element_bytes = 1;  // measured sizes are whole already
     sweep_.factor = 1;
   }
-  double seconds(const HardwareProfile& profile, std::int64_t bytes) {
+  sim::CollectiveRow row(const HardwareProfile& profile, std::int64_t bytes) {
     sweep_.min_bytes = sweep_.max_bytes = bytes;
-    return sim::run_collective_sweep(machine_, profile, sweep_).front().seconds;
+    return sim::run_collective_sweep(machine_, profile, sweep_).front();
+  }
+  double seconds(const HardwareProfile& profile, std::int64_t bytes) {
+    return row(profile, bytes).seconds;
   }
 
  private:
@@ -201,9 +207,24 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     return median(errors);
   };
 
-  // Each figure solved in turn, the other held, until neither moves (they share sizes where a
+  // A run whose thread launches several GPUs' kernels an iteration (-g) times its small sizes at
+  // those launches: the sizes the launches bound (at the figures so far) fix the launch cost, and
+  // the latency is matched on the others.
+  const bool threaded = rows.front()->launches_per_iteration > 1;
+  const Seconds prior_launch = p.links.nccl_launch_or_default();
+  const auto launch_bound = [&] {
+    std::vector<const CollectiveMeasurement*> bound;
+    if (!threaded) return bound;
+    for (const CollectiveMeasurement* r : rows) {
+      if (model.row(p, r->bytes).launch_bound) bound.push_back(r);
+    }
+    return bound;
+  };
+  std::vector<const CollectiveMeasurement*> launch_rows;
+
+  // Each figure solved in turn, the others held, until none moves (they share sizes where a
   // size pays both a latency and its bytes).
-  std::optional<double> efficiency, latency_us;
+  std::optional<double> efficiency, latency_us, launch_us;
   const auto fit_efficiency = [&] {
     double& e = p.links.efficiency[bandwidth_kind];
     // A time falls as the efficiency rises: the error, negated, rises with it.
@@ -218,20 +239,46 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
   for (int round = 0; round < 12; ++round) {
     const double efficiency_before = efficiency.value_or(-1);
     const double latency_before = latency_us.value_or(-1);
+    const double launch_before = launch_us.value_or(-1);
     if (!bandwidth_rows.empty()) fit_efficiency();
-    if (!latency_rows.empty()) {
+    launch_rows = launch_bound();
+    std::vector<const CollectiveMeasurement*> paying_latency;
+    for (const CollectiveMeasurement* r : latency_rows) {
+      if (std::find(launch_rows.begin(), launch_rows.end(), r) == launch_rows.end())
+        paying_latency.push_back(r);
+    }
+    if (!paying_latency.empty()) {
       Seconds& l = *latency_slot;
       latency_us = root(
           [&](double us) {
             l = microseconds(us);
-            return log_error(latency_rows);
+            return log_error(paying_latency);
           },
           0.0, kLatencyBoundUs);
       l = microseconds(*latency_us);
     }
+    launch_rows = launch_bound();
+    if (launch_rows.size() >= 2) {
+      launch_us = root(
+          [&](double us) {
+            p.links.nccl_launch = microseconds(us);
+            return log_error(launch_rows);
+          },
+          kLaunchLowUs, kLaunchHighUs);
+      p.links.nccl_launch = microseconds(*launch_us);
+    }
     if (std::abs(efficiency.value_or(-1) - efficiency_before) < 1e-9 &&
-        std::abs(latency_us.value_or(-1) - latency_before) < 1e-6)
+        std::abs(latency_us.value_or(-1) - latency_before) < 1e-6 &&
+        std::abs(launch_us.value_or(-1) - launch_before) < 1e-6)
       break;
+  }
+  // A launch cost the launch-bound sizes would push past its range is no launch's: it keeps its
+  // prior, and the gap is named.
+  std::optional<double> launch_wanted;
+  if (launch_us && (*launch_us >= kLaunchHighUs || *launch_us <= kLaunchLowUs)) {
+    launch_wanted = launch_us;
+    p.links.nccl_launch = prior_launch;
+    launch_us.reset();
   }
   // A latency the sizes would push past its range stands for something the model lacks (a
   // transport's per-message cost, a proxy): it keeps its prior rather than bend the efficiency,
@@ -288,6 +335,19 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
                                     "no step latency or launch cost moves any size by 1% or more: "
                                     "the model costs the small ones with NCCL's fixed LL and "
                                     "LL128 latencies (tuning.cc's hwLat and baseLat)"));
+  }
+  if (launch_us) {
+    out.fitted.push_back(
+        {"links.nccl_launch_us", *launch_us, static_cast<int>(launch_rows.size()),
+         rms_over(launch_rows),
+         from + fmt::format("; the {} sizes its thread's {} launches an iteration bound",
+                            launch_rows.size(), rows.front()->launches_per_iteration)});
+  } else if (launch_wanted) {
+    out.gaps.push_back(fmt::format(
+        "{}: links.nccl_launch_us kept at its prior ({:g} us): the sizes its thread's launches "
+        "bound are {} than any launch from {:g} to {:g} us a GPU makes them",
+        name, prior_launch.value() * 1e6, *launch_wanted <= kLaunchLowUs ? "faster" : "slower",
+        kLaunchLowUs, kLaunchHighUs));
   }
   // Runs of sizes still more than 25% off.
   for (std::size_t i = 0; i < rows.size();) {

@@ -9,7 +9,10 @@
 //  - the latency that moves the sizes most in all, a kind's links.step_latency_us.<kind> or
 //    NCCL's links.collective_launch_us, matched on the sizes it moves at least half as much as
 //    any.
-// The two are solved in turn until neither moves (a size may pay both).
+//  - where the run's thread launched several GPUs' kernels an iteration (nccl-tests' -g 8),
+//    links.nccl_launch_us, matched on the sizes those launches bound; the latency is then
+//    matched on the other sizes.
+// They are solved in turn until none moves (a size may pay several).
 // Each is the value where the median of log(predicted / measured) over its sizes is zero (a
 // one-dimensional root, found by bisection, since a time only falls as an efficiency rises and
 // only rises with a latency). A figure that would have to leave its range to match is held at

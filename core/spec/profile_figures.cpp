@@ -50,6 +50,9 @@ std::vector<ProfileFigure> make_figures() {
   for (std::string_view kind : kLinkKindKeys)
     micros(fmt::format("links.step_latency_us.{}", kind));
   micros("links.collective_launch_us");
+  // Only collective benchmarks (nccl-tests' -g runs) time it: training steps never show it.
+  figures.push_back(
+      {"links.nccl_launch_us", FigureKind::microseconds, kMicrosLow, kMicrosHigh, true});
   return figures;
 }
 
@@ -156,6 +159,7 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
   if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
   if (key == "gpu.tile_staging_cycles") return profile.gpu.tile_staging_cycles_or_default();
   if (key == "gpu.cpu_bernoulli_ns") return profile.gpu.cpu_bernoulli_ns_or_default();
+  if (key == "links.nccl_launch_us") return profile.links.nccl_launch_or_default().value() * 1e6;
   Slot<const HardwareProfile> s = slot(profile, key);
   return s.fraction ? *s.fraction : s.time->value() * 1e6;
 }
@@ -188,6 +192,10 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   }
   if (key == "gpu.cpu_bernoulli_ns") {
     profile.gpu.cpu_bernoulli_ns = value;
+    return;
+  }
+  if (key == "links.nccl_launch_us") {
+    profile.links.nccl_launch = microseconds(value);
     return;
   }
   Slot<HardwareProfile> s = slot(profile, key);

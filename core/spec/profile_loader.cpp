@@ -41,7 +41,8 @@ constexpr std::string_view kOptionalFigures[] = {
     "gpu.memory_efficiency",  "gpu.optimizer_memory_efficiency",
     "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
     "gpu.speed_spread",       "gpu.tile_staging_cycles",
-    "gpu.cpu_bernoulli_ns",   "host_libtorch"};
+    "gpu.cpu_bernoulli_ns",   "links.nccl_launch_us",
+    "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -57,6 +58,7 @@ std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   if (p.gpu.speed_spread) figures.push_back("gpu.speed_spread");
   if (p.gpu.tile_staging_cycles) figures.push_back("gpu.tile_staging_cycles");
   if (p.gpu.cpu_bernoulli_ns) figures.push_back("gpu.cpu_bernoulli_ns");
+  if (p.links.nccl_launch) figures.push_back("links.nccl_launch_us");
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
@@ -283,8 +285,8 @@ HardwareProfile read_profile(const yaml::Document& document) {
   p.transfer.pageable_efficiency = fraction(transfer.required("pageable_efficiency"));
   p.transfer.copy_latency = micros(transfer.required("copy_latency_us"));
 
-  yaml::MapReader links(top.required("links"),
-                        {"efficiency", "step_latency_us", "collective_launch_us"});
+  yaml::MapReader links(top.required("links"), {"efficiency", "step_latency_us",
+                                                "collective_launch_us", "nccl_launch_us"});
   yaml::MapReader link_efficiency(links.required("efficiency"),
                                   std::span<const std::string_view>(kLinkKindKeys));
   yaml::MapReader step_latency(links.required("step_latency_us"),
@@ -330,6 +332,7 @@ HardwareProfile read_profile(const yaml::Document& document) {
     p.links.step_latency[i] = micros(step_latency.required(kLinkKindKeys[i]));
   }
   p.links.collective_launch = micros(links.required("collective_launch_us"));
+  if (auto launch = links.optional("nccl_launch_us")) p.links.nccl_launch = micros(*launch);
 
   if (auto u = top.optional("uncertainty")) p.uncertainty = read_uncertainty(*u);
 
@@ -490,6 +493,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   for (std::size_t i = 0; i < std::size(kLinkKindKeys); ++i)
     y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
   y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
+  if (p.links.nccl_launch) y += "  nccl_launch_us: " + us(*p.links.nccl_launch) + "\n";
   if (!p.uncertainty.empty()) {
     y += "uncertainty:\n  # covariance of the natural logarithms of the fitted figures\n";
     y += "  figures: [";

@@ -136,6 +136,15 @@ struct LinkCosts {
   // per-step latency), on top of the links' own latencies.
   std::array<Seconds, kLinkKinds> step_latency{};
   Seconds collective_launch;  // host cost of launching one collective (NCCL call, stream sync)
+  // What one host thread takes to launch one GPU's NCCL kernel when it does nothing else (a CUDA
+  // kernel launch with NCCL's enqueue around it): nccl-tests' -g N thread launches N of them an
+  // iteration in turn, which set its small sizes' time. Unset, kDefaultNcclLaunchUs:
+  // default.yaml's figure, with its source.
+  std::optional<Seconds> nccl_launch;
+  static constexpr double kDefaultNcclLaunchUs = 4;
+  Seconds nccl_launch_or_default() const {
+    return nccl_launch.value_or(microseconds(kDefaultNcclLaunchUs));
+  }
 };
 
 // Where a calibrated profile comes from (empty for hand-made ones).

@@ -62,7 +62,9 @@ std::vector<CollectiveRow> run_collective_sweep(const MachineSpec& machine,
                          simulate_plan(choice.plan, topology, profile))
                             .value()
                       : choice.time.value();
-    const double launches = bytes == 0 ? 0 : sweep.launches_per_iteration * kLaunchSecondsPerGpu;
+    const double launches =
+        bytes == 0 ? 0
+                   : sweep.launches_per_iteration * profile.links.nccl_launch_or_default().value();
     row.launch_bound = launches > row.collective_seconds;
     row.seconds = std::max(row.collective_seconds, launches);
     if (row.seconds > 0) {

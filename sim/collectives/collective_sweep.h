@@ -37,17 +37,9 @@ struct CollectiveSweep {
   int root = 0;       // of broadcast and reduce
   // Kernels one host thread launches in turn each iteration: nccl-tests' -g (the GPUs a thread
   // drives), 1 with a process per GPU, 0 when the iterations replay a CUDA graph (-G), which
-  // launches from the GPU's queue. See kLaunchSecondsPerGpu.
+  // launches from the GPU's queue. Each launch takes the profile's links.nccl_launch_us.
   int launches_per_iteration = 1;
 };
-
-// The host's cost of one NCCL collective's launch on one GPU, in a loop that issues nothing else:
-// a CUDA kernel launch (about 3 us, ../shared/REFERENCE.md section 2) with NCCL's enqueue and
-// stream ordering around it. nccl-tests issue 123 (DGX A100, NCCL_ALGO=Ring
-// NCCL_MAX_NCHANNELS=1, one thread driving -g 2 to 8 GPUs) measured 10.0, 13.8, 16.9, 20.8,
-// 25.2, 29.5 and 33.7 us, 3.96 us a GPU by least squares (1.6 us at none), where a thread per
-// GPU took 12-21 us: the thread's launches, not the rings, set those times.
-inline constexpr double kLaunchSecondsPerGpu = 4e-6;
 
 struct CollectiveRow {
   std::int64_t bytes = 0;  // nccl-tests' size: the larger buffer, whole elements in each part

@@ -524,12 +524,56 @@ TEST_CASE("a -g 8 benchmark's thread is timed with it, not fitted into the links
   CHECK(fit.profile.links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-3));
   CHECK(fit.profile.links.step_latency[nvswitch].value() == Approx(3.4e-6).epsilon(1e-3));
   CHECK(fit.gaps.empty());
+  CHECK(fit.profile.links.nccl_launch_or_default().value() == Approx(4e-6).epsilon(1e-3));
   std::vector<CollectiveMeasurement> said_alone = threaded;
   for (CollectiveMeasurement& c : said_alone)
     c.launches_per_iteration = 1;
   const validate::LinkFit alone = validate::fit_link_figures(said_alone, machine, prior);
   REQUIRE(alone.gaps.size() == 1);
   CHECK_THAT(alone.gaps.front(), Catch::Contains("8 B to"));
+}
+
+TEST_CASE("a -g 8 benchmark's flat small sizes fix its host's launch cost") {
+  // A host whose thread takes 5.6 us to launch each GPU's kernel (Azure's ND A100 v4 in its
+  // public -g 8 table, where OCI's bare-metal A100 host takes 4): the launch-bound sizes fix
+  // links.nccl_launch_us, the others the NVSwitch figures, from a prior off in all three.
+  const MachineSpec machine =
+      load_machine(source("topologies/dgx-a100.yaml"), bundled_gpu_catalogue());
+  HardwareProfile truth = load_profile(source("topologies/profiles/default.yaml"));
+  truth.links.nccl_launch = microseconds(5.6);
+  sim::CollectiveSweep sweep;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 8LL << 30;
+  sweep.launches_per_iteration = 8;
+  std::vector<CollectiveMeasurement> threaded;
+  for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
+    threaded.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+  HardwareProfile prior = truth;
+  const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
+  prior.links.efficiency[nvswitch] = 0.6;
+  prior.links.step_latency[nvswitch] = microseconds(6);
+  prior.links.nccl_launch = microseconds(3);
+  const validate::LinkFit fit = validate::fit_link_figures(threaded, machine, prior);
+  CHECK(fit.profile.links.nccl_launch_or_default().value() == Approx(5.6e-6).epsilon(1e-3));
+  CHECK(fit.profile.links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-3));
+  CHECK(fit.profile.links.step_latency[nvswitch].value() == Approx(3.4e-6).epsilon(1e-3));
+  CHECK(fit.gaps.empty());
+  const auto launch = std::find_if(fit.fitted.begin(), fit.fitted.end(),
+                                   [](const auto& f) { return f.key == "links.nccl_launch_us"; });
+  REQUIRE(launch != fit.fitted.end());
+  CHECK(launch->rms_relative_residual < 1e-3);
+  CHECK(launch->observations >= 10);
+  // A thread that could not launch a kernel in 50 us is no launch: the prior stays, and the gap
+  // is named.
+  std::vector<CollectiveMeasurement> stalled = threaded;
+  for (CollectiveMeasurement& c : stalled)
+    c.time_s = std::max(c.time_s, 8 * 80e-6);
+  const validate::LinkFit slow = validate::fit_link_figures(stalled, machine, prior);
+  CHECK(slow.profile.links.nccl_launch_or_default().value() == Approx(3e-6));
+  CHECK(std::any_of(slow.gaps.begin(), slow.gaps.end(), [](const std::string& g) {
+    return g.find("links.nccl_launch_us kept at its prior (3 us)") != std::string::npos &&
+           g.find("slower") != std::string::npos;
+  }));
 }
 
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {
@@ -542,6 +586,8 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   p.sample_cpu_per_byte = 2.5e-9;
   p.gpu.optimizer_memory = 0.71;
   p.sources["gpu.optimizer_memory_efficiency"] = "fitted";
+  p.links.nccl_launch = microseconds(5.6);
+  p.sources["links.nccl_launch_us"] = "fitted";
   p.calibration = {"Some GPU", "2026-11-22T00:00:00Z", {"a.json", "b.json"}};
   p.sources["gpu.efficiency"] = "fitted: \"quoted\" text\nover two lines";
   HardwareProfile back = load_profile_from_string(profile_yaml(p, "test"), "p.yaml");
@@ -551,6 +597,8 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   REQUIRE(back.gpu.optimizer_memory);
   CHECK(*back.gpu.optimizer_memory == Approx(0.71));
   CHECK_FALSE(scenario.profile.gpu.optimizer_memory);  // optional: the default has none
+  REQUIRE(back.links.nccl_launch);
+  CHECK(back.links.nccl_launch->value() == Approx(5.6e-6));
   REQUIRE(back.sample_cpu);
   CHECK(back.sample_cpu->value() == Approx(1.5e-4));
   REQUIRE(back.sample_cpu_per_byte);

@@ -501,6 +501,24 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+// An all_reduce_perf -g 8 log from 8 B to 8 GiB on `machine`, as the simulator times it with
+// `truth`.
+std::vector<CollectiveMeasurement> simulated_g8_log(const MachineSpec& machine,
+                                                    const HardwareProfile& truth) {
+  sim::CollectiveSweep sweep;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 8LL << 30;
+  sweep.launches_per_iteration = 8;
+  std::vector<CollectiveMeasurement> log;
+  for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
+    log.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+  return log;
+}
+
+}  // namespace
+
 TEST_CASE("a -g 8 benchmark's thread is timed with it, not fitted into the links") {
   // An nccl-tests run with one thread driving eight GPUs (-g 8) times its small sizes at the
   // thread's eight launches an iteration. The link fit times them the same way, so it recovers
@@ -509,13 +527,7 @@ TEST_CASE("a -g 8 benchmark's thread is timed with it, not fitted into the links
   const MachineSpec machine =
       load_machine(source("topologies/dgx-a100.yaml"), bundled_gpu_catalogue());
   const HardwareProfile truth = load_profile(source("topologies/profiles/default.yaml"));
-  sim::CollectiveSweep sweep;
-  sweep.min_bytes = 8;
-  sweep.max_bytes = 8LL << 30;
-  sweep.launches_per_iteration = 8;
-  std::vector<CollectiveMeasurement> threaded;
-  for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
-    threaded.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+  const std::vector<CollectiveMeasurement> threaded = simulated_g8_log(machine, truth);
   HardwareProfile prior = truth;
   const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
   prior.links.efficiency[nvswitch] = 0.6;
@@ -541,13 +553,7 @@ TEST_CASE("a -g 8 benchmark's flat small sizes fix its host's launch cost") {
       load_machine(source("topologies/dgx-a100.yaml"), bundled_gpu_catalogue());
   HardwareProfile truth = load_profile(source("topologies/profiles/default.yaml"));
   truth.links.nccl_launch = microseconds(5.6);
-  sim::CollectiveSweep sweep;
-  sweep.min_bytes = 8;
-  sweep.max_bytes = 8LL << 30;
-  sweep.launches_per_iteration = 8;
-  std::vector<CollectiveMeasurement> threaded;
-  for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
-    threaded.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+  const std::vector<CollectiveMeasurement> threaded = simulated_g8_log(machine, truth);
   HardwareProfile prior = truth;
   const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
   prior.links.efficiency[nvswitch] = 0.6;

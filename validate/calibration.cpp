@@ -81,6 +81,9 @@ struct UnitKernel {
 struct Observation {
   double seconds = 0;
   std::vector<UnitKernel> kernels;
+  // On a device that computes inline (a CPU), the dispatch of its kernels, which the thread pays
+  // before each of them: a known time, not fitted here.
+  double inline_s = 0;
   std::string what;          // the layer's type and pass, e.g. maxpool2d forward
   double point_seconds = 0;  // the sum of all layer times of its point (see weight_scale)
   std::size_t point = 0;     // which measured point it belongs to (numbered across files)
@@ -101,11 +104,16 @@ std::int64_t layer_batch(const ScenarioSpec& s, const MeasuredPoint& p) {
                                                                     : p.global_batch;
 }
 
-std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use) {
+// `dispatch`: a CPU op's dispatch, where measured (else the profile's host costs).
+std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use,
+                                            std::optional<double> dispatch) {
   std::vector<Observation> observations;
   const ScenarioSpec& s = input.scenario;
   sim::DeviceModel unit(s.machine.gpu, unit_profile(s.profile), s.training.precision,
                         s.training.convolution);
+  const bool inline_ops = unit.computes_inline();
+  const double forward_op = dispatch.value_or(s.profile.host.forward_op.value());
+  const double backward_op = dispatch.value_or(s.profile.host.backward_op.value());
   ModelAnalysis analysis = analyze_model(s.model, sim::cost_options(s.training.precision));
   auto cost = [&](const std::vector<KernelWork>& kernels, std::int64_t batch,
                   std::vector<UnitKernel>& out) {
@@ -135,12 +143,15 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
       if (t.index < 0 || static_cast<std::size_t>(t.index) >= analysis.layers.size()) continue;
       const LayerCosts& layer = analysis.layers[static_cast<std::size_t>(t.index)];
       const std::string type(name_of(layer.layer.type));
-      Observation forward{t.forward_s, {}, type + " forward"};
+      Observation forward{t.forward_s, {}, 0, type + " forward"};
       cost(layer.forward, batch, forward.kernels);
+      if (inline_ops) forward.inline_s = forward_op * static_cast<double>(forward.kernels.size());
       if (forward.seconds > 0 && !forward.kernels.empty()) observations.push_back(forward);
-      Observation backward{t.backward_s, {}, type + " backward"};
+      Observation backward{t.backward_s, {}, 0, type + " backward"};
       cost(layer.backward_input, batch, backward.kernels);
       cost(layer.backward_weight, batch, backward.kernels);
+      if (inline_ops)
+        backward.inline_s = backward_op * static_cast<double>(backward.kernels.size());
       if (backward.seconds > 0 && !backward.kernels.empty()) observations.push_back(backward);
     }
     for (std::size_t i = first; i < observations.size(); ++i) {
@@ -172,15 +183,22 @@ double kernel_time(const UnitKernel& k, const std::vector<double>& theta) {
                   theta[kMinKernelColumn]);
 }
 
+// What the fit makes of an observation: its kernels' times, and their dispatch where it is paid
+// inline.
+double fitted_time(const Observation& o, const std::vector<double>& theta) {
+  double t = o.inline_s;
+  for (const UnitKernel& k : o.kernels)
+    t += kernel_time(k, theta);
+  return t;
+}
+
 double rms_relative(const std::vector<Observation>& obs, const std::vector<double>& theta,
                     const std::function<bool(const Observation&)>& counts) {
   double sum = 0;
   int n = 0;
   for (const Observation& o : obs) {
     if (!counts(o)) continue;
-    double predicted = 0;
-    for (const UnitKernel& k : o.kernels)
-      predicted += kernel_time(k, theta);
+    const double predicted = fitted_time(o, theta);
     sum += std::pow((predicted - o.seconds) / weight_scale(o), 2);
     ++n;
   }
@@ -237,7 +255,7 @@ BoundFit solve_active_bounds(const std::vector<Observation>& observations,
       for (double& v : row)
         v /= scale;
       rows.push_back(std::move(row));
-      targets.push_back((o.seconds - floor_seconds) / scale);
+      targets.push_back((o.seconds - o.inline_s - floor_seconds) / scale);
     }
     std::vector<double> solved = non_negative_least_squares(rows, targets, kColumns);
     double change = 0;
@@ -300,11 +318,9 @@ std::string unexplained_layers(const std::vector<Observation>& observations,
     points.insert(o.point);
     measured += o.seconds;
     bool bound = false;
-    double predicted = 0;
-    for (const UnitKernel& k : o.kernels) {
-      predicted += kernel_time(k, theta);
+    const double predicted = fitted_time(o, theta);
+    for (const UnitKernel& k : o.kernels)
       bound = bound || bound_by(k, wanted, column);
-    }
     if (!bound || predicted <= 0) continue;
     ratios[o.what].push_back(o.seconds / predicted);
     excess += std::max(0.0, o.seconds - predicted);
@@ -343,9 +359,7 @@ void report_layer_gaps(const std::vector<Observation>& observations,
     measured += o.seconds;
     points.insert(o.point);
     if (skip(o)) continue;
-    double fitted = 0;
-    for (const UnitKernel& k : o.kernels)
-      fitted += kernel_time(k, theta);
+    const double fitted = fitted_time(o, theta);
     if (fitted <= 0) continue;
     Group& g = groups[o.what];
     g.ratios.push_back(o.seconds / fitted);
@@ -407,7 +421,8 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
     bool all_floor = std::all_of(o.kernels.begin(), o.kernels.end(), [&](const UnitKernel& k) {
       return kernel_time(k, theta) == theta[kMinKernelColumn];
     });
-    if (all_floor) floors.push_back(o.seconds / static_cast<double>(o.kernels.size()));
+    if (all_floor)
+      floors.push_back((o.seconds - o.inline_s) / static_cast<double>(o.kernels.size()));
   }
   if (!floors.empty()) {
     std::sort(floors.begin(), floors.end());
@@ -816,9 +831,16 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
     }
   }
 
+  std::vector<double> dispatch;
+  for (const MeasuredScenario& input : inputs) {
+    if (input.measurements.benchmarks.dispatch)
+      dispatch.push_back(input.measurements.benchmarks.dispatch->op_dispatch_s);
+  }
+  const std::optional<double> dispatch_s =
+      dispatch.empty() ? std::nullopt : std::optional<double>(median(dispatch));
   std::vector<Observation> observations;
   for (const MeasuredScenario& input : inputs) {
-    std::vector<Observation> o = layer_observations(input, use);
+    std::vector<Observation> o = layer_observations(input, use, dispatch_s);
     const std::size_t first_point = observations.empty() ? 0 : observations.back().point + 1;
     for (Observation& each : o)
       each.point += first_point;
@@ -831,10 +853,8 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   }
   if (!kernels.empty()) fit_kernel_times(kernels, machine.gpu, out);
 
-  std::vector<double> dispatch, sample_cpu, sample_bytes;
+  std::vector<double> sample_cpu, sample_bytes;
   for (const MeasuredScenario& input : inputs) {
-    if (input.measurements.benchmarks.dispatch)
-      dispatch.push_back(input.measurements.benchmarks.dispatch->op_dispatch_s);
     for (const MeasuredPoint& p : input.measurements.points) {
       if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && (!use || use(p))) {
         sample_cpu.push_back(p.loader_sample_cpu_s);
@@ -842,8 +862,8 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
       }
     }
   }
-  if (!dispatch.empty()) {
-    Seconds per_op(median(dispatch));
+  if (dispatch_s) {
+    Seconds per_op(*dispatch_s);
     out.profile.host.forward_op = out.profile.host.backward_op = out.profile.host.optimizer_op =
         per_op;
     out.fitted.push_back({kHostOpsKey, per_op.value() * 1e6, static_cast<int>(dispatch.size()),

@@ -94,6 +94,9 @@ class DeviceModel {
   // Whether convolutions do: under fp32 they differ from GEMMs (cuDNN's TF32 is on by default,
   // cuBLAS's off).
   bool conv_tensor_cores() const { return conv_peak_.value() > vector_peak_.value(); }
+  // A CPU device: eager ops compute on the thread that dispatches them, so a kernel runs after its
+  // dispatch and the next dispatch after it, where a GPU's queue lets the two overlap.
+  bool computes_inline() const { return draws_serially_; }
 
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;

@@ -390,6 +390,8 @@ std::int32_t StepBuilder::kernel(std::string_view name, Category category, Secon
     pending_copy_ = -1;
   }
   last_gpu_op_ = plan_.add(run, name);
+  // On a CPU the op returns only once it has computed: the thread's next op waits for it.
+  if (context_.device.computes_inline()) pending_.push_back(last_gpu_op_);
   return last_gpu_op_;
 }
 

@@ -97,6 +97,31 @@ TEST_CASE("mnist-cnn is host-bound at small batch: host time per step sets the e
   CHECK(ratio == Approx(2.0).epsilon(0.10));
 }
 
+TEST_CASE("on a CPU device every op computes on its thread: host work and kernels add") {
+  // An eager CPU op returns once it has computed, so the step is its dispatches and kernels
+  // back to back, loading included; on a GPU (above) the two overlap.
+  ScenarioSpec s = scenario(R"(model: mnist-cnn
+hardware: host-cpu
+dataset: {name: synthetic, train_samples: 512, sample_shape: [1, 28, 28], classes: 10}
+loader: {workers: 0}
+training: {strategy: single, optimizer: adam, precision: fp32}
+sweep: {gpus: [1], batch: [8], batch_is: global}
+)");
+  for (std::int64_t batch : {2, 64}) {
+    ModelAnalysis analysis = analyze_model(s.model, cost_options(s.training.precision));
+    DeviceModel device(s.machine.gpu, s.profile, s.training.precision);
+    IterationPlan plan = single_device_training_step(StepContext{s, analysis, device}, batch);
+    std::int64_t serial = 0;
+    for (const PlanEntry& op : ops_of(plan))
+      serial += op.work;
+    const PointResult r = predict_point(s, point(batch));
+    INFO("batch " << batch);
+    CHECK(r.epoch_seconds ==
+          Approx(static_cast<double>(r.train_iterations) * static_cast<double>(serial) * 1e-9)
+              .epsilon(1e-6));
+  }
+}
+
 TEST_CASE("mnist-cnn flattens once the GPU is busy: epoch time is samples x GPU time per sample") {
   ScenarioSpec s = scenario(kMnist);
   PointResult large = predict_point(s, point(4096));

@@ -236,27 +236,30 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
         0.01, 1.0);
     efficiency = e;
   };
-  for (int round = 0; round < 12; ++round) {
-    const double efficiency_before = efficiency.value_or(-1);
-    const double latency_before = latency_us.value_or(-1);
-    const double launch_before = launch_us.value_or(-1);
-    if (!bandwidth_rows.empty()) fit_efficiency();
+  // The latency, on the sizes it governs that the thread's launches do not bound.
+  const auto fit_latency = [&] {
     launch_rows = launch_bound();
     std::vector<const CollectiveMeasurement*> paying_latency;
     for (const CollectiveMeasurement* r : latency_rows) {
       if (std::find(launch_rows.begin(), launch_rows.end(), r) == launch_rows.end())
         paying_latency.push_back(r);
     }
-    if (!paying_latency.empty()) {
-      Seconds& l = *latency_slot;
-      latency_us = root(
-          [&](double us) {
-            l = microseconds(us);
-            return log_error(paying_latency);
-          },
-          0.0, kLatencyBoundUs);
-      l = microseconds(*latency_us);
-    }
+    if (paying_latency.empty()) return;
+    Seconds& l = *latency_slot;
+    latency_us = root(
+        [&](double us) {
+          l = microseconds(us);
+          return log_error(paying_latency);
+        },
+        0.0, kLatencyBoundUs);
+    l = microseconds(*latency_us);
+  };
+  for (int round = 0; round < 12; ++round) {
+    const double efficiency_before = efficiency.value_or(-1);
+    const double latency_before = latency_us.value_or(-1);
+    const double launch_before = launch_us.value_or(-1);
+    if (!bandwidth_rows.empty()) fit_efficiency();
+    fit_latency();
     launch_rows = launch_bound();
     if (launch_rows.size() >= 2) {
       launch_us = root(
@@ -273,12 +276,15 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       break;
   }
   // A launch cost the launch-bound sizes would push past its range is no launch's: it keeps its
-  // prior, and the gap is named.
+  // prior, the gap is named, and the other figures are refitted to the sizes they then govern.
   std::optional<double> launch_wanted;
   if (launch_us && (*launch_us >= kLaunchHighUs || *launch_us <= kLaunchLowUs)) {
     launch_wanted = launch_us;
     p.links.nccl_launch = prior_launch;
     launch_us.reset();
+    fit_latency();
+    if (!bandwidth_rows.empty()) fit_efficiency();
+    launch_rows = launch_bound();
   }
   // A latency the sizes would push past its range stands for something the model lacks (a
   // transport's per-message cost, a proxy): it keeps its prior rather than bend the efficiency,

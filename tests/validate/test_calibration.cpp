@@ -581,6 +581,8 @@ TEST_CASE("a -g 8 benchmark's flat small sizes fix its host's launch cost") {
     c.time_s = std::max(c.time_s, 8 * 80e-6);
   const validate::LinkFit slow = validate::fit_link_figures(stalled, machine, prior);
   CHECK(slow.profile.links.nccl_launch_or_default().value() == Approx(3e-6));
+  // The largest sizes, which the stall does not reach, still fix the NVSwitch links' rate.
+  CHECK(slow.profile.links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-2));
   CHECK(std::any_of(slow.gaps.begin(), slow.gaps.end(), [](const std::string& g) {
     return g.find("links.nccl_launch_us kept at its prior (3 us)") != std::string::npos &&
            g.find("slower") != std::string::npos;

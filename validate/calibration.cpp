@@ -104,7 +104,7 @@ std::int64_t layer_batch(const ScenarioSpec& s, const MeasuredPoint& p) {
                                                                     : p.global_batch;
 }
 
-// `dispatch`: a CPU op's dispatch, where measured (else the profile's host costs).
+// `dispatch`: a CPU op's dispatch, where measured (else the loop's host costs).
 std::vector<Observation> layer_observations(const MeasuredScenario& input, const PointFilter& use,
                                             std::optional<double> dispatch) {
   std::vector<Observation> observations;
@@ -112,8 +112,8 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
   sim::DeviceModel unit(s.machine.gpu, unit_profile(s.profile), s.training.precision,
                         s.training.convolution);
   const bool inline_ops = unit.computes_inline();
-  const double forward_op = dispatch.value_or(s.profile.host.forward_op.value());
-  const double backward_op = dispatch.value_or(s.profile.host.backward_op.value());
+  const double forward_op = dispatch.value_or(loop_host_costs(s).forward_op.value());
+  const double backward_op = dispatch.value_or(loop_host_costs(s).backward_op.value());
   ModelAnalysis analysis = analyze_model(s.model, sim::cost_options(s.training.precision));
   auto cost = [&](const std::vector<KernelWork>& kernels, std::int64_t batch,
                   std::vector<UnitKernel>& out) {

@@ -598,6 +598,12 @@ std::string_view efficiency_precision(TrainingPrecision precision) {
   return "fp32";
 }
 
+const HostCosts& loop_host_costs(const ScenarioSpec& scenario) {
+  const HardwareProfile& p = scenario.profile;
+  return scenario.training.loop == TrainingLoop::libtorch && p.host_libtorch ? *p.host_libtorch
+                                                                             : p.host;
+}
+
 std::int64_t loader_sample_bytes(const ScenarioSpec& scenario) {
   const std::int64_t element = scenario.model.input_dtype == DType::int64 ? 8
                                : scenario.loader.normalize_on_gpu         ? 1

@@ -438,6 +438,9 @@ std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point)
 // Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
 // input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
+// The host costs the scenario's training loop pays: a C++ loop on LibTorch its own where the
+// profile measured them (host_libtorch), else the profile's host figures.
+const HostCosts& loop_host_costs(const ScenarioSpec& scenario);
 // Bytes of one sample as the loader hands it over: float32 elements, one byte each when the GPU
 // normalises (uint8), eight for token ids (int64, whatever integer type the model declares).
 std::int64_t loader_sample_bytes(const ScenarioSpec& scenario);

@@ -70,7 +70,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
   // compute in all: explain_part caps each kernel's rate there.
   sustained_fraction_ = gpu.sustained_clock_fraction();
   packs_gemm_operands_ = architecture_traits(gpu.architecture).gemm_tiles == GemmTiles::cpu_blas;
-  draws_serially_ = is_cpu_architecture(gpu.architecture);
+  cpu_ = is_cpu_architecture(gpu.architecture);
   vector_peak_ = *gpu.peak_for(Precision::fp32);
   // The fp32 peak is lanes x SMs x 2 x boost clock: 64 lanes on GP100, GV100, TU10x and GA100,
   // 128 on GP10x, GA10x, Ada, Hopper and Blackwell. A GPU described without clocks: 64.
@@ -115,7 +115,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       kTensorCoreBytes /
       (precision == TrainingPrecision::tf32 ? 4 : conv_context_.activation_bytes);
   conv_context_.channels_last = convolution.channels_last;
-  conv_context_.onednn = is_cpu_architecture(gpu.architecture);
+  conv_context_.onednn = cpu_;
 }
 
 FlopsPerSecond DeviceModel::unit_peak(OpClass op_class) const {
@@ -251,7 +251,7 @@ KernelExplanation DeviceModel::explain_part(const KernelPart& part, std::int64_t
   e.seconds = e.packed ? e.compute_s + e.memory_s : std::max(e.compute_s, e.memory_s);
   e.bound = e.compute_s >= e.memory_s ? KernelBound::compute : KernelBound::memory;
   if (e.packed) e.algorithm += ", operands packed first";
-  const double draws = draws_serially_ ? scaled(kernel.bernoulli_draws, batch) : 0;
+  const double draws = cpu_ ? scaled(kernel.bernoulli_draws, batch) : 0;
   if (draws > 0) {
     e.serial_draws_s = draws * profile_.gpu.cpu_bernoulli_ns_or_default() * 1e-9;
     e.seconds += e.serial_draws_s;

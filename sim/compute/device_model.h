@@ -96,7 +96,7 @@ class DeviceModel {
   bool conv_tensor_cores() const { return conv_peak_.value() > vector_peak_.value(); }
   // A CPU device: eager ops compute on the thread that dispatches them, so a kernel runs after its
   // dispatch and the next dispatch after it, where a GPU's queue lets the two overlap.
-  bool computes_inline() const { return draws_serially_; }
+  bool computes_inline() const { return cpu_; }
 
  private:
   KernelExplanation explain_part(const KernelPart& part, std::int64_t batch) const;
@@ -118,8 +118,10 @@ class DeviceModel {
   FlopsPerSecond vector_peak_;        // FP32 CUDA cores
   double sustained_fraction_ = 1;     // sustained over boost clock, in (0, 1]
   bool packs_gemm_operands_ = false;  // a CPU BLAS: GEMMs stream, then compute
-  bool draws_serially_ = false;       // a CPU: a mask's random numbers one after another
-  double fp32_lanes_per_sm_ = 64;     // FP32 CUDA cores per SM
+  // A CPU device: ops compute on the dispatching thread, a mask's random numbers are drawn one
+  // after another, convolutions are oneDNN's.
+  bool cpu_ = false;
+  double fp32_lanes_per_sm_ = 64;  // FP32 CUDA cores per SM
   // The unit an op class's tensor-core kernels run on (conv_peak_ or matrix_peak_).
   FlopsPerSecond unit_peak(OpClass op_class) const;
   bool on_tensor_cores(OpClass op_class) const;

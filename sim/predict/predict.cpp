@@ -448,8 +448,7 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
     if (!scenario.contention.shared() && !waits_for_slowest(scenario, point) && !libtorch_costs)
       return simulate_point(scenario, point, options);
     ScenarioSpec adjusted = scenario;
-    // A C++ loop on LibTorch pays its own host costs where the profile measured them.
-    if (libtorch_costs) adjusted.profile.host = *scenario.profile.host_libtorch;
+    if (libtorch_costs) adjusted.profile.host = loop_host_costs(scenario);
     if (scenario.contention.shared()) adjusted = under_contention(adjusted);
     if (waits_for_slowest(scenario, point)) adjusted = at_slowest_gpu(adjusted, point.gpus);
     return simulate_point(adjusted, point, options);

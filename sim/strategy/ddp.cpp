@@ -93,6 +93,7 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     return rank_sites(plan, ranks, ops);
   };
   const bool accumulate = training.framework == Framework::pytorch1 || !zero_grad;
+  const bool prescales = training.framework == Framework::pytorch1;
   // DDP's buffer sync (broadcast_buffers): in the forward after a synchronised backward, the
   // first of a cycle, rank 0's buffers are flattened, broadcast on NCCL's stream and copied back
   // before the module runs (c10d's broadcast_coalesced).
@@ -166,7 +167,8 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     // The reducer's autograd hook on each of the layer's parameters copies its gradient into
     // its bucket, pre-divided by the world size: one kernel a parameter (reducer.cpp,
     // mark_variable_ready_dense: mul_out into the bucket's view, or div_ in place where the
-    // gradient already is that view), and its C++ work on the autograd thread.
+    // gradient already is that view; PyTorch 1's a plain copy_, divided by the bucket below), and
+    // its C++ work on the autograd thread.
     if (layer < layer_tensors.size()) {
       for (std::size_t t : layer_tensors[layer]) {
         filled[tensor_bucket[t]] =
@@ -178,9 +180,18 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     if (finished == complete_after.end()) continue;
     // The full bucket's all-reduce is launched from the autograd thread right away. A
     // compression hook first casts the bucket down and divides it by the world size, on the
-    // compute stream.
+    // compute stream; PyTorch 1's reducer copied each gradient in unscaled and divided the
+    // full bucket in place before its all-reduce, one pass over the bucket (reducer.cpp,
+    // mark_variable_ready: "Prescale bucket contents", replica.contents.div_, through 1.7).
     for (std::size_t bucket : finished->second) {
       std::int32_t copied = filled[bucket];
+      if (!compressed && prescales) {
+        const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
+        copied = b.kernel(fmt::format("divide bucket {} by the world size", bucket),
+                          Category::backward, costs.backward_op,
+                          elementwise_time(c, elements, static_cast<int>(parameter_element),
+                                           static_cast<int>(parameter_element)));
+      }
       if (compressed) {
         const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
         b.kernel(fmt::format("compress bucket {} to {}", bucket, dtype_name),

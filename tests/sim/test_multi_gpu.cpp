@@ -340,6 +340,26 @@ TEST_CASE("DDP all-reduces each bucket once per step: 25 MiB buckets after a 1 M
   CHECK(synced.epoch_seconds > r.epoch_seconds);
 }
 
+TEST_CASE("PyTorch 1's reducer divides each full bucket before its all-reduce") {
+  // reducer.cpp through PyTorch 1.7: gradients copied in unscaled, then the full bucket's
+  // contents div_ by the world size ("prescale bucket contents"), one kernel a bucket on each
+  // rank; a compression hook divides its compressed copy instead.
+  std::vector<yaml::Override> old = {{"training.ddp.broadcast_buffers", "false", ""},
+                                     {"training.framework", "pytorch-1", ""}};
+  std::vector<yaml::Override> bf16 = old;
+  bf16.push_back({"training.gradient_dtype", "bf16", ""});
+  std::vector<yaml::Override> current = old;
+  current.back() = {"training.framework", "pytorch-2", ""};
+  const PointResult divided = predict_point(scenario(kDdpResnet, old), SweepPoint{8, 512, 64});
+  const PointResult hooked = predict_point(scenario(kDdpResnet, bf16), SweepPoint{8, 512, 64});
+  INFO(divided.train_iterations << " iterations");
+  // The hook's compress, divide and decompress replace the prescale: two more kernels a bucket.
+  CHECK(hooked.stats.kernels == divided.stats.kernels + 2 * 5 * 8 * divided.train_iterations);
+  // The same all-reduces as PyTorch 2's reducer, which divides as it copies in.
+  const PointResult fused = predict_point(scenario(kDdpResnet, current), SweepPoint{8, 512, 64});
+  CHECK(divided.stats.collectives == fused.stats.collectives);
+}
+
 TEST_CASE("gradient_dtype bf16: half the bytes on the wire, three casting kernels a bucket") {
   // PyTorch's bf16_compress_hook: each bucket cast to bf16 and divided by the world size before
   // its all-reduce, cast back after. Without peer-to-peer (8 RTX 4090s over PCIe) the saved

@@ -310,6 +310,13 @@ ConvPlan im2col_gemm(const KernelWork& conv, const ConvContext& cx) {
       break;
     case ConvPass::backward_weight:
       plan.parts.push_back(im2col);
+      // Laid out whole, the column matrix leaves the caches before the GEMM reads it, and the
+      // GEMM's packing of it (its transposed operand) streams it from memory and back: once
+      // read, once written. A block at a time, it is packed where im2col left it.
+      if (cx.onednn && onednn_full_columns(g, cx)) {
+        plan.parts.push_back(elementwise("GEMM packs the column matrix", flops(0),
+                                         bytes(2 * a * columns), per_sample(columns)));
+      }
       plan.parts.push_back(gemm_part(
           "GEMM over the columns", conv.op_class,
           GemmShape{fixed(groups), fixed(k), fixed(c * window), per_sample(out_positions)},
@@ -320,6 +327,36 @@ ConvPlan im2col_gemm(const KernelWork& conv, const ConvContext& cx) {
 }
 
 }  // namespace
+
+bool onednn_full_columns(const ConvGeometry& g, const ConvContext& cx) {
+  if (g.pass == ConvPass::forward) return false;  // forward blocks its columns for the L2 cache
+  // gemm_convolution_utils.cpp, init_conf (oneDNN 2.x): scratchpad_limit, and the f32 column
+  // buffer's "required memory overflows" test for the backward passes. In double: products of
+  // a model's sizes may pass 2^63.
+  constexpr double kScratchpadPerThread = 15, kScratchpadMost = 1024.0 * 1024 * 1024;
+  constexpr double kFloatBytes = 4;  // the buffer's element and the reduction buffer's booking
+  const auto at = [](std::int64_t v) { return static_cast<double>(v); };
+  const double a = at(cx.activation_bytes), threads = at(std::max<std::int64_t>(1, cx.threads));
+  const double batch = at(std::max<std::int64_t>(1, cx.batch));
+  const double groups = at(std::max<std::int64_t>(1, g.groups));
+  const double in_positions = at(g.in_size[0] * g.in_size[1]);
+  const double out_positions = at(g.out_size[0] * g.out_size[1]);
+  const double source = batch * at(g.in_channels) * in_positions * a;
+  const double destination = batch * at(g.out_channels) * out_positions * a;
+  const double weights =
+      at(g.out_channels) * at(g.in_channels) / groups * window_size(g) * at(cx.weight_bytes);
+  const double limit =
+      std::min(kScratchpadMost, kScratchpadPerThread * threads * (source + weights + destination));
+  // The weight gradient's reduction buffer is booked first, threads x weights "elements" of the
+  // weights' size in bytes.
+  const double booked = g.pass == ConvPass::backward_weight ? kFloatBytes * threads * weights : 0;
+  // Threads share one column matrix where a sample's positions give each at least 256 (oneDNN's
+  // outer_threading off), else each computes samples of its own, with a matrix each.
+  constexpr double kPositionsPerThread = 256;
+  const double buffers = out_positions / threads >= kPositionsPerThread ? 1 : threads;
+  const double columns = at(g.in_channels) / groups * window_size(g) * out_positions;
+  return limit - booked >= buffers * columns * kFloatBytes;
+}
 
 bool onednn_direct_applies(const ConvGeometry& g) {
   // In double: a model's sizes are checked below 2^44 each, not their products.

@@ -54,6 +54,10 @@ struct ConvContext {
   std::int64_t channel_multiple = 1;  // tensor-core channel multiple (8 for 16-bit, 4 for tf32)
   bool channels_last = false;         // activations in NHWC order
   bool onednn = false;                // a CPU device: oneDNN's one choice, not cuDNN's algorithms
+  // oneDNN only: the samples a pass computes at once and its threads, which size the scratchpad
+  // its im2col path may take (onednn_full_columns).
+  std::int64_t batch = 1;
+  std::int64_t threads = 1;
 };
 
 // Every algorithm that can compute `conv` (which has_conv_geometry), implicit GEMM first; on
@@ -63,6 +67,14 @@ std::vector<ConvPlan> conv_plans(const KernelWork& conv, const ConvContext& cont
 // Whether oneDNN 2.x's direct AVX-512 kernel computes this pass (else im2col and a GEMM): the
 // conditions of jit_avx512_common_conv_kernel.cpp's init_conf on the window's width.
 bool onednn_direct_applies(const ConvGeometry& g);
+
+// Whether oneDNN's im2col path lays out a backward pass's whole column matrix for each sample
+// (else a block of output positions at a time, in cache). gemm_convolution_utils.cpp's init_conf
+// caps the scratchpad at 15 x threads x the pass's source, weights and destination (the whole
+// mini-batch's; at most 1 GiB), less, for the weight gradient, the reduction buffer it books
+// first (4 x threads x the weights' bytes); the column matrices take the full layout where they
+// fit what is left. So the full layout comes with larger batches.
+bool onednn_full_columns(const ConvGeometry& g, const ConvContext& context);
 
 // The multiple tensor-core kernels need their feature dimensions padded to.
 std::int64_t round_up(std::int64_t value, std::int64_t multiple);

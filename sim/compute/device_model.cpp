@@ -116,6 +116,7 @@ DeviceModel::DeviceModel(const GpuSpec& gpu, const HardwareProfile& profile,
       (precision == TrainingPrecision::tf32 ? 4 : conv_context_.activation_bytes);
   conv_context_.channels_last = convolution.channels_last;
   conv_context_.onednn = cpu_;
+  conv_context_.threads = std::max(1, gpu.sm_count);  // a CPU device's cores: its threads
 }
 
 FlopsPerSecond DeviceModel::unit_peak(OpClass op_class) const {
@@ -292,7 +293,9 @@ KernelExplanation DeviceModel::explain(const KernelWork& kernel, std::int64_t ba
   }
   // Each algorithm's kernels run one after another; its time is theirs summed.
   std::vector<KernelExplanation> options;
-  for (const ConvPlan& plan : conv_plans(kernel, conv_context_)) {
+  ConvContext context = conv_context_;
+  context.batch = batch;
+  for (const ConvPlan& plan : conv_plans(kernel, context)) {
     KernelExplanation total;
     double longest = -1;
     for (const KernelPart& part : plan.parts) {

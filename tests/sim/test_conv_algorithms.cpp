@@ -2,6 +2,7 @@
 // FFT's arithmetic, the implicit GEMM's shape, tensor-core padding), and the choice cuDNN makes
 // with and without cudnn.benchmark.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "core/model/analysis.h"
 #include "core/spec/hardware_spec.h"
@@ -297,4 +298,65 @@ TEST_CASE("im2col + GEMM writes and reads the column matrix once a pass, col2im 
   const KernelExplanation e = device.explain(*c.data, 4);
   CHECK(e.parts == 2);
   CHECK_THAT(e.algorithm, Catch::Contains("im2col + GEMM"));
+}
+
+TEST_CASE(
+    "oneDNN lays a backward pass's whole column matrix out only when its scratchpad holds it") {
+  // Where the column buffer of oneDNN 2.6's backward passes took the whole matrix a sample (the
+  // process's memory grew by it during backward, on the CI machine's CPU, one thread unless
+  // said), against the batch: seed 001's second convolution (50 -> 30 channels, 100 taps padded
+  // 50 over 3,000 positions) from 4 samples; 50 taps from 2, 70 from 3, 200 from 8; 10 filters
+  // from 6, 80 from 2; two threads from 2. Over 1,500 positions at 3 samples, the data gradient
+  // took it and the weight gradient, which books its reduction buffer first, did not.
+  const auto first_full = [](int filters, int window, std::int64_t positions, int threads,
+                             bool weight_gradient) {
+    ConvKernels c =
+        first_conv("[50, " + std::to_string(positions) + "]",
+                   fmt::format("{{type: conv1d, out_channels: {}, kernel: {}, padding: {}}}",
+                               filters, window, window / 2),
+                   "{type: conv1d, out_channels: 50, kernel: 1}");
+    ConvContext cpu;
+    cpu.onednn = true;
+    cpu.threads = threads;
+    for (std::int64_t batch = 1; batch <= 64; ++batch) {
+      cpu.batch = batch;
+      if (onednn_full_columns(weight_gradient ? c.weight->conv : c.data->conv, cpu)) return batch;
+    }
+    return std::int64_t{0};
+  };
+  CHECK(first_full(30, 100, 3000, 1, true) == 4);
+  CHECK(first_full(30, 100, 3000, 1, false) == 4);
+  CHECK(first_full(30, 50, 3000, 1, true) == 2);
+  CHECK(first_full(30, 70, 3000, 1, true) == 3);
+  CHECK(first_full(30, 200, 3000, 1, true) == 8);
+  CHECK(first_full(10, 100, 3000, 1, true) == 6);
+  CHECK(first_full(80, 100, 3000, 1, true) == 2);
+  CHECK(first_full(30, 100, 3000, 2, true) == 2);
+  CHECK(first_full(30, 100, 1500, 1, true) == 4);
+  CHECK(first_full(30, 100, 1500, 1, false) == 3);
+
+  // Laid out whole, the weight gradient's GEMM packs the matrix from memory: one more pass over
+  // it, read and written, that the blocked layout does not pay (the GEMM's kernel measured twice
+  // as long per sample from 4 samples, the im2col the same).
+  ConvKernels c =
+      first_conv("[50, 3000]", "{type: conv1d, out_channels: 30, kernel: 100, padding: 50}",
+                 "{type: conv1d, out_channels: 50, kernel: 1}");
+  ConvContext cpu;
+  cpu.onednn = true;
+  cpu.batch = 3;
+  CHECK(conv_plans(*c.weight, cpu).front().parts.size() == 2);
+  cpu.batch = 4;
+  const ConvPlan whole = conv_plans(*c.weight, cpu).front();
+  REQUIRE(whole.parts.size() == 3);
+  CHECK(whole.parts[1].what == "GEMM packs the column matrix");
+  CHECK(static_cast<double>(whole.parts[1].work.bytes.per_sample.value()) ==
+        2 * 4 * 50.0 * 100 * 3001);
+  // The data gradient costs the same either way (measured flat per sample), as the forward.
+  CHECK(conv_plans(*c.data, cpu).front().parts.size() == 2);
+  CHECK(conv_plans(*c.forward, cpu).front().parts.size() == 2);
+  // Per sample the device's weight gradient steps up where the layout changes.
+  const DeviceModel device(gpu("host-cpu-1core"), default_profile(), TrainingPrecision::fp32);
+  const double three = device.explain(*c.weight, 3).seconds / 3;
+  const double four = device.explain(*c.weight, 4).seconds / 4;
+  CHECK(four > 1.05 * three);
 }

@@ -735,6 +735,54 @@ void fit_sample_cost(const std::vector<double>& bytes, const std::vector<double>
                         "the loaders' CPU clocks (median over points)"});
 }
 
+// A batch's clock at several batch sizes (at least 2x apart): its cost per sample falls as the
+// batch grows where the loader pays something once a batch (collating the samples). Fitted as a
+// cost a batch plus the costs above times its samples, relative residuals, and kept where it at
+// least halves the residual of the costs per sample alone.
+void fit_batch_cost(const std::vector<double>& bytes, const std::vector<double>& batches,
+                    const std::vector<double>& seconds, Calibration& out) {
+  const auto [fewest, most] = std::minmax_element(batches.begin(), batches.end());
+  if (seconds.size() < 3 || *most < 2 * *fewest || !out.profile.sample_cpu) return;
+  const double per_byte_before = out.profile.sample_cpu_per_byte.value_or(0);
+  const bool by_bytes = out.profile.sample_cpu_per_byte.has_value();
+  auto relative_rms = [&](double batch_cost, double per_sample, double per_byte) {
+    std::vector<double> residuals;
+    for (std::size_t i = 0; i < seconds.size(); ++i) {
+      const double measured = seconds[i] * batches[i];
+      const double modelled = batch_cost + batches[i] * (per_sample + per_byte * bytes[i]);
+      residuals.push_back((modelled - measured) / measured);
+    }
+    return rms(residuals);
+  };
+  const double alone = relative_rms(0, out.profile.sample_cpu->value(), per_byte_before);
+  std::vector<std::vector<double>> rows;
+  std::vector<double> targets;
+  for (std::size_t i = 0; i < seconds.size(); ++i) {
+    const double measured = seconds[i] * batches[i];
+    std::vector<double> row{1 / measured, batches[i] / measured};
+    if (by_bytes) row.push_back(batches[i] * bytes[i] / measured);
+    rows.push_back(std::move(row));
+    targets.push_back(1);
+  }
+  const std::vector<double> x = non_negative_least_squares(rows, targets, by_bytes ? 3 : 2);
+  const double per_byte = by_bytes ? x[2] : 0;
+  if (x[0] <= 0 || x[1] <= 0 || (by_bytes && per_byte <= 0)) return;
+  const double together = relative_rms(x[0], x[1], per_byte);
+  if (together > 0.5 * alone) return;
+  const int n = static_cast<int>(seconds.size());
+  const char* from = "the loaders' CPU clocks, against their batch sizes";
+  out.profile.batch_cpu = Seconds(x[0]);
+  out.profile.sample_cpu = Seconds(x[1]);
+  if (by_bytes) out.profile.sample_cpu_per_byte = per_byte;
+  std::erase_if(out.fitted, [](const FittedParameter& f) {
+    return f.key == "input.sample_cpu_us" || f.key == "input.sample_cpu_ns_per_byte";
+  });
+  out.fitted.push_back({"input.sample_cpu_us", x[1] * 1e6, n, together, from});
+  if (by_bytes)
+    out.fitted.push_back({"input.sample_cpu_ns_per_byte", per_byte * 1e9, n, together, from});
+  out.fitted.push_back({"input.batch_cpu_us", x[0] * 1e6, n, together, from});
+}
+
 // The newest measurement's start, not the clock: the same files give the same profile.
 std::string newest_measurement(const std::vector<MeasuredScenario>& inputs) {
   std::string newest;
@@ -853,11 +901,13 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   }
   if (!kernels.empty()) fit_kernel_times(kernels, machine.gpu, out);
 
-  std::vector<double> sample_cpu, sample_bytes;
+  std::vector<double> sample_cpu, sample_bytes, sample_batches;
   for (const MeasuredScenario& input : inputs) {
     for (const MeasuredPoint& p : input.measurements.points) {
       if (p.status == PointStatus::ok && p.loader_sample_cpu_s > 0 && (!use || use(p))) {
         sample_cpu.push_back(p.loader_sample_cpu_s);
+        // One rank's loader makes its per-GPU batch.
+        sample_batches.push_back(static_cast<double>(std::max<std::int64_t>(1, p.per_gpu_batch)));
         sample_bytes.push_back(static_cast<double>(loader_sample_bytes(input.scenario)));
       }
     }
@@ -872,7 +922,10 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   } else {
     out.notes.push_back("host.*_op_us: kept: no dispatch microbenchmark (epochcast bench)");
   }
-  if (!sample_cpu.empty()) fit_sample_cost(sample_bytes, sample_cpu, out);
+  if (!sample_cpu.empty()) {
+    fit_sample_cost(sample_bytes, sample_cpu, out);
+    fit_batch_cost(sample_bytes, sample_batches, sample_cpu, out);
+  }
   fit_links(inputs, out);
   fit_end_to_end_figures(inputs, use, out, progress);
 

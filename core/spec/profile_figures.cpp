@@ -42,6 +42,9 @@ std::vector<ProfileFigure> make_figures() {
   // Nanoseconds a byte of the loader's sample, beside the cost per sample (same bounds: a time
   // per unit of work).
   micros("input.sample_cpu_ns_per_byte");
+  // Set from the loaders' clocks: in epoch times a batch's cost is the step's, which the loop's
+  // overhead a step already is.
+  figures.push_back({"input.batch_cpu_us", FigureKind::microseconds, 0, kMicrosHigh, true});
   fraction("transfer.pcie_efficiency");
   fraction("transfer.pageable_efficiency");
   micros("transfer.copy_latency_us");
@@ -154,6 +157,10 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
     if (!profile.sample_cpu || !profile.sample_cpu_per_byte) return std::nullopt;
     return *profile.sample_cpu_per_byte * 1e9;
   }
+  if (key == "input.batch_cpu_us") {
+    if (!profile.sample_cpu || !profile.batch_cpu) return std::nullopt;
+    return profile.batch_cpu->value() * 1e6;
+  }
   if (key == "gpu.memory_efficiency") return profile.gpu.memory_or_default();
   if (key == "gpu.optimizer_memory_efficiency") return profile.gpu.optimizer_memory_or_default();
   if (key == "gpu.speed_spread") return profile.gpu.speed_spread_or_default();
@@ -172,6 +179,10 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   if (key == "input.sample_cpu_ns_per_byte") {
     // Only beside a cost per sample (which apply_profile needs to use either): never invented.
     profile.sample_cpu_per_byte = value * 1e-9;
+    return;
+  }
+  if (key == "input.batch_cpu_us") {
+    profile.batch_cpu = Seconds(value * 1e-6);
     return;
   }
   if (key == "gpu.memory_efficiency") {

@@ -25,8 +25,8 @@ struct ProfileFigure {
   std::string key;
   FigureKind kind = FigureKind::fraction;
   double lower = 0, upper = 0;  // physical bounds, in the key's unit
-  // Set from kernel or layer times only: epoch times cannot tell it from the figures of the
-  // kernels around it, so the end-to-end fit leaves it as calibrated.
+  // Set from kernel or layer times (or the loaders' own clocks) only: epoch times cannot tell it
+  // from the figures around it, so the end-to-end fit leaves it as calibrated.
   bool kernel_level = false;
 };
 

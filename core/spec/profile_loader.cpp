@@ -236,10 +236,11 @@ HardwareProfile read_profile(const yaml::Document& document) {
       p.calibration.measurements.push_back(file.as_string());
   }
   if (auto i = top.optional("input")) {
-    yaml::MapReader input(*i, {"sample_cpu_us", "sample_cpu_ns_per_byte"});
+    yaml::MapReader input(*i, {"sample_cpu_us", "sample_cpu_ns_per_byte", "batch_cpu_us"});
     p.sample_cpu = micros(input.required("sample_cpu_us"));
     if (auto per_byte = input.optional("sample_cpu_ns_per_byte"))
       p.sample_cpu_per_byte = per_byte->as_number_in(0, 1e9) * 1e-9;
+    if (auto per_batch = input.optional("batch_cpu_us")) p.batch_cpu = micros(*per_batch);
   }
   if (auto d = top.optional("description")) d->as_string();
 
@@ -422,6 +423,7 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
   if (p.sample_cpu) y += "input:\n  sample_cpu_us: " + us(*p.sample_cpu) + "\n";
   if (p.sample_cpu && p.sample_cpu_per_byte)
     y += "  sample_cpu_ns_per_byte: " + number(*p.sample_cpu_per_byte * 1e9) + "\n";
+  if (p.sample_cpu && p.batch_cpu) y += "  batch_cpu_us: " + us(*p.batch_cpu) + "\n";
   y += "gpu:\n  efficiency:\n";
   for (std::size_t i = 0; i < kOpClassCount; ++i)
     y += fmt::format("    {}: {}\n", kOpClassNames[i], number(p.gpu.compute[i]));
@@ -621,10 +623,17 @@ std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
                  per_byte * static_cast<double>(loader_sample_bytes(scenario)));
 }
 
+void apply_input_costs(const HardwareProfile& profile, ScenarioSpec& scenario) {
+  if (auto cost = profile_sample_cpu(profile, scenario)) scenario.loader.sample_cpu = *cost;
+  if (profile.sample_cpu && profile.batch_cpu &&
+      scenario.loader.source != LoaderSource::synthetic_gpu)
+    scenario.loader.batch_cpu = *profile.batch_cpu;
+}
+
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile) {
   resolve_for_device(profile, scenario.machine.gpu,
                      efficiency_precision(scenario.training.precision));
-  if (auto cost = profile_sample_cpu(profile, scenario)) scenario.loader.sample_cpu = *cost;
+  apply_input_costs(profile, scenario);
   scenario.profile = std::move(profile);
 }
 

@@ -179,6 +179,10 @@ struct HardwareProfile {
   // data set of another size.
   std::optional<Seconds> sample_cpu;
   std::optional<double> sample_cpu_per_byte;
+  // The same pipeline's CPU time a batch beyond its samples (collating them); when present it
+  // replaces the scenario's loader.batch_cpu_us. Calibrated from the loaders' clocks at several
+  // batch sizes, where their cost per sample falls as the batch grows.
+  std::optional<Seconds> batch_cpu;
   GpuEfficiency gpu;
   HostCosts host;
   DeviceMemoryCosts memory;

@@ -100,9 +100,8 @@ void read_hardware(const yaml::Node& node, const std::filesystem::path& relative
 }
 
 constexpr std::string_view kLoaderKeys[] = {
-    "source",          "workers",       "prefetch_factor",
-    "pin_memory",      "sample_cpu_us", "normalize_on_gpu",
-    "prefetch_to_gpu", "gpu_decode_us", "encoded_sample_bytes"};
+    "source",       "workers",          "prefetch_factor", "pin_memory",    "sample_cpu_us",
+    "batch_cpu_us", "normalize_on_gpu", "prefetch_to_gpu", "gpu_decode_us", "encoded_sample_bytes"};
 
 LoaderSpec read_loader(const yaml::Node& node) {
   yaml::MapReader map(node, kLoaderKeys);
@@ -140,6 +139,9 @@ LoaderSpec read_loader(const yaml::Node& node) {
   if (auto pin = map.optional("pin_memory")) loader.pin_memory = pin->as_bool();
   if (auto cost = map.optional("sample_cpu_us")) {
     loader.sample_cpu = microseconds(cost->as_number_in(0, 1e9));
+  }
+  if (auto cost = map.optional("batch_cpu_us")) {
+    loader.batch_cpu = microseconds(cost->as_number_in(0, 1e9));
   }
   if (auto normalize = map.optional("normalize_on_gpu")) {
     loader.normalize_on_gpu = normalize->as_bool();
@@ -635,8 +637,9 @@ ScenarioSpec read_scenario(const yaml::Document& document,
   if (s.target.has_value() != s.statistical_efficiency.has_value()) {
     top.required(s.target ? "statistical_efficiency" : "target");
   }
-  // A calibrated profile knows what the measured input pipeline costs per sample (and byte).
-  if (auto cost = profile_sample_cpu(s.profile, s)) s.loader.sample_cpu = *cost;
+  // A calibrated profile knows what the measured input pipeline costs per sample (and byte, and
+  // batch).
+  apply_input_costs(s.profile, s);
   check_consistency(s, top);
   return s;
 }

@@ -122,6 +122,9 @@ struct LoaderSpec {
   int prefetch_factor = 2;  // batches each worker prepares ahead
   bool pin_memory = false;  // pinned batches copy asynchronously at full PCIe speed
   Seconds sample_cpu;       // CPU time to read, decode and transform one sample on one core
+  // CPU time a batch costs beyond its samples, on the same core: collating them into one tensor
+  // (default_collate's torch.stack) and the loader's own work a batch.
+  Seconds batch_cpu;
   // Samples cross to the GPU as uint8 (one byte per element, as images decode) and the GPU
   // converts and normalises them: x.float().sub_(mean).div_(std) after the copy.
   bool normalize_on_gpu = false;
@@ -436,7 +439,7 @@ std::vector<SweepPoint> expand_sweep(const ScenarioSpec& scenario);
 std::string point_problem(const ScenarioSpec& scenario, const SweepPoint& point);
 
 // Runs the scenario with `profile` instead of its machine's: a calibrated profile's measured
-// input-pipeline cost replaces the scenario's loader.sample_cpu_us too.
+// input-pipeline costs replace the scenario's loader.sample_cpu_us and batch_cpu_us too.
 void apply_profile(ScenarioSpec& scenario, HardwareProfile profile);
 // The host costs the scenario's training loop pays: a C++ loop on LibTorch its own where the
 // profile measured them (host_libtorch), else the profile's host figures.
@@ -448,6 +451,8 @@ std::int64_t loader_sample_bytes(const ScenarioSpec& scenario);
 // the profile has none): its per-sample figure plus its per-byte one for this data set.
 std::optional<Seconds> profile_sample_cpu(const HardwareProfile& profile,
                                           const ScenarioSpec& scenario);
+// The scenario's loader costs (per sample, per batch) as `profile` measured them, where it did.
+void apply_input_costs(const HardwareProfile& profile, ScenarioSpec& scenario);
 // The profile precision whose efficiencies a training precision runs at.
 std::string_view efficiency_precision(TrainingPrecision precision);
 

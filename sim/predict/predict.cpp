@@ -151,7 +151,8 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
     const LoaderSpec& loader = s.loader;
     // One process loads global batches; a process per GPU loads its own share.
     const std::int64_t loaded = strategy_model(s.training.strategy).loader_batch(r.point);
-    double batch_load = loader.sample_cpu.value() * static_cast<double>(loaded);
+    double batch_load =
+        loader.batch_cpu.value() + loader.sample_cpu.value() * static_cast<double>(loaded);
     r.diagnosis = fmt::format(
         "input-bound: the GPU waits {} of the epoch for data; a batch takes {:.1f} ms of CPU to "
         "load {}",
@@ -208,8 +209,9 @@ ScenarioSpec under_contention(const ScenarioSpec& scenario) {
   g.sm_count = std::max(1, static_cast<int>(std::lround(g.sm_count * gpu)));
   scale_gpu_rates(g, gpu);
   HostCosts& h = s.profile.host;
-  for (Seconds* cost : {&h.forward_op, &h.backward_op, &h.optimizer_op, &h.step_overhead, &h.sync,
-                        &h.batch_fetch, &s.profile.links.collective_launch, &s.loader.sample_cpu}) {
+  for (Seconds* cost :
+       {&h.forward_op, &h.backward_op, &h.optimizer_op, &h.step_overhead, &h.sync, &h.batch_fetch,
+        &s.profile.links.collective_launch, &s.loader.sample_cpu, &s.loader.batch_cpu}) {
     *cost = Seconds(cost->value() / cpu);
   }
   s.contention = ContentionSpec{};

@@ -122,6 +122,38 @@ sweep: {gpus: [1], batch: [8], batch_is: global}
   }
 }
 
+TEST_CASE("a loader's cost a batch is paid once a step, by the thread or the worker that loads") {
+  // loader.batch_cpu_us: collating a batch, beside each sample's cost. On a CPU device the
+  // training thread's loading adds to the step exactly; with workers, it is each worker's work
+  // a batch (an input-bound loader shows it).
+  auto cpu = [](const std::string& loader) {
+    return scenario(R"(model: mnist-cnn
+hardware: host-cpu
+dataset: {name: synthetic, train_samples: 512, sample_shape: [1, 28, 28], classes: 10}
+loader: )" + loader +
+                    R"(
+training: {strategy: single, optimizer: adam, precision: fp32}
+sweep: {gpus: [1], batch: [8], batch_is: global}
+)");
+  };
+  const PointResult without = predict_point(cpu("{workers: 0, sample_cpu_us: 40}"), point(8));
+  const PointResult with =
+      predict_point(cpu("{workers: 0, sample_cpu_us: 40, batch_cpu_us: 1000}"), point(8));
+  CHECK(with.epoch_seconds - without.epoch_seconds ==
+        Approx(static_cast<double>(without.train_iterations) * 1e-3).epsilon(1e-6));
+  // Two workers each making every other batch at 5 ms a batch plus 10 us a sample keep a small
+  // model's GPU waiting: the epoch is the workers' pace, the cost a batch included.
+  const std::string mnist = kMnist;
+  const PointResult pace =
+      predict_point(scenario(mnist + "loader: {workers: 2, sample_cpu_us: 10}\n"), point(64));
+  const PointResult collated = predict_point(
+      scenario(mnist + "loader: {workers: 2, sample_cpu_us: 10, batch_cpu_us: 5000}\n"), point(64));
+  CHECK(collated.epoch_seconds > pace.epoch_seconds);
+  CHECK(collated.epoch_seconds ==
+        Approx(static_cast<double>(collated.train_iterations) * (5e-3 + 64 * 10e-6) / 2)
+            .epsilon(0.02));
+}
+
 TEST_CASE("mnist-cnn flattens once the GPU is busy: epoch time is samples x GPU time per sample") {
   ScenarioSpec s = scenario(kMnist);
   PointResult large = predict_point(s, point(4096));

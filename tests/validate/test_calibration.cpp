@@ -602,6 +602,7 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   p.host.step_overhead = Seconds(0.0123);
   p.sample_cpu = Seconds(1.5e-4);
   p.sample_cpu_per_byte = 2.5e-9;
+  p.batch_cpu = Seconds(9e-5);
   p.gpu.optimizer_memory = 0.71;
   p.sources["gpu.optimizer_memory_efficiency"] = "fitted";
   p.links.nccl_launch = microseconds(5.6);
@@ -621,6 +622,8 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   CHECK(back.sample_cpu->value() == Approx(1.5e-4));
   REQUIRE(back.sample_cpu_per_byte);
   CHECK(*back.sample_cpu_per_byte == Approx(2.5e-9));
+  REQUIRE(back.batch_cpu);
+  CHECK(back.batch_cpu->value() == Approx(9e-5));
   CHECK(back.calibration.measurements.size() == 2);
   CHECK(back.sources["gpu.efficiency"] == p.sources["gpu.efficiency"]);
   // Any text reads back as it was: newlines in a name, indented or trailing-newline sources,
@@ -642,6 +645,7 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
   // plus per byte of the scenario's samples (seed 001's: 12,000 float32).
   apply_profile(scenario, back);
   CHECK(scenario.loader.sample_cpu.value() == Approx(1.5e-4 + 2.5e-9 * 48000));
+  CHECK(scenario.loader.batch_cpu.value() == Approx(9e-5));
 }
 
 TEST_CASE("the loaders' cost per sample and per byte is recovered from data sets of two sizes") {
@@ -673,6 +677,42 @@ TEST_CASE("the loaders' cost per sample and per byte is recovered from data sets
   REQUIRE(one.profile.sample_cpu);
   CHECK_FALSE(one.profile.sample_cpu_per_byte);
   CHECK(one.profile.sample_cpu->value() == Approx(per_sample + per_byte * 48000).epsilon(0.01));
+}
+
+TEST_CASE("a loader's cost a batch is recovered where its cost per sample falls with the batch") {
+  // Synthetic truth: 150 us a batch (collating it) and 30 us a sample, on seed 001's sweep of
+  // batch sizes; each point's clock gives the loader's time per sample, as epochcast run's does.
+  // The median per sample would charge small batches too little and large ones too much.
+  const double per_batch = 150e-6, per_sample = 30e-6;
+  ScenarioSpec scenario =
+      load_scenario(source("scenarios/seed-001/linear.yaml"), {{"sweep.gpus", "[1]", ""}});
+  HardwareProfile truth = scenario.profile;
+  truth.sample_cpu = Seconds(per_sample);
+  truth.batch_cpu = Seconds(per_batch);
+  MeasuredScenario m = synthetic_measurements(scenario, truth);
+  MeasuredScenario flat = m;
+  for (MeasuredPoint& p : m.measurements.points) {
+    const double batch = static_cast<double>(p.per_gpu_batch);
+    p.loader_sample_cpu_s = (per_batch + per_sample * batch) / batch;
+  }
+  Calibration c = calibrate({m}, {}, {"a.json"});
+  REQUIRE(c.profile.batch_cpu);
+  CHECK(c.profile.batch_cpu->value() == Approx(per_batch).epsilon(0.01));
+  CHECK(c.profile.sample_cpu->value() == Approx(per_sample).epsilon(0.01));
+  const auto batch_row = std::find_if(c.fitted.begin(), c.fitted.end(),
+                                      [](const auto& f) { return f.key == "input.batch_cpu_us"; });
+  REQUIRE(batch_row != c.fitted.end());
+  CHECK_THAT(batch_row->from, Catch::Contains("batch sizes"));
+  // A profile with it charges the scenario's loader both.
+  ScenarioSpec applied = scenario;
+  apply_profile(applied, c.profile);
+  CHECK(applied.loader.batch_cpu.value() == Approx(per_batch).epsilon(0.01));
+  // Clocks flat per sample: nothing a batch.
+  for (MeasuredPoint& p : flat.measurements.points)
+    p.loader_sample_cpu_s = per_sample;
+  Calibration none = calibrate({flat}, {}, {"a.json"});
+  CHECK_FALSE(none.profile.batch_cpu);
+  CHECK(none.profile.sample_cpu->value() == Approx(per_sample));
 }
 
 TEST_CASE("an optional profile figure, once given, needs its source like the others") {

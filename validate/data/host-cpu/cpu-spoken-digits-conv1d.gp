@@ -12,7 +12,7 @@ set key outside right
 set xrange [0.8408964153:19.02731384]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set mxtics 1
-set yrange [6.015688504:8.180193828]
+set yrange [6.017228444:8.180193828]
 set ytics ("6.2" 6.2, "6.4" 6.4, "6.6" 6.6, "6.8" 6.8, "7" 7, "7.2" 7.2, "7.4" 7.4, "7.6" 7.6, "7.8" 7.8, "8" 8)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

@@ -715,6 +715,7 @@ void fit_sample_cost(const std::vector<double>& bytes, const std::vector<double>
                      Calibration& out) {
   const auto [smallest, largest] = std::minmax_element(bytes.begin(), bytes.end());
   const int n = static_cast<int>(seconds.size());
+  out.profile.batch_cpu.reset();  // the clocks hold all of it until fit_batch_cost splits it
   if (*largest >= 2 * *smallest) {
     auto [per_sample, per_byte] = fit_latency_bandwidth(bytes, seconds);
     if (per_byte > 0) {

@@ -707,9 +707,10 @@ TEST_CASE("a loader's cost a batch is recovered where its cost per sample falls 
   ScenarioSpec applied = scenario;
   apply_profile(applied, c.profile);
   CHECK(applied.loader.batch_cpu.value() == Approx(per_batch).epsilon(0.01));
-  // Clocks flat per sample: nothing a batch.
+  // Clocks flat per sample: nothing a batch, even from a start profile that had a figure.
   for (MeasuredPoint& p : flat.measurements.points)
     p.loader_sample_cpu_s = per_sample;
+  flat.scenario.profile.batch_cpu = Seconds(per_batch);
   Calibration none = calibrate({flat}, {}, {"a.json"});
   CHECK_FALSE(none.profile.batch_cpu);
   CHECK(none.profile.sample_cpu->value() == Approx(per_sample));

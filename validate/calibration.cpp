@@ -769,7 +769,10 @@ void fit_batch_cost(const std::vector<double>& bytes, const std::vector<double>&
   const double per_byte = by_bytes ? x[2] : 0;
   if (x[0] <= 0 || x[1] <= 0 || (by_bytes && per_byte <= 0)) return;
   const double together = relative_rms(x[0], x[1], per_byte);
-  if (together > 0.5 * alone) return;
+  // A second figure must earn its place: at least half the residual gone, else the clocks are
+  // flat within their noise and the median a sample stands.
+  constexpr double kResidualKept = 0.5;
+  if (together > kResidualKept * alone) return;
   const int n = static_cast<int>(seconds.size());
   const char* from = "the loaders' CPU clocks, against their batch sizes";
   out.profile.batch_cpu = Seconds(x[0]);

@@ -354,9 +354,13 @@ TEST_CASE(
   // The data gradient costs the same either way (measured flat per sample), as the forward.
   CHECK(conv_plans(*c.data, cpu).front().parts.size() == 2);
   CHECK(conv_plans(*c.forward, cpu).front().parts.size() == 2);
-  // Per sample the device's weight gradient steps up where the layout changes.
+  // Per sample the device's weight gradient steps up where the layout changes, by the pack's
+  // time a sample (the other parts' fixed costs, the weights' traffic, shift it by well under 1%).
   const DeviceModel device(gpu("host-cpu-1core"), default_profile(), TrainingPrecision::fp32);
   const double three = device.explain(*c.weight, 3).seconds / 3;
   const double four = device.explain(*c.weight, 4).seconds / 4;
-  CHECK(four > 1.05 * three);
+  const double pack = device.explain(whole.parts[1].work, 4).seconds / 4;
+  INFO("per sample at 3: " << three << " s, at 4: " << four << " s, the pack: " << pack << " s");
+  CHECK(pack > 0);
+  CHECK(four - three == Approx(pack).epsilon(0.01));
 }

@@ -347,7 +347,9 @@ if ((measure)); then
       echo "command: $command_line"
       if has_gpu; then nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
         --format=csv; fi
-      echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
+      # The environment as found; a CPU run sets LibTorch's, OpenMP's and the BLAS's threads to
+      # the device's cores itself (runtime/measure/cpu_threads.h).
+      echo "threads: OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset} (a CPU run computes on the device's cores: LibTorch, OpenMP and the BLAS set by epochcast run)"
       echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
       # What sets a CPU device's peak: its family (x86 family 26 is Zen 5) and vector extensions.
       echo "cpu_family: $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -87,6 +88,10 @@ struct Observation {
   std::string what;          // the layer's type and pass, e.g. maxpool2d forward
   double point_seconds = 0;  // the sum of all layer times of its point (see weight_scale)
   std::size_t point = 0;     // which measured point it belongs to (numbered across files)
+  // Which layer pass it times (numbered across files): the same kernels at every batch, so the
+  // model's misfit for them repeats in each of its measurements (clustered_spread).
+  std::size_t pass = 0;
+  int layer = 0;  // the layer's index in its model
 };
 
 HardwareProfile unit_profile(HardwareProfile p) {
@@ -143,11 +148,17 @@ std::vector<Observation> layer_observations(const MeasuredScenario& input, const
       if (t.index < 0 || static_cast<std::size_t>(t.index) >= analysis.layers.size()) continue;
       const LayerCosts& layer = analysis.layers[static_cast<std::size_t>(t.index)];
       const std::string type(name_of(layer.layer.type));
+      // A layer's forward is pass 2 x its index, its backward the next.
+      const std::size_t pass = 2 * static_cast<std::size_t>(t.index);
       Observation forward{t.forward_s, {}, 0, type + " forward"};
+      forward.pass = pass;
+      forward.layer = t.index;
       cost(layer.forward, batch, forward.kernels);
       if (inline_ops) forward.inline_s = forward_op * static_cast<double>(forward.kernels.size());
       if (forward.seconds > 0 && !forward.kernels.empty()) observations.push_back(forward);
       Observation backward{t.backward_s, {}, 0, type + " backward"};
+      backward.pass = pass + 1;
+      backward.layer = t.index;
       cost(layer.backward_input, batch, backward.kernels);
       cost(layer.backward_weight, batch, backward.kernels);
       if (inline_ops)
@@ -295,6 +306,101 @@ bool bound_by(const UnitKernel& k, const std::vector<double>& theta, std::size_t
   const double b = k.draws_s > 0 ? bounds_time(k, theta) : t;
   if (is_memory_column(column)) return k.memory_column == column && b == k.memory_s * theta[column];
   return k.op_class == column && b == k.compute_s * theta[column];
+}
+
+// The relative standard error of the figure of `column`, from the fit's residuals as they are
+// clustered: the layer times of one measured point share its conditions (a busier host slows all
+// of them), and one layer pass's times at every batch share the model's misfit for its kernels
+// (one efficiency serving GEMMs of different shapes), so neither set is independent evidence. The
+// sandwich estimator with two-way clustering (Cameron, Gelbach & Miller, "Robust Inference With
+// Multiway Clustering", J. Business & Economic Statistics 29(2), 2011): V = V_point + V_pass -
+// V_each, each cluster sum scaled by G / (G - 1) for its G clusters, over the column's one-figure
+// information sum t^2 (t: the part of an observation's fitted time the column sets, weighted as
+// the fit weighs it). A misfit that repeats pass by pass is then as uncertain as the few passes
+// that show it, and the end-to-end fit may move the figure that far.
+double clustered_spread(const std::vector<Observation>& observations,
+                        const std::vector<double>& theta, std::size_t column) {
+  std::map<std::size_t, double> by_point, by_pass;
+  double each = 0, information = 0;
+  std::size_t counted = 0;
+  for (const Observation& o : observations) {
+    double part = 0;
+    for (const UnitKernel& k : o.kernels) {
+      if (!bound_by(k, theta, column)) continue;
+      if (column == kBernoulliColumn)
+        part += k.draws_s * theta[column];
+      else if (column == k.op_class)
+        part += k.compute_s * theta[column];
+      else
+        part += k.memory_s * theta[column];
+    }
+    if (part <= 0) continue;
+    const double scale = weight_scale(o);
+    const double t = part / scale;
+    const double score = t * (fitted_time(o, theta) - o.seconds) / scale;
+    by_point[o.point] += score;
+    by_pass[o.pass] += score;
+    each += score * score;
+    information += t * t;
+    ++counted;
+  }
+  if (information <= 0) return 0;
+  auto clustered = [](const std::map<std::size_t, double>& sums) {
+    double v = 0;
+    for (const auto& [cluster, sum] : sums)
+      v += sum * sum;
+    const double g = static_cast<double>(sums.size());
+    return g > 1 ? v * g / (g - 1) : v;
+  };
+  const double n = static_cast<double>(counted);
+  const double v_each = n > 1 ? each * n / (n - 1) : each;
+  const double v_point = clustered(by_point), v_pass = clustered(by_pass);
+  // The two-way sum can fall below either one-way variance by sampling: keep the larger.
+  const double v = std::max({v_point + v_pass - v_each, v_point, v_pass});
+  return std::sqrt(v) / information;
+}
+
+// Where a figure's clustered spread is well above what its residuals give as independent ones,
+// its layer passes disagree the same way at every batch: the note names the passes furthest
+// from the fit (their median measured time over the fit's), so that the loose prior is read as
+// what it is, kernels one figure cannot cost alike.
+constexpr double kPassMisfitRatio = 1.15;  // a pass this far from the fit, either way, is named
+constexpr double kPassMisfitSpread = 2;    // clustered over independent spread that calls for it
+constexpr std::size_t kPassMisfitsNamed = 4;
+std::optional<std::string> pass_misfit_note(const std::vector<Observation>& observations,
+                                            const std::vector<double>& theta, std::size_t column,
+                                            const std::string& key, double spread) {
+  std::map<std::size_t, std::vector<double>> ratios;
+  std::map<std::size_t, const Observation*> first;
+  for (const Observation& o : observations) {
+    const bool bound = std::any_of(o.kernels.begin(), o.kernels.end(),
+                                   [&](const UnitKernel& k) { return bound_by(k, theta, column); });
+    const double fitted = fitted_time(o, theta);
+    if (!bound || fitted <= 0 || o.seconds <= 0) continue;
+    ratios[o.pass].push_back(o.seconds / fitted);
+    first.emplace(o.pass, &o);
+  }
+  std::vector<std::pair<double, std::string>> named;
+  for (auto& [pass, r] : ratios) {
+    std::sort(r.begin(), r.end());
+    const double ratio = r[r.size() / 2];
+    if (std::abs(std::log(ratio)) < std::log(kPassMisfitRatio)) continue;
+    named.emplace_back(
+        std::abs(std::log(ratio)),
+        fmt::format("{} of layer {} at {:.2g}x", first[pass]->what, first[pass]->layer, ratio));
+  }
+  if (named.empty()) return std::nullopt;
+  std::stable_sort(named.begin(), named.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (named.size() > kPassMisfitsNamed) named.resize(kPassMisfitsNamed);
+  std::vector<std::string> parts;
+  for (const auto& [size, text] : named)
+    parts.push_back(text);
+  return fmt::format(
+      "{}: its layer passes disagree the same way at every batch ({} the fit's time): one figure "
+      "serves kernels the model costs unevenly, so it enters the end-to-end fit with a spread of "
+      "x{:.2f} (clustered by layer pass) and the epochs, which weigh each pass by its time, set it",
+      key, fmt::join(parts, ", "), std::exp(std::min(spread, default_log_sd(key))));
 }
 
 // A figure of the layer fit held to its GPU range: what the layers wanted, what is kept, and
@@ -486,9 +592,16 @@ void fit_efficiencies(const std::vector<Observation>& observations, bool gpu, Ca
     for (const Observation& o : observations) {
       if (bounded(o)) points.insert(o.point);
     }
+    const double spread =
+        column == kMinKernelColumn ? 0 : clustered_spread(observations, theta, column);
+    const double independent = rms / std::sqrt(std::max(1.0, static_cast<double>(points.size())));
+    if (spread > kPassMisfitSpread * std::max(kLeastMeasuredSpread, independent)) {
+      if (auto note = pass_misfit_note(observations, theta, column, key, spread))
+        out.notes.push_back(std::move(*note));
+    }
     out.fitted.push_back({std::move(key), value, active_count[column], rms,
                           "per-layer forward/backward times (--profile-layers)",
-                          static_cast<int>(points.size())});
+                          static_cast<int>(points.size()), spread});
   };
   for (std::size_t c = 0; c < kOpClassCount; ++c) {
     if (active_count[c] == 0) {
@@ -608,18 +721,22 @@ double spread_rms(const std::vector<double>& values, double value) {
 }
 
 // Figures fitted above enter the end-to-end fit with those fits as their priors: the fit's own
-// relative residual over the square root of its independent observations as the spread (at least
-// kLeastMeasuredSpread), so that layer times and microbenchmarks keep their weight.
+// standard error as the spread (FittedParameter::spread, else its relative residual over the
+// square root of its independent observations), at least kLeastMeasuredSpread, so that layer
+// times and microbenchmarks keep their weight, and at most the spread of a figure no measurement
+// fitted (default_log_sd): a figure the measurements barely touch keeps its default prior.
 std::vector<FigurePrior> measured_priors(const Calibration& c) {
   std::vector<FigurePrior> priors;
   for (const FittedParameter& f : c.fitted) {
     const int independent = f.independent > 0 ? f.independent : f.observations;
-    const double spread =
-        std::max(kLeastMeasuredSpread,
-                 f.rms_relative_residual / std::sqrt(std::max(1.0, double(independent))));
+    const double standard_error =
+        f.spread > 0 ? f.spread
+                     : f.rms_relative_residual / std::sqrt(std::max(1.0, double(independent)));
     std::vector<std::string> keys{f.key};
     if (f.key == kHostOpsKey) keys.assign(std::begin(kHostOpFigures), std::end(kHostOpFigures));
     for (const std::string& key : keys) {
+      const double spread =
+          std::min(default_log_sd(key), std::max(kLeastMeasuredSpread, standard_error));
       if (auto value = profile_figure_value(c.profile, key))
         priors.push_back({key, *value, spread, f.from});
     }
@@ -894,8 +1011,13 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   for (const MeasuredScenario& input : inputs) {
     std::vector<Observation> o = layer_observations(input, use, dispatch_s);
     const std::size_t first_point = observations.empty() ? 0 : observations.back().point + 1;
-    for (Observation& each : o)
+    std::size_t first_pass = 0;
+    for (const Observation& each : observations)
+      first_pass = std::max(first_pass, each.pass + 1);
+    for (Observation& each : o) {
       each.point += first_point;
+      each.pass += first_pass;
+    }
     observations.insert(observations.end(), o.begin(), o.end());
   }
   if (observations.empty() && kernels.empty()) {

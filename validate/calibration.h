@@ -52,6 +52,10 @@ struct FittedParameter {
   // that pass's conditions (a busier host slows all of them), so a layer figure counts the
   // measured points it was fitted over. 0: all of them.
   int independent = 0;
+  // The figure's relative standard error where the fit estimated one from its residuals as they
+  // cluster (the layer fit's, by measured point and by layer pass); 0: the relative residual over
+  // the square root of the independent observations stands for it.
+  double spread = 0;
 };
 
 struct EndToEndFit;

@@ -12,7 +12,7 @@ set key outside right
 set xrange [13.45434264:304.4370214]
 set xtics ("16" 16, "32" 32, "64" 64, "128" 128, "256" 256)
 set mxtics 1
-set yrange [4.468936329:18.25344271]
+set yrange [4.763108414:18.23124326]
 set ytics ("5" 5, "7" 7, "10" 10, "15" 15)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

@@ -12,8 +12,8 @@ set key outside right
 set xrange [0.8408964153:19.02731384]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set mxtics 1
-set yrange [6.017228444:8.180193828]
-set ytics ("6.2" 6.2, "6.4" 6.4, "6.6" 6.6, "6.8" 6.8, "7" 7, "7.2" 7.2, "7.4" 7.4, "7.6" 7.6, "7.8" 7.8, "8" 8)
+set yrange [3.836791437:5.026176498]
+set ytics ("4" 4, "4.2" 4.2, "4.4" 4.4, "4.6" 4.6, "4.8" 4.8, "5" 5)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \
      data index 1 using 1:2 with points pt 6 ps 2.6 lw 1.5 lc rgb 'black' title 'held out (measured)'

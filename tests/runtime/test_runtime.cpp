@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,6 +39,7 @@
 #include <thread>
 
 #include <ATen/record_function.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <torch/version.h>
 #include <unistd.h>
@@ -339,6 +341,14 @@ TEST_CASE("a CPU device computes on as many threads as it has cores, a GPU's lea
   cpu.gpu.sm_count = 1;
   CHECK(compute_on_device_cores(cpu).empty());
   CHECK(torch::get_num_threads() == 1);
+  // A BLAS with its own thread pool (Debian's LibTorch calls OpenBLAS's pthread build for
+  // nn.Linear) is held to the device's cores too, whatever OPENBLAS_NUM_THREADS says.
+  using GetThreads = int (*)();
+  if (void* symbol = dlsym(RTLD_DEFAULT, "openblas_get_num_threads")) {
+    CHECK(reinterpret_cast<GetThreads>(reinterpret_cast<std::uintptr_t>(symbol))() == 1);
+  } else {
+    WARN("no OpenBLAS in this process: LibTorch's own pool is the only one");
+  }
   // More cores than this host has threads: the steps share them, and the run says so.
   cpu.gpu.sm_count = static_cast<int>(std::thread::hardware_concurrency()) + 1;
   CHECK_THAT(compute_on_device_cores(cpu), Catch::Contains("the steps share them"));

@@ -1008,16 +1008,17 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   const std::optional<double> dispatch_s =
       dispatch.empty() ? std::nullopt : std::optional<double>(median(dispatch));
   std::vector<Observation> observations;
+  std::size_t first_pass = 0;  // each file's layer passes numbered after the files before
   for (const MeasuredScenario& input : inputs) {
     std::vector<Observation> o = layer_observations(input, use, dispatch_s);
     const std::size_t first_point = observations.empty() ? 0 : observations.back().point + 1;
-    std::size_t first_pass = 0;
-    for (const Observation& each : observations)
-      first_pass = std::max(first_pass, each.pass + 1);
+    std::size_t passes = 0;
     for (Observation& each : o) {
       each.point += first_point;
+      passes = std::max(passes, each.pass + 1);
       each.pass += first_pass;
     }
+    first_pass += passes;
     observations.insert(observations.end(), o.begin(), o.end());
   }
   if (observations.empty() && kernels.empty()) {

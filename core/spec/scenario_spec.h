@@ -125,6 +125,10 @@ struct LoaderSpec {
   // CPU time a batch costs beyond its samples, on the same core: collating them into one tensor
   // (default_collate's torch.stack) and the loader's own work a batch.
   Seconds batch_cpu;
+  // The CPU time of loading a batch of `samples`: its cost a batch and each sample's.
+  Seconds batch_load_cpu(std::int64_t samples) const {
+    return Seconds(batch_cpu.value() + sample_cpu.value() * static_cast<double>(samples));
+  }
   // Samples cross to the GPU as uint8 (one byte per element, as images decode) and the GPU
   // converts and normalises them: x.float().sub_(mean).div_(std) after the copy.
   bool normalize_on_gpu = false;

@@ -151,8 +151,7 @@ void explain(PointResult& r, const ScenarioSpec& s, const Explanation& x) {
     const LoaderSpec& loader = s.loader;
     // One process loads global batches; a process per GPU loads its own share.
     const std::int64_t loaded = strategy_model(s.training.strategy).loader_batch(r.point);
-    double batch_load =
-        loader.batch_cpu.value() + loader.sample_cpu.value() * static_cast<double>(loaded);
+    double batch_load = loader.batch_load_cpu(loaded).value();
     r.diagnosis = fmt::format(
         "input-bound: the GPU waits {} of the epoch for data; a batch takes {:.1f} ms of CPU to "
         "load {}",

@@ -185,15 +185,14 @@ IterationPlan ddp_training_step(const MultiGpuContext& c, std::int64_t batch, bo
     // mark_variable_ready: "Prescale bucket contents", replica.contents.div_, through 1.7).
     for (std::size_t bucket : finished->second) {
       std::int32_t copied = filled[bucket];
+      const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
       if (!compressed && prescales) {
-        const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
         copied = b.kernel(fmt::format("divide bucket {} by the world size", bucket),
                           Category::backward, costs.backward_op,
                           elementwise_time(c, elements, static_cast<int>(parameter_element),
                                            static_cast<int>(parameter_element)));
       }
       if (compressed) {
-        const std::int64_t elements = buckets[bucket].bytes.value() / parameter_element;
         b.kernel(fmt::format("compress bucket {} to {}", bucket, dtype_name),
                  Category::communication, costs.backward_op,
                  elementwise_time(c, elements, static_cast<int>(parameter_element), 2));

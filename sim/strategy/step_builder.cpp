@@ -412,7 +412,7 @@ void StepBuilder::take_batch(std::int64_t batch, int loader) {
   if (spec.source == LoaderSource::synthetic_gpu) return;  // the same batch, on the GPU already
   if (spec.workers == 0) {
     host(fmt::format("load batch of {} in the main thread", batch), Category::data,
-         Seconds(spec.batch_cpu.value() + spec.sample_cpu.value() * static_cast<double>(batch)));
+         spec.batch_load_cpu(batch));
     return;
   }
   std::int32_t fetch = host("fetch batch from loader worker", Category::data, costs.batch_fetch);

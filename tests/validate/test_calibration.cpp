@@ -414,7 +414,8 @@ TEST_CASE("a misfit repeated by one layer pass at every batch leaves the epochs 
   const Calibration c = calibrate({measured}, {}, {"synthetic.json"});
   const double spread = conv_prior_log_sd(c);
   WARN("conv prior spread x" << std::exp(spread));
-  CHECK(spread > 0.08);
+  // At least twice the 0.04 the points alone give unclustered (x1.04, below).
+  CHECK(spread > 2 * 0.04);
   CHECK(spread < std::log(2.0));  // never looser than a figure no measurement fitted
   ScenarioSpec scenario = measured.scenario;
   apply_profile(scenario, c.profile);

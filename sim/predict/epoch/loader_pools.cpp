@@ -43,8 +43,7 @@ std::int64_t LoaderPools::worker_index(std::int64_t relative_batch, bool validat
 void LoaderPools::create(int loader, std::int64_t batch, std::span<const TaskHandle> deps) {
   const Phase& phase = phases_.phase(batch);
   std::int64_t samples = phases_.is_last(batch) ? phase.last_batch : phase.full_batch;
-  SimTime work = SimTime::from_seconds(Seconds(
-      in_.loader.batch_cpu.value() + in_.loader.sample_cpu.value() * static_cast<double>(samples)));
+  SimTime work = SimTime::from_seconds(in_.loader.batch_load_cpu(samples));
   ++created_[phases_.in_validation(batch) ? 1 : 0];
   tasks_[{loader, batch}] = engine_.add_task(
       worker(loader, batch), work.ns(),

@@ -1,5 +1,6 @@
 // `epochcast validate SCENARIO MEASUREMENTS`: measured against predicted, point by point.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "core/input_error.h"
 #include "core/io/output_file.h"
 #include "core/measure/results_csv.h"
+#include "core/measure/round_drift.h"
 #include "core/measure/target_runs.h"
 #include "options/scenario_options.h"
 #include "validate/calibration.h"
@@ -201,6 +203,39 @@ void print_summary(std::FILE* out, const std::string& title, const validate::Val
                             s.covered, s.intervals, 100.0 * s.covered / s.intervals),
                 4);
   }
+}
+
+// Rounds further apart than this mark a machine whose load changed during the campaign, and a
+// point's rounds straying further than this leave its figure uncertain: the 5% a calibrated
+// prediction aims at (docs/models.md, "Calibration"), twice for the rounds' range.
+constexpr double kSteadyRounds = 1.10;
+constexpr double kSteadyScatter = 0.05;
+
+// How steady the machine was: what a reader needs to tell the model's errors from the machine's.
+std::string describe(const RoundDrift& d) {
+  std::string text = fmt::format(
+      "the machine over {} interleaved rounds of {} points: the rounds took {:.2f}-{:.2f}x the "
+      "typical round's time, and a point's round strayed {:.1f}% beyond what its round and its "
+      "point say (robust sd)",
+      d.rounds, d.points, d.fastest_round, d.slowest_round, 100 * d.point_scatter);
+  // A shared machine's load changes more than its speed: caches and memory bandwidth go to the
+  // neighbours unevenly, so the points' proportions move too, which no figure of the model
+  // follows.
+  const bool drifting = d.slowest_round / d.fastest_round > kSteadyRounds;
+  if (drifting) {
+    text += fmt::format("; rounds {:.0f}% apart mean a changing load",
+                        100 * (d.slowest_round / d.fastest_round - 1));
+  }
+  // A median of n normal draws has a standard error of about 1.25 sd / sqrt(n).
+  if (d.point_scatter > kSteadyScatter) {
+    text += fmt::format(
+        "; a point's figure, pooled over its rounds, is uncertain by about "
+        "{:.0f}% from the machine alone",
+        100 * 1.25 * d.point_scatter / std::sqrt(static_cast<double>(d.rounds)));
+  }
+  if (drifting || d.point_scatter > kSteadyScatter)
+    text += ": errors of that size may be the machine's, so measure again when it is quiet";
+  return text;
 }
 
 nlohmann::ordered_json summary_json(const validate::ValidationSummary& s) {
@@ -433,6 +468,8 @@ Command add_validate_command(CLI::App& app) {
                                      uncalibrated_measured_loader->all.mape_pct));
       }
     }
+    const std::optional<RoundDrift> drift = round_drift(input.measurements.points);
+    if (drift) print_prose(out, describe(*drift) + "\n");
     if (!args->json.empty()) {
       nlohmann::ordered_json j{{"schema", "epochcast.validation/1"},
                                {"scenario", scenario.name},
@@ -462,6 +499,13 @@ Command add_validate_command(CLI::App& app) {
               summary_json(*uncalibrated_measured_loader->held_out);
           j["measured_sample_cpu_s"] = *measured_sample_cpu;
         }
+      }
+      if (drift) {
+        j["round_drift"] = {{"rounds", drift->rounds},
+                            {"points", drift->points},
+                            {"slowest_round", drift->slowest_round},
+                            {"fastest_round", drift->fastest_round},
+                            {"point_scatter", drift->point_scatter}};
       }
       json->write(j.dump(2) + "\n");
     }

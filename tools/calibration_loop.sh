@@ -478,8 +478,8 @@ field() {
 {
 printf '\nHeld-out MAPE (calibrated on every other batch size, validated on the rest), %s:\n' \
   "$data"
-printf '%-30s %9s %13s %15s %9s %6s %19s\n' scenario "held out" uncalibrated \
-  "loader measured" Spearman best "all, joint profile"
+printf '%-30s %9s %13s %15s %9s %6s %19s %20s\n' scenario "held out" uncalibrated \
+  "loader measured" Spearman best "all, joint profile" "rounds, point strays"
 for s in "${scenarios[@]}"; do
   name=$(basename "$s" .yaml)
   report="$data/$name.holdout.txt"
@@ -491,8 +491,12 @@ for s in "${scenarios[@]}"; do
   spearman=$(field "$report" '^held-out points: .* Spearman \([-0-9.]*\);.*')
   best=$(field "$report" '^held-out points: .*best configuration: \([a-z]*\).*')
   joint=$(field "$data/$name.profile.txt" '^all points: .* MAPE \([0-9.]*\)%.*')
-  printf '%-30s %8s%% %12s%% %15s %9s %6s %18s%%\n' "$name" "$held_out" "$uncalibrated" \
-    "${loader:--}" "$spearman" "$best" "$joint"
+  # How steady the machine was (validate's round drift; none for one round): the rounds' times
+  # over the typical round's, and the robust scatter of a point's round beyond them.
+  steadiness='^the machine over .* rounds took \([0-9.]*-[0-9.]*x\).* strayed \([0-9.]*%\).*'
+  rounds=$(sed -n "s/$steadiness/\1 \2/p" "$report" | head -1)
+  printf '%-30s %8s%% %12s%% %15s %9s %6s %18s%% %20s\n' "$name" "$held_out" "$uncalibrated" \
+    "${loader:--}" "$spearman" "$best" "$joint" "${rounds:--}"
 done
 # The harness against the same model in a plain PyTorch eager loop, where one was run.
 for s in "${scenarios[@]}"; do

@@ -450,3 +450,49 @@ TEST_CASE("calibrate and validate reports fit the width COLUMNS gives") {
     CHECK(widest_line(r.output) <= 80);
   }
 }
+
+TEST_CASE("validate says how steady the machine was over a campaign's rounds") {
+  // The committed CPU campaign: nine rounds on a quiet machine, nothing flagged.
+  const std::string json = out_path("steady.json");
+  CommandResult steady = run_command(
+      epochcast_binary() + " validate " + scenario() + " " +
+      (source_dir() / "validate/data/host-cpu/cpu-mnist-cnn.json").string() + " --json " + json);
+  INFO(steady.output);
+  REQUIRE(steady.exit_code == 0);
+  CHECK_THAT(steady.output, Catch::Contains("the machine over 9 interleaved rounds of 7 points"));
+  CHECK_THAT(steady.output, !Catch::Contains("measure again"));
+  nlohmann::json report = nlohmann::json::parse(std::ifstream(json));
+  CHECK(report["round_drift"]["rounds"] == 9);
+  CHECK(report["round_drift"]["point_scatter"].get<double>() < 0.05);
+
+  // The same campaign with its third round run 30% slower at every point (20 samples a round).
+  const std::string slow_round = edited_measurements("slow-round.json", [](nlohmann::json& j) {
+    for (nlohmann::json& p : j["points"]) {
+      nlohmann::json& samples = p["iteration_samples_s"];
+      for (std::size_t i = 40; i < 60; ++i)
+        samples[i] = samples[i].get<double>() * 1.3;
+    }
+  });
+  CommandResult drifting = run_command(epochcast_binary() + " validate " + scenario() + " " +
+                                       slow_round + " --json " + json);
+  INFO(drifting.output);
+  REQUIRE(drifting.exit_code == 0);
+  CHECK_THAT(drifting.output, Catch::Contains("mean a changing load") &&
+                                  Catch::Contains("measure again when it is quiet"));
+  report = nlohmann::json::parse(std::ifstream(json));
+  CHECK(report["round_drift"]["slowest_round"].get<double>() == Approx(1.3).epsilon(0.05));
+
+  // One round: nothing to table.
+  const std::string one_round = edited_measurements("one-round.json", [](nlohmann::json& j) {
+    j["settings"]["rounds"] = 1;
+    for (nlohmann::json& p : j["points"])
+      p.erase("rounds");
+  });
+  CommandResult single = run_command(epochcast_binary() + " validate " + scenario() + " " +
+                                     one_round + " --json " + json);
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  CHECK_THAT(single.output, !Catch::Contains("interleaved rounds"));
+  report = nlohmann::json::parse(std::ifstream(json));
+  CHECK_FALSE(report.contains("round_drift"));
+}

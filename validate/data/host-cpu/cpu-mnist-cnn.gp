@@ -12,8 +12,8 @@ set key outside right
 set xrange [1.542210825:165.995463]
 set xtics ("2" 2, "4" 4, "8" 8, "16" 16, "32" 32, "64" 64, "128" 128)
 set mxtics 1
-set yrange [0.18120356:0.7786832058]
-set ytics ("0.2" 0.2, "0.3" 0.3, "0.5" 0.5, "0.7" 0.7)
+set yrange [0.1581315566:0.6526747782]
+set ytics ("0.2" 0.2, "0.25" 0.25, "0.3" 0.3, "0.4" 0.4, "0.5" 0.5, "0.6" 0.6)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \
      data index 1 using 1:2 with points pt 6 ps 2.6 lw 1.5 lc rgb 'black' title 'held out (measured)'

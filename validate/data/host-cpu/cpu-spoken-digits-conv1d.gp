@@ -12,7 +12,7 @@ set key outside right
 set xrange [0.8408964153:19.02731384]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set mxtics 1
-set yrange [3.836791437:5.026176498]
+set yrange [3.873527437:5.158370788]
 set ytics ("4" 4, "4.2" 4.2, "4.4" 4.4, "4.6" 4.6, "4.8" 4.8, "5" 5)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

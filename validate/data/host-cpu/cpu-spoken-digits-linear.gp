@@ -12,7 +12,7 @@ set key outside right
 set xrange [1.542210825:165.995463]
 set xtics ("2" 2, "4" 4, "8" 8, "16" 16, "32" 32, "64" 64, "128" 128)
 set mxtics 1
-set yrange [0.1623761576:4.858370895]
+set yrange [0.1597256641:4.922605337]
 set ytics ("0.2" 0.2, "0.5" 0.5, "1" 1, "2" 2)
 set mytics 1
 plot data index 0 using 2:3 with linespoints lw 2 lc 1 pt 7 dt 1 title '1 GPU measured', data index 0 using 2:4 with linespoints lw 2 lc 1 pt 6 dt 2 title '1 GPU predicted', \

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace epochcast {
 
 namespace {
 
 double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return spread_of(std::move(values)).median;
 }
 
 // Sweeps of the polish: Tukey's two to four settle a table this small; more change nothing that

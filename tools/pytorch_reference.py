@@ -17,8 +17,11 @@ with their shapes, CUDA kernels with their launch and GPU time), saved as
 DIR/kernels-1gpu-batchB.json: the Chrome trace `epochcast calibrate` and `epochcast kernels`
 read, with an "epochcast" object saying the precision and whether cuDNN could use TF32.
 
-Needs PyTorch with CUDA (or --device cpu, for a dry run with tiny sizes), and PyYAML. Single-GPU
-scenarios only (strategy single). Models: built from the zoo's YAML where it holds only the
+Needs PyTorch with CUDA (or --device cpu, for a dry run with tiny sizes), and PyYAML. One GPU:
+strategy single, or ddp in a process group of one (DistributedDataParallel around the model, its
+reducer's hooks, copies and all-reduces included, as the 1-GPU row of PyTorch's DDP benchmark;
+training.ddp's bucket_cap_mib, gradient_as_bucket_view, broadcast_buffers, find_unused_parameters
+and static_graph passed on). Models: built from the zoo's YAML where it holds only the
 calibration models' layer types (conv1d/2d, linear, pooling, activations, dropout, flatten,
 reshape); ResNet-50 and ViT-B/16 from torchvision, BERT-base and GPT-2 small from transformers
 (eager attention, as the zoo's models run it), as users train them; anything else is refused by
@@ -197,8 +200,13 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None, device_name="c
         fail("needs a CUDA GPU (or --device cpu for a dry run)")
     scenario = load_yaml(scenario_path)
     training = scenario.get("training", {})
-    if training.get("strategy", "single") != "single":
-        fail("only strategy single (one GPU) is supported")
+    strategy = training.get("strategy", "single")
+    if strategy not in ("single", "ddp"):
+        fail(f"training.strategy: {strategy} is not mirrored here (single, or ddp on one GPU)")
+    if strategy == "ddp" and scenario.get("sweep", {}).get("gpus", [1]) != [1]:
+        fail("training.strategy: ddp is mirrored on one GPU only (sweep.gpus: [1]); more need a "
+             "process per GPU under a launcher")
+    ddp_options = ddp_arguments(training.get("ddp") or {}) if strategy == "ddp" else None
     model_spec = load_yaml(model_file(scenario["model"]))
     dataset = scenario["dataset"]
     shape = dataset.get("sample_shape", model_spec["input"]["shape"])
@@ -236,7 +244,11 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None, device_name="c
               "precision": precision,
               "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
               "cublas_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-              "optimizer": optimizer_name, "points": []}
+              "optimizer": optimizer_name, "strategy": strategy, "points": []}
+    if ddp_options is not None:
+        result["ddp"] = ddp_options
+        # Ended after the sweep; a failure ends the process, and the group with it.
+        group_folder = start_process_group_of_one(cuda, torch)
     for batch in batches or scenario["sweep"]["batch"]:
         torch.manual_seed(1)
         if scenario["model"] in LIBRARY_MODELS:
@@ -269,6 +281,9 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None, device_name="c
             out_shape = list(model.eval()(
                 torch.zeros([1] + list(shape), device=device, dtype=probe_dtype)).shape)
         model.train()
+        if ddp_options is not None:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[0] if cuda else None, **ddp_options)
         rows = 1
         for d in out_shape[1:-1]:
             rows *= d
@@ -359,7 +374,41 @@ def measure(scenario_path, iterations, warmup, kernel_trace=None, device_name="c
         del model, optimizer
         if cuda:
             torch.cuda.empty_cache()
+    if ddp_options is not None:
+        torch.distributed.destroy_process_group()
+        group_folder.cleanup()
     return result
+
+
+# DistributedDataParallel's arguments from the scenario's training.ddp, PyTorch's defaults where
+# it says nothing. The first bucket's 1 MiB is PyTorch's constant
+# (dist._DEFAULT_FIRST_BUCKET_BYTES), not an argument: another figure cannot be mirrored.
+def ddp_arguments(ddp):
+    if ddp.get("first_bucket_mib", 1) != 1:
+        fail("training.ddp.first_bucket_mib: PyTorch's first bucket is 1 MiB, no argument of "
+             "DistributedDataParallel changes it")
+    cap = ddp.get("bucket_cap_mib", 25)
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1 << 20:
+        fail(f"training.ddp.bucket_cap_mib: {cap!r} is not a size in MiB (above 0)")
+    arguments = {"bucket_cap_mb": cap}
+    for key, default in (("gradient_as_bucket_view", False), ("broadcast_buffers", True),
+                         ("find_unused_parameters", False), ("static_graph", False)):
+        value = ddp.get(key, default)
+        if not isinstance(value, bool):
+            fail(f"training.ddp.{key}: {value!r} is not true or false")
+        arguments[key] = value
+    return arguments
+
+
+# A process group of one rank (NCCL on the GPU, Gloo for a CPU dry run) through a file store in a
+# folder of its own: no port, no launcher. Returns the folder, removed once the group ends.
+def start_process_group_of_one(cuda, torch):
+    import tempfile
+    folder = tempfile.TemporaryDirectory(prefix="pytorch-reference-")
+    store = torch.distributed.FileStore(os.path.join(folder.name, "store"), 1)
+    torch.distributed.init_process_group("nccl" if cuda else "gloo", store=store, rank=0,
+                                         world_size=1)
+    return folder
 
 
 def compare(measured_path, reference_path):

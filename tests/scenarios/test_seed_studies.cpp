@@ -165,7 +165,8 @@ TEST_CASE(
     "the GPU-bound campaign: batches made on the GPU, every point the GPU's, half its memory") {
   // scenarios/calibration/gpu-bound/ (issue 46): what the campaign measures must be the GPU's
   // time, so no input or copy time; five batch sizes, the largest predicted within half the
-  // H200's memory; every batch divides the data set (no partial batch to time).
+  // H200's memory; every batch divides the data set (no partial batch to time). The DDP one
+  // (issue 47) is a single point, the plain ResNet-50 fp32 scenario's batch 32 under DDP.
   int scenarios = 0;
   for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() / "scenarios" /
                                                                "calibration" / "gpu-bound")) {
@@ -174,7 +175,16 @@ TEST_CASE(
     ScenarioSpec s = load_scenario(entry.path());
     CHECK(s.loader.source == LoaderSource::synthetic_gpu);
     CHECK(s.machine.gpu.id == "h200-sxm");
-    CHECK(s.sweep.batch.size() == 5);
+    if (s.training.strategy == Strategy::ddp) {
+      CHECK(s.sweep.gpus == std::vector<int>{1});
+      CHECK(s.sweep.batch == std::vector<std::int64_t>{32});
+      const ScenarioSpec plain = load_scenario(entry.path().parent_path() / "resnet50-fp32.yaml");
+      CHECK(plain.model.name == s.model.name);
+      CHECK(std::find(plain.sweep.batch.begin(), plain.sweep.batch.end(), 32) !=
+            plain.sweep.batch.end());
+    } else {
+      CHECK(s.sweep.batch.size() == 5);
+    }
     std::filesystem::path relative = entry.path().lexically_relative(test::source_dir());
     for (const PointResult& r : predict_file(relative.string())) {
       REQUIRE(r.simulated);
@@ -185,7 +195,7 @@ TEST_CASE(
       CHECK(s.dataset.train_samples % r.point.global_batch == 0);
     }
   }
-  CHECK(scenarios == 5);
+  CHECK(scenarios == 6);
 }
 
 TEST_CASE("seed 000 and 004 with their assumed noise scales: time to the target per point") {

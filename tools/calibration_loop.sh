@@ -443,7 +443,17 @@ for s in "${scenarios[@]}"; do
   echo "== $name on $machine"
   plot=()
   if command -v gnuplot > /dev/null; then plot=(--plot "$data/$name.png"); fi
-  "$epochcast" validate "$s" "$measured" --set "hardware=$machine" --holdout every-other-batch \
+  # The batch sizes measured ok (run files write each point's global_batch before its status):
+  # one alone (a single-point scenario, or a campaign cut short) leaves nothing to hold out, and
+  # the file is validated with the machine's profile as it is.
+  batches=$(awk '/"global_batch":/ { batch = $2 } /"status": "ok"/ { print batch }' "$measured" \
+    | sort -u | wc -l)
+  holdout=(--holdout every-other-batch)
+  if ((batches < 2)); then
+    echo "$name: $batches batch size(s) measured ok, none to hold out: validated uncalibrated"
+    holdout=()
+  fi
+  "$epochcast" validate "$s" "$measured" --set "hardware=$machine" "${holdout[@]}" \
     --json "$data/$name.holdout.json" "${plot[@]}" | tee "$data/$name.holdout.txt"
 done
 
@@ -483,6 +493,15 @@ printf '%-30s %9s %13s %15s %9s %6s %19s %20s\n' scenario "held out" uncalibrate
 for s in "${scenarios[@]}"; do
   name=$(basename "$s" .yaml)
   report="$data/$name.holdout.txt"
+  joint=$(field "$data/$name.profile.txt" '^all points: .* MAPE \([0-9.]*\)%.*')
+  if ! grep -q '^held-out points: ' "$report"; then
+    # Nothing was held out (one batch size): its points against the machine's profile, then
+    # against the joint one.
+    all=$(field "$report" '^all points: .* MAPE \([0-9.]*\)%.*')
+    printf '%-30s %9s %12s%% %15s %9s %6s %18s%% %20s\n' "$name" "-" "$all" "-" "-" "-" \
+      "$joint" "-"
+    continue
+  fi
   held_out=$(field "$report" '^held-out points: .* MAPE \([0-9.]*\)%.*')
   uncalibrated=$(field "$report" '^uncalibrated (.*held-out MAPE \([0-9.]*\)%.*')
   # Where the scenario states no loader cost: the hardware's priors with the loader's own clock.
@@ -490,7 +509,6 @@ for s in "${scenarios[@]}"; do
     "$report" | head -1)
   spearman=$(field "$report" '^held-out points: .* Spearman \([-0-9.]*\);.*')
   best=$(field "$report" '^held-out points: .*best configuration: \([a-z]*\).*')
-  joint=$(field "$data/$name.profile.txt" '^all points: .* MAPE \([0-9.]*\)%.*')
   # How steady the machine was (validate's round drift; none for one round): the rounds' times
   # over the typical round's, and the robust scatter of a point's round beyond them.
   steadiness='^the machine over .* rounds took \([0-9.]*-[0-9.]*x\).* strayed \([0-9.]*%\).*'

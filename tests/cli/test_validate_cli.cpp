@@ -496,3 +496,32 @@ TEST_CASE("validate says how steady the machine was over a campaign's rounds") {
   report = nlohmann::json::parse(std::ifstream(json));
   CHECK_FALSE(report.contains("round_drift"));
 }
+
+TEST_CASE("the calibration loop reports a file of one batch size without holding any out") {
+  // A single-point scenario (the GPU campaign's DDP point) or a campaign cut short after its
+  // first point: nothing to hold out, so the loop validates the file as it is and its summary
+  // line has no held-out figures, where `validate --holdout` alone would refuse it (exit 2).
+  const std::filesystem::path data = out_path("one-batch-loop");
+  std::filesystem::remove_all(data);
+  std::filesystem::create_directories(data);
+  const std::string one_point = edited_measurements("one-batch.json", [](nlohmann::json& j) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const nlohmann::json& p : j["points"])
+      if (p["global_batch"] == 8) kept.push_back(p);
+    j["points"] = kept;
+  });
+  std::filesystem::copy_file(one_point, data / "cpu-mnist-cnn.json");
+  const std::filesystem::path build =
+      std::filesystem::path(epochcast_binary()).parent_path().parent_path();
+  CommandResult r = run_command("cd " + source_dir().string() +
+                                " && tools/calibration_loop.sh --no-measure --device cpu --build " +
+                                build.string() + " --data " + data.string() + " " + scenario());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cpu-mnist-cnn: 1 batch size(s) measured ok, none to "
+                                       "hold out: validated uncalibrated"));
+  std::ifstream in(data / "summary.txt");
+  std::stringstream summary;
+  summary << in.rdbuf();
+  CHECK(std::regex_search(summary.str(), std::regex("\ncpu-mnist-cnn +- +[0-9.]+% +- +- +- ")));
+}

@@ -212,7 +212,7 @@ constexpr double kSteadyRounds = 1.10;
 constexpr double kSteadyScatter = 0.05;
 
 // How steady the machine was: what a reader needs to tell the model's errors from the machine's.
-std::string describe(const RoundDrift& d) {
+std::string describe_round_drift(const RoundDrift& d) {
   std::string text = fmt::format(
       "the machine over {} interleaved rounds of {} points: the rounds took {:.2f}-{:.2f}x the "
       "typical round's time, and a point's round strayed {:.1f}% beyond what its round and its "
@@ -469,7 +469,7 @@ Command add_validate_command(CLI::App& app) {
       }
     }
     const std::optional<RoundDrift> drift = round_drift(input.measurements.points);
-    if (drift) print_prose(out, describe(*drift) + "\n");
+    if (drift) print_prose(out, describe_round_drift(*drift) + "\n");
     if (!args->json.empty()) {
       nlohmann::ordered_json j{{"schema", "epochcast.validation/1"},
                                {"scenario", scenario.name},

@@ -387,9 +387,11 @@ def ddp_arguments(ddp):
     if ddp.get("first_bucket_mib", 1) != 1:
         fail("training.ddp.first_bucket_mib: PyTorch's first bucket is 1 MiB, no argument of "
              "DistributedDataParallel changes it")
+    # The range epochcast's scenario loader takes (core/spec/scenario_loader.cpp): a byte to
+    # a million MiB.
     cap = ddp.get("bucket_cap_mib", 25)
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1 << 20:
-        fail(f"training.ddp.bucket_cap_mib: {cap!r} is not a size in MiB (above 0)")
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 2**-20 <= cap <= 1e6:
+        fail(f"training.ddp.bucket_cap_mib: {cap!r} is not a size from 1 B to 1e6 MiB")
     arguments = {"bucket_cap_mb": cap}
     for key, default in (("gradient_as_bucket_view", False), ("broadcast_buffers", True),
                          ("find_unused_parameters", False), ("static_graph", False)):

@@ -465,11 +465,13 @@ TEST_CASE("validate says how steady the machine was over a campaign's rounds") {
   CHECK(report["round_drift"]["rounds"] == 9);
   CHECK(report["round_drift"]["point_scatter"].get<double>() < 0.05);
 
-  // The same campaign with its third round run 30% slower at every point (20 samples a round).
+  // The same campaign with its third round run 30% slower at every point (a round's samples are
+  // its timed iterations, the rounds in the order they ran).
   const std::string slow_round = edited_measurements("slow-round.json", [](nlohmann::json& j) {
+    const auto per_round = j["settings"]["timed_iterations"].get<std::size_t>();
     for (nlohmann::json& p : j["points"]) {
       nlohmann::json& samples = p["iteration_samples_s"];
-      for (std::size_t i = 40; i < 60; ++i)
+      for (std::size_t i = 2 * per_round; i < 3 * per_round; ++i)
         samples[i] = samples[i].get<double>() * 1.3;
     }
   });

@@ -13,7 +13,7 @@ namespace epochcast::sim {
 namespace {
 
 // The layout's version: bump it with any change below, so mismatched binaries fail loudly.
-constexpr std::int64_t kLayout = 2;
+constexpr std::int64_t kLayout = 3;
 
 void write_stats(ByteWriter& w, const EpochStats& s) {
   w.time(s.epoch);
@@ -123,11 +123,20 @@ std::string encode_point(const PointResult& p) {
   for (double v : {p.communication_seconds, p.gpu_busy_fraction, p.speedup, p.scaling_efficiency})
     w.f64(v);
   w.flag(p.one_gpu_faster);
+  w.flag(p.even_runs.has_value());
+  if (p.even_runs) {
+    const EvenRuns& e = *p.even_runs;
+    const Breakdown& u = e.uncontended;
+    for (double v : {e.even_speed_epoch, e.uncontended_epoch, u.data, u.h2d, u.forward, u.backward,
+                     u.optimizer, u.communication, u.host, u.other})
+      w.f64(v);
+  }
   w.flag(p.scaling_loss.has_value());
   if (p.scaling_loss) {
     const ScalingLoss& l = *p.scaling_loss;
     w.i64(l.reference_batch);
-    for (double v : {l.ideal_epoch, l.loss, l.communication, l.compute, l.input, l.host, l.other})
+    for (double v : {l.ideal_epoch, l.loss, l.strategy, l.communication, l.compute, l.stragglers,
+                     l.contention, l.input, l.host, l.other})
       w.f64(v);
   }
   w.text(p.bottleneck);
@@ -193,10 +202,18 @@ PointResult decode_point(std::string_view bytes) {
     *v = r.f64();
   p.one_gpu_faster = r.flag();
   if (r.flag()) {
+    EvenRuns e;
+    Breakdown& u = e.uncontended;
+    for (double* v : {&e.even_speed_epoch, &e.uncontended_epoch, &u.data, &u.h2d, &u.forward,
+                      &u.backward, &u.optimizer, &u.communication, &u.host, &u.other})
+      *v = r.f64();
+    p.even_runs = e;
+  }
+  if (r.flag()) {
     ScalingLoss l;
     l.reference_batch = r.i64();
-    for (double* v :
-         {&l.ideal_epoch, &l.loss, &l.communication, &l.compute, &l.input, &l.host, &l.other})
+    for (double* v : {&l.ideal_epoch, &l.loss, &l.strategy, &l.communication, &l.compute,
+                      &l.stragglers, &l.contention, &l.input, &l.host, &l.other})
       *v = r.f64();
     p.scaling_loss = l;
   }

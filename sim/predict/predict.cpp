@@ -436,6 +436,52 @@ std::string every_rank_reason(const ScenarioSpec& scenario, int gpus) {
   return "the scenario's stragglers or faults make the nodes differ";
 }
 
+namespace {
+
+// The point as the scenario's adjustments have it: the training loop's host costs, the node's
+// shared cores, the slowest GPU's pace.
+PointResult simulate_adjusted(const ScenarioSpec& scenario, const SweepPoint& point,
+                              const PredictOptions& options) {
+  const bool libtorch_costs =
+      scenario.training.loop == TrainingLoop::libtorch && scenario.profile.host_libtorch;
+  if (!scenario.contention.shared() && !waits_for_slowest(scenario, point) && !libtorch_costs)
+    return simulate_point(scenario, point, options);
+  ScenarioSpec adjusted = scenario;
+  if (libtorch_costs) adjusted.profile.host = loop_host_costs(scenario);
+  if (scenario.contention.shared()) adjusted = under_contention(adjusted);
+  if (waits_for_slowest(scenario, point)) adjusted = at_slowest_gpu(adjusted, point.gpus);
+  return simulate_point(adjusted, point, options);
+}
+
+// The runs ScalingLoss takes its stragglers and contention from (EvenRuns); `as_given` is the
+// point's own result, reused where a run would remove nothing.
+EvenRuns even_runs(const ScenarioSpec& scenario, const SweepPoint& point,
+                   const PredictOptions& options, const PointResult& as_given) {
+  PredictOptions plain = options;
+  plain.trace_iterations = 0;
+  ScenarioSpec even = scenario;
+  even.training.wait_for_slowest_gpu = false;
+  even.conditions.slow_gpus.clear();
+  even.conditions.slow_nodes.clear();
+  even.conditions.jitter = StepJitter{};
+  const ClusterConditions& given = scenario.conditions;
+  const bool uneven = waits_for_slowest(scenario, point) || !given.slow_gpus.empty() ||
+                      !given.slow_nodes.empty() || given.jitter.spread > 0;
+  const PointResult at_even_speed = uneven ? simulate_adjusted(even, point, plain) : as_given;
+  ScenarioSpec uncontended = even;
+  uncontended.training.nccl_sm_contention = false;
+  uncontended.training.nccl_memory_contention = false;
+  const bool contended =
+      scenario.training.nccl_sm_contention || scenario.training.nccl_memory_contention;
+  const PointResult without_contention =
+      contended ? simulate_adjusted(uncontended, point, plain) : at_even_speed;
+  return EvenRuns{.even_speed_epoch = at_even_speed.epoch_seconds,
+                  .uncontended_epoch = without_contention.epoch_seconds,
+                  .uncontended = without_contention.breakdown};
+}
+
+}  // namespace
+
 PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                           const PredictOptions& options) {
   if (std::string problem = point_problem(scenario, point); !problem.empty()) {
@@ -444,15 +490,12 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
                                  point.gpus == 1 ? "" : "s", point.global_batch, problem));
   }
   try {
-    const bool libtorch_costs =
-        scenario.training.loop == TrainingLoop::libtorch && scenario.profile.host_libtorch;
-    if (!scenario.contention.shared() && !waits_for_slowest(scenario, point) && !libtorch_costs)
-      return simulate_point(scenario, point, options);
-    ScenarioSpec adjusted = scenario;
-    if (libtorch_costs) adjusted.profile.host = loop_host_costs(scenario);
-    if (scenario.contention.shared()) adjusted = under_contention(adjusted);
-    if (waits_for_slowest(scenario, point)) adjusted = at_slowest_gpu(adjusted, point.gpus);
-    return simulate_point(adjusted, point, options);
+    PointResult result = simulate_adjusted(scenario, point, options);
+    if (result.simulated && point.gpus > 1 &&
+        strategy_model(scenario.training.strategy).process_per_gpu()) {
+      result.even_runs = even_runs(scenario, point, options, result);
+    }
+    return result;
   } catch (const SimulationTooLong& slow) {
     throw InputError(
         SourceMark{scenario.source_file, 0, 0}, "sweep",
@@ -507,8 +550,9 @@ PointResult predict_point(const ScenarioSpec& scenario, const SweepPoint& point,
 
 OneGpuComparison::OneGpuComparison(const ScenarioSpec& scenario, const PredictOptions& options,
                                    const std::vector<SweepPoint>& sweep)
-    : scenario_(scenario), plain_(options), sweep_(sweep) {
+    : scenario_(scenario), plain_(options), sweep_(sweep), plain_training_(scenario) {
   plain_.trace_iterations = 0;
+  plain_training_.training.strategy = Strategy::single;
   for (const SweepPoint& p : sweep) {
     if (p.gpus == 1) in_sweep_.insert(p.global_batch);
   }
@@ -531,24 +575,34 @@ std::vector<std::int64_t> OneGpuComparison::references(const SweepPoint& point) 
 }
 
 void OneGpuComparison::prepare(int jobs) {
-  std::vector<std::int64_t> missing;
-  for (const SweepPoint& point : sweep_) {
-    for (std::int64_t batch : references(point)) {
-      if (!in_sweep_.contains(batch) && !one_gpu_.contains(batch) &&
-          std::find(missing.begin(), missing.end(), batch) == missing.end()) {
-        missing.push_back(batch);
-      }
+  // (batch, plain training): the strategy's references, then plain training's for the
+  // scaling loss of a process per GPU.
+  std::vector<std::pair<std::int64_t, bool>> missing;
+  auto want = [&](std::int64_t batch, bool plain) {
+    const bool have = plain ? plain_one_gpu_.contains(batch)
+                            : in_sweep_.contains(batch) || one_gpu_.contains(batch);
+    if (!have &&
+        std::find(missing.begin(), missing.end(), std::pair{batch, plain}) == missing.end()) {
+      missing.emplace_back(batch, plain);
     }
+  };
+  for (const SweepPoint& point : sweep_) {
+    const std::vector<std::int64_t> batches = references(point);
+    for (std::int64_t batch : batches)
+      want(batch, false);
+    if (batches.size() > 2) want(batches[2], true);
   }
   // A reference that fails to simulate is left out: apply() tries it again, and fails, only
   // for a point that needs it (one that fits), as the lazy path does.
   std::vector<std::optional<PointResult>> simulated(missing.size());
   simulate_points(missing.size(), jobs, [&](std::size_t i) -> PointResult {
-    if (missing[i] > scenario_.dataset.train_samples) {
+    const auto [batch, plain] = missing[i];
+    if (batch > scenario_.dataset.train_samples) {
       simulated[i] = PointResult{};
     } else {
       try {
-        simulated[i] = predict_point(scenario_, SweepPoint{1, missing[i], missing[i]}, plain_);
+        simulated[i] =
+            predict_point(plain ? plain_training_ : scenario_, SweepPoint{1, batch, batch}, plain_);
       } catch (const std::exception&) {
         simulated[i].reset();
       }
@@ -556,7 +610,9 @@ void OneGpuComparison::prepare(int jobs) {
     return PointResult{};
   });
   for (std::size_t i = 0; i < missing.size(); ++i) {
-    if (simulated[i]) one_gpu_.emplace(missing[i], std::move(*simulated[i]));
+    if (!simulated[i]) continue;
+    const auto [batch, plain] = missing[i];
+    (plain ? plain_one_gpu_ : one_gpu_).emplace(batch, std::move(*simulated[i]));
   }
 }
 
@@ -568,14 +624,21 @@ bool OneGpuComparison::ready(const PointResult& result) const {
   return true;
 }
 
-ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu) {
+ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu,
+                         const PointResult& plain_one_gpu) {
   const double n = point.point.gpus;
-  const Breakdown& a = point.breakdown;
+  const EvenRuns runs = point.even_runs.value_or(EvenRuns{.even_speed_epoch = point.epoch_seconds,
+                                                          .uncontended_epoch = point.epoch_seconds,
+                                                          .uncontended = point.breakdown});
+  const Breakdown& a = runs.uncontended;
   const Breakdown& b = one_gpu.breakdown;
   ScalingLoss loss;
   loss.reference_batch = one_gpu.point.global_batch;
-  loss.ideal_epoch = one_gpu.epoch_seconds / n;
+  loss.ideal_epoch = plain_one_gpu.epoch_seconds / n;
   loss.loss = point.epoch_seconds - loss.ideal_epoch;
+  loss.strategy = (one_gpu.epoch_seconds - plain_one_gpu.epoch_seconds) / n;
+  loss.stragglers = point.epoch_seconds - runs.even_speed_epoch;
+  loss.contention = runs.even_speed_epoch - runs.uncontended_epoch;
   loss.communication = a.communication - b.communication / n;
   loss.compute =
       (a.forward + a.backward + a.optimizer) - (b.forward + b.backward + b.optimizer) / n;
@@ -583,6 +646,20 @@ ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu) {
   loss.host = a.host - b.host / n;
   loss.other = a.other - b.other / n;
   return loss;
+}
+
+const PointResult& OneGpuComparison::plain_reference(std::int64_t batch) {
+  auto found = plain_one_gpu_.find(batch);
+  if (found != plain_one_gpu_.end()) return found->second;
+  // Plain training is a reference only: where it cannot be simulated the strategy on one GPU
+  // stands in (apply), as prepare() leaves it.
+  PointResult plain;
+  try {
+    plain = predict_point(plain_training_, SweepPoint{1, batch, batch}, plain_);
+  } catch (const std::exception&) {
+    plain = PointResult{};
+  }
+  return plain_one_gpu_.emplace(batch, std::move(plain)).first->second;
 }
 
 const PointResult& OneGpuComparison::reference(std::int64_t batch) {
@@ -605,7 +682,10 @@ void OneGpuComparison::apply(PointResult& r) {
   if (r.point.gpus == 1) return;
   if (batches.size() > 2) {
     const PointResult& rank_work = reference(batches[2]);
-    if (rank_work.simulated) r.scaling_loss = scaling_loss(r, rank_work);
+    if (rank_work.simulated) {
+      const PointResult& plain_work = plain_reference(batches[2]);
+      r.scaling_loss = scaling_loss(r, rank_work, plain_work.simulated ? plain_work : rank_work);
+    }
   }
   const PointResult& same_batch = reference(batches[1]);
   if (same_batch.simulated && same_batch.epoch_seconds < r.epoch_seconds) {

@@ -39,17 +39,36 @@ struct Breakdown {
   double other = 0;          // GPU idle with the host idle too
 };
 
-// Where the epoch of a point with a process per GPU goes beyond perfect scaling: against one GPU
-// at the same per-GPU batch (each rank's work), whose epoch over the GPU count is the ideal; each
-// part is the point's breakdown minus the reference's over the GPU count, seconds per epoch, and
-// the parts add up to the loss. compute: kernels that run longer or more often (the reducer's
-// bucket copies, the collectives' SMs and memory bandwidth taken from backward); communication:
-// collectives exposed, and waiting for the slowest rank; input: loading and copying batches; host:
-// dispatch and contention for the node's cores.
+// Where the epoch of a point with a process per GPU goes beyond perfect scaling: against plain
+// training (no strategy) on one GPU at the same per-GPU batch (each rank's work), whose epoch
+// over the GPU count is the ideal. The parts are seconds per epoch and add up to the loss:
+// - strategy: what the strategy costs on that one GPU beyond plain training (ddp: the reducer's
+//   bucket copies and hooks), over the GPU count;
+// and the point against the strategy on one GPU, each cause taken in turn by simulating the
+// point again without it, so that an interaction between two causes counts under the one
+// removed first:
+// - stragglers: the point against itself with every GPU at one speed (no wait for the slowest
+//   GPU of gpu.speed_spread, none of the scenario's slow GPUs or nodes, no per-step jitter);
+// - contention: that against itself with NCCL's kernels taking neither SMs nor memory bandwidth
+//   from the compute beside them;
+// - the rest, that last run's breakdown minus the reference's over the GPU count: communication
+//   (collectives exposed, the scenario's link faults included), compute (kernels the strategy
+//   adds or lengthens: the reducer's bucket copies, compressed gradients' casts, a sharded
+//   step), input (loading and copying batches), host (dispatch and contention for the node's
+//   cores) and other.
 struct ScalingLoss {
   std::int64_t reference_batch = 0;
   double ideal_epoch = 0, loss = 0;
-  double communication = 0, compute = 0, input = 0, host = 0, other = 0;
+  double strategy = 0, communication = 0, compute = 0, stragglers = 0, contention = 0, input = 0,
+         host = 0, other = 0;
+};
+// A point with a process per GPU on several GPUs simulated again for its scaling loss: with
+// every GPU at one speed, then also without NCCL's contention for SMs and memory bandwidth (the
+// same run as the point's, or as the first, where there is nothing to remove).
+struct EvenRuns {
+  double even_speed_epoch = 0;
+  double uncontended_epoch = 0;
+  Breakdown uncontended;  // the last run's breakdown
 };
 
 struct PointResult {
@@ -71,7 +90,8 @@ struct PointResult {
   // are per GPU (weak scaling).
   double speedup = 0;
   double scaling_efficiency = 0;
-  bool one_gpu_faster = false;  // one GPU takes less time per epoch at this global batch
+  bool one_gpu_faster = false;        // one GPU takes less time per epoch at this global batch
+  std::optional<EvenRuns> even_runs;  // a process per GPU, on several GPUs
   std::optional<ScalingLoss> scaling_loss;  // a process per GPU, on several GPUs
   std::string bottleneck;  // one word: compute, host, input, copy, communication, memory
   std::string diagnosis;   // a sentence a user understands
@@ -98,8 +118,11 @@ std::string mirror_not_exact(const MachineSpec& machine, int gpus);
 // faults (ScenarioSpec::conditions) that touch some of its nodes and not others; "" when node 0
 // can stand for every node.
 std::string every_rank_reason(const ScenarioSpec& scenario, int gpus);
-// The scaling loss of a ddp `point` against `one_gpu`, one GPU at its per-GPU batch.
-ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu);
+// The scaling loss of `point` (a process per GPU on several GPUs, with its even_runs) against
+// `one_gpu`, the strategy on one GPU at its per-GPU batch, and `plain_one_gpu`, plain training
+// there (`one_gpu` again where plain training cannot be simulated: no strategy part).
+ScalingLoss scaling_loss(const PointResult& point, const PointResult& one_gpu,
+                         const PointResult& plain_one_gpu);
 // Every point, with speedup and scaling efficiency against one GPU.
 std::vector<PointResult> predict(const ScenarioSpec& scenario, const PredictOptions& options = {});
 // Fills in speedup, efficiency and the one-GPU comparison of multi-GPU points (simulating the
@@ -123,12 +146,15 @@ class OneGpuComparison {
 
  private:
   const PointResult& reference(std::int64_t batch);
+  const PointResult& plain_reference(std::int64_t batch);
   std::vector<std::int64_t> references(const SweepPoint& point) const;
   const ScenarioSpec& scenario_;
   PredictOptions plain_;
   std::vector<SweepPoint> sweep_;
   std::set<std::int64_t> in_sweep_;              // the sweep's one-GPU batches
   std::map<std::int64_t, PointResult> one_gpu_;  // by global batch
+  ScenarioSpec plain_training_;                  // the scenario without its strategy
+  std::map<std::int64_t, PointResult> plain_one_gpu_;
 };
 void compare_with_one_gpu(const ScenarioSpec& scenario, std::vector<PointResult>& results,
                           const PredictOptions& options = {});

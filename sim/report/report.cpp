@@ -463,7 +463,8 @@ std::string render_scaling_loss(const std::vector<PointResult>& results, std::si
   table.add_column("epoch");
   table.add_column("ideal");
   table.add_column("loss");
-  for (const char* part : {"communication", "compute", "input", "host", "other"})
+  for (const char* part : {"strategy", "communication", "compute", "stragglers", "contention",
+                           "input", "host", "other"})
     table.add_column(part);
   bool any = false;
   for (const PointResult& r : results) {
@@ -475,18 +476,23 @@ std::string render_scaling_loss(const std::vector<PointResult>& results, std::si
     };
     table.add_row({std::to_string(r.point.gpus), std::to_string(r.point.per_gpu_batch),
                    fmt::format("{:.4g} s", r.epoch_seconds), fmt::format("{:.4g} s", l.ideal_epoch),
-                   part(l.loss), part(l.communication), part(l.compute), part(l.input),
-                   part(l.host), part(l.other)});
+                   part(l.loss), part(l.strategy), part(l.communication), part(l.compute),
+                   part(l.stragglers), part(l.contention), part(l.input), part(l.host),
+                   part(l.other)});
   }
   if (!any) return "Scaling loss: no point on several GPUs with a process per GPU in this sweep.\n";
   return "\n" +
          wrap_lines(
              "Scaling loss of each point with a process per GPU (ddp, zero1, zero2, fsdp): its "
-             "epoch against one GPU's at the same per-GPU "
-             "batch over the GPU count (ideal), and where the rest goes (seconds per epoch and "
-             "shares of it; communication: collectives exposed and waiting for the slowest rank; "
-             "compute: kernels longer or more, the reducer's copies and the collectives' SMs and "
-             "memory bandwidth; the parts add up to the loss):\n",
+             "epoch against plain training's on one GPU at the same per-GPU batch over the GPU "
+             "count (ideal), and where the rest goes (seconds per epoch and shares of it; "
+             "strategy: what the strategy costs on one GPU, such as ddp's reducer, over the GPU "
+             "count; communication: collectives exposed; compute: kernels the strategy "
+             "adds or lengthens beyond one GPU's; stragglers: waiting for "
+             "the slowest GPU; contention: NCCL's kernels taking SMs and memory bandwidth from "
+             "the compute beside them; input: loading and copying batches; host: dispatch and "
+             "the node's shared cores; the parts add up to the loss, each cause taken out in "
+             "turn, stragglers first):\n",
              width) +
          table.render(width);
 }
@@ -688,8 +694,11 @@ std::string render_json(const ScenarioSpec& s, const std::vector<PointResult>& r
         point["scaling_loss_s"] = {{"reference_batch", l.reference_batch},
                                    {"ideal_epoch", l.ideal_epoch},
                                    {"loss", l.loss},
+                                   {"strategy", l.strategy},
                                    {"communication", l.communication},
                                    {"compute", l.compute},
+                                   {"stragglers", l.stragglers},
+                                   {"contention", l.contention},
                                    {"input", l.input},
                                    {"host", l.host},
                                    {"other", l.other}};

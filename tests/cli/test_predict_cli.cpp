@@ -624,16 +624,19 @@ TEST_CASE("predict --explain-scaling splits each ddp point's scaling loss after 
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("Scaling loss of each point with a process per GPU") &&
                            Catch::Contains("communication") && Catch::Contains("compute"));
-  // One row, the 8-GPU point: its loss, then the parts, in seconds with shares of the epoch.
+  CHECK_THAT(r.output, Catch::Contains("strategy") && Catch::Contains("stragglers") &&
+                           Catch::Contains("contention"));
+  // One row, the 8-GPU point: its loss, then the parts (strategy, communication, compute, ...),
+  // in seconds with shares of the epoch.
   std::smatch row;
-  REQUIRE(
-      std::regex_search(r.output, row,
-                        std::regex("\\n +8 +64 +[0-9.]+ s +[0-9.]+ s +([0-9.]+) s \\([0-9.]+%\\)"
-                                   " +([0-9.]+) s \\([0-9.]+%\\) +([0-9.]+) s")));
-  const double loss = std::stod(row[1]), communication = std::stod(row[2]),
-               compute = std::stod(row[3]);
-  CHECK(communication > compute);  // PCIe without peer-to-peer
-  CHECK(communication + compute <= loss + 0.02);
+  REQUIRE(std::regex_search(
+      r.output, row,
+      std::regex("\\n +8 +64 +[0-9.]+ s +[0-9.]+ s +([0-9.]+) s \\([0-9.]+%\\)"
+                 " +([0-9.]+) s \\([0-9.]+%\\) +([0-9.]+) s \\([0-9.]+%\\) +([0-9.]+) s")));
+  const double loss = std::stod(row[1]), strategy = std::stod(row[2]),
+               communication = std::stod(row[3]), compute = std::stod(row[4]);
+  CHECK(communication > strategy + compute);  // PCIe without peer-to-peer
+  CHECK(strategy + communication + compute <= loss + 0.02);
   // A sweep without ddp says there is nothing to split.
   CHECK_THAT(
       run_command(epochcast_binary() + " predict " + seed("linear") + " --explain-scaling").output,

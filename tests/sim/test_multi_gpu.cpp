@@ -384,29 +384,74 @@ TEST_CASE("gradient_dtype bf16: half the bytes on the wire, three casting kernel
         full.memory.strategy_buffers.value() + 25'557'032LL * 2);
 }
 
-TEST_CASE("a ddp point's scaling loss adds up, and its ideal is one GPU's epoch over the count") {
-  // DDP ResNet-50 on a DGX A100 at 64 images per GPU: one GPU at 64 is the reference, its epoch
-  // over 8 the ideal; the parts (exposed communication, longer or extra kernels, input, host,
-  // other) add up to the epoch's excess, which is 1 - the weak-scaling efficiency of it.
-  const std::vector<PointResult> results = predict(scenario(kDdpResnet));
+TEST_CASE("a ddp point's scaling loss adds up, and its ideal is plain training on one GPU") {
+  // DDP ResNet-50 on a DGX A100 at 64 images per GPU: plain training of 64 on one GPU is the
+  // reference, its epoch over 8 the ideal; the parts add up to the epoch's excess. The strategy
+  // part is DDP's own cost on one GPU; stragglers and contention are what the point loses to
+  // the slowest GPU and to NCCL's kernels, each found by simulating the point without it.
+  const ScenarioSpec ddp = scenario(kDdpResnet);
+  const std::vector<PointResult> results = predict(ddp);
   const PointResult& one = results.front();
   const PointResult& eight = results.back();
   REQUIRE(eight.point.gpus == 8);
   CHECK_FALSE(one.scaling_loss);
   REQUIRE(eight.scaling_loss);
   const ScalingLoss& l = *eight.scaling_loss;
+  ScenarioSpec plain = ddp;
+  plain.training.strategy = Strategy::single;
+  const PointResult plain_one = predict_point(plain, SweepPoint{1, 64, 64});
   CHECK(l.reference_batch == 64);
-  CHECK(l.ideal_epoch == Approx(one.epoch_seconds / 8));
+  CHECK(l.ideal_epoch == Approx(plain_one.epoch_seconds / 8));
   CHECK(l.loss == Approx(eight.epoch_seconds - l.ideal_epoch));
-  CHECK(l.communication + l.compute + l.input + l.host + l.other ==
+  CHECK(l.strategy == Approx((one.epoch_seconds - plain_one.epoch_seconds) / 8));
+  CHECK(l.strategy > 0);  // the reducer's copies
+  CHECK(l.strategy + l.communication + l.compute + l.stragglers + l.contention + l.input + l.host +
+            l.other ==
         Approx(l.loss).margin(1e-9 * eight.epoch_seconds));
-  CHECK(l.ideal_epoch / eight.epoch_seconds == Approx(eight.scaling_efficiency));
+  // Against the strategy on one GPU, the loss is the table's efficiency's.
+  CHECK((one.epoch_seconds / 8) / eight.epoch_seconds == Approx(eight.scaling_efficiency));
   CHECK(l.loss > 0);
+  // Stragglers: the default spread's wait for the slowest of 8 GPUs, and nothing without it.
+  ScenarioSpec even = ddp;
+  even.training.wait_for_slowest_gpu = false;
+  const PointResult even_eight = predict_point(even, SweepPoint{8, 512, 64});
+  CHECK(l.stragglers == Approx(eight.epoch_seconds - even_eight.epoch_seconds));
+  CHECK(l.stragglers > 0);
+  // Contention: NCCL's SMs and memory bandwidth, from that even run.
+  ScenarioSpec uncontended = even;
+  uncontended.training.nccl_sm_contention = false;
+  uncontended.training.nccl_memory_contention = false;
+  const PointResult free_eight = predict_point(uncontended, SweepPoint{8, 512, 64});
+  CHECK(l.contention == Approx(even_eight.epoch_seconds - free_eight.epoch_seconds));
+  CHECK(l.contention > 0);
+  // With every cause switched off, those parts are nothing and the split is the breakdown's.
+  const std::vector<PointResult> bare = predict(uncontended);
+  REQUIRE(bare.back().scaling_loss);
+  CHECK(bare.back().scaling_loss->stragglers == 0);
+  CHECK(bare.back().scaling_loss->contention == 0);
   // Over PCIe without peer-to-peer the exposed communication is most of it.
   const std::vector<PointResult> pcie =
       predict(scenario(kDdpResnet, {{"hardware", "rtx4090-8x-pcie", ""}}));
   REQUIRE(pcie.back().scaling_loss);
   CHECK(pcie.back().scaling_loss->communication > 0.5 * pcie.back().scaling_loss->loss);
+}
+
+TEST_CASE("a named slow GPU's wait is the stragglers part of the scaling loss") {
+  // One of 8 GPUs at 80% speed: a synchronous step runs at its pace, so the loss it adds is
+  // under stragglers, not communication.
+  ScenarioSpec s = scenario(kDdpResnet);
+  s.training.wait_for_slowest_gpu = false;
+  const std::vector<PointResult> even = predict(s);
+  s.conditions.slow_gpus = {SlowGpu{.gpu = 3, .speed = 0.8}};
+  const std::vector<PointResult> slowed = predict(s);
+  REQUIRE(even.back().scaling_loss);
+  REQUIRE(slowed.back().scaling_loss);
+  const ScalingLoss& e = *even.back().scaling_loss;
+  const ScalingLoss& l = *slowed.back().scaling_loss;
+  CHECK(e.stragglers == 0);
+  CHECK(l.stragglers == Approx(slowed.back().epoch_seconds - even.back().epoch_seconds));
+  CHECK(l.stragglers > 0.1 * slowed.back().epoch_seconds);
+  CHECK(l.communication == Approx(e.communication).margin(1e-9 * e.loss + 1e-12));
 }
 
 TEST_CASE("DDP's cost per step against the plain step, as PyTorch's DDP benchmark measured it") {

@@ -356,6 +356,10 @@ TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes, as each w
   // - Azure ND A100 v4 (-g 8): from 512 MiB. Below, every size is 1.3-1.5x slower than
   //   predicted, its thread's launches included (5.3-5.6 us each, where OCI's bare-metal host
   //   takes 4).
+  // - Not compared: ABCI's 8x A100 node, one rank per process, NCCL 2.8.4, 4 B to 32 MiB
+  //   (abci-a-node-a100-all-reduce.csv). It agrees with OCI's within 8% from 256 KiB to 16 MiB
+  //   and every size of it is measured 1.15-2.3x slower than predicted (issue 47;
+  //   docs/evidence/nccl-all-reduce-sizes.md).
   struct Table {
     std::string file, arguments;
     double from_bytes;

@@ -454,11 +454,12 @@ PointResult simulate_adjusted(const ScenarioSpec& scenario, const SweepPoint& po
 }
 
 // The runs ScalingLoss takes its stragglers and contention from (EvenRuns); `as_given` is the
-// point's own result, reused where a run would remove nothing.
+// point's own result, whose figures stand in where a run would remove nothing.
 EvenRuns even_runs(const ScenarioSpec& scenario, const SweepPoint& point,
                    const PredictOptions& options, const PointResult& as_given) {
   PredictOptions plain = options;
   plain.trace_iterations = 0;
+  auto figures = [](const PointResult& r) { return std::pair{r.epoch_seconds, r.breakdown}; };
   ScenarioSpec even = scenario;
   even.training.wait_for_slowest_gpu = false;
   even.conditions.slow_gpus.clear();
@@ -467,17 +468,18 @@ EvenRuns even_runs(const ScenarioSpec& scenario, const SweepPoint& point,
   const ClusterConditions& given = scenario.conditions;
   const bool uneven = waits_for_slowest(scenario, point) || !given.slow_gpus.empty() ||
                       !given.slow_nodes.empty() || given.jitter.spread > 0;
-  const PointResult at_even_speed = uneven ? simulate_adjusted(even, point, plain) : as_given;
+  const auto at_even_speed =
+      uneven ? figures(simulate_adjusted(even, point, plain)) : figures(as_given);
   ScenarioSpec uncontended = even;
   uncontended.training.nccl_sm_contention = false;
   uncontended.training.nccl_memory_contention = false;
   const bool contended =
       scenario.training.nccl_sm_contention || scenario.training.nccl_memory_contention;
-  const PointResult without_contention =
-      contended ? simulate_adjusted(uncontended, point, plain) : at_even_speed;
-  return EvenRuns{.even_speed_epoch = at_even_speed.epoch_seconds,
-                  .uncontended_epoch = without_contention.epoch_seconds,
-                  .uncontended = without_contention.breakdown};
+  const auto without_contention =
+      contended ? figures(simulate_adjusted(uncontended, point, plain)) : at_even_speed;
+  return EvenRuns{.even_speed_epoch = at_even_speed.first,
+                  .uncontended_epoch = without_contention.first,
+                  .uncontended = without_contention.second};
 }
 
 }  // namespace

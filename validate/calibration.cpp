@@ -1067,16 +1067,17 @@ Calibration calibrate(const std::vector<MeasuredScenario>& inputs, const PointFi
   std::string measured_on =
       env.device_name.empty()
           ? fmt::format("figures given for {}", machine.gpu.name)
-          : fmt::format("{} ({}), LibTorch {}{}", env.device_name, env.host, env.torch_version,
+          : fmt::format("{} ({}){}{}", env.device_name, env.host,
+                        env.torch_version.empty() ? "" : ", LibTorch " + env.torch_version,
                         env.cuda_version.empty() ? "" : ", CUDA " + env.cuda_version);
   std::string provenance = fmt::format("epochcast calibrate on {}, from {}", measured_on,
                                        fmt::format("{}", fmt::join(file_names, ", ")));
   const bool python_loop = libtorch_loops && add_python_loop_costs(inputs, out);
   for (const FittedParameter& f : out.fitted) {
     if (f.key.rfind(kPythonExtraPrefix, 0) == 0) continue;  // sourced below
+    // A source per group of figures: "links.efficiency" for links.efficiency.nvswitch.
     std::string group = f.key.substr(0, f.key.find('.', f.key.find('.') + 1));
     if (group.rfind("gpu.efficiency", 0) == 0) group = "gpu.efficiency";
-    if (group.rfind("links.", 0) == 0) group = group.substr(0, group.rfind('.'));
     if (group == kHostOpsKey) {
       for (const char* k : kHostOpFigures)
         out.profile.sources[k] = provenance + ": " + f.from;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/spec/profile_figures.h"
 #include "sim/collectives/collective_sweep.h"
 
 namespace epochcast::validate {
@@ -77,6 +78,29 @@ class Model {
   const MachineSpec& machine_;
   sim::CollectiveSweep sweep_;
 };
+
+// A figure of how the GPUs run LL or LL128, and the sizes it is matched on.
+struct ProtocolFigureFit {
+  std::string key;       // a links.ll* figure (profile_figures.h)
+  std::string protocol;  // the protocol of the sizes it moves ("ll", "ll128")
+  double lower = 0, upper = 0;
+  bool time_rises = true;     // the time rises with it (a latency, a pace), else falls (a rate)
+  std::vector<double> moved;  // each size's time, relative, with the figure a tenth slower
+  std::vector<const CollectiveMeasurement*> rows;
+  std::optional<double> value;
+  std::optional<double> wanted;  // the bound it reached, where it keeps its prior
+};
+
+// Puts back the prior's own value of a links.ll* figure (unset where the prior leaves it unset).
+void restore_protocol_figure(HardwareProfile& p, const HardwareProfile& prior,
+                             std::string_view key) {
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]))
+      p.links.ll_step_latency[i] = prior.links.ll_step_latency[i];
+  }
+  if (key == "links.ll_rate_relative") p.links.ll_rate = prior.links.ll_rate;
+  if (key == "links.ll128_rate_relative") p.links.ll128_rate = prior.links.ll128_rate;
+}
 
 // The value in [lower, upper] where `error` (increasing in the value) crosses zero, by
 // bisection (on a log scale when both bounds are positive); a bound when it does not cross.
@@ -152,6 +176,63 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       moved.push_back(model.seconds(trial, rows[i]->bytes) / base[i] - 1);
     return moved;
   };
+  // How the GPUs run LL and LL128 (LinkCosts): each size NCCL runs under one of them is matched
+  // by the figure of that protocol that moves it most, each made a tenth slower in turn: LL's step
+  // latency on the kind of link that moves its sizes most and its rate, LL128's rate. (LL's
+  // thread pace is not one: where a thread stores one line a step, as up to 768 KiB on 8 ranks,
+  // it adds to each step as the latency does, and no size tells the two apart.) NCCL's choice of
+  // protocol does not depend on them (its tuner's figures), so the sizes each protocol runs stay
+  // its own while they move.
+  std::vector<std::string> protocol_of;
+  for (const CollectiveMeasurement* r : rows)
+    protocol_of.push_back(model.row(p, r->bytes).protocol);
+  std::vector<ProtocolFigureFit> protocol_figures;
+  const auto protocol_candidate = [&](const std::string& key, const std::string& protocol,
+                                      bool time_rises) {
+    const ProfileFigure* figure = find_profile_figure(key);
+    ProtocolFigureFit c;
+    c.key = key;
+    c.protocol = protocol;
+    c.lower = figure->lower;
+    c.upper = figure->upper;
+    c.time_rises = time_rises;
+    const double prior_value = *profile_figure_value(p, key);
+    HardwareProfile trial = p;
+    set_profile_figure(trial, key, time_rises ? prior_value * 1.1 : prior_value / 1.1);
+    c.moved = moved_by(trial);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (protocol_of[i] != protocol) c.moved[i] = 0;
+    }
+    return c;
+  };
+  {
+    std::optional<ProtocolFigureFit> ll_latency;
+    double most = 0;
+    for (std::string_view kind : kLinkKindKeys) {
+      ProtocolFigureFit c =
+          protocol_candidate(fmt::format("links.ll_step_latency_us.{}", kind), "ll", true);
+      const double total = std::accumulate(c.moved.begin(), c.moved.end(), 0.0);
+      if (total > most) {
+        most = total;
+        ll_latency = std::move(c);
+      }
+    }
+    if (ll_latency) protocol_figures.push_back(std::move(*ll_latency));
+    protocol_figures.push_back(protocol_candidate("links.ll_rate_relative", "ll", false));
+    protocol_figures.push_back(protocol_candidate("links.ll128_rate_relative", "ll128", false));
+  }
+  std::vector<bool> under_protocol_figure(rows.size(), false);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ProtocolFigureFit* most = nullptr;
+    for (ProtocolFigureFit& c : protocol_figures) {
+      if (c.moved[i] >= 0.01 && (most == nullptr || c.moved[i] > most->moved[i])) most = &c;
+    }
+    if (most == nullptr) continue;
+    most->rows.push_back(rows[i]);
+    under_protocol_figure[i] = true;
+  }
+  std::erase_if(protocol_figures, [](const ProtocolFigureFit& c) { return c.rows.empty(); });
+
   // The efficiency that moves the largest size most: the link kind that bounds it.
   std::size_t bandwidth_kind = kLinkKinds;
   std::vector<double> bandwidth_share;  // how much of each size's time that link's rate is
@@ -193,6 +274,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
   const double latency_peak =
       latency_share.empty() ? 0 : *std::max_element(latency_share.begin(), latency_share.end());
   for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (under_protocol_figure[i]) continue;
     // The rate shows best where the bytes dominate most: within 8x of the largest size.
     if (!bandwidth_share.empty() && bandwidth_share[i] >= 0.08 &&
         rows[i]->bytes * 8 >= rows.back()->bytes)
@@ -254,12 +336,39 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
         0.0, kLatencyBoundUs);
     l = microseconds(*latency_us);
   };
+  // The protocols' figures, each on its sizes that the thread's launches do not bound.
+  const auto fit_protocol_figures = [&] {
+    for (ProtocolFigureFit& c : protocol_figures) {
+      if (c.wanted) continue;
+      std::vector<const CollectiveMeasurement*> on;
+      for (const CollectiveMeasurement* r : c.rows) {
+        if (std::find(launch_rows.begin(), launch_rows.end(), r) == launch_rows.end())
+          on.push_back(r);
+      }
+      if (on.empty()) continue;
+      c.value = root(
+          [&](double value) {
+            set_profile_figure(p, c.key, value);
+            return c.time_rises ? log_error(on) : -log_error(on);
+          },
+          c.lower, c.upper);
+      set_profile_figure(p, c.key, *c.value);
+    }
+  };
+  const auto protocol_values = [&] {
+    std::vector<double> values;
+    for (const ProtocolFigureFit& c : protocol_figures)
+      values.push_back(c.value.value_or(-1));
+    return values;
+  };
   for (int round = 0; round < 12; ++round) {
     const double efficiency_before = efficiency.value_or(-1);
     const double latency_before = latency_us.value_or(-1);
     const double launch_before = launch_us.value_or(-1);
+    const std::vector<double> protocols_before = protocol_values();
     if (!bandwidth_rows.empty()) fit_efficiency();
     fit_latency();
+    fit_protocol_figures();
     launch_rows = launch_bound();
     if (launch_rows.size() >= 2) {
       launch_us = root(
@@ -270,9 +379,14 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
           kLaunchLowUs, kLaunchHighUs);
       p.links.nccl_launch = microseconds(*launch_us);
     }
+    const std::vector<double> protocols_now = protocol_values();
+    bool protocols_still = true;
+    for (std::size_t i = 0; i < protocols_now.size(); ++i)
+      protocols_still = protocols_still && std::abs(protocols_now[i] - protocols_before[i]) <=
+                                               1e-6 * std::max(1.0, std::abs(protocols_now[i]));
     if (std::abs(efficiency.value_or(-1) - efficiency_before) < 1e-9 &&
         std::abs(latency_us.value_or(-1) - latency_before) < 1e-6 &&
-        std::abs(launch_us.value_or(-1) - launch_before) < 1e-6)
+        std::abs(launch_us.value_or(-1) - launch_before) < 1e-6 && protocols_still)
       break;
   }
   // A launch cost the launch-bound sizes would push past its range is no launch's: it keeps its
@@ -285,6 +399,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     fit_latency();
     if (!bandwidth_rows.empty()) fit_efficiency();
     launch_rows = launch_bound();
+    fit_protocol_figures();
   }
   // A latency the sizes would push past its range stands for something the model lacks (a
   // transport's per-message cost, a proxy): it keeps its prior rather than bend the efficiency,
@@ -295,6 +410,20 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     *latency_slot = prior_latency;
     latency_us.reset();
     if (!bandwidth_rows.empty()) fit_efficiency();
+  }
+  // So does a protocol's figure at its bound: the others of the protocols are refitted without it.
+  bool protocol_at_bound = false;
+  for (ProtocolFigureFit& c : protocol_figures) {
+    if (!c.value || (*c.value > c.lower && *c.value < c.upper)) continue;
+    c.wanted = c.value;
+    c.value.reset();
+    restore_protocol_figure(p, prior, c.key);
+    protocol_at_bound = true;
+  }
+  for (int round = 0; protocol_at_bound && round < 12; ++round) {
+    const std::vector<double> before = protocol_values();
+    fit_protocol_figures();
+    if (protocol_values() == before) break;
   }
 
   // Residuals over every size, and the sizes the fitted model still misses.
@@ -338,9 +467,26 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
         *latency_wanted <= 0.0 ? "faster" : "slower", kLatencyBoundUs));
   } else {
     out.notes.push_back(fmt::format("links: no step latency fitted: {}",
-                                    "no step latency or launch cost moves any size by 1% or more: "
-                                    "the model costs the small ones with NCCL's fixed LL and "
-                                    "LL128 latencies (tuning.cc's hwLat and baseLat)"));
+                                    "no Simple step latency or launch cost moves any size by 1% "
+                                    "or more (those NCCL runs under LL and LL128 are their "
+                                    "protocols' figures')"));
+  }
+  for (const ProtocolFigureFit& c : protocol_figures) {
+    const std::string_view protocol = c.protocol == "ll" ? "LL" : "LL128";
+    if (c.value) {
+      out.fitted.push_back(
+          {c.key, *c.value, static_cast<int>(c.rows.size()), rms_over(c.rows),
+           from + fmt::format("; the {} sizes under {} it moves most", c.rows.size(), protocol)});
+    } else if (c.wanted) {
+      const bool slow_end = (*c.wanted >= c.upper) == c.time_rises;
+      out.gaps.push_back(fmt::format(
+          "{}: {} kept at its prior ({:g}): the sizes under {} it governs, {} to {}, are {} than "
+          "any value from {:g} to {:g} makes them in the model",
+          name, c.key, *profile_figure_value(p, c.key), protocol,
+          size_text(static_cast<double>(c.rows.front()->bytes)),
+          size_text(static_cast<double>(c.rows.back()->bytes)), slow_end ? "slower" : "faster",
+          c.lower, c.upper));
+    }
   }
   if (launch_us) {
     out.fitted.push_back(
@@ -368,12 +514,14 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       worst = std::abs(relative[j]) > std::abs(worst) ? relative[j] : worst;
       ++j;
     }
+    const std::string first = size_text(static_cast<double>(rows[i]->bytes));
+    const std::string sizes =
+        j == i + 1 ? first : first + " to " + size_text(static_cast<double>(rows[j - 1]->bytes));
     out.gaps.push_back(fmt::format(
-        "{} over {} ranks, {} to {}: the fitted model is {} than measured by up to {:.0f}%: "
-        "what these sizes pay is not in the model",
-        name, ranks, size_text(static_cast<double>(rows[i]->bytes)),
-        size_text(static_cast<double>(rows[j - 1]->bytes)), worst > 0 ? "slower" : "faster",
-        std::abs(worst) * 100));
+        "{} over {} ranks, {}: the fitted model is {} than measured by up to {:.0f}%: what {} "
+        "pay{} is not in the model",
+        name, ranks, sizes, worst > 0 ? "slower" : "faster", std::abs(worst) * 100,
+        j == i + 1 ? "this size" : "these sizes", j == i + 1 ? "s" : ""));
     i = j;
   }
   return out;

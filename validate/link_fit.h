@@ -12,11 +12,16 @@
 //  - where the run's thread launched several GPUs' kernels an iteration (nccl-tests' -g 8),
 //    links.nccl_launch_us, matched on the sizes those launches bound; the latency is then
 //    matched on the other sizes.
+//  - how the GPUs run NCCL's LL and LL128 (LinkCosts): each size NCCL's tuner runs under one of
+//    them goes to the figure of that protocol that moves it most — LL's step latency on the
+//    link kind that moves its sizes most in all, LL's rate, LL128's rate — and is matched by
+//    it, not by the two figures above (whose sizes are the others).
 // They are solved in turn until none moves (a size may pay several).
 // Each is the value where the median of log(predicted / measured) over its sizes is zero (a
 // one-dimensional root, found by bisection, since a time only falls as an efficiency rises and
-// only rises with a latency). A figure that would have to leave its range to match is held at
-// the bound, and the sizes it leaves unexplained are named as a gap.
+// only rises with a latency). An efficiency that would have to leave its range to match is held
+// at the bound; a latency, launch or protocol figure keeps its prior; either way the sizes it
+// leaves unexplained are named as a gap.
 #pragma once
 
 #include <string>

@@ -56,6 +56,17 @@ std::vector<ProfileFigure> make_figures() {
   // Only collective benchmarks (nccl-tests' -g runs) time it: training steps never show it.
   figures.push_back(
       {"links.nccl_launch_us", FigureKind::microseconds, kMicrosLow, kMicrosHigh, true});
+  // How the GPUs run NCCL's LL and LL128: only collectives timed size by size show them.
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    const double nccl = LinkCosts::kNcclLlStepLatencyUs[i];
+    figures.push_back({fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]),
+                       FigureKind::microseconds, nccl * LinkCosts::kLlStepLatencyLowShare,
+                       nccl * LinkCosts::kLlStepLatencyHighShare, true});
+  }
+  figures.push_back({"links.ll_rate_relative", FigureKind::ratio, LinkCosts::kRateRelativeLow,
+                     LinkCosts::kLlRateHigh, true});
+  figures.push_back({"links.ll128_rate_relative", FigureKind::ratio, LinkCosts::kRateRelativeLow,
+                     LinkCosts::kLl128RateHigh, true});
   return figures;
 }
 
@@ -167,6 +178,12 @@ std::optional<double> profile_figure_value(const HardwareProfile& profile, std::
   if (key == "gpu.tile_staging_cycles") return profile.gpu.tile_staging_cycles_or_default();
   if (key == "gpu.cpu_bernoulli_ns") return profile.gpu.cpu_bernoulli_ns_or_default();
   if (key == "links.nccl_launch_us") return profile.links.nccl_launch_or_default().value() * 1e6;
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]))
+      return profile.links.ll_step_latency_or_default(i).value() * 1e6;
+  }
+  if (key == "links.ll_rate_relative") return profile.links.ll_rate_or_default();
+  if (key == "links.ll128_rate_relative") return profile.links.ll128_rate_or_default();
   Slot<const HardwareProfile> s = slot(profile, key);
   return s.fraction ? *s.fraction : s.time->value() * 1e6;
 }
@@ -207,6 +224,20 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   }
   if (key == "links.nccl_launch_us") {
     profile.links.nccl_launch = microseconds(value);
+    return;
+  }
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i])) {
+      profile.links.ll_step_latency[i] = microseconds(value);
+      return;
+    }
+  }
+  if (key == "links.ll_rate_relative") {
+    profile.links.ll_rate = value;
+    return;
+  }
+  if (key == "links.ll128_rate_relative") {
+    profile.links.ll128_rate = value;
     return;
   }
   Slot<HardwareProfile> s = slot(profile, key);

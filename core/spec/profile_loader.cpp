@@ -38,11 +38,12 @@ constexpr std::string_view kFigures[] = {"gpu.efficiency",
                                          "links.collective_launch_us"};
 // Figures a profile may leave out; given, they need a source too.
 constexpr std::string_view kOptionalFigures[] = {
-    "gpu.memory_efficiency",  "gpu.optimizer_memory_efficiency",
-    "gpu.bandwidth_relative", "gpu.efficiency_by_architecture",
-    "gpu.speed_spread",       "gpu.tile_staging_cycles",
-    "gpu.cpu_bernoulli_ns",   "links.nccl_launch_us",
-    "host_libtorch"};
+    "gpu.memory_efficiency",     "gpu.optimizer_memory_efficiency",
+    "gpu.bandwidth_relative",    "gpu.efficiency_by_architecture",
+    "gpu.speed_spread",          "gpu.tile_staging_cycles",
+    "gpu.cpu_bernoulli_ns",      "links.nccl_launch_us",
+    "links.ll_step_latency_us",  "links.ll_rate_relative",
+    "links.ll128_rate_relative", "host_libtorch"};
 
 bool any_bandwidth_relative(const GpuEfficiency& gpu) {
   return std::any_of(gpu.bandwidth_relative.begin(), gpu.bandwidth_relative.end(),
@@ -59,6 +60,11 @@ std::vector<std::string_view> sourced_figures(const HardwareProfile& p) {
   if (p.gpu.tile_staging_cycles) figures.push_back("gpu.tile_staging_cycles");
   if (p.gpu.cpu_bernoulli_ns) figures.push_back("gpu.cpu_bernoulli_ns");
   if (p.links.nccl_launch) figures.push_back("links.nccl_launch_us");
+  if (std::any_of(p.links.ll_step_latency.begin(), p.links.ll_step_latency.end(),
+                  [](const auto& l) { return l.has_value(); }))
+    figures.push_back("links.ll_step_latency_us");
+  if (p.links.ll_rate) figures.push_back("links.ll_rate_relative");
+  if (p.links.ll128_rate) figures.push_back("links.ll128_rate_relative");
   if (any_bandwidth_relative(p.gpu) || p.sources.count("gpu.bandwidth_relative"))
     figures.push_back("gpu.bandwidth_relative");
   if (!p.gpu.by_architecture.empty()) figures.push_back("gpu.efficiency_by_architecture");
@@ -286,8 +292,9 @@ HardwareProfile read_profile(const yaml::Document& document) {
   p.transfer.pageable_efficiency = fraction(transfer.required("pageable_efficiency"));
   p.transfer.copy_latency = micros(transfer.required("copy_latency_us"));
 
-  yaml::MapReader links(top.required("links"), {"efficiency", "step_latency_us",
-                                                "collective_launch_us", "nccl_launch_us"});
+  yaml::MapReader links(top.required("links"),
+                        {"efficiency", "step_latency_us", "collective_launch_us", "nccl_launch_us",
+                         "ll_step_latency_us", "ll_rate_relative", "ll128_rate_relative"});
   yaml::MapReader link_efficiency(links.required("efficiency"),
                                   std::span<const std::string_view>(kLinkKindKeys));
   yaml::MapReader step_latency(links.required("step_latency_us"),
@@ -334,6 +341,20 @@ HardwareProfile read_profile(const yaml::Document& document) {
   }
   p.links.collective_launch = micros(links.required("collective_launch_us"));
   if (auto launch = links.optional("nccl_launch_us")) p.links.nccl_launch = micros(*launch);
+  // How the GPUs run LL and LL128 where the profile says (absent: NCCL's tuner's figures).
+  if (auto ll = links.optional("ll_step_latency_us")) {
+    yaml::MapReader kinds(*ll, std::span<const std::string_view>(kLinkKindKeys));
+    for (std::size_t i = 0; i < kLinkKinds; ++i) {
+      const double nccl = LinkCosts::kNcclLlStepLatencyUs[i];
+      if (auto l = kinds.optional(kLinkKindKeys[i]))
+        p.links.ll_step_latency[i] = microseconds(l->as_number_in(
+            nccl * LinkCosts::kLlStepLatencyLowShare, nccl * LinkCosts::kLlStepLatencyHighShare));
+    }
+  }
+  if (auto rate = links.optional("ll_rate_relative"))
+    p.links.ll_rate = rate->as_number_in(LinkCosts::kRateRelativeLow, LinkCosts::kLlRateHigh);
+  if (auto rate = links.optional("ll128_rate_relative"))
+    p.links.ll128_rate = rate->as_number_in(LinkCosts::kRateRelativeLow, LinkCosts::kLl128RateHigh);
 
   if (auto u = top.optional("uncertainty")) p.uncertainty = read_uncertainty(*u);
 
@@ -496,6 +517,15 @@ std::string profile_yaml(const HardwareProfile& p, const std::string& descriptio
     y += fmt::format("{}{}: {}", i ? ", " : "", kLinkKindKeys[i], us(p.links.step_latency[i]));
   y += "}\n  collective_launch_us: " + us(p.links.collective_launch) + "\n";
   if (p.links.nccl_launch) y += "  nccl_launch_us: " + us(*p.links.nccl_launch) + "\n";
+  std::string ll_latencies;
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    if (p.links.ll_step_latency[i])
+      ll_latencies += fmt::format("{}{}: {}", ll_latencies.empty() ? "" : ", ", kLinkKindKeys[i],
+                                  us(*p.links.ll_step_latency[i]));
+  }
+  if (!ll_latencies.empty()) y += "  ll_step_latency_us: {" + ll_latencies + "}\n";
+  if (p.links.ll_rate) y += "  ll_rate_relative: " + number(*p.links.ll_rate) + "\n";
+  if (p.links.ll128_rate) y += "  ll128_rate_relative: " + number(*p.links.ll128_rate) + "\n";
   if (!p.uncertainty.empty()) {
     y += "uncertainty:\n  # covariance of the natural logarithms of the fitted figures\n";
     y += "  figures: [";

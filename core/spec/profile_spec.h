@@ -3,6 +3,7 @@
 // gives sourced estimates; calibration (epochcast calibrate) writes fitted ones.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -144,6 +145,39 @@ struct LinkCosts {
   static constexpr double kDefaultNcclLaunchUs = 4;
   Seconds nccl_launch_or_default() const {
     return nccl_launch.value_or(microseconds(kDefaultNcclLaunchUs));
+  }
+
+  // How this machine's GPUs run NCCL's LL and LL128 protocols, where a user's NCCL and GPUs
+  // differ from what NCCL's tuner assumes (an older NCCL, another generation). Each unset figure
+  // is the tuner's (below). NCCL picks a collective's algorithm and protocol by its tuner's
+  // figures whatever the GPUs do, so these move a collective's time, never its choice.
+  // - ll_step_latency: LL's latency a ring step whose slowest link is of the kind (NCCL's hwLat).
+  // - ll_rate / ll128_rate: the protocol's data rates (its share of the links, NCCL's llMaxBw or
+  //   LL128's channel rate) relative to the tuner's.
+  std::array<std::optional<Seconds>, kLinkKinds> ll_step_latency{};
+  std::optional<double> ll_rate, ll128_rate;
+  // NCCL's LL ring hwLat by link kind (src/graph/tuning.cc, NCCL 2.19-2.21: NVLink 0.6, PCI 1.0,
+  // network 2.7 us; every intra-node graph without NVLink, shared memory included, costs as PCI).
+  static constexpr double kNcclLlStepLatencyUs[kLinkKinds] = {1.0, 1.0, 0.6, 0.6, 2.7,
+                                                              1.0, 1.0, 0.6, 2.7};
+  // The ranges a machine's figures can physically take. An LL step from half to twice NCCL's
+  // hwLat for its kind of link: public 8-GPU tables put NVLink's at 0.6 (DGX H100, NCCL 2.19+)
+  // to 0.76 us (ABCI's A100s, NCCL 2.8.4; docs/evidence/nccl-all-reduce-sizes.md), and a floor
+  // twice NCCL's is something else's (a host thread's launches, a proxy). The rates from a
+  // twentieth of the tuner's (a stack that barely runs the protocol) to twice it (LL) or to all of
+  // the links (LL128, which the tuner gives 0.92).
+  static constexpr double kLlStepLatencyLowShare = 0.5, kLlStepLatencyHighShare = 2;
+  static constexpr double kRateRelativeLow = 0.05, kLlRateHigh = 2, kLl128RateHigh = 1 / 0.92;
+  Seconds ll_step_latency_or_default(std::size_t kind) const {
+    return ll_step_latency[kind].value_or(microseconds(kNcclLlStepLatencyUs[kind]));
+  }
+  double ll_rate_or_default() const { return ll_rate.value_or(1.0); }
+  double ll128_rate_or_default() const { return ll128_rate.value_or(1.0); }
+  // Whether any protocol figure is the machine's own.
+  bool own_protocol_figures() const {
+    return ll_rate || ll128_rate ||
+           std::any_of(ll_step_latency.begin(), ll_step_latency.end(),
+                       [](const auto& l) { return l.has_value(); });
   }
 };
 

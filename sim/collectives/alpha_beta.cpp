@@ -2,6 +2,7 @@
 #include "sim/collectives/alpha_beta.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <future>
 #include <limits>
@@ -83,11 +84,13 @@ PlanRoutes plan_routes(const Topology& topology, const HardwareProfile& profile,
   return routes;
 }
 
-// plan_time with the plan's routes found already.
+// plan_time with the plan's routes found already, under the machine's or the tuner's protocol
+// figures.
 Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
-                  const TransferPlan& plan) {
-  const std::array<Seconds, kLinkKinds> step = protocol_step_latencies(profile, plan.protocol);
-  const double share = protocol_bandwidth_share(plan.protocol);
+                  const TransferPlan& plan, ProtocolFigures figures = ProtocolFigures::machine) {
+  const std::array<Seconds, kLinkKinds> step =
+      protocol_step_latencies(profile, plan.protocol, figures);
+  const double share = protocol_bandwidth_share(profile, plan.protocol, figures);
   // A rank's kernel paces all of its sends: each of the plan's channels (rings) has one at a
   // time.
   const double per_send_limit = plan.rank_rate_limit / std::max(1, plan.channels);
@@ -115,10 +118,12 @@ Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
 }
 
 Seconds collective_time(const PlanRoutes& routes, const HardwareProfile& profile,
-                        const TransferPlan& plan) {
+                        const TransferPlan& plan,
+                        ProtocolFigures figures = ProtocolFigures::machine) {
   // A collective of one rank moves nothing: no kernel worth a base latency.
   if (plan.transfers.empty()) return Seconds(0);
-  return protocol_base_latency(plan.algorithm, plan.protocol) + plan_time(routes, profile, plan);
+  return protocol_base_latency(plan.algorithm, plan.protocol) +
+         plan_time(routes, profile, plan, figures);
 }
 
 }  // namespace
@@ -372,9 +377,15 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     candidates.push_back(nvls_collective(request.collective, ranks, request.bytes));
     cut_for.emplace_back();
   }
+  // As NCCL's tuner: each candidate timed under the tuner's protocol figures, the fastest taken;
+  // then timed as the machine runs it.
   const int communicator = communicator_size(request);
+  const auto rate_limit = [&](const TransferPlan& plan, ProtocolFigures figures) {
+    return kernel_rate_limit(plan, nccl_launch(plan, topology, request.bytes, communicator),
+                             profile, request.architecture, request.total_nodes, figures);
+  };
   CollectiveChoice best;
-  best.time = Seconds(std::numeric_limits<double>::infinity());
+  Seconds tuned(std::numeric_limits<double>::infinity());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     TransferPlan& plan = candidates[i];
     plan.collective = request.collective;
@@ -382,9 +393,10 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     double fastest_limit = 0;
     if (plan.algorithm == Algorithm::direct && !request.protocol) {
       plan.protocol = point_to_point_protocol(request, plan);
-      const Seconds t = collective_time(topology, profile, plan);
-      if (t < best.time) {
-        best.time = t;
+      const Seconds t = collective_time(plan_routes(topology, profile, plan), profile, plan,
+                                        ProtocolFigures::tuner);
+      if (t < tuned) {
+        tuned = t;
         best.plan = std::move(plan);
       }
       continue;
@@ -394,12 +406,10 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
       if (simple_only(plan.algorithm) && protocol != Protocol::simple) continue;
       if (cut_for[i] && protocol != *cut_for[i]) continue;
       plan.protocol = protocol;
-      plan.rank_rate_limit =
-          kernel_rate_limit(plan, nccl_launch(plan, topology, request.bytes, communicator),
-                            request.architecture, request.total_nodes);
-      Seconds t = collective_time(routes, profile, plan);
-      if (t < best.time) {
-        best.time = t;
+      plan.rank_rate_limit = rate_limit(plan, ProtocolFigures::tuner);
+      const Seconds t = collective_time(routes, profile, plan, ProtocolFigures::tuner);
+      if (t < tuned) {
+        tuned = t;
         fastest = protocol;
         fastest_limit = plan.rank_rate_limit;
       }
@@ -411,6 +421,13 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
     }
   }
   best.plan.collective = request.collective;
+  best.time = tuned;
+  // Where the machine's figures are the tuner's, its time is the one found.
+  if (std::isfinite(tuned.value()) && profile.links.own_protocol_figures()) {
+    best.plan.rank_rate_limit = rate_limit(best.plan, ProtocolFigures::machine);
+    best.time = collective_time(topology, profile, best.plan);
+  }
+  best.bandwidth_share = protocol_bandwidth_share(profile, best.plan.protocol);
   best.bytes = request.bytes;
   best.channels = nccl_channels(best.plan, topology, request.bytes, communicator);
   return best;

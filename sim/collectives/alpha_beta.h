@@ -71,6 +71,9 @@ struct CollectiveChoice {
   TransferPlan plan;
   Seconds time;      // analytic: collective_time
   int channels = 0;  // NCCL's at this size: its kernel's CTAs, the SMs it holds (nccl_channels)
+  // The share of the links' bandwidth the plan's protocol gets on this machine
+  // (protocol_bandwidth_share): the flows carry its data inflated by it.
+  double bandwidth_share = 1;
 };
 
 // Like NCCL's tuner: every applicable algorithm under every enabled protocol is costed and the

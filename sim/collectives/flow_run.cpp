@@ -18,7 +18,7 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
   // bandwidth (and by staging through host memory where NCCL does not use peer-to-peer).
-  const double share = protocol_bandwidth_share(plan.protocol);
+  const double share = protocol_bandwidth_share(profile, plan.protocol);
   const int protocol_table = static_cast<int>(plan.protocol);
   // The pace of each rank's kernel, in the bytes its flows carry.
   const double kernel_rate = plan.rank_rate_limit / share;

@@ -9,11 +9,9 @@ namespace epochcast::sim {
 
 namespace {
 
-// NCCL's hwLat for rings, by the hardware class of a link kind: NVLink, PCI, network (us).
-constexpr double kRingStepLatencyUs[2][3] = {
-    {0.6, 1.0, 2.7},  // LL
-    {1.9, 2.5, 4.0},  // LL128
-};
+// NCCL's LL128 hwLat for rings, by the hardware class of a link kind: NVLink, PCI, network (us).
+// LL's are the profile's (LinkCosts::kNcclLlStepLatencyUs, the same table's other row).
+constexpr double kLl128StepLatencyUs[3] = {1.9, 2.5, 4.0};
 
 int hardware_class(LinkKind kind) {
   switch (kind) {
@@ -38,12 +36,18 @@ int hardware_class(LinkKind kind) {
 }  // namespace
 
 std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
-                                                        Protocol protocol) {
+                                                        Protocol protocol,
+                                                        ProtocolFigures figures) {
   if (protocol == Protocol::simple) return profile.links.step_latency;
   std::array<Seconds, kLinkKinds> out{};
-  const int p = protocol == Protocol::ll ? 0 : 1;
   for (std::size_t k = 0; k < kLinkKinds; ++k) {
-    out[k] = microseconds(kRingStepLatencyUs[p][hardware_class(static_cast<LinkKind>(k))]);
+    if (protocol == Protocol::ll) {
+      out[k] = figures == ProtocolFigures::machine
+                   ? profile.links.ll_step_latency_or_default(k)
+                   : microseconds(LinkCosts::kNcclLlStepLatencyUs[k]);
+    } else {
+      out[k] = microseconds(kLl128StepLatencyUs[hardware_class(static_cast<LinkKind>(k))]);
+    }
   }
   return out;
 }
@@ -72,14 +76,16 @@ Seconds protocol_base_latency(Algorithm algorithm, Protocol protocol) {
   return Seconds(0);
 }
 
-double protocol_bandwidth_share(Protocol protocol) {
+double protocol_bandwidth_share(const HardwareProfile& profile, Protocol protocol,
+                                ProtocolFigures figures) {
+  const bool machine = figures == ProtocolFigures::machine;
   switch (protocol) {
     case Protocol::simple:
       return 1.0;
     case Protocol::ll:
-      return 0.5;
+      return 0.5 * (machine ? profile.links.ll_rate_or_default() : 1.0);
     case Protocol::ll128:
-      return 0.92;
+      return 0.92 * (machine ? profile.links.ll128_rate_or_default() : 1.0);
   }
   return 1.0;
 }
@@ -192,7 +198,8 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes byte
 }
 
 double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
-                         std::string_view architecture, int nodes) {
+                         const HardwareProfile& profile, std::string_view architecture, int nodes,
+                         ProtocolFigures figures) {
   // Ring steps only: chains and trees forward pipelined chunks, whose cut (chain_chunks) takes
   // the links' rate for the chunk's time a hop, where under LL a thread forwards each line as
   // it lands.
@@ -203,10 +210,12 @@ double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
   if (!ring_steps || launch.channels <= 0 || plan.protocol == Protocol::simple) return 0;
   const ArchitectureTraits& traits = architecture_traits(architecture);
   constexpr double kGb = 1e9;
+  const bool machine = figures == ProtocolFigures::machine;
   if (plan.protocol == Protocol::ll) {
     // llMaxBws' rows: one node, two, more (tuning.cc: nNodes <= 2 ? nNodes - 1 : 2).
     const std::size_t row = nodes <= 1 ? 0 : nodes == 2 ? 1 : 2;
-    double limit = traits.nccl_ll_max_gbps[row] * kGb;
+    const double rate = machine ? profile.links.ll_rate_or_default() : 1.0;
+    double limit = traits.nccl_ll_max_gbps[row] * kGb * rate;
     if (launch.nvlink) {
       const double per_channel = launch.threads * kLlLineDataBytes / (kLlLinePaceUs * 1e-6);
       limit = std::min(limit, launch.channels * per_channel);
@@ -214,7 +223,8 @@ double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
     return limit;
   }
   if (plan.protocol == Protocol::ll128) {
-    return launch.channels * traits.nccl_ll128_channel_gbps * kGb *
+    const double rate = machine ? profile.links.ll128_rate_or_default() : 1.0;
+    return launch.channels * traits.nccl_ll128_channel_gbps * kGb * rate *
            (static_cast<double>(launch.threads) / kLl128Threads);
   }
   return 0;

@@ -8,14 +8,21 @@
 // - LL (low latency): 8-byte stores of 4 data bytes and a flag, polled by the receiver; half
 //   the bandwidth, as its lines are half flags (NCCL's tuner took a quarter for all-reduce in
 //   2.20 and takes half in src/tuning/ring.cc at commit 1fc949c), at a per-step latency of
-//   0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network; its CTAs' pace bounds it at small
-//   sizes (kernel_rate_limit).
+//   0.6 us over NVLink, 1.0 over PCIe, 2.7 over the network (the profile's
+//   links.ll_step_latency_us, these by default); its CTAs' pace bounds it at small sizes
+//   (kernel_rate_limit).
 // - LL128: 128-byte lines of 120 data bytes and a flag, relying on NVLink's ordering; 0.92 of
 //   the bandwidth at 1.9 / 2.5 / 4.0 us per step. NCCL enables it by default only on Volta,
 //   Ampere and Hopper when NVLink joins the GPUs of a node.
 // - A base latency per collective on the GPU, before its first step: rings LL 6.6, LL128 14.0,
 //   Simple 8.4 us; trees 6.8, 14.0, 0 (tuning.cc baseLat); NVLS none (its one step is its
 //   latency). The host's cost of issuing the call is apart: links.collective_launch_us.
+//
+// GPUs that run LL or LL128 otherwise than NCCL's tuner assumes (another NCCL, another
+// generation) say so in their profile: links.ll_step_latency_us, ll_rate_relative and
+// ll128_rate_relative (LinkCosts), which a collective's time takes. The choice of algorithm
+// and protocol takes the tuner's figures whatever the profile says (ProtocolFigures), as NCCL
+// does.
 #pragma once
 
 #include <array>
@@ -28,9 +35,15 @@
 
 namespace epochcast::sim {
 
+// Whose LL and LL128 figures a time takes: the machine's (the profile's links.ll_* figures,
+// what a collective then takes) or NCCL's tuner's (their defaults, by which NCCL picks an
+// algorithm and protocol whatever the GPUs do).
+enum class ProtocolFigures { machine, tuner };
+
 // The per-step latency of a step whose slowest link is of each kind, under `protocol`.
-std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
-                                                        Protocol protocol);
+std::array<Seconds, kLinkKinds> protocol_step_latencies(
+    const HardwareProfile& profile, Protocol protocol,
+    ProtocolFigures figures = ProtocolFigures::machine);
 // NCCL's base latency of a collective run by `algorithm` under `protocol` (0 for direct copies,
 // which NCCL runs as point-to-point operations outside its tuning model, and for NVLS, NVLSTree
 // and CollNet: tuning.cc baseLat 0).
@@ -70,16 +83,22 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes byte
 // across nodes); 0 where nothing but the links limits it (Simple; chains, trees, NVLS, CollNet,
 // point-to-point copies, whose pipelined chunks are timed at the links' rate).
 // - LL: each thread stores one 16-byte line (8 bytes of data and their flags) and waits for it
-//   to land before the next, 0.27 us a line over NVLink, so a channel of 512 threads moves
-//   about 15 GB/s; and a rank never more than NCCL's llMaxBw (ArchitectureTraits). The pace is
+//   to land before the next, 0.27 us a line over NVLink, so a channel of 512 threads moves about
+//   15 GB/s; and a rank never more than NCCL's llMaxBw (ArchitectureTraits). The pace is
 //   fitted to an 8x H100 node's all_reduce_perf table from 64 B to 1 MiB
 //   (tests/sim/data/nccl-tests/dgx-h100-all-reduce.csv; docs/evidence/nccl-small-messages.md);
 //   without NVLink rings only llMaxBw is applied (no table to fit a PCIe or network pace).
 // - LL128: NCCL's perChMaxRingLL128Bw a channel, in proportion to the threads launched.
+// Under `figures` machine, llMaxBw and LL128's rate are each times the profile's
+// links.ll_rate_relative or links.ll128_rate_relative (a thread's LL pace is not: where a thread
+// stores a line a step, the pace adds to each step as LL's step latency does).
 double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
-                         std::string_view architecture, int nodes);
-// The share of a link's (Simple) bandwidth the protocol's data gets.
-double protocol_bandwidth_share(Protocol protocol);
+                         const HardwareProfile& profile, std::string_view architecture, int nodes,
+                         ProtocolFigures figures = ProtocolFigures::machine);
+// The share of a link's (Simple) bandwidth the protocol's data gets: LL half (its lines are
+// half flags), LL128 0.92 (tuning.cc), each times the machine's rate relative to the tuner's.
+double protocol_bandwidth_share(const HardwareProfile& profile, Protocol protocol,
+                                ProtocolFigures figures = ProtocolFigures::machine);
 // Whether NCCL enables the protocol by default: LL128 needs a Volta, Ampere or Hopper GPU and
 // NVLink on every edge of the rings laid over `ranks` (NCCL: typeIntra <= PATH_NVB).
 bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_view architecture,

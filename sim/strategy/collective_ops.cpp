@@ -44,7 +44,7 @@ std::vector<std::int32_t> add_collective(IterationPlan& plan, const CollectiveCh
     // Under NCCL's protocol: each step at the protocol's latency, the data inflated by its share
     // of the bandwidth (LL moves half as fast), each rank's sends at its kernel's pace.
     const Protocol protocol = choice.plan.protocol;
-    const double share = nccl ? protocol_bandwidth_share(protocol) : 1.0;
+    const double share = nccl ? choice.bandwidth_share : 1.0;
     const double kernel_rate = nccl ? choice.plan.rank_rate_limit / share : 0;
     // NCCL's base latency: each rank's part starts that long after the rank enters.
     const Seconds base = nccl && !choice.plan.transfers.empty()

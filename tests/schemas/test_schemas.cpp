@@ -503,6 +503,16 @@ TEST_CASE("the schemas' vocabularies are the loaders' and the writers'") {
         sorted(names(kLinkKindKeys)));
   CHECK(keys_of(at(f, "/properties/links/properties/step_latency_us/properties")) ==
         sorted(names(kLinkKindKeys)));
+  CHECK(keys_of(at(f, "/properties/links/properties/ll_step_latency_us/properties")) ==
+        sorted(names(kLinkKindKeys)));
+  for (std::size_t i = 0; i < kLinkKinds; ++i) {
+    const std::string kind = "/properties/links/properties/ll_step_latency_us/properties/" +
+                             std::string(kLinkKindKeys[i]);
+    CHECK(at(f, kind + "/minimum").get<double>() ==
+          Approx(LinkCosts::kNcclLlStepLatencyUs[i] * LinkCosts::kLlStepLatencyLowShare));
+    CHECK(at(f, kind + "/maximum").get<double>() ==
+          Approx(LinkCosts::kNcclLlStepLatencyUs[i] * LinkCosts::kLlStepLatencyHighShare));
+  }
   CHECK(keys_of(at(f, "/properties/gpu/properties/efficiency_by_architecture/properties")) ==
         sorted(names(kArchitectureNames)));
   std::vector<std::string> per_architecture = names(kEfficiencyPrecisions);

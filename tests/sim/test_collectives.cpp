@@ -364,15 +364,17 @@ TEST_CASE("NCCL launches a small ring on fewer channels and threads and its kern
 
   // The pace: 8 data bytes a thread every 0.27 us, under Hopper's llMaxBw of 141 GB/s.
   ring.protocol = Protocol::ll;
+  const HardwareProfile defaults = profile();
   const auto limit = [&](std::int64_t bytes, int nodes = 1) {
-    return kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(bytes), 8), "hopper", nodes);
+    return kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(bytes), 8), defaults, "hopper",
+                             nodes);
   };
   CHECK(limit(8) == Approx(96 * 8 / 0.27e-6));
   CHECK(limit(32 << 10) == Approx(512 * 8 / 0.27e-6));
   CHECK(limit(1 << 30) == Approx(141e9));
   CHECK(limit(1 << 30, 2) == Approx(45e9));
   CHECK(limit(1 << 30, 4) == Approx(35e9));
-  CHECK(kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(1 << 30), 8), "ampere", 1) ==
+  CHECK(kernel_rate_limit(ring, nccl_launch(ring, t, Bytes(1 << 30), 8), defaults, "ampere", 1) ==
         Approx(87.7e9));
   ring.protocol = Protocol::ll128;
   CHECK(limit(1 << 30) == Approx(24 * 36.7e9));
@@ -385,7 +387,7 @@ TEST_CASE("NCCL launches a small ring on fewer channels and threads and its kern
   pcie_ring.protocol = Protocol::ll;
   const NcclLaunch small = nccl_launch(pcie_ring, pcie, Bytes(8), 4);
   CHECK_FALSE(small.nvlink);
-  CHECK(kernel_rate_limit(pcie_ring, small, box.gpu.architecture, 1) ==
+  CHECK(kernel_rate_limit(pcie_ring, small, defaults, box.gpu.architecture, 1) ==
         Approx(architecture_traits(box.gpu.architecture).nccl_ll_max_gbps[0] * 1e9));
 
   // The tuner sets the pace on the plan it picks; the analytic cost and the flows both keep
@@ -404,6 +406,56 @@ TEST_CASE("NCCL launches a small ring on fewer channels and threads and its kern
   CHECK((protocol_base_latency(choice.plan.algorithm, choice.plan.protocol) +
          simulate_plan(choice.plan, t, p))
             .value() == Approx(expected).epsilon(2e-3));
+}
+
+TEST_CASE("a machine's own LL and LL128 figures move a collective's time, not NCCL's choice") {
+  // GPUs that run LL's steps at 1.2 us, LL at half NCCL's llMaxBw and LL128 at 0.6 of its rate:
+  // at every size of an 8x A100 node the tuner still picks what it picks with NCCL's figures
+  // (its own), and the time is the machine's, by formula where LL's latency sets it.
+  MachineSpec m = machine("dgx-a100");
+  Topology t = Topology::build(m, 1);
+  const HardwareProfile nccl = profile();
+  HardwareProfile slow = nccl;
+  const auto nvswitch = static_cast<std::size_t>(LinkKind::nvswitch);
+  slow.links.ll_step_latency[nvswitch] = microseconds(1.2);
+  slow.links.ll_rate = 0.5;
+  slow.links.ll128_rate = 0.6;
+  CollectiveRequest request{Collective::all_reduce, Bytes(8), {first(8)}, 1, false, 0};
+  request.architecture = m.gpu.architecture;
+  std::set<Protocol> seen;
+  for (std::int64_t bytes = 8; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
+    INFO(bytes << " B");
+    request.bytes = Bytes(bytes);
+    const CollectiveChoice as_nccl = choose_collective(request, t, nccl);
+    const CollectiveChoice as_machine = choose_collective(request, t, slow);
+    CHECK(as_machine.plan.algorithm == as_nccl.plan.algorithm);
+    CHECK(as_machine.plan.protocol == as_nccl.plan.protocol);
+    CHECK(as_machine.channels == as_nccl.channels);
+    seen.insert(as_nccl.plan.protocol);
+    if (as_nccl.plan.protocol == Protocol::simple) {
+      CHECK(as_machine.time.value() == Approx(as_nccl.time.value()));
+    } else {
+      CHECK(as_machine.time > as_nccl.time);
+    }
+    // The flows take the machine's figures too.
+    CHECK((protocol_base_latency(as_machine.plan.algorithm, as_machine.plan.protocol) +
+           simulate_plan(as_machine.plan, t, slow))
+              .value() == Approx(as_machine.time.value()).epsilon(0.02));
+  }
+  CHECK(seen.size() == 3);
+  // 8 B: NCCL's base latency and 14 steps at the machine's 1.2 us.
+  request.bytes = Bytes(8);
+  CHECK(choose_collective(request, t, slow).time.value() ==
+        Approx((6.6 + 14 * 1.2) * 1e-6).epsilon(0.01));
+  // The rates: llMaxBw and LL128's channels, each at the machine's share of NCCL's.
+  TransferPlan ring = ring_all_reduce(build_rings(t, first(8)), Bytes(1 << 30));
+  ring.protocol = Protocol::ll;
+  const NcclLaunch wide = nccl_launch(ring, t, Bytes(1 << 30), 8);
+  CHECK(kernel_rate_limit(ring, wide, slow, "ampere", 1) == Approx(0.5 * 87.7e9));
+  CHECK(kernel_rate_limit(ring, wide, slow, "ampere", 1, ProtocolFigures::tuner) == Approx(87.7e9));
+  CHECK(protocol_bandwidth_share(slow, Protocol::ll) == Approx(0.25));
+  CHECK(protocol_bandwidth_share(slow, Protocol::ll128) == Approx(0.6 * 0.92));
+  CHECK(protocol_bandwidth_share(slow, Protocol::ll128, ProtocolFigures::tuner) == Approx(0.92));
 }
 
 TEST_CASE("across nodes the tuner takes trees for latency and rings for bandwidth") {

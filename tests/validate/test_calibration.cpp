@@ -578,17 +578,18 @@ TEST_CASE(
 
 namespace {
 
-// An all_reduce_perf -g 8 log from 8 B to 8 GiB on `machine`, as the simulator times it with
-// `truth`.
+// An all_reduce_perf log from 8 B to 8 GiB on `machine`, as the simulator times it with
+// `truth`: one thread driving the eight GPUs (-g 8), or a process a GPU (`launches` 1).
 std::vector<CollectiveMeasurement> simulated_g8_log(const MachineSpec& machine,
-                                                    const HardwareProfile& truth) {
+                                                    const HardwareProfile& truth,
+                                                    int launches = 8) {
   sim::CollectiveSweep sweep;
   sweep.min_bytes = 8;
   sweep.max_bytes = 8LL << 30;
-  sweep.launches_per_iteration = 8;
+  sweep.launches_per_iteration = launches;
   std::vector<CollectiveMeasurement> log;
   for (const sim::CollectiveRow& r : sim::run_collective_sweep(machine, truth, sweep))
-    log.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, 8});
+    log.push_back({"all_reduce", 8, r.bytes, r.seconds, 0, 0, true, launches});
   return log;
 }
 
@@ -615,9 +616,14 @@ TEST_CASE("a -g 8 benchmark's thread is timed with it, not fitted into the links
   std::vector<CollectiveMeasurement> said_alone = threaded;
   for (CollectiveMeasurement& c : said_alone)
     c.launches_per_iteration = 1;
+  // LL's step latency, the one figure those sizes move, would have to leave its range to make
+  // them: it keeps NCCL's, and both the figure and the sizes are named.
   const validate::LinkFit alone = validate::fit_link_figures(said_alone, machine, prior);
-  REQUIRE(alone.gaps.size() == 1);
-  CHECK_THAT(alone.gaps.front(), Catch::Contains("8 B to"));
+  REQUIRE(alone.gaps.size() == 2);
+  CHECK_THAT(alone.gaps[0], Catch::Contains("links.ll_step_latency_us.nvswitch kept at its prior "
+                                            "(0.6): the sizes under LL it governs, 8 B to"));
+  CHECK_THAT(alone.gaps[1], Catch::Contains("8 B to"));
+  CHECK(alone.profile.links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-3));
 }
 
 TEST_CASE("a -g 8 benchmark's flat small sizes fix its host's launch cost") {
@@ -661,6 +667,51 @@ TEST_CASE("a -g 8 benchmark's flat small sizes fix its host's launch cost") {
     return g.find("links.nccl_launch_us kept at its prior (3 us)") != std::string::npos &&
            g.find("slower") != std::string::npos;
   }));
+}
+
+TEST_CASE("the link fit recovers how a machine's GPUs run LL and LL128 from one log") {
+  // An 8x A100 node whose GPUs run LL with slower steps and rate, and LL128 at 0.7 of
+  // what NCCL's tuner assumes (as ABCI's A100s under NCCL 2.8.4 do; docs/evidence), timed a
+  // process a GPU from 8 B to 8 GiB: from NCCL's figures the fit recovers each, matched on the
+  // sizes it moves most, with the links' own figures, and names no gap.
+  const MachineSpec machine =
+      load_machine(source("topologies/dgx-a100.yaml"), bundled_gpu_catalogue());
+  const HardwareProfile prior = load_profile(source("topologies/profiles/default.yaml"));
+  const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
+  HardwareProfile truth = prior;
+  truth.links.ll_step_latency[nvswitch] = microseconds(0.9);
+  truth.links.ll_rate = 0.55;
+  truth.links.ll128_rate = 0.7;
+  const std::vector<CollectiveMeasurement> log = simulated_g8_log(machine, truth, 1);
+  const validate::LinkFit fit = validate::fit_link_figures(log, machine, prior);
+  for (const std::string& gap : fit.gaps)
+    INFO(gap);
+  CHECK(fit.gaps.empty());
+  const LinkCosts& links = fit.profile.links;
+  REQUIRE(links.ll_step_latency[nvswitch]);
+  CHECK(links.ll_step_latency[nvswitch]->value() == Approx(0.9e-6).epsilon(1e-3));
+  REQUIRE(links.ll_rate);
+  CHECK(*links.ll_rate == Approx(0.55).epsilon(1e-3));
+  REQUIRE(links.ll128_rate);
+  CHECK(*links.ll128_rate == Approx(0.7).epsilon(1e-3));
+  CHECK(links.efficiency[nvswitch] == Approx(0.8).epsilon(1e-3));
+  // Every size as the truth times it.
+  sim::CollectiveSweep sweep;
+  sweep.min_bytes = 8;
+  sweep.max_bytes = 8LL << 30;
+  const std::vector<sim::CollectiveRow> refitted =
+      sim::run_collective_sweep(machine, fit.profile, sweep);
+  REQUIRE(refitted.size() == log.size());
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    INFO(log[i].bytes << " B");
+    CHECK(refitted[i].seconds == Approx(log[i].time_s).epsilon(0.01));
+  }
+  // NCCL's choice of protocol is its tuner's: the same at every size under either profile.
+  const std::vector<sim::CollectiveRow> nccl = sim::run_collective_sweep(machine, prior, sweep);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    CHECK(refitted[i].protocol == nccl[i].protocol);
+    CHECK(refitted[i].algorithm == nccl[i].algorithm);
+  }
 }
 
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {
@@ -710,6 +761,42 @@ TEST_CASE("a calibrated profile is written as YAML that loads back to the same f
     INFO(key);
     CHECK(odd_back.sources[key] == odd.sources[key]);
   }
+  // How the GPUs run LL and LL128: written where the profile has its own, read back, and held to
+  // their physical ranges on the way in (an NVSwitch LL step from 0.3 to 1.2 us, half to twice
+  // NCCL's 0.6).
+  HardwareProfile protocols = p;
+  const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
+  protocols.links.ll_step_latency[nvswitch] = microseconds(0.9);
+  protocols.links.ll_rate = 0.37;
+  protocols.links.ll128_rate = 0.5;
+  for (const char* key :
+       {"links.ll_step_latency_us", "links.ll_rate_relative", "links.ll128_rate_relative"})
+    protocols.sources[key] = "fitted";
+  const std::string protocols_yaml = profile_yaml(protocols, "protocols");
+  const std::size_t ll_latency = protocols_yaml.find("  ll_step_latency_us: {nvswitch: ");
+  REQUIRE(ll_latency != std::string::npos);
+  const HardwareProfile protocols_back = load_profile_from_string(protocols_yaml, "p.yaml");
+  REQUIRE(protocols_back.links.ll_step_latency[nvswitch]);
+  CHECK(protocols_back.links.ll_step_latency[nvswitch]->value() == Approx(0.9e-6));
+  CHECK_FALSE(protocols_back.links.ll_step_latency[0]);
+  CHECK(protocols_back.links.ll_rate_or_default() == Approx(0.37));
+  CHECK(protocols_back.links.ll128_rate_or_default() == Approx(0.5));
+  CHECK_FALSE(back.links.own_protocol_figures());
+  std::string too_slow = protocols_yaml;
+  too_slow.replace(ll_latency, too_slow.find('}', ll_latency) - ll_latency,
+                   "  ll_step_latency_us: {nvswitch: 5");
+  try {
+    load_profile_from_string(too_slow, "p.yaml");
+    FAIL("an LL step of 5 us over NVSwitch loaded");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("p.yaml:") && Catch::Contains("1.2"));
+  }
+  // Each needs a source, as every figure a profile gives.
+  std::string unsourced = protocols_yaml;
+  const std::size_t source = unsourced.find("  links.ll_rate_relative:");
+  REQUIRE(source != std::string::npos);
+  unsourced.replace(source, 2, "  x");
+  CHECK_THROWS_AS(load_profile_from_string(unsourced, "p.yaml"), InputError);
   // The measured loader cost replaces the scenario's when the profile is applied: per sample,
   // plus per byte of the scenario's samples (seed 001's: 12,000 float32).
   apply_profile(scenario, back);

@@ -130,6 +130,15 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
         "training.share_cpu_cores: false gives each its own",
         threads, s.machine.host.cores));
   }
+  if (several && s.training.strategy != Strategy::single &&
+      !s.profile.links.own_protocol_figures()) {
+    out.push_back(
+        "NCCL's LL and LL128 protocols, which carry its collectives up to a few MiB, run as its "
+        "tuner assumes (its hwLat, llMaxBw and LL128 rate); an older NCCL or another GPU "
+        "generation may run them up to 2x slower (8x A100 under NCCL 2.8.4): calibrate on your "
+        "all_reduce_perf log fits links.ll_step_latency_us, ll_rate_relative and "
+        "ll128_rate_relative");
+  }
   if (several) {
     for (std::string& assumption : strategy.assumptions(s))
       out.push_back(std::move(assumption));

@@ -84,7 +84,7 @@ struct ProtocolFigureFit {
   std::string key;       // a links.ll* figure (profile_figures.h)
   std::string protocol;  // the protocol of the sizes it moves ("ll", "ll128")
   double lower = 0, upper = 0;
-  bool time_rises = true;     // the time rises with it (a latency, a pace), else falls (a rate)
+  bool time_rises = true;     // the time rises with it (a latency), else falls (a rate)
   std::vector<double> moved;  // each size's time, relative, with the figure a tenth slower
   std::vector<const CollectiveMeasurement*> rows;
   std::optional<double> value;

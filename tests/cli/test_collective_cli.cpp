@@ -642,6 +642,46 @@ TEST_CASE("calibrate recovers the link efficiency a simulated -J log was made wi
   CHECK_THAT(r.output, Catch::Matches("(.|\n)*links.efficiency.network +0.6 (.|\n)*"));
 }
 
+TEST_CASE("calibrate recovers how a machine runs LL from a log, sourced, and collective uses it") {
+  // The simulator's own one-process-per-GPU JSON of a DGX A100 whose LL runs at half NCCL's rate
+  // (as ABCI's A100s under NCCL 2.8.4 do): calibrate fits links.ll_rate_relative, writes it with
+  // its calibration as its source, and the calibrated profile times 1 MiB as the log does.
+  const std::string log = out_path("simulated-ll-all_reduce_perf.json");
+  CommandResult made =
+      run_command(epochcast_binary() + " collective dgx-a100 all_reduce_perf -b 8 -e 8G -f 2" +
+                  " --set links.ll_rate_relative=0.5 -J " + log + " > /dev/null 2>&1");
+  REQUIRE(made.exit_code == 0);
+  const std::string profile = out_path("ll-profile.yaml");
+  CommandResult r = run_command(epochcast_binary() + " calibrate --scenario " +
+                                source_file("scenarios/what-if/unet-segmentation-dgx-a100.yaml") +
+                                " " + log + " -o " + profile);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The log's times are rounded as nccl-tests prints them: the figure within 0.2%.
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*links.ll_rate_relative +0\\.(5|4999) (.|\n)*"));
+  const std::string written = read_text(profile);
+  const std::size_t rate = written.find("\n  ll_rate_relative: ");
+  REQUIRE(rate != std::string::npos);
+  CHECK(std::stod(written.substr(rate + 21)) == Approx(0.5).epsilon(2e-3));
+  CHECK_THAT(written, Catch::Contains("  links.ll_rate_relative: |-\n    epochcast calibrate on"));
+  CHECK_THAT(written, Catch::Contains("  links.efficiency: |-\n    epochcast calibrate on"));
+  const nlohmann::json measured = nlohmann::json::parse(read_text(log));
+  double measured_us = 0;
+  for (const nlohmann::json& row : measured["results"]) {
+    if (row["size"].get<std::int64_t>() == (1 << 20))
+      measured_us = row["out_of_place"]["time"].get<double>();
+  }
+  REQUIRE(measured_us > 0);
+  const std::string json = out_path("ll-calibrated.json");
+  CommandResult c = run_command(epochcast_binary() + " collective dgx-a100 -b 1M -e 1M" +
+                                " --profile " + profile + " --json " + json + " 2> /dev/null");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  const nlohmann::json row = nlohmann::json::parse(read_text(json))["rows"][0];
+  CHECK(row["protocol"] == "ll");
+  CHECK(row["time_us"].get<double>() == Approx(measured_us).epsilon(0.01));
+}
+
 TEST_CASE("calibrate recovers a -g 8 log's launch cost, and collective then times it so") {
   // The simulator's own -g 8 JSON on a DGX A100 whose host takes 5.6 us a launch (Azure's ND A100
   // v4 table is flat at 42-45 us to 32 KiB, where OCI's bare-metal host shows 32): calibrate

@@ -658,6 +658,24 @@ Command add_collective_command(CLI::App& app) {
                             *std::min_element(bound.begin(), bound.end()),
                             *std::max_element(bound.begin(), bound.end()))));
     }
+    if (profile.links.own_protocol_figures()) {
+      // The times take the profile's LL and LL128; the choice of protocol, NCCL's tuner's.
+      const LinkCosts& links = profile.links;
+      std::vector<std::string> given;
+      for (std::size_t k = 0; k < kLinkKinds; ++k) {
+        if (links.ll_step_latency[k])
+          given.push_back(fmt::format("an LL step over {} {:.3g} us (NCCL's {:g})",
+                                      kLinkKindKeys[k], links.ll_step_latency[k]->value() * 1e6,
+                                      LinkCosts::kNcclLlStepLatencyUs[k]));
+      }
+      if (links.ll_rate) given.push_back(fmt::format("LL at {:.3g} of its rates", *links.ll_rate));
+      if (links.ll128_rate)
+        given.push_back(fmt::format("LL128 at {:.3g} of its rates", *links.ll128_rate));
+      notes.push_back(fmt::format(
+          "profile {} says how its GPUs run NCCL's protocols: {}; NCCL still picks each size's "
+          "protocol by its tuner's figures",
+          profile.name, fmt::join(given, ", ")));
+    }
     if (sweep_sizes(sweep).front() != sweep.min_bytes) {
       notes.push_back(fmt::format(
           "-b {} is not a whole number of {}-byte {} elements{}: rounded "

@@ -677,6 +677,10 @@ TEST_CASE("calibrate recovers how a machine runs LL from a log, sourced, and col
                                 " --profile " + profile + " --json " + json + " 2> /dev/null");
   INFO(c.output);
   REQUIRE(c.exit_code == 0);
+  // Said under the table (as prose, wrapped): the figures it takes, and whose choice stands.
+  CHECK_THAT(c.output, Catch::Contains("says how its GPUs run NCCL's protocols"));
+  CHECK_THAT(c.output, Catch::Contains("LL at 0.5 of its rates"));
+  CHECK_THAT(c.output, Catch::Contains("NCCL still picks"));
   const nlohmann::json row = nlohmann::json::parse(read_text(json))["rows"][0];
   CHECK(row["protocol"] == "ll");
   CHECK(row["time_us"].get<double>() == Approx(measured_us).epsilon(0.01));

@@ -206,18 +206,47 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     return c;
   };
   {
-    std::optional<ProtocolFigureFit> ll_latency;
-    double most = 0;
+    // LL's step latency on the kind of link that can explain its sizes: of the kinds whose
+    // latency moves them (by 1% or more), the one moving them most in all whose value matching
+    // the sizes it moves (the median, as below; sizes the thread's launches bound left out)
+    // stays inside its range, else the one moving them most. On two nodes over TCP a step across
+    // the network takes tens of microseconds, where the many NVSwitch steps move the sizes more
+    // but cannot reach such times.
+    std::vector<ProtocolFigureFit> kinds;
     for (std::string_view kind : kLinkKindKeys) {
       ProtocolFigureFit c =
           protocol_candidate(fmt::format("links.ll_step_latency_us.{}", kind), "ll", true);
-      const double total = std::accumulate(c.moved.begin(), c.moved.end(), 0.0);
-      if (total > most) {
-        most = total;
-        ll_latency = std::move(c);
-      }
+      if (*std::max_element(c.moved.begin(), c.moved.end()) >= 0.01) kinds.push_back(c);
     }
-    if (ll_latency) protocol_figures.push_back(std::move(*ll_latency));
+    const auto total = [](const ProtocolFigureFit& c) {
+      return std::accumulate(c.moved.begin(), c.moved.end(), 0.0);
+    };
+    std::stable_sort(kinds.begin(), kinds.end(),
+                     [&](const auto& a, const auto& b) { return total(a) > total(b); });
+    const auto inside_range = [&](const ProtocolFigureFit& c) {
+      std::vector<std::size_t> on;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (c.moved[i] >= 0.01 && !model.row(p, rows[i]->bytes).launch_bound) on.push_back(i);
+      }
+      if (on.empty()) return false;
+      HardwareProfile trial = p;
+      const double value = root(
+          [&](double us) {
+            set_profile_figure(trial, c.key, us);
+            std::vector<double> errors;
+            for (std::size_t i : on)
+              errors.push_back(std::log(model.seconds(trial, rows[i]->bytes) / rows[i]->time_s));
+            return median(errors);
+          },
+          c.lower, c.upper);
+      return value > c.lower && value < c.upper;
+    };
+    const auto explaining = std::find_if(kinds.begin(), kinds.end(), inside_range);
+    if (explaining != kinds.end()) {
+      protocol_figures.push_back(*explaining);
+    } else if (!kinds.empty()) {
+      protocol_figures.push_back(kinds.front());
+    }
     protocol_figures.push_back(protocol_candidate("links.ll_rate_relative", "ll", false));
     protocol_figures.push_back(protocol_candidate("links.ll128_rate_relative", "ll128", false));
   }

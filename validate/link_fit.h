@@ -14,8 +14,9 @@
 //    matched on the other sizes.
 //  - how the GPUs run NCCL's LL and LL128 (LinkCosts): each size NCCL's tuner runs under one of
 //    them goes to the figure of that protocol that moves it most — LL's step latency on the
-//    link kind that moves its sizes most in all, LL's rate, LL128's rate — and is matched by
-//    it, not by the two figures above (whose sizes are the others).
+//    link kind that can explain its sizes (the one moving them most whose matching value stays
+//    in its range), LL's rate, LL128's rate — and is matched by it, not by the two figures
+//    above (whose sizes are the others).
 // They are solved in turn until none moves (a size may pay several).
 // Each is the value where the median of log(predicted / measured) over its sizes is zero (a
 // one-dimensional root, found by bisection, since a time only falls as an efficiency rises and

@@ -58,10 +58,9 @@ std::vector<ProfileFigure> make_figures() {
       {"links.nccl_launch_us", FigureKind::microseconds, kMicrosLow, kMicrosHigh, true});
   // How the GPUs run NCCL's LL and LL128: only collectives timed size by size show them.
   for (std::size_t i = 0; i < kLinkKinds; ++i) {
-    const double nccl = LinkCosts::kNcclLlStepLatencyUs[i];
     figures.push_back({fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]),
-                       FigureKind::microseconds, nccl * LinkCosts::kLlStepLatencyLowShare,
-                       nccl * LinkCosts::kLlStepLatencyHighShare, true});
+                       FigureKind::microseconds, LinkCosts::ll_step_latency_low_us(i),
+                       LinkCosts::ll_step_latency_high_us(i), true});
   }
   figures.push_back({"links.ll_rate_relative", FigureKind::ratio, LinkCosts::kRateRelativeLow,
                      LinkCosts::kLlRateHigh, true});

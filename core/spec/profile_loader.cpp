@@ -345,10 +345,9 @@ HardwareProfile read_profile(const yaml::Document& document) {
   if (auto ll = links.optional("ll_step_latency_us")) {
     yaml::MapReader kinds(*ll, std::span<const std::string_view>(kLinkKindKeys));
     for (std::size_t i = 0; i < kLinkKinds; ++i) {
-      const double nccl = LinkCosts::kNcclLlStepLatencyUs[i];
       if (auto l = kinds.optional(kLinkKindKeys[i]))
         p.links.ll_step_latency[i] = microseconds(l->as_number_in(
-            nccl * LinkCosts::kLlStepLatencyLowShare, nccl * LinkCosts::kLlStepLatencyHighShare));
+            LinkCosts::ll_step_latency_low_us(i), LinkCosts::ll_step_latency_high_us(i)));
     }
   }
   if (auto rate = links.optional("ll_rate_relative"))

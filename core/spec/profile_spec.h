@@ -160,13 +160,24 @@ struct LinkCosts {
   // network 2.7 us; every intra-node graph without NVLink, shared memory included, costs as PCI).
   static constexpr double kNcclLlStepLatencyUs[kLinkKinds] = {1.0, 1.0, 0.6, 0.6, 2.7,
                                                               1.0, 1.0, 0.6, 2.7};
-  // The ranges a machine's figures can physically take. An LL step from half to twice NCCL's
-  // hwLat for its kind of link: public 8-GPU tables put NVLink's at 0.6 (DGX H100, NCCL 2.19+)
-  // to 0.76 us (ABCI's A100s, NCCL 2.8.4; docs/evidence/nccl-all-reduce-sizes.md), and a floor
-  // twice NCCL's is something else's (a host thread's launches, a proxy). The rates from a
-  // twentieth of the tuner's (a stack that barely runs the protocol) to twice it (LL) or to all of
-  // the links (LL128, which the tuner gives 0.92).
+  // The ranges a machine's figures can physically take. An LL step inside a node from half to
+  // twice NCCL's hwLat for its kind of link: public 8-GPU tables put NVLink's at 0.6 (DGX H100,
+  // NCCL 2.19+) to 0.76 us (ABCI's A100s, NCCL 2.8.4; docs/evidence/nccl-all-reduce-sizes.md),
+  // and a floor twice NCCL's is something else's (a host thread's launches). Over the network
+  // (and SHARP) from half NCCL's to a millisecond, as Simple's: a step there is the transport's,
+  // 2-3 us on InfiniBand, tens of microseconds over TCP (A3 Mega's GPUDirect-TCPX takes 123 us
+  // for 8 B over two nodes). The rates from a twentieth of the tuner's (a stack that barely runs
+  // the protocol) to twice it (LL) or to all of the links (LL128, which the tuner gives 0.92).
   static constexpr double kLlStepLatencyLowShare = 0.5, kLlStepLatencyHighShare = 2;
+  static constexpr double kLlNetworkStepLatencyHighUs = 1000;
+  static constexpr double ll_step_latency_low_us(std::size_t kind) {
+    return kNcclLlStepLatencyUs[kind] * kLlStepLatencyLowShare;
+  }
+  static constexpr double ll_step_latency_high_us(std::size_t kind) {
+    const bool network = kLinkKindKeys[kind] == "network" || kLinkKindKeys[kind] == "sharp";
+    return network ? kLlNetworkStepLatencyHighUs
+                   : kNcclLlStepLatencyUs[kind] * kLlStepLatencyHighShare;
+  }
   static constexpr double kRateRelativeLow = 0.05, kLlRateHigh = 2, kLl128RateHigh = 1 / 0.92;
   Seconds ll_step_latency_or_default(std::size_t kind) const {
     return ll_step_latency[kind].value_or(microseconds(kNcclLlStepLatencyUs[kind]));

@@ -611,8 +611,12 @@ TEST_CASE("calibrate fits link figures from a public nccl-tests log and names wh
   // Two nodes over 200 Gb/s NICs: the network bounds the large all-reduces.
   CHECK_THAT(r.output, Catch::Contains("links.efficiency.network"));
   CHECK_THAT(r.output, Catch::Contains("all_reduce over 16 ranks (2 nodes), 8 B to 8 GiB"));
-  // The small sizes cost what NCCL's LL latencies say, far below this TCP fabric's 120 us.
-  CHECK_THAT(r.output, Catch::Contains("structural gap: all_reduce over 16 ranks, 8 B to"));
+  // The small sizes take this TCP fabric's 120-135 us where NCCL's LL latencies say 20: LL's
+  // step across the network is fitted to them, tens of microseconds (NCCL's InfiniBand figure is
+  // 2.7), and they are no longer a gap.
+  CHECK_THAT(r.output, Catch::Matches(
+                           "(.|\n)*links.ll_step_latency_us.network +[3-9][0-9]\\.[0-9]* (.|\n)*"));
+  CHECK_THAT(r.output, !Catch::Contains("structural gap: all_reduce over 16 ranks, 8 B to"));
   // The calibrated machine's largest all-reduce, against the log's 338.82 GB/s busbw.
   const std::string json = out_path("a3-mega-calibrated.json");
   CommandResult c =

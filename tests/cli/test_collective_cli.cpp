@@ -35,6 +35,18 @@ nlohmann::json rows_of(const std::string& args, const std::string& name) {
   return nlohmann::json::parse(text.str());
 }
 
+// calibrate, on unet-segmentation-dgx-a100's scenario, from the simulator's own nccl-tests JSON
+// of a DGX A100 that `collective_args` make (written to `log`), writing `profile`.
+CommandResult calibrate_on_simulated_log(const std::string& collective_args, const std::string& log,
+                                         const std::string& profile) {
+  CommandResult made = run_command(epochcast_binary() + " collective dgx-a100 " + collective_args +
+                                   " -J " + log + " > /dev/null 2>&1");
+  REQUIRE(made.exit_code == 0);
+  return run_command(epochcast_binary() + " calibrate --scenario " +
+                     source_file("scenarios/what-if/unet-segmentation-dgx-a100.yaml") + " " + log +
+                     " -o " + profile);
+}
+
 }  // namespace
 
 TEST_CASE("collective speaks nccl-tests: sizes from -b to -e by -f, busbw = algbw x 2(n-1)/n") {
@@ -651,14 +663,9 @@ TEST_CASE("calibrate recovers how a machine runs LL from a log, sourced, and col
   // (as ABCI's A100s under NCCL 2.8.4 do): calibrate fits links.ll_rate_relative, writes it with
   // its calibration as its source, and the calibrated profile times 1 MiB as the log does.
   const std::string log = out_path("simulated-ll-all_reduce_perf.json");
-  CommandResult made =
-      run_command(epochcast_binary() + " collective dgx-a100 all_reduce_perf -b 8 -e 8G -f 2" +
-                  " --set links.ll_rate_relative=0.5 -J " + log + " > /dev/null 2>&1");
-  REQUIRE(made.exit_code == 0);
   const std::string profile = out_path("ll-profile.yaml");
-  CommandResult r = run_command(epochcast_binary() + " calibrate --scenario " +
-                                source_file("scenarios/what-if/unet-segmentation-dgx-a100.yaml") +
-                                " " + log + " -o " + profile);
+  CommandResult r = calibrate_on_simulated_log(
+      "all_reduce_perf -b 8 -e 8G -f 2 --set links.ll_rate_relative=0.5", log, profile);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // The log's times are rounded as nccl-tests prints them: the figure within 0.2%.
@@ -696,15 +703,9 @@ TEST_CASE("calibrate recovers a -g 8 log's launch cost, and collective then time
   // fits links.nccl_launch_us from the sizes the launches bound, and the calibrated profile
   // prints them at 8 x 5.6 us.
   const std::string log = out_path("simulated-g8-all_reduce_perf.json");
-  CommandResult made =
-      run_command(epochcast_binary() +
-                  " collective dgx-a100 -b 8 -e 8G -f 2 -g 8 --set links.nccl_launch_us=5.6 -J " +
-                  log + " > /dev/null 2>&1");
-  REQUIRE(made.exit_code == 0);
   const std::string profile = out_path("g8-profile.yaml");
-  CommandResult r = run_command(epochcast_binary() + " calibrate --scenario " +
-                                source_file("scenarios/what-if/unet-segmentation-dgx-a100.yaml") +
-                                " " + log + " -o " + profile);
+  CommandResult r = calibrate_on_simulated_log(
+      "-b 8 -e 8G -f 2 -g 8 --set links.nccl_launch_us=5.6", log, profile);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Matches("(.|\n)*links.nccl_launch_us +5.6 (.|\n)*"));

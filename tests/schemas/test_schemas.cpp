@@ -509,8 +509,7 @@ TEST_CASE("the schemas' vocabularies are the loaders' and the writers'") {
     const std::string kind = "/properties/links/properties/ll_step_latency_us/properties/" +
                              std::string(kLinkKindKeys[i]);
     CHECK(at(f, kind + "/minimum").get<double>() == Approx(LinkCosts::ll_step_latency_low_us(i)));
-    CHECK(at(f, kind + "/maximum").get<double>() ==
-          Approx(LinkCosts::ll_step_latency_high_us(i)));
+    CHECK(at(f, kind + "/maximum").get<double>() == Approx(LinkCosts::ll_step_latency_high_us(i)));
   }
   CHECK(keys_of(at(f, "/properties/gpu/properties/efficiency_by_architecture/properties")) ==
         sorted(names(kArchitectureNames)));

@@ -80,7 +80,8 @@ struct CollectiveChoice {
 // fastest is chosen — rings inside a node (NCCL's tree is a chain there, which a ring matches in
 // latency and beats in bandwidth; broadcast and reduce are pipelined chains along the ring);
 // across nodes, hierarchical rings (bandwidth) or trees (latency); LL for small messages, LL128
-// or Simple for large ones.
+// or Simple for large ones. Candidates are costed under NCCL's own LL and LL128 figures
+// (ProtocolFigures::tuner); the choice's `time` is then the machine's, under the profile's.
 CollectiveChoice choose_collective(const CollectiveRequest& request, const Topology& topology,
                                    const HardwareProfile& profile);
 // Point-to-point sends of at most this many bytes run under LL (NCCL_P2P_LL_THRESHOLD).

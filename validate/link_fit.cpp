@@ -91,17 +91,6 @@ struct ProtocolFigureFit {
   std::optional<double> wanted;  // the bound it reached, where it keeps its prior
 };
 
-// Puts back the prior's own value of a links.ll* figure (unset where the prior leaves it unset).
-void restore_protocol_figure(HardwareProfile& p, const HardwareProfile& prior,
-                             std::string_view key) {
-  for (std::size_t i = 0; i < kLinkKinds; ++i) {
-    if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]))
-      p.links.ll_step_latency[i] = prior.links.ll_step_latency[i];
-  }
-  if (key == "links.ll_rate_relative") p.links.ll_rate = prior.links.ll_rate;
-  if (key == "links.ll128_rate_relative") p.links.ll128_rate = prior.links.ll128_rate;
-}
-
 // The value in [lower, upper] where `error` (increasing in the value) crosses zero, by
 // bisection (on a log scale when both bounds are positive); a bound when it does not cross.
 double root(const std::function<double(double)>& error, double lower, double upper) {
@@ -176,13 +165,21 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       moved.push_back(model.seconds(trial, rows[i]->bytes) / base[i] - 1);
     return moved;
   };
+  // The median of log(predicted / measured) over `on`, timed with `profile`.
+  const auto median_log_error = [&](const HardwareProfile& profile,
+                                    const std::vector<const CollectiveMeasurement*>& on) {
+    std::vector<double> errors;
+    for (const CollectiveMeasurement* r : on)
+      errors.push_back(std::log(model.seconds(profile, r->bytes) / r->time_s));
+    return median(errors);
+  };
   // How the GPUs run LL and LL128 (LinkCosts): each size NCCL runs under one of them is matched
   // by the figure of that protocol that moves it most, each made a tenth slower in turn: LL's step
-  // latency on the kind of link that moves its sizes most and its rate, LL128's rate. (LL's
-  // thread pace is not one: where a thread stores one line a step, as up to 768 KiB on 8 ranks,
-  // it adds to each step as the latency does, and no size tells the two apart.) NCCL's choice of
-  // protocol does not depend on them (its tuner's figures), so the sizes each protocol runs stay
-  // its own while they move.
+  // latency on the kind of link that can explain its sizes (below) and its rate, LL128's rate.
+  // (LL's thread pace is not one: where a thread stores one line a step, as up to 768 KiB on 8
+  // ranks, it adds to each step as the latency does, and no size tells the two apart.) NCCL's
+  // choice of protocol does not depend on them (its tuner's figures), so the sizes each protocol
+  // runs stay its own while they move.
   std::vector<std::string> protocol_of;
   for (const CollectiveMeasurement* r : rows)
     protocol_of.push_back(model.row(p, r->bytes).protocol);
@@ -224,19 +221,16 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     std::stable_sort(kinds.begin(), kinds.end(),
                      [&](const auto& a, const auto& b) { return total(a) > total(b); });
     const auto inside_range = [&](const ProtocolFigureFit& c) {
-      std::vector<std::size_t> on;
+      std::vector<const CollectiveMeasurement*> on;
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (c.moved[i] >= 0.01 && !model.row(p, rows[i]->bytes).launch_bound) on.push_back(i);
+        if (c.moved[i] >= 0.01 && !model.row(p, rows[i]->bytes).launch_bound) on.push_back(rows[i]);
       }
       if (on.empty()) return false;
       HardwareProfile trial = p;
       const double value = root(
           [&](double us) {
             set_profile_figure(trial, c.key, us);
-            std::vector<double> errors;
-            for (std::size_t i : on)
-              errors.push_back(std::log(model.seconds(trial, rows[i]->bytes) / rows[i]->time_s));
-            return median(errors);
+            return median_log_error(trial, on);
           },
           c.lower, c.upper);
       return value > c.lower && value < c.upper;
@@ -312,10 +306,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       latency_rows.push_back(rows[i]);
   }
   const auto log_error = [&](const std::vector<const CollectiveMeasurement*>& on) {
-    std::vector<double> errors;
-    for (const CollectiveMeasurement* r : on)
-      errors.push_back(std::log(model.seconds(p, r->bytes) / r->time_s));
-    return median(errors);
+    return median_log_error(p, on);
   };
 
   // A run whose thread launches several GPUs' kernels an iteration (-g) times its small sizes at
@@ -446,7 +437,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     if (!c.value || (*c.value > c.lower && *c.value < c.upper)) continue;
     c.wanted = c.value;
     c.value.reset();
-    restore_protocol_figure(p, prior, c.key);
+    copy_profile_figure(p, prior, c.key);
     protocol_at_bound = true;
   }
   for (int round = 0; protocol_at_bound && round < 12; ++round) {
@@ -497,8 +488,8 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
   } else {
     out.notes.push_back(fmt::format("links: no step latency fitted: {}",
                                     "no Simple step latency or launch cost moves any size by 1% "
-                                    "or more (those NCCL runs under LL and LL128 are their "
-                                    "protocols' figures')"));
+                                    "or more (the sizes NCCL runs under LL and LL128 are matched "
+                                    "by those protocols' figures)"));
   }
   for (const ProtocolFigureFit& c : protocol_figures) {
     const std::string_view protocol = c.protocol == "ll" ? "LL" : "LL128";

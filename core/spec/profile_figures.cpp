@@ -247,4 +247,38 @@ void set_profile_figure(HardwareProfile& profile, std::string_view key, double v
   }
 }
 
+void copy_profile_figure(HardwareProfile& to, const HardwareProfile& from, std::string_view key) {
+  // The optional figures, whose absence means their default.
+  if (key == "input.sample_cpu_us") {
+    to.sample_cpu = from.sample_cpu;
+  } else if (key == "input.sample_cpu_ns_per_byte") {
+    to.sample_cpu_per_byte = from.sample_cpu_per_byte;
+  } else if (key == "input.batch_cpu_us") {
+    to.batch_cpu = from.batch_cpu;
+  } else if (key == "gpu.memory_efficiency") {
+    to.gpu.memory = from.gpu.memory;
+  } else if (key == "gpu.optimizer_memory_efficiency") {
+    to.gpu.optimizer_memory = from.gpu.optimizer_memory;
+  } else if (key == "gpu.speed_spread") {
+    to.gpu.speed_spread = from.gpu.speed_spread;
+  } else if (key == "gpu.tile_staging_cycles") {
+    to.gpu.tile_staging_cycles = from.gpu.tile_staging_cycles;
+  } else if (key == "gpu.cpu_bernoulli_ns") {
+    to.gpu.cpu_bernoulli_ns = from.gpu.cpu_bernoulli_ns;
+  } else if (key == "links.nccl_launch_us") {
+    to.links.nccl_launch = from.links.nccl_launch;
+  } else if (key == "links.ll_rate_relative") {
+    to.links.ll_rate = from.links.ll_rate;
+  } else if (key == "links.ll128_rate_relative") {
+    to.links.ll128_rate = from.links.ll128_rate;
+  } else if (key.starts_with("links.ll_step_latency_us.")) {
+    for (std::size_t i = 0; i < kLinkKinds; ++i) {
+      if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[i]))
+        to.links.ll_step_latency[i] = from.links.ll_step_latency[i];
+    }
+  } else {
+    set_profile_figure(to, key, *profile_figure_value(from, key));
+  }
+}
+
 }  // namespace epochcast

@@ -50,5 +50,8 @@ const ProfileFigure* find_profile_figure(std::string_view key);
 // The value in the key's unit; the input.* figures are absent unless the profile gives them.
 std::optional<double> profile_figure_value(const HardwareProfile& profile, std::string_view key);
 void set_profile_figure(HardwareProfile& profile, std::string_view key, double value);
+// Gives `to` the figure as `from` has it: unset where `from` leaves an optional figure unset (so
+// that its default, not a copy of it, stands).
+void copy_profile_figure(HardwareProfile& to, const HardwareProfile& from, std::string_view key);
 
 }  // namespace epochcast

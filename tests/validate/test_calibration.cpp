@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/spec/profile_figures.h"
 #include "core/spec/scenario_spec.h"
@@ -685,8 +687,7 @@ TEST_CASE("the link fit recovers how a machine's GPUs run LL and LL128 from one 
   truth.links.ll128_rate = 0.7;
   const std::vector<CollectiveMeasurement> log = simulated_g8_log(machine, truth, 1);
   const validate::LinkFit fit = validate::fit_link_figures(log, machine, prior);
-  for (const std::string& gap : fit.gaps)
-    INFO(gap);
+  INFO(fmt::format("{}", fmt::join(fit.gaps, "\n")));
   CHECK(fit.gaps.empty());
   const LinkCosts& links = fit.profile.links;
   REQUIRE(links.ll_step_latency[nvswitch]);
@@ -756,6 +757,30 @@ TEST_CASE("LL and LL128 fitted to one public A100 table carry to another of the 
   REQUIRE(sizes == 10);
   CHECK(before / sizes > 0.3);
   CHECK(after / sizes < 0.2);
+}
+
+TEST_CASE("a figure copied from another profile keeps that profile's absence of it") {
+  // The link fit puts back a prior's figure this way: an optional figure the prior leaves unset
+  // stays unset (its default stands, and nothing says the machine gave it), one it gives is
+  // copied, and a required one takes its value.
+  const HardwareProfile prior = load_profile(source("topologies/profiles/default.yaml"));
+  const auto nvswitch = static_cast<std::size_t>(sim::LinkKind::nvswitch);
+  HardwareProfile fitted = prior;
+  fitted.links.ll_rate = 0.4;
+  fitted.links.ll_step_latency[nvswitch] = microseconds(0.9);
+  fitted.links.efficiency[nvswitch] = 0.5;
+  for (const char* key :
+       {"links.ll_rate_relative", "links.ll_step_latency_us.nvswitch", "links.efficiency.nvswitch"})
+    copy_profile_figure(fitted, prior, key);
+  CHECK_FALSE(fitted.links.ll_rate);
+  CHECK_FALSE(fitted.links.ll_step_latency[nvswitch]);
+  CHECK_FALSE(fitted.links.own_protocol_figures());
+  CHECK(fitted.links.efficiency[nvswitch] == prior.links.efficiency[nvswitch]);
+  HardwareProfile given = prior;
+  given.links.ll128_rate = 0.6;
+  copy_profile_figure(fitted, given, "links.ll128_rate_relative");
+  REQUIRE(fitted.links.ll128_rate);
+  CHECK(*fitted.links.ll128_rate == 0.6);
 }
 
 TEST_CASE("a calibrated profile is written as YAML that loads back to the same figures") {

@@ -13,7 +13,8 @@ BytesPerSecond usable_rate(BytesPerSecond nominal, LinkKind kind, const Hardware
 }
 
 BytesPerSecond link_capacity(const TopologyLink& link, const HardwareProfile& profile) {
-  return usable_rate(link.bandwidth, link.kind, profile);
+  const LinkKind carries = link.kind == LinkKind::host_bridge ? LinkKind::pcie : link.kind;
+  return usable_rate(link.bandwidth, carries, profile);
 }
 
 NetworkMap::NetworkMap(const Topology& topology, const HardwareProfile& profile,
@@ -95,6 +96,22 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
       first = false;
     }
   }
+  // The links' own capacity along the path, against which a slower route's flows are scaled.
+  const BytesPerSecond capacity = rate.bandwidth;
+  if (transport != LinkKind::shm) {
+    // Peer to peer through a root complex (or a NIC's traffic through it): forwarded between
+    // two of its ports, far below the links' DMA rate (links.efficiency.host_bridge).
+    for (const Hop& hop : path.hops) {
+      const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
+      if (link.kind != LinkKind::host_bridge) continue;
+      const BytesPerSecond forwarded = usable_rate(link.bandwidth, LinkKind::host_bridge, profile);
+      if (forwarded < rate.bandwidth) {
+        rate.bandwidth = forwarded;
+        rate.slowest = LinkKind::host_bridge;
+        rate.nominal = link.bandwidth;
+      }
+    }
+  }
   if (transport && !path.hops.empty()) {
     // NCCL's shared-memory transport: the sender's kernel writes into mapped host memory and
     // the receiver's reads it back (NVIDIA/nccl src/transport/shm.cc), both across PCIe.
@@ -107,13 +124,11 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
           std::min(narrowest, topology.links()[static_cast<std::size_t>(hop.link)].bandwidth);
     }
     const BytesPerSecond reached = usable_rate(narrowest, *transport, profile);
-    if (reached < rate.bandwidth) {
-      rate.data_factor = rate.bandwidth.value() / reached.value();
-      rate.bandwidth = reached;
-    }
+    if (reached < rate.bandwidth) rate.bandwidth = reached;
     rate.slowest = *transport;
     rate.nominal = narrowest;
   }
+  if (rate.bandwidth < capacity) rate.data_factor = capacity.value() / rate.bandwidth.value();
   return rate;
 }
 

@@ -19,7 +19,12 @@ namespace epochcast::sim {
 // profile's efficiency for the kind (links.efficiency, formats.md). Every link capacity and
 // transport rate of the flow network is this one product.
 BytesPerSecond usable_rate(BytesPerSecond nominal, LinkKind kind, const HardwareProfile& profile);
-// A topology link's capacity in the flow network: usable_rate of its own bandwidth and kind.
+// A topology link's capacity in the flow network: usable_rate of its own bandwidth and kind. A
+// link into a CPU's root complex (host_bridge) carries DMA to and from host memory, which is
+// what NCCL's shared-memory transport moves, at a PCIe link's rate (links.efficiency.pcie, as
+// pinned copies); its own figure, links.efficiency.host_bridge, is the rate at which the root
+// complex forwards peer-to-peer traffic between two of its ports, which route_rate gives the
+// routes that carry such traffic.
 BytesPerSecond link_capacity(const TopologyLink& link, const HardwareProfile& profile);
 
 // How fast data moves along a path, and which kind of link sets it.
@@ -31,9 +36,11 @@ struct RouteRate {
   // staged transfer, slower than its links, takes as long as `bandwidth` says.
   double data_factor = 1;
 };
-// The rate of a path. With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink
-// SHARP), at the profile's efficiency for it of the path's narrowest link, never faster than the
-// links themselves; that kind then sets the step latency.
+// The rate of a path. A path through a root complex that is not NCCL's shared-memory transport
+// is forwarded peer to peer there, at links.efficiency.host_bridge of its links into the root
+// complex. With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink SHARP), at the
+// profile's efficiency for it of the path's narrowest link, never faster than the links
+// themselves; that kind then sets the step latency.
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
                      std::optional<LinkKind> transport);
 

@@ -97,15 +97,21 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   }
   if (std::string staged = staged_pairs(s); !staged.empty()) {
     const PcieTopology& pcie = s.machine.topology.pcie;
+    // How fast a host stages is its CPU's and memory's: public all_reduce_perf tables range
+    // from 0.25 of the PCIe link (two GPUs on PCIe 3.0, NVIDIA/nccl issue 384) to 0.48 (eight
+    // RTX 4090 on two EPYC 7542, tests/sim/data/nccl-tests).
     out.push_back(fmt::format(
         "NCCL stages collective traffic between GPUs {} through host memory (its shared-memory "
-        "transport): {}",
+        "transport): {}; it moves at links.efficiency.shm {:g} of the narrowest PCIe link, a "
+        "figure of the host (public all_reduce_perf tables: 0.25 to 0.48), which calibrate fits "
+        "from an all_reduce_perf log",
         staged,
         pcie.peer_to_peer
             ? fmt::format("they are farther apart than its P2P level, {} (NCCL_P2P_LEVEL; set "
                           "topology.pcie.nccl_p2p_level where your jobs change it)",
                           name_of(pcie.nccl_p2p_level))
-            : std::string("the machine allows no peer-to-peer (topology.pcie.peer_to_peer)")));
+            : std::string("the machine allows no peer-to-peer (topology.pcie.peer_to_peer)"),
+        s.profile.links.efficiency[static_cast<std::size_t>(LinkKind::shm)]));
   }
   const bool several =
       std::any_of(s.sweep.gpus.begin(), s.sweep.gpus.end(), [](int gpus) { return gpus > 1; });

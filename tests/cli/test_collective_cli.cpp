@@ -372,6 +372,10 @@ TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes, as each w
   //   (abci-a-node-a100-all-reduce.csv). It agrees with OCI's within 8% from 256 KiB to 16 MiB
   //   and every size of it is measured 1.15-2.3x slower than predicted (issue 47;
   //   docs/evidence/nccl-all-reduce-sizes.md).
+  // - Not compared: eight RTX 4090 on two EPYC 7542, NCCL's shared-memory transport, -g 8
+  //   (rtx4090-8x-epyc-7542-all-reduce.csv). How fast a host stages is its own (the default
+  //   profile's 0.25 of the link makes it 1.8-1.9x slow from 8 MiB); tests/validate calibrates
+  //   it from the table.
   struct Table {
     std::string file, arguments;
     double from_bytes;

@@ -399,19 +399,19 @@ TEST_CASE("one's own GPUs come from a catalogue file given with --catalogue, and
 
 namespace {
 
-// The rows of a predict table (lines that start with a GPU count), each as its words, so that
-// tables laid out differently compare by content.
+// The rows of a predict table (lines whose first word is a GPU count), each as its words, so
+// that tables laid out differently compare by content. A wrapped line of text that starts with a
+// figure ("0.25 to ...") is no row.
 std::vector<std::vector<std::string>> table_rows(const std::string& output) {
   std::vector<std::vector<std::string>> rows;
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::size_t first = line.find_first_not_of(' ');
-    if (first == std::string::npos || !std::isdigit(static_cast<unsigned char>(line[first])))
-      continue;
     std::istringstream words(line);
-    rows.emplace_back(std::istream_iterator<std::string>(words),
-                      std::istream_iterator<std::string>());
+    std::vector<std::string> row{std::istream_iterator<std::string>(words),
+                                 std::istream_iterator<std::string>()};
+    if (row.empty() || row.front().find_first_not_of("0123456789") != std::string::npos) continue;
+    rows.push_back(std::move(row));
   }
   return rows;
 }

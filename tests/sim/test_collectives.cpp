@@ -1072,6 +1072,52 @@ TEST_CASE("NCCL stages GPU-to-GPU steps through host memory beyond its P2P level
         old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)]);
 }
 
+TEST_CASE("a staged step moves through a root complex at its links' DMA rate, a peer's slower") {
+  // NCCL's shared-memory transport writes into host memory and reads back from it: DMA over
+  // each GPU's link into the root complex, not peer-to-peer traffic the root complex forwards
+  // between its ports (links.efficiency.host_bridge). So a staged step may run faster than the
+  // host bridge's peer-to-peer rate, up to the links' own (links.efficiency.pcie), and a peer
+  // step through the same root complex keeps that rate.
+  HardwareProfile p = profile();
+  const auto shm = static_cast<std::size_t>(LinkKind::shm);
+  const auto host_bridge = static_cast<std::size_t>(LinkKind::host_bridge);
+  const auto pcie = static_cast<std::size_t>(LinkKind::pcie);
+  p.links.efficiency[shm] = 0.6;
+  REQUIRE(p.links.efficiency[host_bridge] < 0.6);
+  REQUIRE(p.links.efficiency[pcie] > 0.6);
+  // Eight cards each on a root port of its own, no peer-to-peer (a public table's server).
+  const MachineSpec server =
+      load_machine(test::source_dir() / "tests/sim/data/nccl-tests/rtx4090-8x-epyc-7542.yaml",
+                   bundled_gpu_catalogue());
+  const double link = server.gpu.pcie_bandwidth().value();
+  Topology t = Topology::build(server, 1);
+  REQUIRE_FALSE(t.nccl_peer_to_peer(0, 1));
+  const TransferRoute staged = transfer_route(t, p, Transfer{0, 1, false, Bytes(0), {}});
+  CHECK(staged.slowest == LinkKind::shm);
+  CHECK(staged.bandwidth.value() == Approx(0.6 * link));
+  // Above the links' DMA rate the links bound it.
+  p.links.efficiency[shm] = 0.95;
+  CHECK(transfer_route(t, p, Transfer{0, 1, false, Bytes(0), {}}).bandwidth.value() ==
+        Approx(p.links.efficiency[pcie] * link));
+  p.links.efficiency[shm] = 0.6;
+  // Seed 001's box with NCCL_P2P_LEVEL=PHB: peer to peer through the root complex, at its rate.
+  MachineSpec box = machine("seed001-box");
+  box.topology.pcie.nccl_p2p_level = P2pLevel::phb;
+  const TransferRoute peer =
+      transfer_route(Topology::build(box, 1), p, Transfer{0, 1, false, Bytes(0), {}});
+  CHECK(peer.slowest == LinkKind::host_bridge);
+  CHECK(peer.bandwidth.value() ==
+        Approx(box.gpu.pcie_bandwidth().value() * p.links.efficiency[host_bridge]));
+  // The server's ring all-reduce, as flows and analytically: each GPU sends and receives at the
+  // staged rate at once, one flow each way on its own link (nccl-tests' bus bandwidth).
+  const Bytes bytes(std::int64_t{128} << 20);
+  const TransferPlan ring = ring_all_reduce(build_rings(t, first(8)), bytes);
+  const double flows = simulate_plan(ring, t, p).value();
+  CHECK(flows == Approx(plan_time(t, p, ring).value()).epsilon(1e-3));
+  const double busbw = 2.0 * 7 / 8 * static_cast<double>(bytes.value()) / flows;
+  CHECK(busbw == Approx(0.6 * link).epsilon(0.02));
+}
+
 TEST_CASE("across nodes the stages stream: a large all-reduce runs near its slowest stage") {
   HardwareProfile p = profile();
   Topology one = Topology::build(machine("dgx-h100-cluster"), 1, true);

@@ -368,6 +368,12 @@ TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes, as each w
   // - Azure ND A100 v4 (-g 8): from 512 MiB. Below, every size is 1.3-1.5x slower than
   //   predicted, its thread's launches included (5.3-5.6 us each, where OCI's bare-metal host
   //   takes 4).
+  // - An 8x A100-SXM4-80GB node (NVLink and NVSwitch as dgx-a100's 40 GB cards), one process per
+  //   GPU, NCCL from pip's nvidia-nccl-cu12: from 512 KiB to 2 MiB under LL and from 256 MiB.
+  //   Not fitted to. Its 8 B to 256 KiB are measured 18-32 us where NCCL's LL latencies give
+  //   15-20 (LL's hop on A100, about 1.2 us calibrated, twice NCCL's 0.6), and 4-128 MiB under
+  //   LL128 and Simple 10-20% slower than predicted; both left out
+  //   (docs/evidence/nccl-all-reduce-sizes.md).
   // - Not compared: ABCI's 8x A100 node, one rank per process, NCCL 2.8.4, 4 B to 32 MiB
   //   (abci-a-node-a100-all-reduce.csv). It agrees with OCI's within 8% from 256 KiB to 16 MiB
   //   and every size of it is measured 1.15-2.3x slower than predicted (issue 47;
@@ -386,7 +392,9 @@ TEST_CASE("all-reduce against public nccl-tests tables of 8-GPU boxes, as each w
         Table{"azure-nd-h200-v5-all-reduce.csv", "dgx-h200 --algo nvls -g 8", 1024},
         Table{"oci-bm-gpu4-8-a100-all-reduce.csv", "dgx-a100 -g 8", 64, 64 * 1024.0,
               256.0 * (1 << 20)},
-        Table{"azure-nd-a100-v4-all-reduce.csv", "dgx-a100 -g 8", 512.0 * (1 << 20)}}) {
+        Table{"azure-nd-a100-v4-all-reduce.csv", "dgx-a100 -g 8", 512.0 * (1 << 20)},
+        Table{"a100-80gb-node-np8-all-reduce.csv", "dgx-a100", 512 * 1024.0, 4.0 * (1 << 20),
+              256.0 * (1 << 20)}}) {
     const std::string json = t.file.substr(0, t.file.find('.')) + "-predicted.json";
     const nlohmann::json predicted = rows_of(t.arguments + " -b 64 -e 8G -f 2", json);
     std::map<double, nlohmann::json> by_size;

@@ -147,6 +147,18 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     return out;
   }
   Model model(machine, collective_of(name), per_node, nodes, rows.front()->launches_per_iteration);
+  if (const int launches = rows.front()->launches_per_iteration; launches > 1) {
+    // One 8x A100 node measured both ways (tests/sim/data/nccl-tests/a100-80gb-node-*): under
+    // -g 8, 7-39% slower from 1 MiB to 512 MiB than under mpirun, equal from 1 GiB; the model
+    // times a thread's launches only, so figures fitted to such a run may be slow for training,
+    // which runs a process per GPU.
+    out.notes.push_back(fmt::format(
+        "links: fitted to a run whose one thread drove {} GPUs (nccl-tests -g {}): one 8x A100 "
+        "node ran 7-39% slower under -g 8 than with a process per GPU from 1 MiB to 512 MiB, "
+        "which the model does not make; a run with a process per GPU (mpirun -np, -g 1) "
+        "measures what training sees",
+        launches, launches));
+  }
   const std::string from = fmt::format(
       "{} over {} ranks ({} node{}), {} to {} ({} sizes), the "
       "simulator in the loop",

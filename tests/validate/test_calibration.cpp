@@ -730,6 +730,9 @@ TEST_CASE("LL and LL128 fitted to one public A100 table carry to another of the 
     abci.push_back({"all_reduce", 8, std::stoll(row[0]), std::stod(row[1]) * 1e-6, 0, 0, true, 1});
   REQUIRE(abci.size() == 24);
   const validate::LinkFit fit = validate::fit_link_figures(abci, machine, nccl);
+  // A process per GPU: nothing to say of a thread driving several.
+  for (const std::string& note : fit.notes)
+    CHECK(note.find("nccl-tests -g") == std::string::npos);
   HardwareProfile carried = nccl;
   carried.links.ll_step_latency = fit.profile.links.ll_step_latency;
   carried.links.ll_rate = fit.profile.links.ll_rate;
@@ -780,6 +783,10 @@ TEST_CASE("NCCL's shared-memory transport calibrated from a public 8x RTX 4090 t
   CHECK(fit.profile.links.efficiency[shm] == Approx(0.48).margin(0.03));
   for (const std::string& gap : fit.gaps)
     CHECK(gap.find("efficiency.shm") == std::string::npos);
+  // A run whose one thread drove the eight GPUs: the fit says what that mode may add.
+  CHECK(std::any_of(fit.notes.begin(), fit.notes.end(), [](const std::string& note) {
+    return note.find("nccl-tests -g 8") != std::string::npos;
+  }));
   sim::CollectiveSweep sweep;
   sweep.launches_per_iteration = 8;
   sweep.min_bytes = 8;

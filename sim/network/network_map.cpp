@@ -98,9 +98,11 @@ RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, c
   }
   // The links' own capacity along the path, against which a slower route's flows are scaled.
   const BytesPerSecond capacity = rate.bandwidth;
-  if (transport != LinkKind::shm) {
+  if (transport != LinkKind::shm && topology.peer_to_peer()) {
     // Peer to peer through a root complex (or a NIC's traffic through it): forwarded between
-    // two of its ports, far below the links' DMA rate (links.efficiency.host_bridge).
+    // two of its ports, far below the links' DMA rate (links.efficiency.host_bridge). Where the
+    // driver allows no peer-to-peer it stages a copy through host memory instead, DMA at the
+    // links' rate.
     for (const Hop& hop : path.hops) {
       const TopologyLink& link = topology.links()[static_cast<std::size_t>(hop.link)];
       if (link.kind != LinkKind::host_bridge) continue;

@@ -1108,6 +1108,14 @@ TEST_CASE("a staged step moves through a root complex at its links' DMA rate, a 
   CHECK(peer.slowest == LinkKind::host_bridge);
   CHECK(peer.bandwidth.value() ==
         Approx(box.gpu.pcie_bandwidth().value() * p.links.efficiency[host_bridge]));
+  // A plain copy between two of the server's cards: without peer-to-peer the driver stages it
+  // through host memory, DMA at the links' rate, where seed 001's box (peer-to-peer allowed)
+  // forwards it through the root complex at the host bridge's.
+  CHECK(route_rate(t, p, t.path(0, 1), std::nullopt).bandwidth.value() ==
+        Approx(p.links.efficiency[pcie] * link));
+  Topology seed = Topology::build(box, 1);
+  CHECK(route_rate(seed, p, seed.path(0, 1), std::nullopt).bandwidth.value() ==
+        Approx(box.gpu.pcie_bandwidth().value() * p.links.efficiency[host_bridge]));
   // The server's ring all-reduce, as flows and analytically: each GPU sends and receives at the
   // staged rate at once, one flow each way on its own link (nccl-tests' bus bandwidth).
   const Bytes bytes(std::int64_t{128} << 20);

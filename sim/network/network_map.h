@@ -36,9 +36,10 @@ struct RouteRate {
   // staged transfer, slower than its links, takes as long as `bandwidth` says.
   double data_factor = 1;
 };
-// The rate of a path. A path through a root complex that is not NCCL's shared-memory transport
-// is forwarded peer to peer there, at links.efficiency.host_bridge of its links into the root
-// complex. With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink SHARP), at the
+// The rate of a path. On a machine whose driver allows peer-to-peer, a path through a root
+// complex that is not NCCL's shared-memory transport is forwarded peer to peer there, at
+// links.efficiency.host_bridge of its links into the root complex (without peer-to-peer the
+// driver stages a copy through host memory: DMA at the links' rate). With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink SHARP), at the
 // profile's efficiency for it of the path's narrowest link, never faster than the links
 // themselves; that kind then sets the step latency.
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,

@@ -32,16 +32,18 @@ struct RouteRate {
   BytesPerSecond bandwidth;           // effective bottleneck
   LinkKind slowest = LinkKind::pcie;  // the kind whose figures set the rate and step latency
   BytesPerSecond nominal;             // datasheet bandwidth of the bottleneck link
-  // Flows carry their bytes times this on the path's links (at their own efficiencies), so a
-  // staged transfer, slower than its links, takes as long as `bandwidth` says.
+  // Flows carry their bytes times this on the path's links (at their own capacities), so a
+  // transfer slower than its links (staged through host memory, forwarded by a root complex)
+  // takes as long as `bandwidth` says.
   double data_factor = 1;
 };
 // The rate of a path. On a machine whose driver allows peer-to-peer, a path through a root
 // complex that is not NCCL's shared-memory transport is forwarded peer to peer there, at
 // links.efficiency.host_bridge of its links into the root complex (without peer-to-peer the
-// driver stages a copy through host memory: DMA at the links' rate). With a `transport` (shm: NCCL's shared-memory transport; nvls: NVLink SHARP), at the
-// profile's efficiency for it of the path's narrowest link, never faster than the links
-// themselves; that kind then sets the step latency.
+// driver stages a copy through host memory: DMA at the links' rate). With a `transport` (shm:
+// NCCL's shared-memory transport; nvls: NVLink SHARP), at the profile's efficiency for it of the
+// path's narrowest link, never faster than the links themselves; that kind then sets the step
+// latency.
 RouteRate route_rate(const Topology& topology, const HardwareProfile& profile, const Path& path,
                      std::optional<LinkKind> transport);
 

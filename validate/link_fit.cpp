@@ -13,6 +13,7 @@
 
 #include "core/spec/profile_figures.h"
 #include "sim/collectives/collective_sweep.h"
+#include "sim/collectives/protocols.h"
 
 namespace epochcast::validate {
 
@@ -147,6 +148,19 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     return out;
   }
   Model model(machine, collective_of(name), per_node, nodes, rows.front()->launches_per_iteration);
+  // A figure as the machine runs it: LL's step of a kind the profile leaves to NCCL's hwLat is
+  // that at the GPUs' clock (sim::machine_ll_step_latency), which a nudge must start from.
+  const double clock_scale = sim::ll_clock_scale(machine.gpu);
+  const auto machine_value = [&](const HardwareProfile& profile, const std::string& key) {
+    for (std::size_t k = 0; k < kLinkKinds; ++k) {
+      if (key == fmt::format("links.ll_step_latency_us.{}", kLinkKindKeys[k])) {
+        return sim::machine_ll_step_latency(profile, static_cast<sim::LinkKind>(k), clock_scale)
+                   .value() *
+               1e6;
+      }
+    }
+    return *profile_figure_value(profile, key);
+  };
   if (const int launches = rows.front()->launches_per_iteration; launches > 1) {
     // One 8x A100 node measured both ways (tests/sim/data/nccl-tests/a100-80gb-node-*): under
     // -g 8, 7-39% slower from 1 MiB to 512 MiB than under mpirun, equal from 1 GiB; the model
@@ -205,7 +219,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     c.lower = figure->lower;
     c.upper = figure->upper;
     c.time_rises = time_rises;
-    const double prior_value = *profile_figure_value(p, key);
+    const double prior_value = machine_value(p, key);
     HardwareProfile trial = p;
     set_profile_figure(trial, key, time_rises ? prior_value * 1.1 : prior_value / 1.1);
     c.moved = moved_by(trial);
@@ -400,7 +414,9 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
     const std::vector<double> protocols_before = protocol_values();
     if (!bandwidth_rows.empty()) fit_efficiency();
     fit_latency();
-    fit_protocol_figures();
+    // The launch before the protocols' figures: a size its thread's launches bound is no LL
+    // size's to match (an LL step pushed up to a launch-bound time would keep those sizes above
+    // the launches, and so never launch-bound).
     launch_rows = launch_bound();
     if (launch_rows.size() >= 2) {
       launch_us = root(
@@ -410,7 +426,9 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
           },
           kLaunchLowUs, kLaunchHighUs);
       p.links.nccl_launch = microseconds(*launch_us);
+      launch_rows = launch_bound();
     }
+    fit_protocol_figures();
     const std::vector<double> protocols_now = protocol_values();
     bool protocols_still = true;
     for (std::size_t i = 0; i < protocols_now.size(); ++i)
@@ -514,7 +532,7 @@ LinkFit fit_link_figures(const std::vector<CollectiveMeasurement>& measured,
       out.gaps.push_back(fmt::format(
           "{}: {} kept at its prior ({:g}): the sizes under {} it governs, {} to {}, are {} than "
           "any value from {:g} to {:g} makes them in the model",
-          name, c.key, *profile_figure_value(p, c.key), protocol,
+          name, c.key, machine_value(p, c.key), protocol,
           size_text(static_cast<double>(c.rows.front()->bytes)),
           size_text(static_cast<double>(c.rows.back()->bytes)), slow_end ? "slower" : "faster",
           c.lower, c.upper));

@@ -61,11 +61,13 @@ struct PlanRoutes {
   };
   std::vector<Figures> figures;
   std::vector<std::uint32_t> of_transfer;  // index into figures
+  double ll_clock_scale = 1;               // the GPUs' (protocols.h)
 };
 
 PlanRoutes plan_routes(const Topology& topology, const HardwareProfile& profile,
                        const TransferPlan& plan) {
   PlanRoutes routes;
+  routes.ll_clock_scale = ll_clock_scale(topology);
   std::unordered_map<std::uint64_t, std::uint32_t> known;  // by (src, dst, how)
   routes.of_transfer.reserve(plan.transfers.size());
   for (const Transfer& t : plan.transfers) {
@@ -89,7 +91,7 @@ PlanRoutes plan_routes(const Topology& topology, const HardwareProfile& profile,
 Seconds plan_time(const PlanRoutes& routes, const HardwareProfile& profile,
                   const TransferPlan& plan, ProtocolFigures figures = ProtocolFigures::machine) {
   const std::array<Seconds, kLinkKinds> step =
-      protocol_step_latencies(profile, plan.protocol, figures);
+      protocol_step_latencies(profile, plan.protocol, figures, routes.ll_clock_scale);
   const double share = protocol_bandwidth_share(profile, plan.protocol, figures);
   // A rank's kernel paces all of its sends: each of the plan's channels (rings) has one at a
   // time.
@@ -422,8 +424,11 @@ CollectiveChoice choose_collective(const CollectiveRequest& request, const Topol
   }
   best.plan.collective = request.collective;
   best.time = tuned;
-  // Where the machine's figures are the tuner's, its time is the one found.
-  if (std::isfinite(tuned.value()) && profile.links.own_protocol_figures()) {
+  // Where the machine's figures are the tuner's (the profile gives none of its own and the GPUs
+  // run at the clock LL was checked at), its time is the one found.
+  const bool machine_differs =
+      profile.links.own_protocol_figures() || ll_clock_scale(topology) != 1.0;
+  if (std::isfinite(tuned.value()) && machine_differs) {
     best.plan.rank_rate_limit = rate_limit(best.plan, ProtocolFigures::machine);
     best.time = collective_time(topology, profile, best.plan);
   }

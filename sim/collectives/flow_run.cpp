@@ -15,7 +15,8 @@ Seconds simulate_plan(const TransferPlan& plan, const Topology& topology,
   auto owned = std::make_unique<MaxMinFairNetwork>("network");
   MaxMinFairNetwork& network = *owned;
   ResourceId id = engine.add_resource(std::move(owned));
-  NetworkMap routes(topology, profile, network, protocol_step_tables(profile));
+  NetworkMap routes(topology, profile, network,
+                    protocol_step_tables(profile, ll_clock_scale(topology)));
   // Under the plan's protocol: each step at its latency, the data inflated by its share of the
   // bandwidth (and by staging through host memory where NCCL does not use peer-to-peer).
   const double share = protocol_bandwidth_share(profile, plan.protocol);

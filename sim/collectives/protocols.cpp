@@ -33,18 +33,39 @@ int hardware_class(LinkKind kind) {
   return 1;
 }
 
+double clock_scale_of(double boost_mhz) {
+  return boost_mhz > 0 ? kLlReferenceClockMhz / boost_mhz : 1.0;
+}
+
 }  // namespace
 
+double ll_clock_scale(const Topology& topology) {
+  return clock_scale_of(topology.gpu_boost_mhz());
+}
+
+double ll_clock_scale(const GpuSpec& gpu) {
+  return clock_scale_of(gpu.clocks ? gpu.clocks->boost_mhz : 0);
+}
+
+Seconds machine_ll_step_latency(const HardwareProfile& profile, LinkKind kind, double clock_scale) {
+  const auto k = static_cast<std::size_t>(kind);
+  if (profile.links.ll_step_latency[k]) return *profile.links.ll_step_latency[k];
+  // Over NVLink the step is the SMs' work (ll_clock_scale); over PCIe and the network the
+  // links' round trips set it, whatever the clock.
+  const Seconds nccl = microseconds(LinkCosts::kNcclLlStepLatencyUs[k]);
+  return hardware_class(kind) == 0 ? nccl * clock_scale : nccl;
+}
+
 std::array<Seconds, kLinkKinds> protocol_step_latencies(const HardwareProfile& profile,
-                                                        Protocol protocol,
-                                                        ProtocolFigures figures) {
+                                                        Protocol protocol, ProtocolFigures figures,
+                                                        double ll_clock_scale) {
   if (protocol == Protocol::simple) return profile.links.step_latency;
   std::array<Seconds, kLinkKinds> out{};
   for (std::size_t k = 0; k < kLinkKinds; ++k) {
     if (protocol == Protocol::ll) {
-      out[k] = figures == ProtocolFigures::machine
-                   ? profile.links.ll_step_latency_or_default(k)
-                   : microseconds(LinkCosts::kNcclLlStepLatencyUs[k]);
+      out[k] = figures == ProtocolFigures::tuner
+                   ? microseconds(LinkCosts::kNcclLlStepLatencyUs[k])
+                   : machine_ll_step_latency(profile, static_cast<LinkKind>(k), ll_clock_scale);
     } else {
       out[k] = microseconds(kLl128StepLatencyUs[hardware_class(static_cast<LinkKind>(k))]);
     }
@@ -158,6 +179,7 @@ constexpr double kLlLineDataBytes = 8;
 NcclLaunch nccl_launch(const TransferPlan& plan, const Topology& topology, Bytes bytes, int ranks) {
   NcclLaunch launch;
   launch.nvlink = !plan.transfers.empty() && node_rings_on_nvlink(plan, topology);
+  launch.clock_scale = ll_clock_scale(topology);
   launch.channels = communicator_channels(plan, launch.nvlink);
   launch.threads = plan.protocol == Protocol::ll      ? kLlThreads
                    : plan.protocol == Protocol::ll128 ? kLl128Threads
@@ -217,7 +239,8 @@ double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
     const double rate = machine ? profile.links.ll_rate_or_default() : 1.0;
     double limit = traits.nccl_ll_max_gbps[row] * kGb * rate;
     if (launch.nvlink) {
-      const double per_channel = launch.threads * kLlLineDataBytes / (kLlLinePaceUs * 1e-6);
+      const double pace_us = kLlLinePaceUs * (machine ? launch.clock_scale : 1.0);
+      const double per_channel = launch.threads * kLlLineDataBytes / (pace_us * 1e-6);
       limit = std::min(limit, launch.channels * per_channel);
     }
     return limit;
@@ -230,10 +253,13 @@ double kernel_rate_limit(const TransferPlan& plan, const NcclLaunch& launch,
   return 0;
 }
 
-std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile) {
+std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile,
+                                                                  double ll_clock_scale) {
   std::vector<std::array<Seconds, kLinkKinds>> tables;
-  for (std::size_t p = 0; p < kProtocolCount; ++p)
-    tables.push_back(protocol_step_latencies(profile, static_cast<Protocol>(p)));
+  for (std::size_t p = 0; p < kProtocolCount; ++p) {
+    tables.push_back(protocol_step_latencies(profile, static_cast<Protocol>(p),
+                                             ProtocolFigures::machine, ll_clock_scale));
+  }
   tables.push_back({});  // pipelined: the latency is hidden
   return tables;
 }

@@ -40,10 +40,25 @@ namespace epochcast::sim {
 // algorithm and protocol whatever the GPUs do).
 enum class ProtocolFigures { machine, tuner };
 
-// The per-step latency of a step whose slowest link is of each kind, under `protocol`.
+// LL's work a step is the SMs' (each thread stores a line and its flag, and polls for the
+// next): over NVLink it takes NCCL's hwLat (0.6 us) and a thread 0.27 us a line on an H100 SXM
+// at its 1980 MHz boost, where both were checked (tests/sim/data/nccl-tests/dgx-h100-*), and on
+// other GPUs as many cycles at their own boost clock: this ratio of the H100's clock to the
+// topology's GPUs' (1 where the catalogue has no clock). On 8x A100 (1410 MHz) it gives LL's
+// hop 0.84 us, where public tables calibrate to 0.72-1.12 (docs/evidence/nccl-all-reduce-sizes.md).
+double ll_clock_scale(const Topology& topology);
+double ll_clock_scale(const GpuSpec& gpu);
+// LL's step over a link of `kind` as the machine runs it: the profile's own
+// links.ll_step_latency_us, else NCCL's hwLat, over NVLink at the GPUs' clock (`clock_scale`).
+Seconds machine_ll_step_latency(const HardwareProfile& profile, LinkKind kind, double clock_scale);
+// The H100 SXM5's boost clock (topologies/gpus.yaml, MHz), ll_clock_scale's reference.
+inline constexpr double kLlReferenceClockMhz = 1980;
+// The per-step latency of a step whose slowest link is of each kind, under `protocol`. Under
+// the machine's figures LL's NVLink and NVSwitch steps without the profile's own latency take
+// NCCL's times `ll_clock_scale` (ll_clock_scale(topology)).
 std::array<Seconds, kLinkKinds> protocol_step_latencies(
     const HardwareProfile& profile, Protocol protocol,
-    ProtocolFigures figures = ProtocolFigures::machine);
+    ProtocolFigures figures = ProtocolFigures::machine, double ll_clock_scale = 1);
 // NCCL's base latency of a collective run by `algorithm` under `protocol` (0 for direct copies,
 // which NCCL runs as point-to-point operations outside its tuning model, and for NVLS, NVLSTree
 // and CollNet: tuning.cc baseLat 0).
@@ -61,7 +76,8 @@ int communicator_channels(const TransferPlan& plan, const Topology& topology);
 struct NcclLaunch {
   int channels = 0;
   int threads = 0;
-  bool nvlink = false;  // NVLink joins every two neighbours of the node's rings
+  bool nvlink = false;     // NVLink joins every two neighbours of the node's rings
+  double clock_scale = 1;  // ll_clock_scale of the GPUs: LL's pace a line under their clock
 };
 // The launch of a collective of `bytes`. Rings and trees start from the communicator's channels
 // and the protocol's threads and, while bytes < channels x threads x threshold, drop a channel,
@@ -83,8 +99,9 @@ int nccl_channels(const TransferPlan& plan, const Topology& topology, Bytes byte
 // across nodes); 0 where nothing but the links limits it (Simple; chains, trees, NVLS, CollNet,
 // point-to-point copies, whose pipelined chunks are timed at the links' rate).
 // - LL: each thread stores one 16-byte line (8 bytes of data and their flags) and waits for it
-//   to land before the next, 0.27 us a line over NVLink, so a channel of 512 threads moves about
-//   15 GB/s; and a rank never more than NCCL's llMaxBw (ArchitectureTraits). The pace is
+//   to land before the next, 0.27 us a line over NVLink at an H100's clock (times the launch's
+//   clock_scale under the machine's figures), so a channel of 512 threads moves about 15 GB/s;
+//   and a rank never more than NCCL's llMaxBw (ArchitectureTraits). The pace is
 //   fitted to an 8x H100 node's all_reduce_perf table from 64 B to 1 MiB
 //   (tests/sim/data/nccl-tests/dgx-h100-all-reduce.csv; docs/evidence/nccl-small-messages.md);
 //   without NVLink rings only llMaxBw is applied (no table to fit a PCIe or network pace).
@@ -105,7 +122,8 @@ bool protocol_enabled(Protocol protocol, const Topology& topology, std::string_v
                       const std::vector<int>& ranks);
 // The per-step latency tables of the three protocols, in Protocol order, then one of zeros for
 // pipelined steps (Transfer::pipelined), at kPipelinedStepTable (for the flow network).
-std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile);
+std::vector<std::array<Seconds, kLinkKinds>> protocol_step_tables(const HardwareProfile& profile,
+                                                                  double ll_clock_scale = 1);
 inline constexpr int kPipelinedStepTable = static_cast<int>(kProtocolCount);
 
 }  // namespace epochcast::sim

@@ -62,6 +62,7 @@ Topology Topology::build(const MachineSpec& m, int nodes, bool attach_network) {
   t.gpus_per_node_ = m.gpus_per_node;
   t.nodes_ = nodes;
   t.peer_to_peer_ = topo.pcie.peer_to_peer;
+  if (m.gpu.clocks) t.gpu_boost_mhz_ = m.gpu.clocks->boost_mhz;
   t.in_network_reduction_ = topo.network && topo.network->in_network_reduction;
   t.nccl_p2p_level_ = topo.pcie.nccl_p2p_level;
   const int sockets = m.host.sockets;

@@ -80,6 +80,9 @@ class Topology {
   int gpus_per_node() const { return gpus_per_node_; }
   int nodes() const { return nodes_; }
   bool peer_to_peer() const { return peer_to_peer_; }
+  // The GPUs' boost clock (MHz; 0 where the catalogue gives none): what SM-bound protocol work
+  // (NCCL's LL) runs at.
+  double gpu_boost_mhz() const { return gpu_boost_mhz_; }
   // Whether NCCL moves data between GPUs a and b of one node by CUDA peer-to-peer: over NVLink
   // always, over PCIe only when the driver allows it (peer_to_peer) and the path type is within
   // the machine's NCCL P2P level; otherwise NCCL's shared-memory transport stages it.
@@ -138,6 +141,7 @@ class Topology {
   int nodes_ = 1;
   bool peer_to_peer_ = true;
   bool in_network_reduction_ = false;
+  double gpu_boost_mhz_ = 0;
   P2pLevel nccl_p2p_level_ = P2pLevel::pxb;
   std::vector<std::vector<int>> nics_;       // per node: NIC vertices
   std::vector<std::vector<int>> nic_links_;  // per node: each NIC's link to its leaf

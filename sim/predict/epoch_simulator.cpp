@@ -195,8 +195,9 @@ struct EpochSimulator::Impl {
     network = owned.get();
     network_id = engine.add_resource(std::move(owned));
     add_resource_info(network_id, false);
-    routes = std::make_unique<NetworkMap>(*input.topology, *input.profile, *network,
-                                          protocol_step_tables(*input.profile));
+    routes = std::make_unique<NetworkMap>(
+        *input.topology, *input.profile, *network,
+        protocol_step_tables(*input.profile, ll_clock_scale(*input.topology)));
     if (opt.trace_iterations > 0) {
       network->set_rate_listener([this](SimTime when, std::uint32_t link, double rate) {
         if (boundary >= opt.trace_iterations) return;

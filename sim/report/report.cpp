@@ -10,6 +10,7 @@
 
 #include "core/format/text_table.h"
 #include "core/spec/architecture_traits.h"
+#include "sim/collectives/protocols.h"
 #include "sim/compute/device_model.h"
 #include "sim/network/topology.h"
 #include "sim/predict/stragglers.h"
@@ -138,12 +139,25 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
   }
   if (several && s.training.strategy != Strategy::single &&
       !s.profile.links.own_protocol_figures()) {
-    out.push_back(
+    // LL's work a step is the SMs' (protocols.h, ll_clock_scale): over NVLink it takes as many
+    // cycles as on an H100, at this GPU's clock.
+    std::string clocked;
+    const GpuSpec& gpu = s.machine.gpu;
+    if (s.machine.topology.nvlink.shape != NvlinkShape::none && gpu.clocks &&
+        gpu.clocks->boost_mhz > 0 && gpu.clocks->boost_mhz != kLlReferenceClockMhz) {
+      clocked = fmt::format(
+          " but for LL's step over NVLink and a thread's pace, taken at as many cycles as on an "
+          "H100 (0.6 us a step at {:g} MHz; {:.2f} us at the {}'s {:g} MHz boost)",
+          kLlReferenceClockMhz, 0.6 * kLlReferenceClockMhz / gpu.clocks->boost_mhz, gpu.name,
+          gpu.clocks->boost_mhz);
+    }
+    out.push_back(fmt::format(
         "NCCL's LL and LL128 protocols, which carry its collectives up to a few MiB, run as its "
-        "tuner assumes (its hwLat, llMaxBw and LL128 rate); an older NCCL or another GPU "
+        "tuner assumes (its hwLat, llMaxBw and LL128 rate){}; an older NCCL or another GPU "
         "generation may run them up to 2x slower (8x A100 under NCCL 2.8.4): calibrate on your "
         "all_reduce_perf log fits links.ll_step_latency_us, ll_rate_relative and "
-        "ll128_rate_relative");
+        "ll128_rate_relative",
+        clocked));
   }
   if (several) {
     for (std::string& assumption : strategy.assumptions(s))

@@ -18,6 +18,7 @@
 #include "sim/network/max_min_fair.h"
 #include "sim/network/network_map.h"
 #include "support/paths.h"
+#include "support/text.h"
 
 using namespace epochcast;
 using namespace epochcast::sim;
@@ -181,13 +182,16 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   AlphaBeta simple = alpha_beta(t, p, 0, 1);
   // NCCL's per-step latency replaces the links' own (measured hop to hop, wire included).
   CHECK(simple.alpha == Approx(p.links.step_latency[static_cast<int>(LinkKind::nvswitch)].value()));
-  // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us, LL128 1.9 us; LL half the
-  // bandwidth (a line's 8 data bytes and their flags), LL128 0.92 of it. (A plan made by hand
-  // has no kernel pace: choose_collective sets it.)
+  // NCCL src/graph/tuning.cc: ring hwLat over NVLink LL 0.6 us (at an H100's clock: an A100
+  // takes as many cycles, ll_clock_scale), LL128 1.9 us; LL half the bandwidth (a line's 8 data
+  // bytes and their flags), LL128 0.92 of it. (A plan made by hand has no kernel pace:
+  // choose_collective sets it.)
+  const double clock = ll_clock_scale(t);
+  REQUIRE(clock == Approx(1980.0 / 1410.0));
   const struct {
     Protocol protocol;
     double step_us, share;
-  } cases[] = {{Protocol::ll, 0.6, 0.5}, {Protocol::ll128, 1.9, 0.92}};
+  } cases[] = {{Protocol::ll, 0.6 * clock, 0.5}, {Protocol::ll128, 1.9, 0.92}};
   for (const auto& c : cases) {
     plan.protocol = c.protocol;
     const double expected =
@@ -204,8 +208,9 @@ TEST_CASE("under LL and LL128 a ring step costs NCCL's per-step latency and a sh
   request.bytes = Bytes(8);
   const CollectiveChoice tiny = choose_collective(request, t, p);
   CHECK(tiny.plan.protocol == Protocol::ll);
-  // NCCL's model of a tiny ring all-reduce: baseLat 6.6 us, then 2(n-1) LL steps of 0.6 us.
-  CHECK(tiny.time.value() == Approx(6.6e-6 + 2 * (n - 1) * 0.6e-6).epsilon(0.01));
+  // NCCL's model of a tiny ring all-reduce: baseLat 6.6 us, then 2(n-1) LL steps of 0.6 us,
+  // each at the A100's clock.
+  CHECK(tiny.time.value() == Approx(6.6e-6 + 2 * (n - 1) * 0.6e-6 * clock).epsilon(0.01));
   CHECK(tiny.time.value() ==
         Approx((protocol_base_latency(Algorithm::ring, Protocol::ll) + plan_time(t, p, tiny.plan))
                    .value()));
@@ -1070,6 +1075,69 @@ TEST_CASE("NCCL stages GPU-to-GPU steps through host memory beyond its P2P level
   CHECK(old.links.efficiency[static_cast<std::size_t>(LinkKind::shm)] == host_bridge);
   CHECK(old.links.step_latency[static_cast<std::size_t>(LinkKind::shm)] ==
         old.links.step_latency[static_cast<std::size_t>(LinkKind::host_bridge)]);
+}
+
+TEST_CASE("LL's step and pace take an H100's cycles at another GPU's clock") {
+  HardwareProfile p = profile();
+  const auto nvswitch = static_cast<std::size_t>(LinkKind::nvswitch);
+  const auto pcie = static_cast<std::size_t>(LinkKind::pcie);
+  const Topology h100 = Topology::build(machine("dgx-h100"), 1);
+  const Topology a100 = Topology::build(machine("dgx-a100"), 1);
+  CHECK(ll_clock_scale(h100) == 1.0);
+  const double scale = ll_clock_scale(a100);
+  CHECK(scale == Approx(1980.0 / 1410.0));
+  // The machine's LL step over NVSwitch is NCCL's at the A100's clock; NCCL's tuner keeps its
+  // own figure, and a step over PCIe (the links' round trips) keeps NCCL's whatever the clock.
+  const double nccl = LinkCosts::kNcclLlStepLatencyUs[nvswitch];
+  CHECK(
+      protocol_step_latencies(p, Protocol::ll, ProtocolFigures::machine, scale)[nvswitch].value() ==
+      Approx(nccl * scale * 1e-6));
+  CHECK(protocol_step_latencies(p, Protocol::ll, ProtocolFigures::tuner, scale)[nvswitch].value() ==
+        Approx(nccl * 1e-6));
+  CHECK(protocol_step_latencies(p, Protocol::ll, ProtocolFigures::machine, scale)[pcie].value() ==
+        Approx(LinkCosts::kNcclLlStepLatencyUs[pcie] * 1e-6));
+  // A profile's own step is the machine's as measured: not scaled.
+  HardwareProfile own = p;
+  own.links.ll_step_latency[nvswitch] = microseconds(0.7);
+  CHECK(protocol_step_latencies(own, Protocol::ll, ProtocolFigures::machine, scale)[nvswitch]
+            .value() == Approx(0.7e-6));
+  // A thread's pace: a channel's LL rate at the A100's clock, where llMaxBw does not bind.
+  const TransferPlan ring = ring_all_reduce(build_rings(a100, first(8)), Bytes(64 << 10));
+  NcclLaunch launch = nccl_launch(ring, a100, Bytes(64 << 10), 8);
+  REQUIRE(launch.nvlink);
+  CHECK(launch.clock_scale == Approx(scale));
+  TransferPlan ll = ring;
+  ll.protocol = Protocol::ll;
+  const double at_a100 = kernel_rate_limit(ll, launch, p, "ampere", 1);
+  launch.clock_scale = 1;
+  CHECK(kernel_rate_limit(ll, launch, p, "ampere", 1) == Approx(at_a100 * scale));
+  // The rule transfers: checked on H100 tables only, it brings both public 8x A100 tables with
+  // a process per GPU (NCCL 2.8.4's, and a recent NCCL's) closer at every size NCCL runs under
+  // LL than NCCL's own step and the H100's pace do (the same A100s taken at the H100's clock).
+  MachineSpec at_h100_clock = machine("dgx-a100");
+  at_h100_clock.gpu.clocks->boost_mhz = kLlReferenceClockMhz;
+  for (const char* file :
+       {"abci-a-node-a100-all-reduce.csv", "a100-80gb-node-np8-all-reduce.csv"}) {
+    double clocked = 0, unscaled = 0;
+    int sizes = 0;
+    for (const auto& row :
+         test::commented_csv_rows(test::source_dir() / "tests/sim/data/nccl-tests" / file)) {
+      CollectiveSweep sweep;
+      sweep.min_bytes = sweep.max_bytes = std::stoll(row[0]);
+      const double measured = std::stod(row[1]) * 1e-6;
+      const CollectiveRow now = run_collective_sweep(machine("dgx-a100"), p, sweep)[0];
+      if (now.protocol != "ll") continue;
+      const CollectiveRow before = run_collective_sweep(at_h100_clock, p, sweep)[0];
+      clocked += std::abs(now.seconds / measured - 1);
+      unscaled += std::abs(before.seconds / measured - 1);
+      ++sizes;
+    }
+    INFO(file << ": " << sizes << " sizes under LL, mean error " << unscaled / sizes << " -> "
+              << clocked / sizes);
+    REQUIRE(sizes >= 15);
+    CHECK(clocked < unscaled - 0.05 * sizes);
+    CHECK(clocked / sizes < 0.25);
+  }
 }
 
 TEST_CASE("a staged step moves through a root complex at its links' DMA rate, a peer's slower") {

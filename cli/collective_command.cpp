@@ -29,6 +29,7 @@
 #include "options/scenario_options.h"
 #include "sim/collectives/algorithms.h"
 #include "sim/collectives/collective_sweep.h"
+#include "sim/collectives/protocols.h"
 #include "sim/network/topology.h"
 
 namespace epochcast::cli {
@@ -657,6 +658,16 @@ Command add_collective_command(CLI::App& app) {
                             "GPU would time the collective alone)",
                             *std::min_element(bound.begin(), bound.end()),
                             *std::max_element(bound.begin(), bound.end()))));
+    }
+    if (const double scale = sim::ll_clock_scale(machine.gpu);
+        scale != 1.0 && machine.topology.nvlink.shape != NvlinkShape::none) {
+      // LL's work a step is the SMs' (protocols.h): at this GPU's clock, as many cycles.
+      notes.push_back(fmt::format(
+          "LL over NVLink at the {}'s {:g} MHz boost: {:.2f} us a step and {:.2f} us a thread's "
+          "line, as many cycles as NCCL's 0.6 and the 0.27 fitted on an H100 at {:g} MHz take "
+          "(a profile's links.ll_step_latency_us replaces the step)",
+          machine.gpu.name, machine.gpu.clocks->boost_mhz, 0.6 * scale, 0.27 * scale,
+          sim::kLlReferenceClockMhz));
     }
     if (profile.links.own_protocol_figures()) {
       // The times take the profile's LL and LL128; the choice of protocol, NCCL's tuner's.

@@ -124,6 +124,20 @@ TEST_CASE("collective on an H100 NVSwitch node: NVLS for large all-reduces, in i
   CHECK(rows_of("dgx-a100 -b 8G -e 8G", "a100.json")["rows"][0]["algorithm"] == "ring");
 }
 
+TEST_CASE("collective says at which clock LL runs over NVLink when the GPU is not an H100's") {
+  // LL's step and a thread's pace take an H100's cycles at the GPU's own boost clock
+  // (protocols.h, ll_clock_scale): an A100 node's table says so, with the step it takes; an H100
+  // node's, at the clock they were checked at, says nothing.
+  CommandResult a100 = run_command(epochcast_binary() + " collective dgx-a100 -b 8 -e 1K");
+  INFO(a100.output);
+  REQUIRE(a100.exit_code == 0);
+  CHECK_THAT(a100.output, Catch::Contains("LL over NVLink at the NVIDIA A100 SXM4 40GB's 1410 MHz "
+                                          "boost: 0.84 us a step"));
+  CommandResult h100 = run_command(epochcast_binary() + " collective dgx-h100 -b 8 -e 1K");
+  REQUIRE(h100.exit_code == 0);
+  CHECK_THAT(h100.output, !Catch::Contains("LL over NVLink at"));
+}
+
 TEST_CASE("collective --proto forces NCCL's protocol, LL128 needs NVLink") {
   // Forced, each protocol costs its own steps: LL at half the bandwidth (its lines are half
   // flags) against Simple on the same ring (left to choose, Simple takes NVLS on this NVSwitch,

@@ -142,14 +142,12 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
     // LL's work a step is the SMs' (protocols.h, ll_clock_scale): over NVLink it takes as many
     // cycles as on an H100, at this GPU's clock.
     std::string clocked;
-    const GpuSpec& gpu = s.machine.gpu;
-    if (s.machine.topology.nvlink.shape != NvlinkShape::none && gpu.clocks &&
-        gpu.clocks->boost_mhz > 0 && gpu.clocks->boost_mhz != kLlReferenceClockMhz) {
+    const double scale = ll_clock_scale(s.machine.gpu);
+    if (s.machine.topology.nvlink.shape != NvlinkShape::none && scale != 1.0) {
       clocked = fmt::format(
           " but for LL's step over NVLink and a thread's pace, taken at as many cycles as on an "
           "H100 (0.6 us a step at {:g} MHz; {:.2f} us at the {}'s {:g} MHz boost)",
-          kLlReferenceClockMhz, 0.6 * kLlReferenceClockMhz / gpu.clocks->boost_mhz, gpu.name,
-          gpu.clocks->boost_mhz);
+          kLlReferenceClockMhz, 0.6 * scale, s.machine.gpu.name, s.machine.gpu.clocks->boost_mhz);
     }
     out.push_back(fmt::format(
         "NCCL's LL and LL128 protocols, which carry its collectives up to a few MiB, run as its "

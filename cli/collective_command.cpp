@@ -662,12 +662,14 @@ Command add_collective_command(CLI::App& app) {
     if (const double scale = sim::ll_clock_scale(machine.gpu);
         scale != 1.0 && machine.topology.nvlink.shape != NvlinkShape::none) {
       // LL's work a step is the SMs' (protocols.h): at this GPU's clock, as many cycles.
+      const double nccl_step_us =
+          LinkCosts::kNcclLlStepLatencyUs[static_cast<std::size_t>(sim::LinkKind::nvlink)];
       notes.push_back(fmt::format(
           "LL over NVLink at the {}'s {:g} MHz boost: {:.2f} us a step and {:.2f} us a thread's "
-          "line, as many cycles as NCCL's 0.6 and the 0.27 fitted on an H100 at {:g} MHz take "
+          "line, as many cycles as NCCL's {:g} and the {:g} fitted on an H100 at {:g} MHz take "
           "(a profile's links.ll_step_latency_us replaces the step)",
-          machine.gpu.name, machine.gpu.clocks->boost_mhz, 0.6 * scale, 0.27 * scale,
-          sim::kLlReferenceClockMhz));
+          machine.gpu.name, machine.gpu.clocks->boost_mhz, nccl_step_us * scale,
+          sim::kLlLinePaceUs * scale, nccl_step_us, sim::kLlLinePaceUs, sim::kLlReferenceClockMhz));
     }
     if (profile.links.own_protocol_figures()) {
       // The times take the profile's LL and LL128; the choice of protocol, NCCL's tuner's.

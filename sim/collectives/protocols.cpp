@@ -170,8 +170,6 @@ namespace {
 
 // Threads of a channel's CTA (NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS, src/include/device.h).
 constexpr int kLlThreads = 512, kLl128Threads = 640, kSimpleThreads = 512, kWarp = 32;
-// A thread's pace under LL over NVLink: one 16-byte line (8 bytes of data) each this long.
-constexpr double kLlLinePaceUs = 0.27;
 constexpr double kLlLineDataBytes = 8;
 
 }  // namespace

@@ -51,6 +51,9 @@ double ll_clock_scale(const GpuSpec& gpu);
 // LL's step over a link of `kind` as the machine runs it: the profile's own
 // links.ll_step_latency_us, else NCCL's hwLat, over NVLink at the GPUs' clock (`clock_scale`).
 Seconds machine_ll_step_latency(const HardwareProfile& profile, LinkKind kind, double clock_scale);
+// A thread's pace under LL over NVLink at the reference clock: one 16-byte line (8 bytes of data)
+// each this long (kernel_rate_limit says where it is fitted).
+inline constexpr double kLlLinePaceUs = 0.27;
 // The H100 SXM5's boost clock (topologies/gpus.yaml, MHz), ll_clock_scale's reference.
 inline constexpr double kLlReferenceClockMhz = 1980;
 // The per-step latency of a step whose slowest link is of each kind, under `protocol`. Under

@@ -144,10 +144,13 @@ std::vector<std::string> library_assumptions(const ScenarioSpec& s) {
     std::string clocked;
     const double scale = ll_clock_scale(s.machine.gpu);
     if (s.machine.topology.nvlink.shape != NvlinkShape::none && scale != 1.0) {
+      const double nccl_step_us =
+          LinkCosts::kNcclLlStepLatencyUs[static_cast<std::size_t>(LinkKind::nvlink)];
       clocked = fmt::format(
           " but for LL's step over NVLink and a thread's pace, taken at as many cycles as on an "
-          "H100 (0.6 us a step at {:g} MHz; {:.2f} us at the {}'s {:g} MHz boost)",
-          kLlReferenceClockMhz, 0.6 * scale, s.machine.gpu.name, s.machine.gpu.clocks->boost_mhz);
+          "H100 ({:g} us a step at {:g} MHz; {:.2f} us at the {}'s {:g} MHz boost)",
+          nccl_step_us, kLlReferenceClockMhz, nccl_step_us * scale, s.machine.gpu.name,
+          s.machine.gpu.clocks->boost_mhz);
     }
     out.push_back(fmt::format(
         "NCCL's LL and LL128 protocols, which carry its collectives up to a few MiB, run as its "

@@ -484,7 +484,7 @@ TEST_CASE("DDP's cost per step against the plain step, as PyTorch's DDP benchmar
   }
 }
 
-TEST_CASE("DDP's cost per step against the plain step on four GH200 under PyTorch 2") {
+TEST_CASE("DDP's cost per step against the plain step on GH200 nodes under PyTorch 2") {
   // tests/sim/data/pytorch-ddp-benchmark/resnet-gh200-4x-nv6.*: the same benchmark under PyTorch
   // 2.3 on GPUs joined directly by NVLink, ResNet-50 and ResNet-101, and on eight over two nodes.
   // Measured, a DDP step over the plain one: ResNet-50 1.053 on 1 GPU, 1.108 on 2, 1.101-1.109
@@ -492,7 +492,7 @@ TEST_CASE("DDP's cost per step against the plain step on four GH200 under PyTorc
   // on 1 GPU; on 2-8 it is 3-7% under: going from one rank to two adds 1.3 ms (ResNet-50) and
   // 2.3 ms (ResNet-101) to the measured step, about 1.4 times the all-reduces' own time, where
   // the model hides them behind backward; the second node, whose all-reduces the model times at
-  // 1.7-2.9 times one node's, adds 0-0.6 ms (issue 47; docs/evidence/ddp-overheads.md).
+  // 1.7-2.9 times one node's, adds 0-0.5 ms (issue 47; docs/evidence/ddp-overheads.md).
   const std::filesystem::path folder = test::source_dir() / "tests/sim/data/pytorch-ddp-benchmark";
   std::map<std::string, std::map<int, std::vector<double>>> rates;  // model, GPUs (0: no DDP)
   for (const std::vector<std::string>& cells :
